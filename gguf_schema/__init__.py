@@ -1,0 +1,51 @@
+"""gguf-schema: the GGUF model file format as a declarative schema, with a lazy reader and a byte-exact writer.
+
+>>> import io, numpy as np, gguf_schema
+>>> buf = io.BytesIO()
+>>> gguf_schema.save(buf, {"general.architecture": "llama", "general.name": "tiny"},
+...                  {"token_embd.weight": np.ones((4, 8), np.float32)})
+>>> with gguf_schema.open(buf.getvalue()) as f:
+...     f.metadata["general.name"], f.fields["general.name"].type.name, f.tensors["token_embd.weight"].shape
+('tiny', 'STRING', (4, 8))
+"""
+
+from .errors import (
+    GGUFBuildError,
+    GGUFError,
+    GGUFFormatError,
+    GGUFLimitError,
+    GGUFRoundTripError,
+    GGUFTruncatedError,
+)
+from .limits import Limits
+from .reader import Fields, GGUFFile, GGUFKeyError, Metadata, Tensor, open
+from .types import FileType, GGMLType, ValueType
+from .values import BoolByte, Field, GGUFArray, make_field
+from .writer import RawTensor, save
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "open",
+    "save",
+    "GGUFFile",
+    "Tensor",
+    "RawTensor",
+    "Fields",
+    "Metadata",
+    "Field",
+    "GGUFArray",
+    "BoolByte",
+    "make_field",
+    "ValueType",
+    "GGMLType",
+    "FileType",
+    "Limits",
+    "GGUFError",
+    "GGUFFormatError",
+    "GGUFTruncatedError",
+    "GGUFLimitError",
+    "GGUFBuildError",
+    "GGUFRoundTripError",
+    "GGUFKeyError",
+]

@@ -329,7 +329,8 @@ def _dq_iq4_xs(q, out):
 
 def _iq_scale(q: np.ndarray, t: GGMLType, nibbles: np.ndarray) -> np.ndarray:
     """d * (0.5 + s) * 0.25, the IQ2 block scale (float32)."""
-    return _half(q, t, "d") * (nibbles.astype(F32) + F32(0.5)) * F32(0.25)
+    d = _half(q, t, "d").reshape((-1,) + (1,) * (nibbles.ndim - 1))
+    return d * (nibbles.astype(F32) + F32(0.5)) * F32(0.25)
 
 
 def _dq_iq2_xxs(q, out):
@@ -546,11 +547,12 @@ def dequantize(
         blocks = data.reshape(-1, t.type_size)
         out_blocks = out.reshape(-1, t.block_size)
         step = max(1, _CHUNK_ELEMENTS // t.block_size)
-        for i in range(0, len(blocks), step):
-            q = blocks[i:i + step]
-            if byte_order == "big":
-                q = byteswap(q, t, "big", "little").reshape(-1, t.type_size)
-            kernel(q, out_blocks[i:i + step])
+        with np.errstate(all="ignore"):  # inf/nan scales in the data decode to inf/nan, as in ggml
+            for i in range(0, len(blocks), step):
+                q = blocks[i:i + step]
+                if byte_order == "big":
+                    q = byteswap(q, t, "big", "little").reshape(-1, t.type_size)
+                kernel(q, out_blocks[i:i + step])
 
     if rows is None:
         return out.reshape(tuple(int(s) for s in shape))

@@ -7,6 +7,7 @@ and prints. Exit codes: 0 success, 1 findings or differences, 2 unreadable input
 from __future__ import annotations
 
 import argparse
+import importlib
 import hashlib
 import io
 import os
@@ -83,7 +84,20 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("demo", help="write a small example model, read it back and prove the round trip")
     p.add_argument("-o", "--output", default="demo.gguf", help="where to write the example (default: demo.gguf)")
     p.set_defaults(func=_cmd_demo)
+    for name in _COMMAND_MODULES:
+        try:
+            module = importlib.import_module(f"{__package__}.{name}")
+        except ModuleNotFoundError as e:  # an optional part not installed: its commands are absent
+            if e.name and (e.name == f"{__package__}.{name}" or f"{__package__}.{name}".startswith(e.name + ".")):
+                continue
+            raise
+        module.register_cli(sub)
     return parser
+
+
+#: modules that own subcommands: each has ``register_cli(subparsers)`` adding its parsers,
+#: each parser with ``set_defaults(func=handler)`` where ``handler(args) -> int`` is the exit code.
+_COMMAND_MODULES = ("commands", "validate", "spec_audit", "testing.cli")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -44,37 +44,41 @@ _CHUNK_ELEMENTS = 1 << 15
 """Elements dequantized per step: the working set stays in the CPU's L2 cache."""
 
 # ----------------------------------------------------------------------------------------
-# Lookup tables derived once at import (all float32 unless noted).
+# Design of the kernels: each one first builds the integer level of every element (an
+# int8/uint8 array in final element order, made with byte-wide shifts, masks and table
+# look-ups, all cheap), then does ONE float32 multiply by the per-(sub-)block scale, plus
+# one subtraction for types with a min. The float operations are those of ggml's C code:
+# ``(float)level * scale`` and ``scale * level - min``, so results are bit-identical.
 
 _BYTES = np.arange(256, dtype=np.uint8)
-_NIB = np.stack([_BYTES & 15, _BYTES >> 4], axis=1)  # (256, 2): low, high nibble
-_CRUMB = np.stack([(_BYTES >> s) & 3 for s in (0, 2, 4, 6)], axis=1)  # (256, 4) 2-bit fields
-_BIT = np.unpackbits(_BYTES[:, None], axis=1, bitorder="little")  # (256, 8) bit k of byte
-
-_NIB_Q4_0 = (_NIB.astype(np.int16) - 8).astype(F32)
-_NIB_U = _NIB.astype(F32)
-_NIB_IQ4 = KVALUES_IQ4NL[_NIB].astype(F32)
-_NIB_FP4 = KVALUES_MXFP4[_NIB].astype(F32)
-_CRUMB_U = _CRUMB.astype(F32)
-_CRUMB_M1 = (_CRUMB.astype(np.int16) - 1).astype(F32)
-_PM1 = np.where(_BIT == 1, F32(1), F32(-1)).astype(F32)  # Q1_0: bit set -> +1
-_SIGN8 = np.where(_BIT == 1, F32(-1), F32(1)).astype(F32)  # IQ: bit set -> negative
-_SIGN7 = _SIGN8[KSIGNS_IQ2XS]  # (128, 8) signs of a 7-bit sign index
-_LEVELS_Q3 = np.arange(-4, 4, dtype=F32)
-_LEVELS_Q5 = np.arange(32, dtype=F32)
-_LEVELS_Q6 = np.arange(-32, 32, dtype=F32)
 
 
-def _trits() -> np.ndarray:
-    """(256, 5) ternary digits of a TQ1_0 byte, minus one: digit n = ((q * 3**n) mod 256 * 3) >> 8."""
-    out = np.empty((256, 5), dtype=F32)
-    for n in range(5):
-        q = (_BYTES.astype(np.uint16) * 3**n) & 0xFF
-        out[:, n] = ((q * 3) >> 8).astype(F32) - 1
-    return out
+def _pack_rows(table: np.ndarray) -> np.ndarray:
+    """(256, k) int8 table -> (256,) of k-byte words, so that one np.take yields k levels."""
+    return np.ascontiguousarray(table.astype(np.int8)).view(f"<u{table.shape[1]}").reshape(256)
 
 
-_TRITS = _trits()
+_BIT = np.unpackbits(_BYTES[:, None], axis=1, bitorder="little")  # (256, 8): bit k of byte
+_Q1_WORDS = _pack_rows(2 * _BIT.astype(np.int8) - 1)  # Q1_0: bit set -> +1, else -1
+_Q2_WORDS = _pack_rows(np.stack([(_BYTES >> s) & 3 for s in (0, 2, 4, 6)], axis=1).astype(np.int8) - 1)
+_SIGN8_WORDS = _pack_rows(1 - 2 * _BIT.astype(np.int8))  # IQ: bit set -> negative
+_SIGN7_WORDS = _SIGN8_WORDS[KSIGNS_IQ2XS]
+_KV_IQ4_LO, _KV_IQ4_HI = KVALUES_IQ4NL[_BYTES & 15], KVALUES_IQ4NL[_BYTES >> 4]
+_KV_FP4_LO, _KV_FP4_HI = KVALUES_MXFP4[_BYTES & 15], KVALUES_MXFP4[_BYTES >> 4]
+_TRIT_TABLES = [((((_BYTES.astype(np.uint16) * 3**n) & 0xFF) * 3) >> 8).astype(np.int8) - 1 for n in range(5)]
+
+
+def _grid_words(grid: np.ndarray, scale: int = 1) -> np.ndarray:
+    g = (grid.astype(np.int16) * scale).astype(np.int8)
+    return np.ascontiguousarray(g).view(f"<u{grid.shape[1]}").reshape(-1)
+
+
+_IQ2XXS_WORDS = _grid_words(IQ2XXS_GRID)
+_IQ2XS_WORDS = _grid_words(IQ2XS_GRID)
+_IQ2S_WORDS = _grid_words(IQ2S_GRID)
+_IQ3XXS_WORDS = _grid_words(IQ3XXS_GRID)
+_IQ3S_WORDS = _grid_words(IQ3S_GRID)
+_IQ1S_WORDS8 = _grid_words(IQ1S_GRID, 8)  # 8 * coordinate: 8 * (g +- 1/8) = 8g +- 1 is an int
 
 
 def _e8m0_half() -> np.ndarray:
@@ -97,13 +101,6 @@ def _ue4m3_half() -> np.ndarray:
 
 _E8M0_HALF = _e8m0_half()
 _UE4M3_HALF = _ue4m3_half()
-_GRID_IQ2XXS = IQ2XXS_GRID.astype(F32)
-_GRID_IQ2XS = IQ2XS_GRID.astype(F32)
-_GRID_IQ2S = IQ2S_GRID.astype(F32)
-_GRID_IQ3XXS = IQ3XXS_GRID.astype(F32)
-_GRID_IQ3S = IQ3S_GRID.astype(F32)
-_GRID_IQ1S = IQ1S_GRID.astype(F32)
-_SHIFT8 = np.arange(8, dtype=np.uint8)
 
 # ----------------------------------------------------------------------------------------
 # Field access. Kernels receive the blocks of a chunk as a (n, type_size) uint8 array and
@@ -125,14 +122,31 @@ def _u16(q: np.ndarray, t: GGMLType, name: str) -> np.ndarray:
     return _field(q, t, name).view("<u2")
 
 
-def _u32(q: np.ndarray, t: GGMLType, name: str) -> np.ndarray:
-    """A byte field read as little-endian uint32 words (as ggml does with memcpy)."""
-    return _field(q, t, name).view("<u4")
+def _nibbles(qs: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """Low nibbles of ``qs`` (…, k) into out[…, 0, :], high nibbles into out[…, 1, :]."""
+    np.bitwise_and(qs, 15, out=out[..., 0, :])
+    np.right_shift(qs, 4, out=out[..., 1, :])
+    return out
 
 
-def _split_halves(values: np.ndarray) -> np.ndarray:
-    """(…, k, 2) per-byte (low, high) values -> (…, 2, k): low nibbles first, as ggml lays them."""
-    return values.swapaxes(-1, -2)
+def _crumbs(qs: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """2-bit field j of ``qs`` (…, k) into out[…, j, :] for j = 0..3."""
+    for j in range(4):
+        np.right_shift(qs, 2 * j, out=out[..., j, :])
+    np.bitwise_and(out, 3, out=out)
+    return out
+
+
+def _bitplanes(qh: np.ndarray, out: np.ndarray, n_bits: int = 8) -> np.ndarray:
+    """Bit j of ``qh`` (n, k) into out[:, j, :] for j < n_bits."""
+    for j in range(n_bits):
+        np.right_shift(qh, j, out=out[:, j, :])
+    np.bitwise_and(out, 1, out=out)
+    return out
+
+
+def _u8(*shape: int) -> np.ndarray:
+    return np.empty(shape, dtype=np.uint8)
 
 
 # ----------------------------------------------------------------------------------------
@@ -142,40 +156,40 @@ def _split_halves(values: np.ndarray) -> np.ndarray:
 def _dq_q4_0(q, out):
     t = GGMLType.Q4_0
     n = len(q)
-    np.multiply(_split_halves(_NIB_Q4_0[_field(q, t, "qs")]), _half(q, t, "d")[:, :, None],
-                out=out.reshape(n, 2, 16))
+    lv = _nibbles(_field(q, t, "qs"), _u8(n, 2, 16))
+    lv -= 8  # wraps: read as int8 it is nibble - 8
+    np.multiply(lv.view(np.int8).reshape(n, 32), _half(q, t, "d"), out=out)
 
 
 def _dq_q4_1(q, out):
     t = GGMLType.Q4_1
     n = len(q)
-    o = out.reshape(n, 2, 16)
-    np.multiply(_split_halves(_NIB_U[_field(q, t, "qs")]), _half(q, t, "d")[:, :, None], out=o)
-    o += _half(q, t, "m")[:, :, None]
+    lv = _nibbles(_field(q, t, "qs"), _u8(n, 2, 16))
+    np.multiply(lv.reshape(n, 32), _half(q, t, "d"), out=out)
+    out += _half(q, t, "m")
 
 
-def _q5_levels(q, t):
-    """The 5-bit quants of Q5_0/Q5_1 as uint8 (n, 2, 16): low nibble | 5th bit from qh."""
+def _q5_levels(q: np.ndarray, t: GGMLType) -> np.ndarray:
+    """Q5_0/Q5_1 quants (n, 32) uint8: nibble | 5th bit (bit j of the 32-bit qh) << 4."""
     n = len(q)
-    qs = _field(q, t, "qs")
-    hb = np.unpackbits(_field(q, t, "qh"), axis=1, bitorder="little").reshape(n, 2, 16)
-    nib = _NIB[qs].swapaxes(-1, -2)
-    return nib | (hb << 4)
+    lv = _nibbles(_field(q, t, "qs"), _u8(n, 2, 16)).reshape(n, 32)
+    hb = np.unpackbits(_field(q, t, "qh"), axis=1, bitorder="little")
+    hb <<= 4
+    lv |= hb
+    return lv
 
 
 def _dq_q5_0(q, out):
     t = GGMLType.Q5_0
-    n = len(q)
-    np.multiply(_LEVELS_Q5[_q5_levels(q, t)] - F32(16), _half(q, t, "d")[:, :, None],
-                out=out.reshape(n, 2, 16))
+    lv = _q5_levels(q, t)
+    lv -= 16
+    np.multiply(lv.view(np.int8), _half(q, t, "d"), out=out)
 
 
 def _dq_q5_1(q, out):
     t = GGMLType.Q5_1
-    n = len(q)
-    o = out.reshape(n, 2, 16)
-    np.multiply(_q5_levels(q, t), _half(q, t, "d")[:, :, None], out=o)
-    o += _half(q, t, "m")[:, :, None]
+    np.multiply(_q5_levels(q, t), _half(q, t, "d"), out=out)
+    out += _half(q, t, "m")
 
 
 def _dq_q8_0(q, out):
@@ -197,17 +211,17 @@ def _dq_q2_k(q, out):
     t = GGMLType.Q2_K
     n = len(q)
     sc = _field(q, t, "scales")
-    dl = (_half(q, t, "d") * (sc & 15)).reshape(n, 2, 4, 2, 1)
-    ml = (_half(q, t, "dmin") * (sc >> 4)).reshape(n, 2, 4, 2, 1)
-    # element (half h, shift j, l) is crumb j of qs[32h + l]; 16 elements share a scale
-    vals = _CRUMB_U[_field(q, t, "qs").reshape(n, 2, 32)].swapaxes(-1, -2).reshape(n, 2, 4, 2, 16)
-    o = out.reshape(n, 2, 4, 2, 16)
-    np.multiply(vals, dl, out=o)
+    dl = (_half(q, t, "d") * (sc & 15))[:, :, None]
+    ml = (_half(q, t, "dmin") * (sc >> 4))[:, :, None]
+    # element (half h, shift j, l < 32) is crumb j of qs[32h + l]; 16 elements share a scale
+    lv = _crumbs(_field(q, t, "qs").reshape(n, 2, 32), _u8(n, 2, 4, 32))
+    o = out.reshape(n, 16, 16)
+    np.multiply(lv.reshape(n, 16, 16), dl, out=o)
     o -= ml
 
 
 def _q3_k_scales(sc: np.ndarray) -> np.ndarray:
-    """The sixteen 6-bit Q3_K scales (n, 16) as int: low 4 bits from bytes 0-7, high 2 from 8-11."""
+    """The sixteen 6-bit Q3_K scales (n, 16) minus 32: low 4 bits from bytes 0-7, high 2 from 8-11."""
     low = np.concatenate([sc[:, :8] & 15, sc[:, :8] >> 4], axis=1)
     high = (sc[:, 8:12][:, None, :] >> (2 * np.arange(4, dtype=np.uint8))[:, None]) & 3
     return (low | (high.reshape(-1, 16) << 4)).astype(np.int16) - 32
@@ -216,11 +230,13 @@ def _q3_k_scales(sc: np.ndarray) -> np.ndarray:
 def _dq_q3_k(q, out):
     t = GGMLType.Q3_K
     n = len(q)
-    dl = (_half(q, t, "d") * _q3_k_scales(_field(q, t, "scales")).astype(F32)).reshape(n, 2, 4, 2, 1)
-    crumbs = _CRUMB[_field(q, t, "qs").reshape(n, 2, 32)].swapaxes(-1, -2)  # (n, 2, 4, 32)
-    hbit = (_field(q, t, "hmask")[:, None, :] >> _SHIFT8[:, None]) & 1  # (n, 8, 32), bit 4h+j
-    idx = crumbs | (hbit.reshape(n, 2, 4, 32) << 2)  # level + 4
-    np.multiply(_LEVELS_Q3[idx].reshape(n, 2, 4, 2, 16), dl, out=out.reshape(n, 2, 4, 2, 16))
+    dl = (_half(q, t, "d") * _q3_k_scales(_field(q, t, "scales")))[:, :, None]
+    lv = _crumbs(_field(q, t, "qs").reshape(n, 2, 32), _u8(n, 2, 4, 32))
+    hb = _bitplanes(_field(q, t, "hmask"), _u8(n, 8, 32))  # bit 4h + j of hmask[l]
+    hb ^= 1
+    hb <<= 2
+    lv -= hb.reshape(n, 2, 4, 32)  # crumb - 4 where the high bit is clear
+    np.multiply(lv.view(np.int8).reshape(n, 16, 16), dl, out=out.reshape(n, 16, 16))
 
 
 def _k4_scale_min(sc: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -235,174 +251,190 @@ def _dq_q4_k(q, out):
     t = GGMLType.Q4_K
     n = len(q)
     sc, mn = _k4_scale_min(_field(q, t, "scales"))
-    d1 = (_half(q, t, "d") * sc).reshape(n, 4, 2, 1)
-    m1 = (_half(q, t, "dmin") * mn).reshape(n, 4, 2, 1)
-    o = out.reshape(n, 4, 2, 32)
-    np.multiply(_split_halves(_NIB_U[_field(q, t, "qs").reshape(n, 4, 32)]), d1, out=o)
-    o -= m1
+    lv = _nibbles(_field(q, t, "qs").reshape(n, 4, 32), _u8(n, 4, 2, 32))
+    o = out.reshape(n, 8, 32)
+    np.multiply(lv.reshape(n, 8, 32), (_half(q, t, "d") * sc)[:, :, None], out=o)
+    o -= (_half(q, t, "dmin") * mn)[:, :, None]
 
 
 def _dq_q5_k(q, out):
     t = GGMLType.Q5_K
     n = len(q)
     sc, mn = _k4_scale_min(_field(q, t, "scales"))
-    d1 = (_half(q, t, "d") * sc).reshape(n, 4, 2, 1)
-    m1 = (_half(q, t, "dmin") * mn).reshape(n, 4, 2, 1)
-    nib = _split_halves(_NIB[_field(q, t, "qs").reshape(n, 4, 32)])  # (n, 4, 2, 32)
-    hbit = (_field(q, t, "qh")[:, None, :] >> _SHIFT8[:, None]) & 1  # bit s for sub-block s
-    o = out.reshape(n, 4, 2, 32)
-    np.multiply(_LEVELS_Q5[nib | (hbit.reshape(n, 4, 2, 32) << 4)], d1, out=o)
-    o -= m1
+    lv = _nibbles(_field(q, t, "qs").reshape(n, 4, 32), _u8(n, 4, 2, 32)).reshape(n, 8, 32)
+    hb = _bitplanes(_field(q, t, "qh"), _u8(n, 8, 32))  # bit s of qh[l] for sub-block s
+    hb <<= 4
+    lv |= hb
+    o = out.reshape(n, 8, 32)
+    np.multiply(lv, (_half(q, t, "d") * sc)[:, :, None], out=o)
+    o -= (_half(q, t, "dmin") * mn)[:, :, None]
 
 
 def _dq_q6_k(q, out):
     t = GGMLType.Q6_K
     n = len(q)
     ql = _field(q, t, "ql").reshape(n, 2, 2, 32)
-    nib = np.concatenate([ql & 15, ql >> 4], axis=2)  # (n, 2, 4, 32): quarter g of each half
-    qh = _CRUMB[_field(q, t, "qh").reshape(n, 2, 32)].swapaxes(-1, -2)  # (n, 2, 4, 32)
-    dl = (_half(q, t, "d") * _field(q, t, "scales").view(np.int8)).reshape(n, 2, 4, 2, 1)
-    vals = _LEVELS_Q6[nib | (qh << 4)].reshape(n, 2, 4, 2, 16)
-    np.multiply(dl, vals, out=out.reshape(n, 2, 4, 2, 16))
+    lv = _u8(n, 2, 4, 32)  # (half, quarter g, l): quarters 0, 1 low nibbles, 2, 3 high nibbles
+    np.bitwise_and(ql, 15, out=lv[:, :, 0:2])
+    np.right_shift(ql, 4, out=lv[:, :, 2:4])
+    hb = _crumbs(_field(q, t, "qh").reshape(n, 2, 32), _u8(n, 2, 4, 32))
+    hb <<= 4
+    lv |= hb
+    lv -= 32
+    dl = (_half(q, t, "d") * _field(q, t, "scales").view(np.int8))[:, :, None]
+    np.multiply(dl, lv.view(np.int8).reshape(n, 16, 16), out=out.reshape(n, 16, 16))
 
 
 def _dq_tq1_0(q, out):
     t = GGMLType.TQ1_0
     n = len(q)
-    d = _half(q, t, "d")[:, :, None]
-    qs = _field(q, t, "qs")
-    np.multiply(_TRITS[qs[:, :32]].swapaxes(-1, -2), d, out=out[:, :160].reshape(n, 5, 32))
-    np.multiply(_TRITS[qs[:, 32:48]].swapaxes(-1, -2), d, out=out[:, 160:240].reshape(n, 5, 16))
-    np.multiply(_TRITS[_field(q, t, "qh")][:, :, :4].swapaxes(-1, -2), d, out=out[:, 240:].reshape(n, 4, 4))
+    qs, qh = _field(q, t, "qs"), _field(q, t, "qh")
+    lv = np.empty((n, 256), dtype=np.int8)
+    for d in range(5):  # digit d of byte m: element 32d + m, then 160 + 16d + m
+        np.take(_TRIT_TABLES[d], qs[:, :32], out=lv[:, 32 * d:32 * d + 32])
+        np.take(_TRIT_TABLES[d], qs[:, 32:], out=lv[:, 160 + 16 * d:176 + 16 * d])
+    for d in range(4):
+        np.take(_TRIT_TABLES[d], qh, out=lv[:, 240 + 4 * d:244 + 4 * d])
+    np.multiply(lv, _half(q, t, "d"), out=out)
 
 
 def _dq_tq2_0(q, out):
     t = GGMLType.TQ2_0
     n = len(q)
-    vals = _CRUMB_M1[_field(q, t, "qs").reshape(n, 2, 32)].swapaxes(-1, -2)
-    np.multiply(vals, _half(q, t, "d")[:, :, None, None], out=out.reshape(n, 2, 4, 32))
+    lv = _crumbs(_field(q, t, "qs").reshape(n, 2, 32), _u8(n, 2, 4, 32))
+    lv -= 1
+    np.multiply(lv.view(np.int8).reshape(n, 256), _half(q, t, "d"), out=out)
+
+
+def _kv_levels(qs: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Non-linear 4-bit levels (…, 2, k) int8: lo[qs] then hi[qs]."""
+    lv = np.empty(qs.shape[:-1] + (2, qs.shape[-1]), dtype=np.int8)
+    np.take(lo, qs, out=lv[..., 0, :])
+    np.take(hi, qs, out=lv[..., 1, :])
+    return lv
 
 
 def _dq_mxfp4(q, out):
     t = GGMLType.MXFP4
     n = len(q)
-    d = _E8M0_HALF[_field(q, t, "e")]
-    np.multiply(_split_halves(_NIB_FP4[_field(q, t, "qs")]), d[:, :, None], out=out.reshape(n, 2, 16))
+    lv = _kv_levels(_field(q, t, "qs"), _KV_FP4_LO, _KV_FP4_HI).reshape(n, 32)
+    np.multiply(lv, _E8M0_HALF[_field(q, t, "e")], out=out)
 
 
 def _dq_nvfp4(q, out):
     t = GGMLType.NVFP4
     n = len(q)
+    lv = _kv_levels(_field(q, t, "qs").reshape(n, 4, 8), _KV_FP4_LO, _KV_FP4_HI).reshape(n, 4, 16)
     d = _UE4M3_HALF[_field(q, t, "d")]  # (n, 4): one scale per 16 elements
-    vals = _split_halves(_NIB_FP4[_field(q, t, "qs").reshape(n, 4, 8)])
-    np.multiply(vals, d[:, :, None, None], out=out.reshape(n, 4, 2, 8))
+    np.multiply(lv, d[:, :, None], out=out.reshape(n, 4, 16))
 
 
 def _dq_q1_0(q, out):
     t = GGMLType.Q1_0
-    n = len(q)
-    np.multiply(_PM1[_field(q, t, "qs")], _half(q, t, "d")[:, :, None], out=out.reshape(n, 16, 8))
+    lv = np.take(_Q1_WORDS, _field(q, t, "qs")).view(np.int8)  # (n, 128) of +-1
+    np.multiply(lv, _half(q, t, "d"), out=out)
 
 
 def _dq_q2_0(q, out):
     t = GGMLType.Q2_0
-    n = len(q)
-    np.multiply(_CRUMB_M1[_field(q, t, "qs")], _half(q, t, "d")[:, :, None], out=out.reshape(n, 16, 4))
+    lv = np.take(_Q2_WORDS, _field(q, t, "qs")).view(np.int8)  # (n, 64) of crumb - 1
+    np.multiply(lv, _half(q, t, "d"), out=out)
 
 
 def _dq_iq4_nl(q, out):
     t = GGMLType.IQ4_NL
     n = len(q)
-    np.multiply(_split_halves(_NIB_IQ4[_field(q, t, "qs")]), _half(q, t, "d")[:, :, None],
-                out=out.reshape(n, 2, 16))
+    lv = _kv_levels(_field(q, t, "qs"), _KV_IQ4_LO, _KV_IQ4_HI).reshape(n, 32)
+    np.multiply(lv, _half(q, t, "d"), out=out)
 
 
 def _dq_iq4_xs(q, out):
     t = GGMLType.IQ4_XS
     n = len(q)
-    lo = _NIB[_field(q, t, "scales_l")].reshape(n, 8)
-    hi = (_u16(q, t, "scales_h") >> (2 * np.arange(8, dtype=np.uint16))) & 3
+    lo = _nibbles(_field(q, t, "scales_l"), _u8(n, 2, 4)).swapaxes(1, 2).reshape(n, 8)
+    hi = ((_u16(q, t, "scales_h") >> (2 * np.arange(8, dtype=np.uint16))) & 3).astype(np.uint8)
     dl = _half(q, t, "d") * ((lo | (hi << 4)).astype(np.int16) - 32)
-    vals = _split_halves(_NIB_IQ4[_field(q, t, "qs").reshape(n, 8, 16)])
-    np.multiply(vals, dl[:, :, None, None], out=out.reshape(n, 8, 2, 16))
+    lv = _kv_levels(_field(q, t, "qs").reshape(n, 8, 16), _KV_IQ4_LO, _KV_IQ4_HI).reshape(n, 8, 32)
+    np.multiply(lv, dl[:, :, None], out=out.reshape(n, 8, 32))
 
 
-def _iq_scale(q: np.ndarray, t: GGMLType, nibbles: np.ndarray) -> np.ndarray:
-    """d * (0.5 + s) * 0.25, the IQ2 block scale (float32)."""
-    d = _half(q, t, "d").reshape((-1,) + (1,) * (nibbles.ndim - 1))
-    return d * (nibbles.astype(F32) + F32(0.5)) * F32(0.25)
+def _iq2_scale(q: np.ndarray, t: GGMLType, s: np.ndarray) -> np.ndarray:
+    """d * (0.5 + s) * 0.25, the IQ2 scale of 16 or 32 elements (float32, shaped like s)."""
+    d = _half(q, t, "d").reshape((-1,) + (1,) * (s.ndim - 1))
+    return d * (s.astype(F32) + F32(0.5)) * F32(0.25)
+
+
+def _signed(grid_words: np.ndarray, idx: np.ndarray, sign_words: np.ndarray, sidx: np.ndarray) -> np.ndarray:
+    """Grid points times their signs, as int8 levels in element order."""
+    lv = np.take(grid_words, idx).view(np.int8)
+    lv *= np.take(sign_words, sidx).view(np.int8).reshape(lv.shape)
+    return lv
 
 
 def _dq_iq2_xxs(q, out):
     t = GGMLType.IQ2_XXS
     n = len(q)
-    raw = _field(q, t, "qs").reshape(n, 8, 8)  # per 32 elements: 4 grid bytes, 1 sign/scale word
-    grid_idx = raw[:, :, :4]
-    word = raw[:, :, 4:].reshape(n, 32).view("<u4")  # (n, 8)
-    db = _iq_scale(q, t, word >> 28)
-    signs = (word[:, :, None] >> np.array([0, 7, 14, 21], dtype=np.uint32)) & 127
-    o = out.reshape(n, 8, 4, 8)
-    np.multiply(_GRID_IQ2XXS[grid_idx], db[:, :, None, None], out=o)
-    o *= _SIGN7[signs]
+    words = _field(q, t, "qs").view("<u4").reshape(n, 8, 2)  # per 32: 4 grid bytes | signs+scale
+    aux = words[:, :, 1]
+    sidx = (aux[:, :, None] >> np.array([0, 7, 14, 21], dtype=np.uint32)) & 127
+    lv = _signed(_IQ2XXS_WORDS, _field(q, t, "qs").reshape(n, 8, 8)[:, :, :4], _SIGN7_WORDS, sidx)
+    np.multiply(lv.reshape(n, 8, 32), _iq2_scale(q, t, aux >> 28)[:, :, None], out=out.reshape(n, 8, 32))
 
 
 def _dq_iq2_xs(q, out):
     t = GGMLType.IQ2_XS
     n = len(q)
-    qs = _u16(q, t, "qs").reshape(n, 8, 4)
-    db = _iq_scale(q, t, _NIB[_field(q, t, "scales")])  # (n, 8, 2)
-    o = out.reshape(n, 8, 2, 2, 8)
-    np.multiply(_GRID_IQ2XS[qs & 511].reshape(n, 8, 2, 2, 8), db[:, :, :, None, None], out=o)
-    o *= _SIGN7[qs >> 9].reshape(n, 8, 2, 2, 8)
+    qs = _u16(q, t, "qs")
+    lv = _signed(_IQ2XS_WORDS, qs & 511, _SIGN7_WORDS, qs >> 9).reshape(n, 16, 16)
+    sc = _nibbles(_field(q, t, "scales"), _u8(n, 2, 8)).swapaxes(1, 2).reshape(n, 16)
+    np.multiply(lv, _iq2_scale(q, t, sc)[:, :, None], out=out.reshape(n, 16, 16))
 
 
 def _dq_iq2_s(q, out):
     t = GGMLType.IQ2_S
     n = len(q)
     qs = _field(q, t, "qs")
-    low, signs = qs[:, :32].reshape(n, 8, 4), qs[:, 32:].reshape(n, 8, 4)
-    high = _CRUMB[_field(q, t, "qh")].astype(np.uint16)  # (n, 8, 4)
-    db = _iq_scale(q, t, _NIB[_field(q, t, "scales")])  # (n, 8, 2)
-    o = out.reshape(n, 8, 2, 2, 8)
-    np.multiply(_GRID_IQ2S[low | (high << 8)].reshape(n, 8, 2, 2, 8), db[:, :, :, None, None], out=o)
-    o *= _SIGN8[signs].reshape(n, 8, 2, 2, 8)
+    high = _crumbs(_field(q, t, "qh"), _u8(n, 4, 8)).swapaxes(1, 2).astype(np.uint16)  # (n, 8, 4)
+    idx = qs[:, :32].reshape(n, 8, 4) | (high << 8)
+    lv = _signed(_IQ2S_WORDS, idx, _SIGN8_WORDS, qs[:, 32:]).reshape(n, 16, 16)
+    sc = _nibbles(_field(q, t, "scales"), _u8(n, 2, 8)).swapaxes(1, 2).reshape(n, 16)
+    np.multiply(lv, _iq2_scale(q, t, sc)[:, :, None], out=out.reshape(n, 16, 16))
 
 
 def _dq_iq3_xxs(q, out):
     t = GGMLType.IQ3_XXS
     n = len(q)
     qs = _field(q, t, "qs")
-    grid_idx = qs[:, :64].reshape(n, 8, 8)
-    word = qs[:, 64:].view("<u4")  # (n, 8): 28 sign bits + 4-bit scale
-    db = _half(q, t, "d") * ((word >> 28).astype(F32) + F32(0.5)) * F32(0.5)
-    signs = (word[:, :, None] >> np.array([0, 7, 14, 21], dtype=np.uint32)) & 127
-    o = out.reshape(n, 8, 4, 8)
-    np.multiply(_GRID_IQ3XXS[grid_idx].reshape(n, 8, 4, 8), db[:, :, None, None], out=o)
-    o *= _SIGN7[signs]
+    aux = qs[:, 64:].view("<u4")  # (n, 8): 28 sign bits + 4-bit scale per 32 elements
+    sidx = (aux[:, :, None] >> np.array([0, 7, 14, 21], dtype=np.uint32)) & 127
+    lv = np.take(_IQ3XXS_WORDS, qs[:, :64]).view(np.int8).reshape(n, 8, 4, 8)
+    lv *= np.take(_SIGN7_WORDS, sidx).view(np.int8).reshape(n, 8, 4, 8)
+    db = _half(q, t, "d") * ((aux >> 28).astype(F32) + F32(0.5)) * F32(0.5)
+    np.multiply(lv.reshape(n, 8, 32), db[:, :, None], out=out.reshape(n, 8, 32))
 
 
 def _dq_iq3_s(q, out):
     t = GGMLType.IQ3_S
     n = len(q)
-    high = (_field(q, t, "qh")[:, :, None] >> _SHIFT8) & 1  # (n, 8, 8)
-    idx = _field(q, t, "qs").reshape(n, 8, 8) | (high.astype(np.uint16) << 8)
-    db = _half(q, t, "d") * (1 + 2 * _NIB[_field(q, t, "scales")].reshape(n, 8).astype(np.int16))
-    o = out.reshape(n, 8, 4, 8)
-    np.multiply(_GRID_IQ3S[idx].reshape(n, 8, 4, 8), db[:, :, None, None], out=o)
-    o *= _SIGN8[_field(q, t, "signs").reshape(n, 8, 4)]
+    high = _bitplanes(_field(q, t, "qh"), _u8(n, 8, 8)).swapaxes(1, 2).astype(np.uint16)  # (n, 8, 8)
+    idx = _field(q, t, "qs").reshape(n, 8, 8) | (high << 8)
+    lv = np.take(_IQ3S_WORDS, idx).view(np.int8).reshape(n, 32, 8)
+    lv *= np.take(_SIGN8_WORDS, _field(q, t, "signs")).view(np.int8).reshape(n, 32, 8)
+    sc = _nibbles(_field(q, t, "scales"), _u8(n, 2, 4)).swapaxes(1, 2).reshape(n, 8)
+    db = _half(q, t, "d") * (1 + 2 * sc.astype(np.int16))
+    np.multiply(lv.reshape(n, 8, 32), db[:, :, None], out=out.reshape(n, 8, 32))
 
 
 def _dq_iq1_s(q, out):
     t = GGMLType.IQ1_S
     n = len(q)
     qh = _u16(q, t, "qh")  # (n, 8)
-    dl = _half(q, t, "d") * (2 * ((qh >> 12) & 7) + 1).astype(F32)
-    delta = np.where(qh & 0x8000, F32(-IQ1S_DELTA), F32(IQ1S_DELTA))
     high = (qh[:, :, None] >> np.array([0, 3, 6, 9], dtype=np.uint16)) & 7
-    idx = _field(q, t, "qs").reshape(n, 8, 4) | (high << 8)
-    o = out.reshape(n, 8, 4, 8)
-    np.add(_GRID_IQ1S[idx], delta[:, :, None, None], out=o)
-    o *= dl[:, :, None, None]
+    lv = np.take(_IQ1S_WORDS8, _field(q, t, "qs").reshape(n, 8, 4) | (high << 8)).view(np.int8)
+    lv = lv.reshape(n, 8, 32)
+    lv += np.where(qh & 0x8000, np.int8(-1), np.int8(1)).astype(np.int8)[:, :, None]  # 8 * delta
+    dl8 = _half(q, t, "d") * (2 * ((qh >> 12) & 7) + 1).astype(F32) * F32(0.125)
+    np.multiply(lv, dl8[:, :, None], out=out.reshape(n, 8, 32))
 
 
 def _dq_iq1_m(q, out):
@@ -410,16 +442,14 @@ def _dq_iq1_m(q, out):
     n = len(q)
     sc = _field(q, t, "scales").view("<u2")  # (n, 4): 3-bit scales + the f16 scale's nibbles
     bits = (sc[:, 0] >> 12) | ((sc[:, 1] >> 8) & 0x00F0) | ((sc[:, 2] >> 4) & 0x0F00) | (sc[:, 3] & 0xF000)
-    d = bits.view("<f2").astype(F32)[:, None, None]
-    s3 = (sc[:, :, None] >> np.array([0, 3, 6, 9], dtype=np.uint16)) & 7  # (n, 4, 4) -> 8 x 2
-    dl = d * (2 * s3.reshape(n, 8, 2) + 1).astype(F32)
-    nib = _NIB[_field(q, t, "qh")].reshape(n, 8, 4)  # per group of 8: 3 index bits + delta sign
-    idx = _field(q, t, "qs").reshape(n, 8, 4) | ((nib & 7).astype(np.uint16) << 8)
-    delta = np.where(nib & 8, F32(-IQ1S_DELTA), F32(IQ1S_DELTA))
-    o = out.reshape(n, 8, 4, 8)
-    np.add(_GRID_IQ1S[idx], delta[:, :, :, None], out=o)
-    o.reshape(n, 8, 2, 16)[...] *= dl[:, :, :, None]
-
+    d = bits.view("<f2").astype(F32)[:, None]
+    s3 = (sc[:, :, None] >> np.array([0, 3, 6, 9], dtype=np.uint16)) & 7  # (n, 4, 4) = 16 halves
+    dl8 = d * (2 * s3.reshape(n, 16) + 1).astype(F32) * F32(0.125)
+    nib = _nibbles(_field(q, t, "qh"), _u8(n, 2, 16)).swapaxes(1, 2).reshape(n, 32)  # per 8 elems
+    idx = _field(q, t, "qs") | ((nib & 7).astype(np.uint16) << 8)
+    lv = np.take(_IQ1S_WORDS8, idx).view(np.int8).reshape(n, 32, 8)
+    lv += np.where(nib & 8, np.int8(-1), np.int8(1)).astype(np.int8)[:, :, None]
+    np.multiply(lv.reshape(n, 16, 16), dl8[:, :, None], out=out.reshape(n, 16, 16))
 
 _KERNELS: dict[GGMLType, Callable[[np.ndarray, np.ndarray], None]] = {
     GGMLType.Q4_0: _dq_q4_0, GGMLType.Q4_1: _dq_q4_1, GGMLType.Q5_0: _dq_q5_0,

@@ -587,3 +587,267 @@ def dequantize(
     if rows is None:
         return out.reshape(tuple(int(s) for s in shape))
     return out.reshape(stop - start, cols)
+
+
+# ----------------------------------------------------------------------------------------
+# Quantization: float32 blocks (n, block_size) -> structured little-endian blocks (n,).
+# Each follows ggml's quantize_row_*_ref step by step in float32.
+
+
+def _round_away(v: np.ndarray) -> np.ndarray:
+    """C ``roundf``/``lroundf``: nearest integer, halves away from zero (exact in float32)."""
+    a = np.abs(v)
+    f = np.floor(a)
+    r = f + (a - f >= F32(0.5))
+    return np.copysign(r, v)
+
+
+def _nearest_int(v: np.ndarray) -> np.ndarray:
+    """ggml's nearest_int: round half to even (for |v| < 2**22)."""
+    return np.rint(v).astype(np.int32)
+
+
+def _inverse(d: np.ndarray) -> np.ndarray:
+    """``d ? 1.0f/d : 0.0f``."""
+    with np.errstate(divide="ignore"):
+        return np.where(d != 0, F32(1) / d, F32(0)).astype(F32)
+
+
+def _signed_max(x: np.ndarray) -> np.ndarray:
+    """The value of largest magnitude of each block (the first such), shape (n, 1)."""
+    i = np.abs(x).argmax(axis=1)[:, None]
+    return np.take_along_axis(x, i, axis=1)
+
+
+def _pack_nibbles(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    return (lo & 15) | (hi << 4)
+
+
+def _q_q4_0(x, b):
+    d = _signed_max(x) / F32(-8)
+    v = np.trunc(x * _inverse(d) + F32(8.5))
+    xi = np.minimum(v, 15).astype(np.int8).astype(np.uint8)
+    b["d"] = d[:, 0]
+    b["qs"] = _pack_nibbles(xi[:, :16], xi[:, 16:])
+
+
+def _q_q4_1(x, b):
+    mn, mx = x.min(axis=1, keepdims=True), x.max(axis=1, keepdims=True)
+    d = (mx - mn) / F32(15)
+    xi = np.minimum(np.trunc((x - mn) * _inverse(d) + F32(0.5)), 15).astype(np.int8).astype(np.uint8)
+    b["d"], b["m"] = d[:, 0], mn[:, 0]
+    b["qs"] = _pack_nibbles(xi[:, :16], xi[:, 16:])
+
+
+def _q5_pack(xi: np.ndarray, b: np.ndarray) -> None:
+    b["qs"] = _pack_nibbles(xi[:, :16], xi[:, 16:] & 15)
+    b["qh"] = np.packbits((xi >> 4) & 1, axis=1, bitorder="little")
+
+
+def _q_q5_0(x, b):
+    d = _signed_max(x) / F32(-16)
+    xi = np.minimum(np.trunc(x * _inverse(d) + F32(16.5)), 31).astype(np.int8).astype(np.uint8)
+    b["d"] = d[:, 0]
+    _q5_pack(xi, b)
+
+
+def _q_q5_1(x, b):
+    mn, mx = x.min(axis=1, keepdims=True), x.max(axis=1, keepdims=True)
+    d = (mx - mn) / F32(31)
+    xi = np.trunc((x - mn) * _inverse(d) + F32(0.5)).astype(np.int32).astype(np.uint8)
+    b["d"], b["m"] = d[:, 0], mn[:, 0]
+    _q5_pack(xi, b)
+
+
+def _q8_levels(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    d = np.abs(x).max(axis=1, keepdims=True) / F32(127)
+    return d, _round_away(x * _inverse(d)).astype(np.int8)
+
+
+def _q_q8_0(x, b):
+    d, qs = _q8_levels(x)
+    b["d"], b["qs"] = d[:, 0], qs
+
+
+def _q_q8_1(x, b):
+    d, qs = _q8_levels(x)
+    b["d"], b["qs"] = d[:, 0], qs
+    b["s"] = qs.sum(axis=1, dtype=np.int32).astype(F32) * d[:, 0]
+
+
+def _q_q8_k(x, b):
+    mx = _signed_max(x)
+    with np.errstate(divide="ignore"):
+        iscale = np.where(mx != 0, F32(-127) / mx, F32(0)).astype(F32)
+    qs = np.minimum(_nearest_int(iscale * x), 127).astype(np.int8)
+    b["qs"] = qs
+    b["bsums"] = qs.reshape(len(x), 16, 16).sum(axis=2, dtype=np.int16)
+    with np.errstate(divide="ignore"):
+        b["d"] = np.where(mx != 0, F32(1) / iscale, F32(0))[:, 0]
+
+
+def _ternary(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """TQ1_0/TQ2_0: d = max |x|; levels round(x / d) + 1 in {0, 1, 2}."""
+    d = np.abs(x).max(axis=1, keepdims=True)
+    return d, (_round_away(x * _inverse(d)) + 1).astype(np.uint8)
+
+
+def _q_tq1_0(x, b):
+    d, t = _ternary(x)
+    n = len(x)
+    pow3 = np.array([81, 27, 9, 3, 1], dtype=np.uint16)
+
+    def pack(trits: np.ndarray, weights: np.ndarray) -> np.ndarray:
+        q = (trits.astype(np.uint16) * weights[:, None]).sum(axis=1, dtype=np.uint16) & 0xFF
+        return ((q * 256 + 242) // 243).astype(np.uint8)  # ceil(q * 256 / 243)
+
+    b["qs"][:, :32] = pack(t[:, :160].reshape(n, 5, 32), pow3)
+    b["qs"][:, 32:] = pack(t[:, 160:240].reshape(n, 5, 16), pow3)
+    b["qh"] = pack(t[:, 240:].reshape(n, 4, 4), pow3[:4])  # 4 trits, shifted up by one
+    b["d"] = d[:, 0]
+
+
+def _q_tq2_0(x, b):
+    d, t = _ternary(x)
+    t = t.reshape(len(x), 2, 4, 32) << (2 * np.arange(4, dtype=np.uint8))[:, None]
+    b["qs"] = np.bitwise_or.reduce(t, axis=2).reshape(len(x), 64)
+    b["d"] = d[:, 0]
+
+
+def _best_fp4(x: np.ndarray, d: np.ndarray) -> np.ndarray:
+    """best_index_mxfp4: the first of the 16 E2M1 codes minimising |kvalue * d - x|."""
+    err = np.abs(KVALUES_MXFP4.astype(F32) * d[..., None] - x[..., None])
+    return err.argmin(axis=-1).astype(np.uint8)
+
+
+def _q_mxfp4(x, b):
+    amax = np.abs(x).max(axis=1)
+    with np.errstate(divide="ignore"):
+        e = np.where(amax > 0, np.floor(np.log2(amax)) - 2 + 127, 0).astype(np.int32).astype(np.uint8)
+    i = _best_fp4(x, _E8M0_HALF[e][:, None])
+    b["e"] = e
+    b["qs"] = _pack_nibbles(i[:, :16], i[:, 16:])
+
+
+def _fp32_to_ue4m3(x: np.ndarray) -> np.ndarray:
+    """ggml_fp32_to_ue4m3: round a positive float to unsigned E4M3 (saturating at 0x7E)."""
+    x = np.minimum(x, F32(448)).astype(F32)
+    bits = x.view(np.uint32).astype(np.int64)
+    exp = ((bits >> 23) & 0xFF) - 127 + 7
+    man = ((bits >> 20) & 7) + ((bits >> 19) & 1)
+    exp = np.where(man > 7, exp + 1, exp)
+    man = np.where(man > 7, 0, man)
+    normal = np.where(exp >= 15, 0x7E, (np.clip(exp, 0, 15) << 3) | man)
+    sub = np.minimum(np.trunc(x * F32(512) + F32(0.5)), 7).astype(np.int64)
+    sub = np.where(sub < 1, 0, sub)
+    orig_exp = ((bits >> 23) & 0xFF) - 127 + 7
+    r = np.where(orig_exp <= 0, sub, np.where(orig_exp >= 15, 0x7E, normal))
+    return np.where(x > 0, r, 0).astype(np.uint8)
+
+
+def _q_nvfp4(x, b):
+    n = len(x)
+    xs = x.reshape(n, 4, 16)
+    ue = _fp32_to_ue4m3(np.abs(xs).max(axis=2) / F32(6))
+    i = _best_fp4(xs, _UE4M3_HALF[ue][:, :, None])
+    b["d"] = ue
+    b["qs"] = _pack_nibbles(i[:, :, :8], i[:, :, 8:]).reshape(n, 32)
+
+
+def _q_q1_0(x, b):
+    d = np.cumsum(np.abs(x), axis=1, dtype=F32)[:, -1] / F32(128)  # sequential sum, as in C
+    b["d"] = d
+    b["qs"] = np.packbits(x >= 0, axis=1, bitorder="little")
+
+
+def _q_q2_0(x, b):
+    d = np.abs(x).max(axis=1, keepdims=True)
+    q = np.clip(_round_away(x * _inverse(d)) + 1, 0, 3).astype(np.uint8).reshape(len(x), 16, 4)
+    b["qs"] = np.bitwise_or.reduce(q << (2 * np.arange(4, dtype=np.uint8)), axis=2)
+    b["d"] = d[:, 0]
+
+
+_QUANTIZERS: dict[GGMLType, Callable[[np.ndarray, np.ndarray], None]] = {
+    GGMLType.Q4_0: _q_q4_0, GGMLType.Q4_1: _q_q4_1, GGMLType.Q5_0: _q_q5_0,
+    GGMLType.Q5_1: _q_q5_1, GGMLType.Q8_0: _q_q8_0, GGMLType.Q8_1: _q_q8_1,
+    GGMLType.Q8_K: _q_q8_k, GGMLType.TQ1_0: _q_tq1_0, GGMLType.TQ2_0: _q_tq2_0,
+    GGMLType.MXFP4: _q_mxfp4, GGMLType.NVFP4: _q_nvfp4, GGMLType.Q1_0: _q_q1_0,
+    GGMLType.Q2_0: _q_q2_0,
+}
+
+QUANTIZE_TYPES: frozenset[GGMLType] = frozenset(
+    [GGMLType.F32, GGMLType.F16, GGMLType.BF16, GGMLType.F64,
+     GGMLType.I8, GGMLType.I16, GGMLType.I32, GGMLType.I64, *_QUANTIZERS]
+)
+"""Every type :func:`quantize` writes."""
+
+
+def _to_bf16(x: np.ndarray) -> np.ndarray:
+    """ggml_compute_fp32_to_bf16: round to nearest even; NaN stays a quiet NaN."""
+    u = x.astype(F32).view(np.uint32)
+    nan = (u & 0x7FFFFFFF) > 0x7F800000
+    r = ((u.astype(np.uint64) + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+    return np.where(nan, ((u >> 16) | 64).astype(np.uint16), r).astype("<u2")
+
+
+def _to_int(x: np.ndarray, t: GGMLType) -> np.ndarray:
+    dtype = t.numpy_dtype
+    assert dtype is not None
+    info = np.iinfo(dtype)
+    if x.dtype.kind == "f":
+        bad = ~np.isfinite(x) | (x != np.trunc(x))
+        if bad.any():
+            raise GGUFFormatError(f"{t.name} needs integer values, got {x[bad].flat[0]!r}")
+    if x.size and (x.min() < info.min or x.max() > info.max):
+        raise GGUFFormatError(f"values out of the {t.name} range [{info.min}, {info.max}]")
+    return x.astype(dtype)
+
+
+def quantize(array: np.ndarray, t: GGMLType | int) -> np.ndarray:
+    """Encode a numeric array as the raw bytes of a tensor of ggml type ``t``.
+
+    Quantized types follow ggml's ``quantize_row_*_ref`` exactly (the same bytes). Integer
+    types need integer values in range. The array's last axis is the row.
+
+    Args:
+        array: any numeric array (its last dimension a multiple of ``t.block_size``).
+        t: one of :data:`QUANTIZE_TYPES`.
+
+    Returns:
+        uint8 array of shape ``(rows, bytes_per_row)`` (rows = product of the leading dims,
+        1 for a 1-D array).
+
+    Raises:
+        GGUFFormatError: type not quantizable here, row length not a whole number of blocks,
+            or integer values out of range.
+
+    >>> quantize(np.array([1.0, -2.0], dtype=np.float32), GGMLType.F16).tobytes().hex()
+    '003c00c0'
+    >>> raw = quantize(np.full(32, 0.5, dtype=np.float32), GGMLType.Q4_0)
+    >>> raw.shape, dequantize(raw, GGMLType.Q4_0, (32,))[:2].tolist()
+    ((1, 18), [0.5, 0.5])
+    """
+    t = _resolve_type(t)
+    a = np.asarray(array)
+    if a.ndim == 0 or a.dtype.kind not in "fiub":
+        raise GGUFFormatError(f"cannot quantize {a.dtype} array of shape {a.shape} to {t.name}")
+    n_rows, cols = _check_shape(a.shape, t)
+    if t not in QUANTIZE_TYPES:
+        raise GGUFFormatError(f"quantizing to {t.name} is not supported (supported: "
+                              f"{', '.join(sorted(x.name for x in QUANTIZE_TYPES))})")
+    rows2d = a.reshape(n_rows, cols)
+    if not t.quantized:
+        if t == GGMLType.BF16:
+            data = _to_bf16(rows2d)
+        elif t in (GGMLType.F32, GGMLType.F16, GGMLType.F64):
+            data = rows2d.astype(t.numpy_dtype)
+        else:
+            data = _to_int(rows2d, t)
+        return np.ascontiguousarray(data).view(np.uint8).reshape(n_rows, -1)
+    blocks = np.zeros(n_rows * cols // t.block_size, dtype=block_dtype(t))
+    x = rows2d.astype(F32).reshape(-1, t.block_size)
+    step = max(1, (1 << 16) // t.block_size)
+    with np.errstate(all="ignore"):
+        for i in range(0, len(x), step):
+            _QUANTIZERS[t](x[i:i + step], blocks[i:i + step])
+    return blocks.view(np.uint8).reshape(n_rows, -1)

@@ -797,7 +797,7 @@ def _to_int(x: np.ndarray, t: GGMLType) -> np.ndarray:
     if x.dtype.kind == "f":
         bad = ~np.isfinite(x) | (x != np.trunc(x))
         if bad.any():
-            raise GGUFFormatError(f"{t.name} needs integer values, got {x[bad].flat[0]!r}")
+            raise GGUFFormatError(f"{t.name} needs integer values, got {float(x[bad].flat[0])!r}")
     if x.size and (x.min() < info.min or x.max() > info.max):
         raise GGUFFormatError(f"values out of the {t.name} range [{info.min}, {info.max}]")
     return x.astype(dtype)

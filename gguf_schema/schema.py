@@ -128,10 +128,6 @@ def _limits(context: Any) -> Limits:
     return (params.get("limits") if params else None) or DEFAULT_LIMITS
 
 
-def _reader(stream: Any, path: str) -> ByteReader:
-    if not isinstance(stream, ByteReader):
-        raise GGUFFormatError("the GGUF schema parses from a gguf_schema.source.ByteReader", path=path, value=type(stream).__name__)
-    return stream
 
 
 class IndexedArray(Array):
@@ -298,10 +294,17 @@ class ArrayItems(Construct):
         self.nested = nested
 
     def _parse(self, stream, context, path):
+        if not isinstance(stream, ByteReader):  # another stream (construct's own parse()): go through a buffer of the rest
+            start = stream.tell()
+            r = ByteReader(stream.read())
+            try:
+                return self._parse(r, context, path)
+            finally:
+                stream.seek(start + r.pos)
         vt = evaluate(self.item_type, context)
         n = evaluate(self.count, context)
         limits = _limits(context)
-        r = _reader(stream, path)
+        r = stream
         if n > limits.max_array_length:
             raise GGUFLimitError(f"array of {n} elements exceeds the limit of {limits.max_array_length}", offset=r.pos, path=path, value=n)
         if vt == ValueType.STRING:

@@ -171,7 +171,7 @@ def infer_type(value: Any) -> ValueType:
     >>> infer_type(True).name, infer_type(-1).name, infer_type(2**40).name, infer_type("a").name
     ('BOOL', 'INT32', 'UINT64', 'STRING')
     """
-    if isinstance(value, (bool, np.bool_)):
+    if isinstance(value, (bool, np.bool_, BoolByte)):
         return ValueType.BOOL
     if isinstance(value, np.generic):
         try:

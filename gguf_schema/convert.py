@@ -1,0 +1,69 @@
+"""Whole-file conversion: byte order (little <-> big endian) and format version (1, 2, 3).
+
+Metadata values are rebuilt by the schema of the target variant. Tensor data is converted
+type by type: plain types (F32, F16, BF16, F64, I8..I64) swap each element; quantized types
+swap the multi-byte fields of every block (``ggml_half`` scales, ``uint16``/``int16``/``float``
+fields) and leave byte arrays alone, using the block layouts of :mod:`gguf_schema.blocks`.
+The conversion is exact both ways: little -> big -> little gives back the original bytes for
+a file laid out as ggml lays out files (tensors contiguous and aligned, zero padding).
+
+With the byte order unchanged only the header is rebuilt and the data section is copied
+verbatim (a version change keeps every tensor's offset).
+
+>>> import io, os, tempfile, numpy as np, gguf_schema
+>>> d = tempfile.mkdtemp()
+>>> gguf_schema.save(os.path.join(d, "le.gguf"), {"a": 1}, {"w": np.arange(3, dtype=np.float32)})
+>>> convert(os.path.join(d, "le.gguf"), os.path.join(d, "be.gguf"), byte_order="big")
+>>> with gguf_schema.open(os.path.join(d, "be.gguf")) as f:
+...     f.byte_order, f.tensors["w"].data.tolist()
+('big', [0.0, 1.0, 2.0])
+"""
+
+from __future__ import annotations
+
+import os
+from typing import IO, Union
+
+from .errors import GGUFBuildError
+from .progress import CountingWriter, Progress
+from .reader import open as gguf_open
+from .writer import atomic_write
+
+__all__ = ["convert"]
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+
+def convert(source: PathLike, target: PathLike | IO[bytes], *, byte_order: str | None = None, version: int | None = None,
+            progress: Progress | None = None) -> None:
+    """Write ``source`` to ``target`` in another byte order and/or format version.
+
+    Args:
+        source: the GGUF file to read.
+        target: the path to write (atomically; it may not be ``source``) or a binary stream.
+        byte_order: "little" or "big" (default: unchanged).
+        version: 1, 2 or 3 (default: unchanged). ggml reads versions 2 and 3 only.
+        progress: a :class:`~gguf_schema.progress.Progress` to report bytes written to.
+
+    Raises :class:`~gguf_schema.errors.GGUFError` for an unreadable source, a tensor of an
+    unknown or removed type, or an invalid byte order or version.
+    """
+    if byte_order not in (None, "little", "big"):
+        raise GGUFBuildError(f"byte order must be 'little' or 'big', got {byte_order!r}", value=byte_order)
+    if version not in (None, 1, 2, 3):
+        raise GGUFBuildError(f"version must be 1, 2 or 3, got {version!r}", value=version)
+    is_path = isinstance(target, (str, os.PathLike))
+    if is_path and os.path.exists(target) and os.path.samefile(source, target):
+        raise GGUFBuildError("convert writes a new file: the output must not be the input", path=os.fspath(target))
+    with gguf_open(source) as f:
+        for t in f.tensor_list:  # fail before writing anything if a tensor cannot be converted
+            if byte_order not in (None, f.byte_order):
+                t.nbytes  # noqa: B018 - raises GGUFFormatError for an unknown or removed type
+        bar = progress if progress is not None else Progress(f.file_size, "convert")
+        try:
+            if is_path:
+                atomic_write(target, lambda s: f.save(CountingWriter(s, bar), byte_order=byte_order, version=version))
+            else:
+                f.save(CountingWriter(target, bar), byte_order=byte_order, version=version)
+        finally:
+            bar.close()

@@ -53,7 +53,7 @@ from .types import GGMLType, ValueType
 from .values import BoolByte, Field, GGUFArray, make_field
 from .writer import CHUNK, atomic_write
 
-__all__ = ["FORMAT", "to_json", "dumps", "loads", "JSONModel", "from_json", "build", "encode_value", "decode_value"]
+__all__ = ["FORMAT", "to_json", "dumps", "loads", "JSONModel", "from_json", "build", "encode_value", "decode_value", "field_json"]
 
 #: the value of the ``"gguf_schema_json"`` member: the version of this JSON form
 FORMAT = 1
@@ -144,7 +144,13 @@ def _array_json(arr: GGUFArray) -> dict:
     return {"element_type": et.name, "value": body}
 
 
-def _field_json(f: Field) -> dict:
+def field_json(f: Field) -> dict:
+    """One metadata record as JSON-ready data: ``{"key", "type", ["element_type",] "value"}``.
+
+    >>> from gguf_schema import make_field
+    >>> field_json(make_field("ids", [1, 2]))
+    {'key': 'ids', 'type': 'ARRAY', 'element_type': 'UINT32', 'value': [1, 2]}
+    """
     rec: dict[str, Any] = {"key": _text(f.key), "type": f.type.name}
     if f.type == ValueType.ARRAY:
         rec.update(_array_json(f.value))
@@ -167,7 +173,7 @@ def to_json(f: GGUFFile, *, tensors: bool = True) -> dict:
         "version": f.version,
         "byte_order": f.byte_order,
         "alignment": f.alignment,
-        "metadata": [_field_json(x) for x in f.fields.records],
+        "metadata": [field_json(x) for x in f.fields.records],
     }
     if tensors:
         doc["tensors"] = [

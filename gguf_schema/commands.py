@@ -1,0 +1,493 @@
+"""The everyday ``gguf-schema`` subcommands: inspect, edit metadata, convert, split, merge, diff.
+
+Each handler parses its arguments, calls the library module that owns the work
+(:mod:`~gguf_schema.edit`, :mod:`~gguf_schema.jsonio`, :mod:`~gguf_schema.convert`,
+:mod:`~gguf_schema.split`, :mod:`~gguf_schema.diff`) and prints. Exit codes are those of
+:mod:`gguf_schema.cli`: 0 success, 1 differences (``diff``), 2 unreadable input or usage error
+(a :class:`~gguf_schema.errors.GGUFError` or ``OSError`` raised here is printed by ``main``
+as ``gguf-schema: error: ...``). Results go to stdout, progress bars and notes to stderr.
+
+>>> import argparse
+>>> sub = argparse.ArgumentParser(prog="gguf-schema").add_subparsers()
+>>> register_cli(sub)
+>>> sorted(sub.choices)[:5]
+['build', 'convert', 'delete', 'diff', 'dump']
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import functools
+import json
+import os
+import sys
+from collections import Counter
+from typing import Any, Callable
+
+import numpy as np
+
+from . import convert as convert_mod
+from . import diff as diff_mod
+from . import edit, jsonio
+from . import split as split_mod
+from .errors import GGUFBuildError
+from .progress import Progress
+from .reader import GGUFFile, GGUFKeyError
+from .reader import open as gguf_open
+from .types import FileType, GGMLType, ValueType
+from .values import Field
+
+__all__ = ["register_cli"]
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+def _handler(fn: Handler) -> Handler:
+    """Wrap a handler so a closed pipe (``gguf-schema dump f | head``) ends it quietly."""
+
+    @functools.wraps(fn)
+    def run(args: argparse.Namespace) -> int:
+        try:
+            rc = fn(args)
+            sys.stdout.flush()
+            return rc
+        except BrokenPipeError:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            return 0
+
+    return run
+
+
+def _write(text: str) -> None:
+    """Print text that may hold surrogate-escaped bytes (invalid UTF-8 from the file) exactly."""
+    sys.stdout.flush()
+    sys.stdout.buffer.write(text.encode("utf-8", "surrogateescape"))
+
+
+def _num(n: int) -> str:
+    return f"{n:,}"
+
+
+def _human_count(n: int) -> str:
+    for unit, scale in (("T", 10**12), ("B", 10**9), ("M", 10**6), ("K", 10**3)):
+        if n >= scale:
+            return f"{n / scale:.1f}{unit}"
+    return str(n)
+
+
+def _tname(t: Any) -> str:
+    return t.name if isinstance(t, GGMLType) else f"type {int(t)}"
+
+
+def _type_label(f: Field) -> str:
+    return f"ARRAY[{f.element_type.name}]" if f.element_type is not None else f.type.name
+
+
+# --------------------------------------------------------------------------- info
+
+
+def _layout(f: GGUFFile) -> list[tuple[str, int]]:
+    fixed = 16 if f.version == 1 else 24
+    kv_end = f.tensor_list[0].info_offset if f.tensor_list else f.metadata_end
+    tensor_bytes = 0
+    for t in f.tensor_list:
+        try:
+            tensor_bytes += t.nbytes
+        except Exception:  # unknown type: counted with the data section's slack
+            pass
+    return [
+        ("header", fixed),
+        ("metadata key-values", kv_end - fixed),
+        ("tensor infos", f.metadata_end - kv_end),
+        ("padding", len(f.padding)),
+        ("tensor data", tensor_bytes),
+        ("data padding / other", f.data_section.size - tensor_bytes),
+    ]
+
+
+_ARCH_KEYS = ("context_length", "embedding_length", "block_count", "feed_forward_length", "attention.head_count",
+              "attention.head_count_kv", "rope.dimension_count", "expert_count", "vocab_size")
+
+
+@_handler
+def _cmd_info(args: argparse.Namespace) -> int:
+    with gguf_open(args.file) as f:
+        md = f.metadata
+        out = [f"file:        {args.file} ({_num(f.file_size)} bytes)",
+               f"format:      GGUF v{f.version}, {f.byte_order}-endian, alignment {f.alignment}, data at offset {_num(f.data_offset)}",
+               f"counts:      {len(f.fields.records)} metadata keys, {len(f.tensor_list)} tensors"]
+        if "split.count" in f.fields:
+            out.append(f"split:       shard {int(md.get('split.no', 0)) + 1} of {md['split.count']}"
+                       f" ({md.get('split.tensors.count', '?')} tensors in the model)")
+        arch = md.get("general.architecture")
+        if arch is not None:
+            desc = [str(arch)]
+            for k in ("general.name", "general.size_label", "general.type"):
+                if k in md:
+                    desc.append(f"{k.split('.')[-1]} {md[k]!r}")
+            if "general.file_type" in md:
+                ft = md["general.file_type"]
+                try:
+                    desc.append(f"file type {FileType(int(ft)).name} ({ft})")
+                except (ValueError, TypeError):
+                    desc.append(f"file type {ft}")
+            out.append("model:       " + ", ".join(desc))
+            hp = [f"{k} {md[f'{arch}.{k}']}" for k in _ARCH_KEYS if f"{arch}.{k}" in md and not isinstance(md[f"{arch}.{k}"], (list, np.ndarray))]
+            if hp:
+                out.append("hparams:     " + ", ".join(hp))
+        if "tokenizer.ggml.model" in md or "tokenizer.ggml.tokens" in f.fields:
+            tok = [str(md.get("tokenizer.ggml.model", "?"))]
+            if "tokenizer.ggml.tokens" in f.fields:
+                tok.append(f"{_num(len(f.fields['tokenizer.ggml.tokens'].value))} tokens")
+            if "tokenizer.ggml.pre" in md:
+                tok.append(f"pre {md['tokenizer.ggml.pre']!r}")
+            if "tokenizer.chat_template" in md:
+                tok.append("chat template")
+            out.append("tokenizer:   " + ", ".join(tok))
+        params = sum(t.n_elements for t in f.tensor_list)
+        out.append(f"parameters:  {_num(params)} ({_human_count(params)})")
+        if f.tensor_list:
+            out.append("tensor types:")
+            hist: Counter[str] = Counter()
+            elems: Counter[str] = Counter()
+            nbytes: Counter[str] = Counter()
+            for t in f.tensor_list:
+                name = _tname(t.type)
+                hist[name] += 1
+                elems[name] += t.n_elements
+                try:
+                    nbytes[name] += t.nbytes
+                except Exception:
+                    pass
+            for name, n in sorted(hist.items(), key=lambda kv: -nbytes[kv[0]]):
+                bpw = nbytes[name] * 8 / elems[name] if elems[name] else 0.0
+                out.append(f"  {name:8} {n:5} tensors {_num(elems[name]):>16} elements {_num(nbytes[name]):>16} bytes  {bpw:5.2f} bits/weight")
+        out.append("file layout:")
+        for label, size in _layout(f):
+            share = 100 * size / f.file_size if f.file_size else 0
+            out.append(f"  {label:22} {_num(size):>16} bytes {share:6.2f}%")
+        share = 100 * f.data_offset / f.file_size if f.file_size else 0
+        out.append(f"  {'metadata in all':22} {_num(f.data_offset):>16} bytes {share:6.2f}% (before the data section)")
+    _write("\n".join(out) + "\n")
+    return 0
+
+
+# --------------------------------------------------------------------------- dump, tensors, get
+
+
+def _value_text(f: Field, full: bool, limit: int = 8) -> str:
+    if f.type == ValueType.ARRAY:
+        items = f.value.items
+        n = len(items)
+        shown = items if full else items[:limit]
+        enc = jsonio.encode_value(ValueType.ARRAY, f.value.__class__(f.value.type, shown))
+        body = json.dumps(enc, ensure_ascii=False)
+        if not full and n > limit:
+            body = body[:-1] + ", ...]"
+        return f"({_num(n)} items) {body}"
+    if f.type == ValueType.STRING:
+        text = repr(f.value)
+        if not full and len(text) > 200:
+            text = text[:197] + "...'" + f" ({_num(len(f.value))} chars)"
+        return text
+    return json.dumps(jsonio.encode_value(f.type, f.value))
+
+
+@_handler
+def _cmd_dump(args: argparse.Namespace) -> int:
+    with gguf_open(args.file) as f:
+        if args.json:
+            _write(jsonio.dumps(f, tensors=not args.no_tensors) + "\n")
+            return 0
+        out = [f"GGUF v{f.version}, {f.byte_order}-endian, alignment {f.alignment}: "
+               f"{len(f.fields.records)} metadata keys, {len(f.tensor_list)} tensors"]
+        out.append("metadata:")
+        width = max((len(r.key) for r in f.fields.records), default=0)
+        for i, r in enumerate(f.fields.records, 1):
+            out.append(f"  {i:4}  {r.key:{width}}  {_type_label(r):14}  {_value_text(r, args.full_arrays)}")
+        if not args.no_tensors:
+            out.append("tensors:")
+            width = max((len(t.name) for t in f.tensor_list), default=0)
+            for i, t in enumerate(f.tensor_list, 1):
+                try:
+                    size = f"{_num(t.nbytes)} bytes"
+                except Exception as e:  # unknown type: show the info record anyway
+                    size = f"size unknown ({e})"
+                out.append(f"  {i:4}  {t.name:{width}}  {_tname(t.type):7}  shape {list(t.shape)}  dims {list(t.dims)}"
+                           f"  offset {_num(t.stored_offset)} (absolute {_num(t.offset)})  {size}")
+    _write("\n".join(out) + "\n")
+    return 0
+
+
+@_handler
+def _cmd_tensors(args: argparse.Namespace) -> int:
+    with gguf_open(args.file) as f:
+        rows = [t for t in f.tensor_list if not args.filter or any(fnmatch.fnmatchcase(t.name, g) for g in args.filter)]
+        width = max([len(t.name) for t in rows] + [4])
+        out = [f"{'NAME':{width}}  {'TYPE':7}  {'SHAPE (numpy order)':24}  {'ELEMENTS':>14}  {'BYTES':>14}  {'OFFSET':>14}"]
+        for t in rows:
+            try:
+                size = _num(t.nbytes)
+            except Exception:
+                size = "?"
+            out.append(f"{t.name:{width}}  {_tname(t.type):7}  {str(list(t.shape)):24}  {_num(t.n_elements):>14}  {size:>14}  {_num(t.offset):>14}")
+        out.append(f"{len(rows)} of {len(f.tensor_list)} tensors, {_num(sum(t.n_elements for t in rows))} elements")
+    _write("\n".join(out) + "\n")
+    return 0
+
+
+@_handler
+def _cmd_get(args: argparse.Namespace) -> int:
+    with gguf_open(args.file) as f:
+        if args.key not in f.fields:
+            raise GGUFKeyError(f"no metadata key {args.key!r}", path=args.file, value=args.key)
+        fld = f.fields[args.key]
+        if args.json:
+            _write(json.dumps(jsonio.field_json(fld), ensure_ascii=False) + "\n")
+        elif args.type:
+            _write(_type_label(fld) + "\n")
+        elif fld.type == ValueType.STRING:
+            _write(fld.value if args.raw else fld.value + "\n")
+        elif fld.type == ValueType.ARRAY:
+            _write(json.dumps(jsonio.encode_value(ValueType.ARRAY, fld.value), ensure_ascii=False) + "\n")
+        else:
+            _write(json.dumps(jsonio.encode_value(fld.type, fld.value)) + "\n")
+    return 0
+
+
+# --------------------------------------------------------------------------- build and edits
+
+
+@_handler
+def _cmd_build(args: argparse.Namespace) -> int:
+    if args.json_file == "-":
+        raw = sys.stdin.buffer.read()
+    else:
+        with open(args.json_file, "rb") as fh:
+            raw = fh.read()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise GGUFBuildError(f"the JSON file is not UTF-8: {e.reason}", offset=e.start, path=args.json_file) from None
+    model = jsonio.loads(text)
+    jsonio.build(model, args.output, tensors_from=args.tensors_from)
+    print(f"wrote {args.output} ({_num(os.path.getsize(args.output))} bytes)", file=sys.stderr)
+    return 0
+
+
+def _report_edit(what: str, result: edit.EditResult) -> int:
+    how = (f"in place, {_num(result.bytes_written)} header bytes changed" if result.in_place
+           else f"rewritten, {_num(result.bytes_written)} bytes")
+    print(f"{what}: {result.path} ({how})", file=sys.stderr)
+    return 0
+
+
+@_handler
+def _cmd_set(args: argparse.Namespace) -> int:
+    vt, et = edit.parse_type(args.type) if args.type else (None, None)
+
+    def apply(f: GGUFFile) -> None:
+        t, e = vt, et
+        if t is None and args.key in f.fields:
+            old = f.fields[args.key]
+            t, e = old.type, old.element_type
+        _, value = edit.parse_value_text(args.value, t, e)
+        f.set(args.key, value, t, e)
+
+    return _report_edit(f"set {args.key}", edit.edit_file(args.file, apply, output=args.output))
+
+
+@_handler
+def _cmd_set_file(args: argparse.Namespace) -> int:
+    return _report_edit(f"set {args.key} from {args.path}", edit.set_key_from_file(args.file, args.key, args.path, output=args.output))
+
+
+@_handler
+def _cmd_delete(args: argparse.Namespace) -> int:
+    return _report_edit(f"deleted {args.key}", edit.delete_key(args.file, args.key, output=args.output))
+
+
+@_handler
+def _cmd_rename(args: argparse.Namespace) -> int:
+    return _report_edit(f"renamed {args.old} to {args.new}", edit.rename_key(args.file, args.old, args.new, output=args.output))
+
+
+# --------------------------------------------------------------------------- convert, split, merge, diff
+
+
+@_handler
+def _cmd_convert(args: argparse.Namespace) -> int:
+    convert_mod.convert(args.file, args.output, byte_order=args.byte_order, version=args.version)
+    print(f"wrote {args.output} ({_num(os.path.getsize(args.output))} bytes)", file=sys.stderr)
+    return 0
+
+
+def _size(text: str) -> int:
+    try:
+        return split_mod.parse_size(text)
+    except GGUFBuildError as e:
+        raise argparse.ArgumentTypeError(e.reason) from None
+
+
+def _positive(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"needs a positive integer, got {text!r}")
+    return n
+
+
+@_handler
+def _cmd_split(args: argparse.Namespace) -> int:
+    paths = split_mod.split(args.file, args.prefix, max_size=args.max_size, max_tensors=args.max_tensors)
+    for p in paths:
+        with gguf_open(p) as s:
+            print(f"{p}: {len(s.tensor_list)} tensors, {_num(s.file_size)} bytes")
+    return 0
+
+
+@_handler
+def _cmd_merge(args: argparse.Namespace) -> int:
+    split_mod.merge(args.first_shard, args.output)
+    print(f"wrote {args.output} ({_num(os.path.getsize(args.output))} bytes)", file=sys.stderr)
+    return 0
+
+
+def _open_model(path: str) -> Any:
+    f = gguf_open(path)
+    if "split.count" in f.fields and f.metadata.get("split.no") == 0 and f.metadata["split.count"] > 1:
+        f.close()
+        return split_mod.open_split(path)
+    return f
+
+
+@_handler
+def _cmd_diff(args: argparse.Namespace) -> int:
+    a = _open_model(args.a)
+    try:
+        b = _open_model(args.b)
+        try:
+            total = 0 if args.no_data else sum(t.nbytes for t in a.tensor_list if t.name in b.tensors) * 2
+            with Progress(total, "hashing") as bar:
+                found = diff_mod.diff(a, b, data=not args.no_data, progress=bar)
+        finally:
+            b.close()
+    finally:
+        a.close()
+    if not found:
+        print("no differences in header, metadata or tensors")
+        return 0
+    _write("\n".join(str(d) for d in found) + "\n")
+    return 1
+
+
+# --------------------------------------------------------------------------- registration
+
+
+def register_cli(subparsers: Any) -> None:
+    """Add this module's subcommands to the ``gguf-schema`` parser (called by :mod:`gguf_schema.cli`)."""
+
+    def add(name: str, fn: Handler, help: str, description: str | None = None) -> argparse.ArgumentParser:
+        p = subparsers.add_parser(name, help=help, description=description or help[0].upper() + help[1:] + ".")
+        p.set_defaults(func=fn)
+        return p
+
+    def output(p: argparse.ArgumentParser) -> None:
+        p.add_argument("-o", "--output", metavar="OUT",
+                       help="write the edited file to OUT instead of changing FILE")
+
+    p = add("info", _cmd_info, "summarise a file: format, model, tensor types, parameters, size breakdown")
+    p.add_argument("file", metavar="FILE")
+
+    p = add("dump", _cmd_dump, "list every metadata key with its stored type, and the tensor infos",
+            "List every metadata key with its stored type and value, then the tensor infos. Long arrays and "
+            "strings are abbreviated unless --full-arrays. --json prints the complete, lossless JSON form "
+            "(never abbreviated) that `build` turns back into the same file.")
+    p.add_argument("file", metavar="FILE")
+    p.add_argument("--json", action="store_true", help="print the lossless JSON form")
+    p.add_argument("--no-tensors", action="store_true", help="leave out the tensor infos")
+    p.add_argument("--full-arrays", action="store_true", help="print long arrays and strings in full")
+
+    p = add("build", _cmd_build, "write a GGUF file from the JSON form (dump --json)",
+            "Write a GGUF file from the JSON form printed by `dump --json` (FROM.json may be - for stdin). "
+            "Tensor data comes from --tensors-from FILE: copied verbatim when its tensor infos match the JSON "
+            "(the original file comes back byte for byte), else tensor by tensor by name.")
+    p.add_argument("json_file", metavar="FROM.json")
+    p.add_argument("output", metavar="OUT.gguf")
+    p.add_argument("--tensors-from", metavar="FILE", help="GGUF file to take tensor data from")
+
+    p = add("tensors", _cmd_tensors, "list tensors: name, type, shape, elements, bytes, offset")
+    p.add_argument("file", metavar="FILE")
+    p.add_argument("--filter", metavar="GLOB", action="append", help="only names matching GLOB (repeatable), e.g. 'blk.0.*'")
+
+    p = add("get", _cmd_get, "print one metadata value",
+            "Print one metadata value: strings as they are, numbers and arrays as JSON. Exit 2 if KEY is absent.")
+    p.add_argument("file", metavar="FILE")
+    p.add_argument("key", metavar="KEY")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--json", action="store_true", help="print the typed JSON record {key, type, value}")
+    g.add_argument("--type", action="store_true", help="print the stored type only")
+    g.add_argument("--raw", action="store_true", help="print a string without the trailing newline")
+
+    types = ", ".join(t.name.lower() for t in ValueType if t != ValueType.ARRAY) + ", array[TYPE]"
+    p = add("set", _cmd_set, "set a metadata key (tensor data is never loaded)",
+            "Set metadata KEY to VALUE. An existing key keeps its stored type unless --type is given; a new key's "
+            "type is guessed (true/false, integer, decimal number, JSON list, else string). Arrays are JSON lists. "
+            "The file is changed in place when its header keeps its size, else rewritten through a temporary "
+            "file; tensor bytes are copied unchanged.")
+    p.add_argument("file", metavar="FILE")
+    p.add_argument("key", metavar="KEY")
+    p.add_argument("value", metavar="VALUE")
+    p.add_argument("--type", metavar="T", help=f"value type: {types}")
+    output(p)
+
+    p = add("set-file", _cmd_set_file, "set a STRING key to the contents of a file (e.g. a chat template)")
+    p.add_argument("file", metavar="FILE")
+    p.add_argument("key", metavar="KEY")
+    p.add_argument("path", metavar="PATH")
+    output(p)
+
+    p = add("delete", _cmd_delete, "remove a metadata key")
+    p.add_argument("file", metavar="FILE")
+    p.add_argument("key", metavar="KEY")
+    output(p)
+
+    p = add("rename", _cmd_rename, "rename a metadata key (position, type and value kept)")
+    p.add_argument("file", metavar="FILE")
+    p.add_argument("old", metavar="OLD")
+    p.add_argument("new", metavar="NEW")
+    output(p)
+
+    p = add("convert", _cmd_convert, "convert a file to another byte order and/or GGUF version",
+            "Write FILE to OUT in another byte order (every tensor type converted, quantized blocks field by field) "
+            "and/or format version.")
+    p.add_argument("file", metavar="FILE")
+    p.add_argument("output", metavar="OUT")
+    p.add_argument("--byte-order", choices=("little", "big"), help="target byte order (default: unchanged)")
+    p.add_argument("--version", type=int, choices=(2, 3), help="target GGUF version (default: unchanged)")
+
+    p = add("split", _cmd_split, "split a model into shards OUT_PREFIX-00001-of-0000N.gguf",
+            "Split FILE into shards named OUT_PREFIX-00001-of-0000N.gguf, with llama.cpp's split.no / split.count / "
+            "split.tensors.count keys; the full metadata goes in the first shard. SIZE: 500M, 2G (powers of 1000), "
+            "512MiB, 2GiB (powers of 1024) or bytes.")
+    p.add_argument("file", metavar="FILE")
+    p.add_argument("prefix", metavar="OUT_PREFIX")
+    g = p.add_mutually_exclusive_group(required=True)
+    g.add_argument("--max-size", type=_size, metavar="SIZE", help="largest shard file size")
+    g.add_argument("--max-tensors", type=_positive, metavar="N", help="most tensors per shard")
+
+    p = add("merge", _cmd_merge, "merge the shards of a split model into one file")
+    p.add_argument("first_shard", metavar="FIRST_SHARD")
+    p.add_argument("output", metavar="OUT")
+
+    p = add("diff", _cmd_diff, "compare two files: header, metadata by key and type, tensors by content (exit 1 if different)",
+            "Compare A and B: header fields, metadata by key and stored type, tensors added, removed or changed "
+            "(SHA-256 of the data, byte order normalised). A first shard stands for its whole split model. "
+            "Exit 0 when equal, 1 when different.")
+    p.add_argument("a", metavar="A")
+    p.add_argument("b", metavar="B")
+    p.add_argument("--no-data", action="store_true", help="do not hash tensor data")

@@ -308,8 +308,11 @@ def _bytes(metadata: Any, tensors: Any = None, **kw: Any) -> bytes:
     return buf.getvalue()
 
 
-def _base_meta(**extra: Any) -> list:
-    fields = [make_field("general.architecture", "llama"), make_field("general.alignment", 32, U32)]
+def _base_meta(alignment: int = 32, **extra: Any) -> list:
+    """general.* keys, an alignment and the keys the spec requires for llama: what every edge-case file carries."""
+    fields = [make_field("general.architecture", "llama"), make_field("general.alignment", alignment, U32),
+              make_field("general.quantization_version", 2, U32)]
+    fields += [make_field(f"llama.{suffix}", value, vt) for suffix, vt, value in ARCHITECTURES["llama"]]
     return fields + [make_field(k, v) if not isinstance(v, tuple) else make_field(k, *v) for k, v in extra.items()]
 
 
@@ -336,14 +339,14 @@ def _type_fixtures(seed: int) -> list[Fixture]:
         shape = (2, 2 * t.block_size) if t.quantized else (2, 8)
         tensor = random_tensor(t, shape, rng)
         every[f"t.{t.name.lower()}"] = tensor
-        meta = _base_meta(**({"general.quantization_version": (2, U32)} if t.quantized else {}))
+        meta = _base_meta()
         out.append(Fixture(f"type_{t.name}.gguf", "types",
                            f"one {t.name} tensor (id {int(t)}) of shape {shape} with valid random data"
                            + (" (finite float scales)" if t.quantized else "")
                            + "; the spec profile takes ggml's type table (the spec's enum stops at I32)",
                            _bytes(meta, {"t": tensor}), dict(ACCEPT_ALL)))
     out.append(Fixture("types_all.gguf", "types", "one tensor of every ggml type that is not removed, in id order",
-                       _bytes(_base_meta(**{"general.quantization_version": (2, U32)}), every), dict(ACCEPT_ALL)))
+                       _bytes(_base_meta(), every), dict(ACCEPT_ALL)))
     return out
 
 
@@ -359,7 +362,7 @@ def _edge_fixtures(seed: int, small: bool) -> list[Fixture]:
     def add(name: str, description: str, data: bytes, expected: dict[str, str]) -> None:
         out.append(Fixture(name, "edge", description, data, expected))
 
-    meta1 = [make_field("general.architecture", "llama"), make_field("general.alignment", 1, U32)]
+    meta1 = _base_meta(alignment=1)
     add("edge_alignment_1.gguf", "general.alignment = 1 (UINT32) with odd-sized tensors packed without gaps: ggml accepts any "
         "power of two, the spec wants a multiple of 8",
         _bytes(meta1, {"a": random_tensor(GGMLType.I8, (3,), rng), "b": random_tensor(GGMLType.F16, (5,), rng), "c": f32(3)}),
@@ -373,7 +376,7 @@ def _edge_fixtures(seed: int, small: bool) -> list[Fixture]:
     add("edge_ndims_4.gguf", "an F32 tensor with 4 dimensions (the most ggml allows)",
         _bytes(_base_meta(), {"t4": f32(2, 1, 3, 4)}), dict(ACCEPT_ALL))
     add("edge_zero_size_dims.gguf", "tensors with a zero-size dimension (0 elements, 0 bytes: ggml accepts them)",
-        _bytes(_base_meta(**{"general.quantization_version": (2, U32)}),
+        _bytes(_base_meta(),
                {"rows0": f32(0, 8), "cols0": f32(8, 0), "q0": random_tensor(GGMLType.Q8_0, (0, 32), rng), "after": f32(4)}),
         dict(ACCEPT_ALL))
     add("edge_name_63.gguf", "a tensor name of 63 bytes (the longest ggml accepts)",

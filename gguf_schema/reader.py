@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 from construct import ConstructError
 
-from .errors import GGUFError, GGUFFormatError, GGUFLimitError, GGUFTruncatedError
+from .errors import _UNSET, GGUFError, GGUFFormatError, GGUFLimitError, GGUFTruncatedError
 from .limits import Limits
 from .schema import DataSection, alignment_of, gguf_schema, sniff
 from .source import ByteReader, Source, SourceLike
@@ -327,6 +327,8 @@ class _KV:
 def parse_error(e: BaseException, reader: ByteReader) -> GGUFError:
     """Turn a construct error raised while parsing into the matching :class:`GGUFError`."""
     if isinstance(e, GGUFError):
+        if e.path and e.path != _clean_path(e.path):
+            return type(e)(e.reason, offset=e.offset, path=_clean_path(e.path), value=e.value if e.has_value else _UNSET)
         return e
     if isinstance(e, RecursionError):
         return GGUFLimitError("arrays nested too deep for the reference schema", offset=reader.last, path=None)
@@ -343,7 +345,10 @@ def parse_error(e: BaseException, reader: ByteReader) -> GGUFError:
 def _clean_path(path: str | None) -> str | None:
     if not path:
         return None
-    return path.replace("(parsing) -> ", "").replace("gguf_file_t -> ", "")
+    for prefix in ("(parsing) -> ", "gguf_file_t -> "):
+        if path.startswith(prefix):
+            path = path[len(prefix):]
+    return path
 
 
 def open(source: SourceLike, *, limits: Limits | None = None, fast: bool = True) -> GGUFFile:  # noqa: A001 - mirrors builtins.open

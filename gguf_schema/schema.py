@@ -23,8 +23,10 @@ b'\\x02\\x00\\x00\\x00hi'
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import struct
+import sys
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -145,7 +147,7 @@ class IndexedArray(Array):
 
     def _parse(self, stream, context, path):
         count = evaluate(self.count, context)
-        _check_count(stream, count, self.min_size, path)
+        _check_count(stream, count, evaluate(self.min_size, context), path)
         obj = ListContainer()
         obj.offsets = offsets = []  # where each element starts: for error messages and validation
         for i in range(count):
@@ -173,6 +175,15 @@ class IndexedArray(Array):
         return obj
 
 
+def _min_value_size(vt: ValueType, size_t: int) -> int:
+    """The fewest bytes a value of type ``vt`` can take: its size, a string's length, an array's type and count."""
+    if vt == ValueType.STRING:
+        return size_t
+    if vt == ValueType.ARRAY:
+        return 4 + size_t
+    return vt.itemsize
+
+
 def _check_count(stream, count: int, min_size: int, path: str) -> None:
     if count < 0:
         raise GGUFFormatError(f"negative count {count}", offset=stream.tell(), path=path, value=count)
@@ -197,14 +208,29 @@ def _peek_name(record: Construct, stream, start: int, context) -> str | None:
         stream.seek(here)
 
 
+class StringBytes(Bytes):
+    """``char string[len]``: checked against the bytes left before reading, so a huge length fails at once."""
+
+    def __init__(self, length: Any, length_size: int):
+        super().__init__(length)
+        self.length_size = length_size
+
+    def _parse(self, stream, context, path):
+        n = evaluate(self.length, context)
+        cap = _limits(context).max_string_length
+        if n > cap:
+            raise GGUFLimitError(f"string of {n} bytes exceeds the limit of {cap}", offset=stream.tell() - self.length_size, path=path, value=n)
+        if isinstance(stream, ByteReader) and n > stream.remaining:
+            raise GGUFTruncatedError(f"string length {n} needs {n} bytes, {stream.remaining} left",
+                                     offset=stream.pos - self.length_size, path=path, value=n)
+        return super()._parse(stream, context, path)
+
+
 class StringValue(Adapter):
     """``gguf_string_t`` <-> ``str``: UTF-8, with undecodable bytes kept as surrogate escapes."""
 
     def _decode(self, obj, context, path):
-        data = obj.string
-        if len(data) > _limits(context).max_string_length:
-            raise GGUFLimitError(f"string of {len(data)} bytes exceeds the limit of {_limits(context).max_string_length}", path=path, value=len(data))
-        return data.decode("utf-8", "surrogateescape")
+        return obj.string.decode("utf-8", "surrogateescape")
 
     def _encode(self, obj, context, path):
         if not isinstance(obj, str):
@@ -325,13 +351,17 @@ class ArrayItems(Construct):
         data, pos, size, unpack = r.data, r.pos, r.size, self.length.unpack_from
         cap = limits.max_string_length
         out = [""] * n
-        for i in range(n):
-            (ln,) = unpack(data, pos)
-            start = pos + lsize
-            pos = start + ln
-            if pos > size or ln > cap:
-                _string_failure(r, n, i, ln, start - lsize, cap, path)
-            out[i] = data[start:pos].decode("utf-8", "surrogateescape")
+        i = 0
+        try:
+            for i in range(n):
+                (ln,) = unpack(data, pos)
+                start = pos + lsize
+                pos = start + ln
+                if pos > size or ln > cap:
+                    _string_failure(r, i, ln, start - lsize, cap, path)
+                out[i] = data[start:pos].decode("utf-8", "surrogateescape")
+        except struct.error:
+            raise GGUFTruncatedError(f"file ends inside the length of string {i} of {n}", offset=pos, path=f"{path}[{i}]") from None
         r.pos = pos
         return out
 
@@ -368,10 +398,10 @@ class ArrayItems(Construct):
         return obj
 
 
-def _string_failure(r: ByteReader, n: int, i: int, ln: int, at: int, cap: int, path: str):
+def _string_failure(r: ByteReader, i: int, ln: int, at: int, cap: int, path: str):
     if ln > cap:
         raise GGUFLimitError(f"string of {ln} bytes exceeds the limit of {cap}", offset=at, path=f"{path}[{i}]", value=ln)
-    raise GGUFTruncatedError(f"string length {ln} needs {ln} bytes, {r.size - at - 8 if r.size - at >= 8 else 0} left", offset=at, path=f"{path}[{i}]", value=ln)
+    raise GGUFTruncatedError(f"string length {ln} needs {ln} bytes, fewer are left", offset=at, path=f"{path}[{i}]", value=ln)
 
 
 def _numeric_bytes(items: Any, vt: ValueType, byte_order: str, path: str) -> bytes:
@@ -511,10 +541,29 @@ class GGUFSchema:
 
     def parse(self, data: bytes, *, limits: Limits | None = None) -> Container:
         """Parse a whole file from a buffer (bytes or mmap)."""
-        return self.gguf_file_t._parsereport(ByteReader(data), _top_context(limits), "gguf_file_t")
+        return self.parse_stream(ByteReader(data), limits=limits)
 
     def parse_stream(self, reader: ByteReader, *, limits: Limits | None = None) -> Container:
-        return self.gguf_file_t._parsereport(reader, _top_context(limits), "gguf_file_t")
+        limits = limits or DEFAULT_LIMITS
+        with recursion_headroom(limits.max_depth):
+            return self.gguf_file_t._parsereport(reader, _top_context(limits), "gguf_file_t")
+
+
+@contextlib.contextmanager
+def recursion_headroom(depth: int):
+    """Let construct recurse through ``depth`` nested arrays (about 12 Python frames each)."""
+    old = sys.getrecursionlimit()
+    frame, used = sys._getframe(), 0
+    while frame is not None:
+        frame, used = frame.f_back, used + 1
+    need = 200 + 12 * depth + used
+    if need > old:
+        sys.setrecursionlimit(need)
+    try:
+        yield
+    finally:
+        if need > old:
+            sys.setrecursionlimit(old)
 
 
 def _top_context(limits: Limits | None) -> Container:
@@ -544,7 +593,7 @@ def gguf_schema(byte_order: str = "little", version: int = 3, *, fast: bool = Tr
     gguf_string_t = StringValue(
         Struct(
             "len" / Rebuild(length, len_(this.string)),
-            "string" / Bytes(this.len),
+            "string" / StringBytes(this.len, size_t),
         )
     )
 
@@ -574,7 +623,7 @@ def gguf_schema(byte_order: str = "little", version: int = 3, *, fast: bool = Tr
     if fast:
         items: Construct = ArrayItems(this.type, this.len, byte_order, "I" if version == 1 else "Q", LazyBound(lambda: gguf_array_t))
     else:
-        items = ItemsList(IndexedArray(this.len, gguf_metadata_value_t(this.type), min_size=0))
+        items = ItemsList(IndexedArray(this.len, gguf_metadata_value_t(this.type), min_size=lambda ctx: _min_value_size(ctx.type, size_t)))
 
     # the `array` member of the union: { gguf_metadata_value_type type; uint64_t len; gguf_metadata_value_t array[len]; }
     gguf_array_t = ArrayValue(

@@ -27,7 +27,7 @@ import numpy as np
 from construct import ConstructError, Container
 
 from .errors import GGUFBuildError, GGUFError
-from .schema import DataSection, align_offset, alignment_of, gguf_schema
+from .schema import DataSection, align_offset, alignment_of, gguf_schema, recursion_headroom
 from .types import GGMLType, ValueType
 from .values import Field, make_field
 
@@ -286,9 +286,12 @@ def _write(target: Any, fields: list[Field], planned: list[_Planned], *, version
         tensor_data=data,
     )
 
+    depth = max((_nesting(f.value) for f in fields if f.type == ValueType.ARRAY), default=0)
+
     def build(stream: IO[bytes]) -> None:
         try:
-            schema.gguf_file_t._build(obj, _Positioned(stream), _build_context(), "gguf_file_t")
+            with recursion_headroom(depth):
+                schema.gguf_file_t._build(obj, _Positioned(stream), _build_context(), "gguf_file_t")
         except GGUFError:
             raise
         except ConstructError as e:
@@ -301,6 +304,15 @@ def _write(target: Any, fields: list[Field], planned: list[_Planned], *, version
         atomic_write(target, build)
     else:
         build(target)
+
+
+def _nesting(a: Any) -> int:
+    """How deep arrays nest in a GGUFArray (1 for an array of scalars)."""
+    depth, level = 1, a
+    while level.type == ValueType.ARRAY and len(level.items):
+        level = max(level.items, key=_nesting) if len(level.items) > 1 else level.items[0]
+        depth += 1
+    return depth
 
 
 def _build_context() -> Container:

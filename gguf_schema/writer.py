@@ -54,12 +54,15 @@ class RawTensor:
     Attributes:
         type: the ggml type.
         shape: numpy shape, outermost first (``shape[-1]`` must be a multiple of the block size).
-        data: the bytes (bytes-like or numpy array), already in the target file's byte order.
+        data: the bytes (bytes-like or numpy array).
+        byte_order: the byte order ``data`` is in (default little, as ggml and quantizers write
+            blocks); a file of the other order gets every block's multi-byte fields swapped.
     """
 
     type: GGMLType
     shape: tuple[int, ...]
     data: Any
+    byte_order: str = "little"
 
 
 @dataclass
@@ -168,6 +171,10 @@ def _plan(name: str, t: TensorLike, byte_order: str) -> _Planned:
         raw = np.frombuffer(t.data, np.uint8) if not isinstance(t.data, np.ndarray) else t.data.reshape(-1).view(np.uint8)
         if raw.size != nbytes:
             raise GGUFBuildError(f"{gt.name} tensor of shape {shape} takes {nbytes} bytes, {raw.size} given", path=f"tensor {name!r}", value=raw.size)
+        if t.byte_order != byte_order and gt.type_size > 1:
+            from .blocks import byteswap
+
+            raw = byteswap(raw, gt, t.byte_order, byte_order)
         return _Planned(name, int(gt), tuple(reversed(shape)), nbytes, lambda: _chunks_of(raw))
     if isinstance(t, np.ndarray):
         gt = _DTYPE_TYPES.get(t.dtype.newbyteorder("="))

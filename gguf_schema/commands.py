@@ -177,13 +177,17 @@ def _cmd_info(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------- dump, tensors, get
 
 
+#: characters other than "\n" that some tools treat as line breaks: escaped in the text dump
+_LINE_BREAKS = {0x85: "\\u0085", 0x2028: "\\u2028", 0x2029: "\\u2029"}
+
+
 def _value_text(f: Field, full: bool, limit: int = 8) -> str:
     if f.type == ValueType.ARRAY:
         items = f.value.items
         n = len(items)
         shown = items if full else items[:limit]
         enc = jsonio.encode_value(ValueType.ARRAY, f.value.__class__(f.value.type, shown))
-        body = json.dumps(enc, ensure_ascii=False)
+        body = json.dumps(enc, ensure_ascii=False).translate(_LINE_BREAKS)
         if not full and n > limit:
             body = body[:-1] + ", ...]"
         return f"({_num(n)} items) {body}"

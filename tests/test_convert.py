@@ -99,7 +99,7 @@ def test_gguf_package_reads_our_big_endian_output_with_identical_values(tmp_path
             if isinstance(mine, np.ndarray):
                 assert np.array_equal(np.asarray(theirs, dtype=mine.dtype), mine), key
             elif isinstance(mine, float):
-                assert np.asarray(theirs).tobytes() == np.asarray(field.value).tobytes(), key
+                assert np.asarray(theirs, field.value.dtype).tobytes() == np.asarray(field.value).tobytes(), key
             else:
                 assert theirs == mine, key
         for t in reader.tensors:

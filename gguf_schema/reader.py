@@ -351,7 +351,7 @@ def _clean_path(path: str | None) -> str | None:
     return path
 
 
-def open(source: SourceLike, *, limits: Limits | None = None, fast: bool = True) -> GGUFFile:  # noqa: A001 - mirrors builtins.open
+def open(source: SourceLike, *, lazy: bool = False, limits: Limits | None = None, fast: bool = True) -> GGUFFile:  # noqa: A001 - mirrors builtins.open
     """Open a GGUF file: a path, bytes-like object or binary file object.
 
     Metadata and tensor infos are parsed at once; tensor data is not read. Raises
@@ -359,24 +359,27 @@ def open(source: SourceLike, *, limits: Limits | None = None, fast: bool = True)
 
     Args:
         source: where the file is.
+        lazy: leave string arrays (vocabularies) undecoded until used: they come back as
+            :class:`~gguf_schema.values.LazyStrings`, which compare equal to lists of str.
+            Strings are then decoded and checked against ``limits`` when read.
         limits: resource limits (:class:`~gguf_schema.limits.Limits`); defaults accept every real file.
         fast: use the numpy-backed schema nodes (default) or the pure-construct reference variant.
     """
     src = Source(source)
     try:
-        return _parse(src, limits=limits, fast=fast)
+        return _parse(src, limits=limits, fast=fast, lazy=lazy)
     except BaseException:
         src.close()
         raise
 
 
-def _parse(src: Source, *, limits: Limits | None, fast: bool) -> GGUFFile:
+def _parse(src: Source, *, limits: Limits | None, fast: bool, lazy: bool = False) -> GGUFFile:
     data = src.data
     order, version = sniff(bytes(data[:8]))
     schema = gguf_schema(order, version, fast=fast)
     reader = src.reader()
     try:
-        parsed = schema.parse_stream(reader, limits=limits)
+        parsed = schema.parse_stream(reader, limits=limits, lazy=lazy and fast)
     except (ConstructError, RecursionError, GGUFError) as e:
         raise parse_error(e, reader) from None
     except (UnicodeDecodeError, OverflowError, ValueError, TypeError, KeyError, IndexError, MemoryError) as e:

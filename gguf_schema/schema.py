@@ -67,7 +67,7 @@ from .errors import GGUFBuildError, GGUFFormatError, GGUFLimitError, GGUFTruncat
 from .limits import DEFAULT_LIMITS, Limits
 from .source import ByteReader
 from .types import ValueType
-from .values import BoolByte, GGUFArray
+from .values import BoolByte, GGUFArray, LazyStrings
 
 __all__ = ["gguf_schema", "GGUFSchema", "DEFAULT_ALIGNMENT", "align_offset", "sniff", "DataSection"]
 
@@ -334,6 +334,8 @@ class ArrayItems(Construct):
         if n > limits.max_array_length:
             raise GGUFLimitError(f"array of {n} elements exceeds the limit of {limits.max_array_length}", offset=r.pos, path=path, value=n)
         if vt == ValueType.STRING:
+            if context._params.get("lazy"):
+                return self._skip_strings(r, n, path)
             return self._parse_strings(r, n, limits, path)
         if vt == ValueType.ARRAY:
             return self._parse_arrays(r, n, context, limits, path)
@@ -365,6 +367,27 @@ class ArrayItems(Construct):
         r.pos = pos
         return out
 
+    def _skip_strings(self, r: ByteReader, n: int, path: str) -> LazyStrings:
+        """Find where ``n`` strings end without decoding them: the lazy open's only loop."""
+        lsize = self.length.size
+        _check_count(r, n, lsize, path)
+        data, start, unpack = r.data, r.pos, self.length.unpack_from
+        pos = start
+        try:
+            for _ in range(n >> 2):  # unrolled: this loop is the whole cost of a lazy open
+                pos += unpack(data, pos)[0] + lsize
+                pos += unpack(data, pos)[0] + lsize
+                pos += unpack(data, pos)[0] + lsize
+                pos += unpack(data, pos)[0] + lsize
+            for _ in range(n & 3):
+                pos += unpack(data, pos)[0] + lsize
+        except struct.error:
+            pos = r.size + 1
+        if pos > r.size:
+            self._parse_strings(r, n, DEFAULT_LIMITS, path)  # names the string that runs past the end
+        r.pos = pos
+        return LazyStrings(data[start:pos], n, self.length.format)
+
     def _parse_arrays(self, r: ByteReader, n: int, context, limits: Limits, path: str) -> list[GGUFArray]:
         _check_count(r, n, 4 + self.length.size, path)
         params = context._params
@@ -380,6 +403,9 @@ class ArrayItems(Construct):
     def _build(self, obj, stream, context, path):
         vt = evaluate(self.item_type, context)
         if vt == ValueType.STRING:
+            if isinstance(obj, LazyStrings) and obj.length_format == self.length.format:
+                stream.write(obj.raw)  # unchanged strings go back exactly as they were read
+                return obj
             pack = self.length.pack
             parts = []
             for i, s in enumerate(obj):
@@ -539,14 +565,14 @@ class GGUFSchema:
     gguf_file_t: Construct
     count_size: int
 
-    def parse(self, data: bytes, *, limits: Limits | None = None) -> Container:
-        """Parse a whole file from a buffer (bytes or mmap)."""
-        return self.parse_stream(ByteReader(data), limits=limits)
+    def parse(self, data: bytes, *, limits: Limits | None = None, lazy: bool = False) -> Container:
+        """Parse a whole file from a buffer (bytes or mmap). ``lazy`` leaves string arrays undecoded."""
+        return self.parse_stream(ByteReader(data), limits=limits, lazy=lazy)
 
-    def parse_stream(self, reader: ByteReader, *, limits: Limits | None = None) -> Container:
+    def parse_stream(self, reader: ByteReader, *, limits: Limits | None = None, lazy: bool = False) -> Container:
         limits = limits or DEFAULT_LIMITS
         with recursion_headroom(limits.max_depth):
-            return self.gguf_file_t._parsereport(reader, _top_context(limits), "gguf_file_t")
+            return self.gguf_file_t._parsereport(reader, _top_context(limits, lazy), "gguf_file_t")
 
 
 @contextlib.contextmanager
@@ -566,8 +592,8 @@ def recursion_headroom(depth: int):
             sys.setrecursionlimit(old)
 
 
-def _top_context(limits: Limits | None) -> Container:
-    ctx = Container(_parsing=True, _building=False, _sizing=False, limits=limits or DEFAULT_LIMITS, _depth=1)
+def _top_context(limits: Limits | None, lazy: bool = False) -> Container:
+    ctx = Container(_parsing=True, _building=False, _sizing=False, limits=limits or DEFAULT_LIMITS, lazy=lazy, _depth=1)
     ctx._params = ctx
     return ctx
 

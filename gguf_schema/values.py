@@ -28,6 +28,7 @@ GGUFArray(FLOAT32, [1.5, 2.5])
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
@@ -36,7 +37,7 @@ import numpy as np
 from .errors import GGUFBuildError
 from .types import ValueType
 
-__all__ = ["Field", "GGUFArray", "BoolByte", "make_field", "coerce_value", "infer_type", "plain"]
+__all__ = ["Field", "GGUFArray", "BoolByte", "LazyStrings", "make_field", "coerce_value", "infer_type", "plain"]
 
 _INT_RANGES = {
     ValueType.UINT8: (0, 2**8 - 1),
@@ -61,6 +62,77 @@ class BoolByte(int):
 
     def __repr__(self) -> str:
         return f"BoolByte({int(self)})"
+
+
+class LazyStrings(Sequence[str]):
+    """The items of a STRING array, decoded only when asked for (``open(..., lazy=True)``).
+
+    Holds the array's bytes as stored (a copy independent of the file) and its count. ``len()``
+    costs nothing; the first index builds the table of string offsets without decoding any
+    string; each access decodes only what it returns. Compares equal to the list it stands for.
+
+    >>> import struct
+    >>> raw = b"".join(struct.pack("<Q", len(s)) + s for s in (b"a", b"bc", b""))
+    >>> items = LazyStrings(raw, 3, "<Q")
+    >>> len(items), items[1], items[-1], items == ["a", "bc", ""]
+    (3, 'bc', '', True)
+    """
+
+    __slots__ = ("raw", "count", "length_format", "_offsets")
+
+    def __init__(self, raw: bytes, count: int, length_format: str):
+        self.raw = raw
+        self.count = count
+        self.length_format = length_format
+        self._offsets: list[int] | None = None
+
+    def __len__(self) -> int:
+        return self.count
+
+    def _table(self) -> list[int]:
+        if self._offsets is None:
+            unpack, size = struct.Struct(self.length_format).unpack_from, struct.calcsize(self.length_format)
+            offsets, pos, raw = [0] * (self.count + 1), 0, self.raw
+            for i in range(self.count):
+                offsets[i] = pos
+                pos += unpack(raw, pos)[0] + size
+            offsets[self.count] = pos
+            self._offsets = offsets
+        return self._offsets
+
+    def __getitem__(self, i):  # type: ignore[override]
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(self.count))]
+        if i < 0:
+            i += self.count
+        if not 0 <= i < self.count:
+            raise IndexError(f"string index {i} out of range for {self.count} strings")
+        table, size = self._table(), struct.calcsize(self.length_format)
+        return self.raw[table[i] + size:table[i + 1]].decode("utf-8", "surrogateescape")
+
+    def __iter__(self):
+        unpack, size = struct.Struct(self.length_format).unpack_from, struct.calcsize(self.length_format)
+        raw, pos = self.raw, 0
+        for _ in range(self.count):
+            end = pos + size + unpack(raw, pos)[0]
+            yield raw[pos + size:end].decode("utf-8", "surrogateescape")
+            pos = end
+
+    def tolist(self) -> list[str]:
+        return list(self)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, LazyStrings):
+            return self.count == other.count and (self.raw == other.raw if self.length_format == other.length_format else list(self) == list(other))
+        if isinstance(other, (list, tuple)):
+            return self.count == len(other) and all(a == b for a, b in zip(self, other))
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        head = ", ".join(repr(s) for s in self[:4])
+        return f"LazyStrings([{head}{', ...' if self.count > 4 else ''}], {self.count} strings)"
 
 
 class GGUFArray:
@@ -306,6 +378,8 @@ def _coerce_array(value: Any, element_type: ValueType | int | None) -> GGUFArray
 
 def _coerce_items(items: Any, et: ValueType) -> Any:
     if et == ValueType.STRING:
+        if isinstance(items, LazyStrings):
+            return items
         out = list(items)
         for i, s in enumerate(out):
             if not isinstance(s, str):

@@ -1,0 +1,63 @@
+"""Lazy opening: string arrays stay undecoded until used, and everything else behaves the same."""
+
+from __future__ import annotations
+
+import io
+import struct
+
+import pytest
+
+import gguf_schema
+from gguf_schema import GGUFTruncatedError
+from gguf_schema.values import LazyStrings
+
+from .conftest import demo_bytes
+
+
+def test_lazy_and_eager_open_give_equal_fields(vocab_file):
+    with gguf_schema.open(vocab_file, lazy=True) as lazy, gguf_schema.open(vocab_file) as eager:
+        assert lazy.fields.records == eager.fields.records
+        tokens = lazy.metadata["tokenizer.ggml.tokens"]
+        assert isinstance(tokens, LazyStrings)
+        assert tokens[len(tokens) // 2] == eager.metadata["tokenizer.ggml.tokens"][len(tokens) // 2]
+        assert tokens[-1] == eager.metadata["tokenizer.ggml.tokens"][-1]
+
+
+def test_lazy_file_rebuilds_byte_for_byte(vocab_file):
+    out = io.BytesIO()
+    with gguf_schema.open(vocab_file, lazy=True) as f:
+        f.save(out)
+    assert out.getvalue() == vocab_file.read_bytes()
+
+
+def test_lazy_strings_rebuild_in_another_version_and_byte_order():
+    with gguf_schema.open(demo_bytes(), lazy=True) as f:
+        out = io.BytesIO()
+        f.save(out, byte_order="big", version=1)
+    with gguf_schema.open(out.getvalue()) as g, gguf_schema.open(demo_bytes()) as want:
+        assert g.metadata["tokenizer.ggml.tokens"] == want.metadata["tokenizer.ggml.tokens"]
+
+
+def test_len_and_indexing_do_not_decode_the_rest():
+    raw = b"".join(struct.pack("<Q", 2) + b"\xff\xfe" for _ in range(3)) + struct.pack("<Q", 1) + b"z"
+    items = LazyStrings(raw, 4, "<Q")
+    assert len(items) == 4 and items._offsets is None
+    assert items[3] == "z" and items[-4].encode("utf-8", "surrogateescape") == b"\xff\xfe"
+    assert items._offsets == [0, 10, 20, 30, 39]
+    with pytest.raises(IndexError):
+        items[4]
+
+
+def test_truncated_string_array_fails_in_lazy_mode_too():
+    data = demo_bytes()
+    with gguf_schema.open(data) as f:
+        at = f.fields["tokenizer.ggml.tokens"].offset
+    with pytest.raises(GGUFTruncatedError) as info:
+        gguf_schema.open(data[:at + 120], lazy=True)
+    assert info.value.path.startswith("header -> metadata_kv[24] 'tokenizer.ggml.tokens' -> value -> array[")
+
+
+def test_lazy_gemma_vocabulary(gemma):
+    with gguf_schema.open(gemma, lazy=True) as f:
+        tokens = f.metadata["tokenizer.ggml.tokens"]
+        assert len(tokens) == 262144 and tokens[:3] == ["<pad>", "<eos>", "<bos>"]

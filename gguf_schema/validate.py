@@ -406,11 +406,15 @@ class _Checker:
     def key_bytes(self, fld: Field) -> bytes:
         return fld.key.encode("utf-8", "surrogateescape")
 
-    def value_offset(self, fld: Field) -> int:
+    def value_offset(self, fld: Field) -> Any:
+        if fld.offset is None:  # a field set in memory has no place in the file yet
+            return None
         return fld.offset + self.ls + len(self.key_bytes(fld)) + 4  # key string, value type
 
-    def item_offset(self, fld: Field, index: int) -> int:
+    def item_offset(self, fld: Field, index: int) -> Any:
         """Offset of item ``index`` of a (non-nested) array value."""
+        if fld.offset is None:
+            return None
         base = self.value_offset(fld) + 4 + self.ls  # element type, count
         arr: GGUFArray = fld.value
         if arr.type == ValueType.STRING:
@@ -656,7 +660,8 @@ class _Checker:
         for key in ("tokenizer.ggml.scores", "tokenizer.ggml.token_type"):
             fld = fields.get(key)
             if fld is not None and fld.type == ValueType.ARRAY and len(fld.value) != n:
-                self.add("GGUF-E055", self.value_offset(fld) + 4, key, len(fld.value), f"{key} has {len(fld.value)} items, tokenizer.ggml.tokens has {n}")
+                at = self.value_offset(fld)
+                self.add("GGUF-E055", at + 4 if at is not None else None, key, len(fld.value), f"{key} has {len(fld.value)} items, tokenizer.ggml.tokens has {n}")
         for fld in fields.records:
             if fld.key.startswith("tokenizer.ggml.") and fld.key.endswith("_token_id") and fld.type.is_integer:
                 if not 0 <= fld.value < n:

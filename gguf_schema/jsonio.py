@@ -97,7 +97,7 @@ def _float_items_json(items: np.ndarray, vt: ValueType) -> list:
     else:
         out = [float(str(v)) for v in items]
         rebuilt = np.array(out, np.float64).astype(np.float32)
-        bad = np.flatnonzero(rebuilt.view(np.uint32) != items.view(np.uint32))
+        bad = np.flatnonzero((rebuilt.view(np.uint32) != items.view(np.uint32)) | ~np.isfinite(items))
         for i in bad:  # non-finite values, or (never seen) a decimal that rounds twice
             out[i] = _float_json(items[i], vt)
         return out

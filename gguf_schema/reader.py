@@ -301,11 +301,15 @@ class GGUFFile:
 
     # ---------------------------------------------------------------- writing
 
-    def save(self, path: Any, *, version: int | None = None, byte_order: str | None = None) -> None:
-        """Write this file (with any metadata edits) to ``path`` atomically; unchanged files come out byte-identical."""
+    def save(self, path: Any, *, version: int | None = None, byte_order: str | None = None, sync: bool = True) -> None:
+        """Write this file (with any metadata edits) to ``path`` atomically; unchanged files come out byte-identical.
+
+        ``version`` and ``byte_order`` convert the file (tensor blocks are byte-swapped as their
+        layouts say); ``sync=False`` skips the fsync before the rename.
+        """
         from .writer import save_file
 
-        save_file(self, path, version=version, byte_order=byte_order)
+        save_file(self, path, version=version, byte_order=byte_order, sync=sync)
 
 
 class GGUFKeyError(GGUFError, KeyError):

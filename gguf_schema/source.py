@@ -104,6 +104,10 @@ class Source:
         self._mmap = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
         return self._mmap
 
+    def fileno(self) -> int | None:
+        """The descriptor of the open file behind the map, if there is one."""
+        return self._file.fileno() if self._file is not None and not self._file.closed else None
+
     def reader(self, pos: int = 0) -> ByteReader:
         return ByteReader(self.data, pos)
 

@@ -82,7 +82,7 @@ TensorLike = Union[np.ndarray, RawTensor, Any]
 
 def save(target: Union[str, "os.PathLike[str]", IO[bytes]], metadata: Mapping[str, Any] | Iterable[Field] | None = None,
          tensors: Mapping[str, TensorLike] | None = None, *, version: int = 3, byte_order: str = "little",
-         alignment: int | None = None) -> None:
+         alignment: int | None = None, sync: bool = True) -> None:
     """Write a new GGUF file.
 
     Args:
@@ -94,6 +94,8 @@ def save(target: Union[str, "os.PathLike[str]", IO[bytes]], metadata: Mapping[st
         version: 1, 2 or 3.
         byte_order: "little" or "big".
         alignment: sets ``general.alignment`` (UINT32) when given.
+        sync: fsync the new file before it replaces the old one (a path target only). False is
+            faster; a power cut right after the write may then leave an incomplete file.
 
     Tensors are laid out in order, each at an offset aligned to ALIGNMENT and padded after, as
     ggml writes them. n_dims is the array's ``ndim``.
@@ -104,10 +106,10 @@ def save(target: Union[str, "os.PathLike[str]", IO[bytes]], metadata: Mapping[st
             raise GGUFBuildError(f"alignment must be a positive integer, got {alignment!r}", value=alignment)
         fields = [f for f in fields if f.key != "general.alignment"] + [make_field("general.alignment", alignment, ValueType.UINT32)]
     planned = [_plan(name, t, byte_order) for name, t in (tensors or {}).items()]
-    _write(target, fields, planned, version=version, byte_order=byte_order, padding=None, blob=None)
+    _write(target, fields, planned, version=version, byte_order=byte_order, padding=None, blob=None, sync=sync)
 
 
-def save_file(f: Any, target: Any, *, version: int | None = None, byte_order: str | None = None) -> None:
+def save_file(f: Any, target: Any, *, version: int | None = None, byte_order: str | None = None, sync: bool = True) -> None:
     """Write a :class:`~gguf_schema.reader.GGUFFile` back out (see :meth:`GGUFFile.save`).
 
     With the byte order and alignment unchanged the data section is copied verbatim (so an
@@ -124,10 +126,10 @@ def save_file(f: Any, target: Any, *, version: int | None = None, byte_order: st
         planned = [_Planned(t.name, int(t.type), t.dims, 0, _no_chunks, t.stored_offset) for t in tensors]
         section = f.data_section
         blob = _BlobCopy(f, section)
-        _write(target, fields, planned, version=version, byte_order=byte_order, padding=f.padding, blob=blob)
+        _write(target, fields, planned, version=version, byte_order=byte_order, padding=f.padding, blob=blob, sync=sync)
     else:
         planned = [_plan(t.name, t, byte_order) for t in tensors]
-        _write(target, fields, planned, version=version, byte_order=byte_order, padding=None, blob=None)
+        _write(target, fields, planned, version=version, byte_order=byte_order, padding=None, blob=None, sync=sync)
 
 
 def _no_chunks() -> Iterator[Any]:
@@ -244,11 +246,14 @@ class _BlobCopy:
         self.section = section
         self.size = section.size
 
-    def write_to(self, stream: IO[bytes]) -> None:
+    def write_to(self, stream: Any) -> None:
+        start, size = self.section.offset, self.section.size
+        src = self.f._source.fileno() if self.f._source is not None else None
+        if src is not None and isinstance(stream, _Positioned) and stream.copy_from(src, start, size):
+            return
         buf = memoryview(self.f._buffer())
-        start, end = self.section.offset, self.section.offset + self.section.size
-        for a in range(start, end, CHUNK):
-            stream.write(buf[a:min(a + CHUNK, end)])
+        for a in range(start, start + size, CHUNK):
+            stream.write(buf[a:min(a + CHUNK, start + size)])
 
 
 class _TensorStream:
@@ -275,7 +280,7 @@ class _TensorStream:
 
 
 def _write(target: Any, fields: list[Field], planned: list[_Planned], *, version: int, byte_order: str,
-           padding: bytes | None, blob: _BlobCopy | None) -> None:
+           padding: bytes | None, blob: _BlobCopy | None, sync: bool = True) -> None:
     schema = gguf_schema(byte_order, version)
     alignment = alignment_of([_KVView(x) for x in fields])
     if blob is None:
@@ -308,7 +313,7 @@ def _write(target: Any, fields: list[Field], planned: list[_Planned], *, version
             raise GGUFBuildError(f"cannot build: {type(e).__name__}: {e}") from None
 
     if isinstance(target, (str, os.PathLike)):
-        atomic_write(target, build)
+        atomic_write(target, build, sync=sync)
     else:
         build(target)
 
@@ -345,8 +350,35 @@ class _Positioned:
     def tell(self) -> int:
         return self.pos
 
+    def copy_from(self, fd: int, offset: int, count: int) -> bool:
+        """Copy ``count`` bytes of file ``fd`` from ``offset`` inside the kernel, if both ends allow it."""
+        try:
+            out = self.stream.fileno()
+        except (AttributeError, OSError, ValueError):
+            return False
+        copy = getattr(os, "copy_file_range", None)
+        if copy is None:
+            return False
+        self.stream.flush()
+        done = 0
+        try:
+            while done < count:
+                n = copy(fd, out, count - done, offset + done)
+                if n == 0:
+                    break
+                done += n
+        except OSError:
+            if done:
+                raise
+            return False
+        if done != count:
+            raise GGUFBuildError(f"source ended after {done} of {count} bytes of tensor data", value=done)
+        self.stream.seek(0, os.SEEK_END)
+        self.pos += count
+        return True
 
-def atomic_write(path: Union[str, "os.PathLike[str]"], write: Callable[[IO[bytes]], None]) -> None:
+
+def atomic_write(path: Union[str, "os.PathLike[str]"], write: Callable[[IO[bytes]], None], *, sync: bool = True) -> None:
     """Call ``write(stream)`` on a temporary file beside ``path``, then rename it over ``path``.
 
     If ``write`` raises (or the process dies), ``path`` is untouched and the temporary file is removed.
@@ -359,7 +391,8 @@ def atomic_write(path: Union[str, "os.PathLike[str]"], write: Callable[[IO[bytes
         with os.fdopen(fd, "wb") as out:
             write(out)
             out.flush()
-            os.fsync(out.fileno())
+            if sync:
+                os.fsync(out.fileno())
         try:
             os.chmod(tmp, os.stat(path).st_mode & 0o7777)
         except FileNotFoundError:

@@ -6,6 +6,7 @@ import hashlib
 import json
 import os
 import pty
+import select
 import shutil
 import subprocess
 import sys
@@ -413,7 +414,8 @@ def test_long_operations_are_quiet_when_piped(gemma: Path, tmp_path: Path) -> No
     assert r.stderr == b""
 
 
-def test_progress_draws_on_a_terminal_and_erases_its_line() -> None:
+def test_progress_draws_on_a_terminal_and_erases_its_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("GGUF_SCHEMA_PROGRESS", raising=False)
     master, slave = pty.openpty()
     try:
         with open(slave, "w", closefd=False) as tty:
@@ -423,7 +425,13 @@ def test_progress_draws_on_a_terminal_and_erases_its_line() -> None:
                 out.write(b"x" * 1_000_000)
                 out.write(memoryview(b"y" * 1_000_000))
             tty.flush()
-        drawn = os.read(master, 4096).decode()
+        chunks = []
+        while select.select([master], [], [], 0.5)[0]:
+            chunk = os.read(master, 65536)
+            if not chunk:
+                break
+            chunks.append(chunk)
+        drawn = b"".join(chunks).decode()
     finally:
         os.close(master)
         os.close(slave)

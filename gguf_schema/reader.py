@@ -35,6 +35,9 @@ from .values import Field, make_field
 __all__ = ["open", "GGUFFile", "Tensor", "Metadata", "Fields", "parse_error"]
 
 
+_MAX_DIM = int(np.iinfo(np.intp).max)
+
+
 class Tensor:
     """One tensor: its info record and a lazy view of its bytes.
 
@@ -96,6 +99,9 @@ class Tensor:
         """
         t = self._known_type()
         nbytes = self.nbytes
+        if any(d > _MAX_DIM for d in self.dims):
+            raise GGUFFormatError(f"dimension {max(self.dims)} is too large for an array (at most {_MAX_DIM})",
+                                  offset=self.info_offset, path=f"tensor {self.name!r}", value=self.dims)
         f = self._file
         buf = f._buffer()
         if self.offset + nbytes > len(buf):

@@ -331,6 +331,7 @@ class ArrayItems(Construct):
         n = evaluate(self.count, context)
         limits = _limits(context)
         r = stream
+        _check_count(r, n, _min_value_size(vt, self.length.size), path)  # a count the file cannot hold: truncated
         if n > limits.max_array_length:
             raise GGUFLimitError(f"array of {n} elements exceeds the limit of {limits.max_array_length}", offset=r.pos, path=path, value=n)
         if vt == ValueType.STRING:
@@ -390,15 +391,8 @@ class ArrayItems(Construct):
 
     def _parse_arrays(self, r: ByteReader, n: int, context, limits: Limits, path: str) -> list[GGUFArray]:
         _check_count(r, n, 4 + self.length.size, path)
-        params = context._params
-        depth = params.get("_depth", 1) + 1
-        if depth > limits.max_depth:
-            raise GGUFLimitError(f"arrays nested {depth} deep exceed the limit of {limits.max_depth}", offset=r.pos, path=path, value=depth)
-        params["_depth"] = depth
-        try:
+        with _nested(context, limits, r.pos, path):
             return [self.nested._parsereport(r, context, f"{path}[{i}]") for i in range(n)]
-        finally:
-            params["_depth"] = depth - 1
 
     def _build(self, obj, stream, context, path):
         vt = evaluate(self.item_type, context)
@@ -422,6 +416,35 @@ class ArrayItems(Construct):
         else:
             stream.write(_numeric_bytes(obj, vt, self.byte_order, path))
         return obj
+
+
+@contextlib.contextmanager
+def _nested(context, limits: Limits, offset: int, path: str):
+    """One level deeper into arrays of arrays, refused past ``limits.max_depth``."""
+    params = context._params
+    depth = params.get("_depth", 1) + 1
+    if depth > limits.max_depth:
+        raise GGUFLimitError(f"arrays nested {depth} deep exceed the limit of {limits.max_depth}", offset=offset, path=path, value=depth)
+    params["_depth"] = depth
+    try:
+        yield
+    finally:
+        params["_depth"] = depth - 1
+
+
+class ValueItems(IndexedArray):
+    """The reference variant's array body: construct's ``Array`` of the value union, under the same limits."""
+
+    def _parse(self, stream, context, path):
+        n, limits = evaluate(self.count, context), _limits(context)
+        _check_count(stream, n, evaluate(self.min_size, context), path)
+        if n > limits.max_array_length:
+            raise GGUFLimitError(f"array of {n} elements exceeds the limit of {limits.max_array_length}", offset=stream.tell(), path=path, value=n)
+        if context.type != ValueType.ARRAY:
+            return super()._parse(stream, context, path)
+        _check_count(stream, n, evaluate(self.min_size, context), path)
+        with _nested(context, limits, stream.tell(), path):
+            return super()._parse(stream, context, path)
 
 
 def _string_failure(r: ByteReader, i: int, ln: int, at: int, cap: int, path: str):
@@ -575,14 +598,19 @@ class GGUFSchema:
             return self.gguf_file_t._parsereport(reader, _top_context(limits, lazy), "gguf_file_t")
 
 
+#: Deepest array nesting construct is given Python frames for, whatever ``Limits.max_depth`` says:
+#: deeper files fail with a GGUFLimitError (from RecursionError) instead of risking the C stack.
+MAX_SAFE_DEPTH = 256
+
+
 @contextlib.contextmanager
 def recursion_headroom(depth: int):
-    """Let construct recurse through ``depth`` nested arrays (about 12 Python frames each)."""
+    """Let construct recurse through ``depth`` nested arrays (about 12 Python frames each), up to MAX_SAFE_DEPTH."""
     old = sys.getrecursionlimit()
     frame, used = sys._getframe(), 0
     while frame is not None:
         frame, used = frame.f_back, used + 1
-    need = 200 + 12 * depth + used
+    need = 200 + 12 * min(depth, MAX_SAFE_DEPTH) + used
     if need > old:
         sys.setrecursionlimit(need)
     try:
@@ -649,7 +677,7 @@ def gguf_schema(byte_order: str = "little", version: int = 3, *, fast: bool = Tr
     if fast:
         items: Construct = ArrayItems(this.type, this.len, byte_order, "I" if version == 1 else "Q", LazyBound(lambda: gguf_array_t))
     else:
-        items = ItemsList(IndexedArray(this.len, gguf_metadata_value_t(this.type), min_size=lambda ctx: _min_value_size(ctx.type, size_t)))
+        items = ItemsList(ValueItems(this.len, gguf_metadata_value_t(this.type), min_size=lambda ctx: _min_value_size(ctx.type, size_t)))
 
     # the `array` member of the union: { gguf_metadata_value_type type; uint64_t len; gguf_metadata_value_t array[len]; }
     gguf_array_t = ArrayValue(

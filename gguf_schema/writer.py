@@ -301,12 +301,17 @@ def _write(target: Any, fields: list[Field], planned: list[_Planned], *, version
     depth = max((_nesting(f.value) for f in fields if f.type == ValueType.ARRAY), default=0)
 
     def build(stream: IO[bytes]) -> None:
+        out = _Positioned(stream)
         try:
             with recursion_headroom(depth):
-                schema.gguf_file_t._build(obj, _Positioned(stream), _build_context(), "gguf_file_t")
+                schema.gguf_file_t._build(obj, out, _build_context(), "gguf_file_t")
         except GGUFError:
             raise
+        except RecursionError:
+            raise GGUFBuildError(f"arrays nested {depth} deep are too deep to write", value=depth) from None
         except ConstructError as e:
+            if out.error is not None:  # the target's own failure (disk full, closed file): surface it as it is
+                raise out.error from None
             msg = str(e).split("\n", 1)[-1]
             raise GGUFBuildError(f"cannot build: {msg}", path=(e.path or "").replace("gguf_file_t -> ", "") or None) from None
         except (KeyError, TypeError, ValueError, OverflowError, AttributeError) as e:
@@ -336,14 +341,19 @@ def _build_context() -> Container:
 class _Positioned:
     """A write-only stream wrapper that counts bytes, so the padding node knows its position."""
 
-    __slots__ = ("stream", "pos")
+    __slots__ = ("stream", "pos", "error")
 
     def __init__(self, stream: IO[bytes]):
         self.stream = stream
         self.pos = 0
+        self.error: BaseException | None = None
 
     def write(self, b: Any) -> int:
-        n = self.stream.write(b)
+        try:
+            n = self.stream.write(b)
+        except Exception as e:
+            self.error = e
+            raise
         self.pos += len(b) if not isinstance(b, memoryview) else b.nbytes
         return n
 

@@ -23,10 +23,18 @@ from .types import FileType, GGMLType, ValueType
 from .values import BoolByte, Field, GGUFArray, make_field
 from .writer import RawTensor, save
 
+
+def open_split(first_shard):  # type: ignore[no-untyped-def]
+    """Open a model split into shards (``NAME-00001-of-0000N.gguf``) as one: see :func:`gguf_schema.split.open_split`."""
+    from .split import open_split as _open_split
+
+    return _open_split(first_shard)
+
 __version__ = "0.1.0"
 
 __all__ = [
     "open",
+    "open_split",
     "save",
     "GGUFFile",
     "Tensor",

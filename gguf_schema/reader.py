@@ -361,7 +361,7 @@ def _clean_path(path: str | None) -> str | None:
     return path
 
 
-def open(source: SourceLike, *, lazy: bool = False, limits: Limits | None = None, fast: bool = True) -> GGUFFile:  # noqa: A001 - mirrors builtins.open
+def open(source: SourceLike, *, lazy: bool = False, strict: str | None = None, limits: Limits | None = None, fast: bool = True) -> GGUFFile:  # noqa: A001 - mirrors builtins.open
     """Open a GGUF file: a path, bytes-like object or binary file object.
 
     Metadata and tensor infos are parsed at once; tensor data is not read. Raises
@@ -372,9 +372,16 @@ def open(source: SourceLike, *, lazy: bool = False, limits: Limits | None = None
         lazy: leave string arrays (vocabularies) undecoded until used: they come back as
             :class:`~gguf_schema.values.LazyStrings`, which compare equal to lists of str.
             Strings are then decoded and checked against ``limits`` when read.
+        strict: a validation profile ("spec", "ggml" or "lenient"): raise
+            :class:`~gguf_schema.validate.GGUFValidationError` for the first error-severity
+            finding instead of returning a file that breaks the profile's rules.
         limits: resource limits (:class:`~gguf_schema.limits.Limits`); defaults accept every real file.
         fast: use the numpy-backed schema nodes (default) or the pure-construct reference variant.
     """
+    if strict is not None:
+        from .validate import open_strict
+
+        return open_strict(source, strict, lazy=lazy, limits=limits, fast=fast)
     src = Source(source)
     try:
         return _parse(src, limits=limits, fast=fast, lazy=lazy)

@@ -152,3 +152,15 @@ def test_unknown_tensor_type_is_reported_on_access():
         with pytest.raises(gguf_schema.GGUFFormatError) as info:
             t.data
     assert str(info.value) == f"unknown ggml type 99 (at offset {t.info_offset}, in tensor 'demo.positions')"
+
+
+def test_strict_open_raises_the_first_finding_of_the_profile():
+    from gguf_schema.validate import GGUFValidationError
+
+    data = demo_bytes()  # has a nested array: the spec allows it, ggml does not
+    with gguf_schema.open(data, strict="spec") as f:
+        assert f.fields["demo.nested"].element_type == ValueType.ARRAY
+    with pytest.raises(GGUFValidationError) as info:
+        gguf_schema.open(data, strict="ggml")
+    assert str(info.value).startswith("GGUF-E024: array of arrays: ggml rejects nested arrays")
+    assert isinstance(info.value, gguf_schema.GGUFFormatError)

@@ -39,6 +39,7 @@ from __future__ import annotations
 import io
 import os
 import random
+import re
 import signal
 import struct
 import threading
@@ -67,6 +68,7 @@ __all__ = [
     "fuzz",
     "nested_array_file",
     "default_corpus",
+    "trimmed_copy",
 ]
 
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -85,7 +87,7 @@ class Finding:
             (an unedited file did not save back byte for byte) or ``"differential"`` (the two
             schema variants disagree).
         signature: a short stable description used to group findings into crash classes, e.g.
-            ``"exception ValueError at reader.py:data (fast)"``.
+            ``"exception ValueError at reader.py:data: array is too big (fast)"``.
         detail: the message, traceback or numbers behind it.
         data: the input bytes that trigger it.
     """
@@ -97,6 +99,11 @@ class Finding:
 
     def __str__(self) -> str:
         return f"{self.signature}: {self.detail.strip().splitlines()[-1] if self.detail.strip() else ''}"
+
+
+def _what(exc: BaseException) -> str:
+    """The exception's message with numbers blanked, first 60 characters: tells apart two bugs in one function."""
+    return re.sub(r"\d+", "N", str(exc).split("\n", 1)[0])[:60]
 
 
 def _where(exc: BaseException) -> str:
@@ -218,7 +225,7 @@ def check_input(data: bytes, *, limits: Limits | None = None, timeout: float = 5
         except RecursionError as e:
             return Finding("exception", f"exception RecursionError at {_where(e)} ({variant})", traceback.format_exc(), data)
         except Exception as e:  # noqa: BLE001 - the point: anything but GGUFError is a finding
-            return Finding("exception", f"exception {type(e).__name__} at {_where(e)} ({variant})", traceback.format_exc(), data)
+            return Finding("exception", f"exception {type(e).__name__} at {_where(e)}: {_what(e)} ({variant})", traceback.format_exc(), data)
         elapsed = time.perf_counter() - start
         if tracing:
             peak = tracemalloc.get_traced_memory()[1] - before
@@ -328,21 +335,26 @@ def _walk(vt: ValueType, value: Any, pos: int, ls: int, slots: list[Slot], budge
 
 
 def nested_array_file(depth: int, *, byte_order: str = "little", version: int = 3, inner_count: int = 1) -> bytes:
-    """A file with one key whose value is arrays nested ``depth`` deep (innermost: an empty UINT8 array).
+    """A file with one key ``deep`` whose value is ``depth`` arrays nested in each other (the innermost
+    an empty UINT8 array; depth 1 is that array alone), as :class:`~gguf_schema.limits.Limits`
+    counts ``max_depth``. Each level holds ``inner_count`` items by its count field (only the
+    first is present when it is more than 1: the file is then truncated by design).
 
     Built by hand so that it can be deeper than any writer would go.
 
     >>> import gguf_schema
     >>> with gguf_schema.open(nested_array_file(3)) as f:
     ...     f.metadata["deep"]
-    [[[array([], dtype=uint8)]]]
+    [[array([], dtype=uint8)]]
     """
+    if depth < 1:
+        raise ValueError(f"depth must be at least 1, got {depth}")
     e = "<" if byte_order == "little" else ">"
     L = "I" if version == 1 else "Q"
     key = b"deep"
     head = b"GGUF" + struct.pack(e + "I", version) + struct.pack(e + L + L, 0, 1) + struct.pack(e + L, len(key)) + key
     level = struct.pack(e + "I" + L, int(ValueType.ARRAY), inner_count)
-    body = struct.pack(e + "I", int(ValueType.ARRAY)) + level * depth + struct.pack(e + "I" + L, int(ValueType.UINT8), 0)
+    body = struct.pack(e + "I", int(ValueType.ARRAY)) + level * (depth - 1) + struct.pack(e + "I" + L, int(ValueType.UINT8), 0)
     return head + body
 
 
@@ -531,9 +543,10 @@ class FuzzReport:
         return self.executions / self.seconds if self.seconds else 0.0
 
 
-def default_corpus(include_vocab: Iterable[str] = ()) -> list[bytes]:
+def default_corpus(include_vocab: Iterable[str] = (), trim: int | None = 64) -> list[bytes]:
     """Seed files: the demo model in every byte order and version, nested arrays, and the edge-case
-    and per-type fixtures of :mod:`gguf_schema.testing.fixtures`, plus the given real files (paths)."""
+    and per-type fixtures of :mod:`gguf_schema.testing.fixtures`, plus the given real files (paths),
+    their arrays cut to ``trim`` items (:func:`trimmed_copy`; None keeps them whole)."""
     from ..demo import example_metadata, example_tensors
     from ..writer import save
 
@@ -553,9 +566,29 @@ def default_corpus(include_vocab: Iterable[str] = ()) -> list[bytes]:
             if len(fx.data) <= 1 << 16:
                 seeds.append(fx.data)
     for p in include_vocab:
-        with open(p, "rb") as fh:
-            seeds.append(fh.read())
+        seeds.append(trimmed_copy(p, max_items=trim) if trim else open(p, "rb").read())
     return seeds
+
+
+def trimmed_copy(path: str | os.PathLike[str], max_items: int = 64) -> bytes:
+    """A real file with every metadata array cut to ``max_items`` items: its structure and
+    kinds of values, small enough to mutate thousands of times a second.
+
+    >>> import io, gguf_schema
+    >>> buf = io.BytesIO(); gguf_schema.save(buf, {"tokenizer.ggml.tokens": [str(i) for i in range(1000)]})
+    >>> with gguf_schema.open(trimmed_copy(io.BytesIO(buf.getvalue()), 3)) as f:
+    ...     f.metadata["tokenizer.ggml.tokens"]
+    ['0', '1', '2']
+    """
+    from ..values import Field
+    from ..writer import save
+
+    with gguf_open(path) as f:
+        records = [Field(x.key, x.type, GGUFArray(x.value.type, x.value.items[:max_items])) if x.type == ValueType.ARRAY else x
+                   for x in f.fields.records]
+        out = io.BytesIO()
+        save(out, records, {t.name: t for t in f.tensor_list}, version=f.version, byte_order=f.byte_order)
+    return out.getvalue()
 
 
 def fuzz(corpus: Sequence[bytes], *, executions: int = 1000, seed: int = 0, limits: Limits | None = None,

@@ -25,9 +25,9 @@ from typing import Any
 import numpy as np
 from construct import ConstructError
 
-from .errors import _UNSET, GGUFError, GGUFFormatError, GGUFLimitError, GGUFTruncatedError
+from .errors import GGUFError, GGUFFormatError, GGUFTruncatedError
 from .limits import Limits
-from .schema import DataSection, alignment_of, gguf_schema, sniff
+from .schema import DataSection, alignment_of, gguf_error, gguf_schema, sniff
 from .source import ByteReader, Source, SourceLike
 from .types import GGMLType, ValueType
 from .values import Field, make_field
@@ -335,30 +335,8 @@ class _KV:
 
 
 def parse_error(e: BaseException, reader: ByteReader) -> GGUFError:
-    """Turn a construct error raised while parsing into the matching :class:`GGUFError`."""
-    if isinstance(e, GGUFError):
-        if e.path and e.path != _clean_path(e.path):
-            return type(e)(e.reason, offset=e.offset, path=_clean_path(e.path), value=e.value if e.has_value else _UNSET)
-        return e
-    if isinstance(e, RecursionError):
-        return GGUFLimitError("arrays nested too deep for the reference schema", offset=reader.last, path=None)
-    path = _clean_path(getattr(e, "path", None))
-    msg = str(e).split("\n", 1)[-1] if isinstance(e, ConstructError) else str(e)
-    name = type(e).__name__
-    if name == "StreamError" or reader.pos >= reader.size:
-        return GGUFTruncatedError(f"file ends early ({msg})", offset=reader.last, path=path)
-    if name == "ConstError":
-        return GGUFFormatError(f"unexpected bytes: {msg}", offset=reader.last, path=path)
-    return GGUFFormatError(f"{name}: {msg}", offset=reader.last, path=path)
-
-
-def _clean_path(path: str | None) -> str | None:
-    if not path:
-        return None
-    for prefix in ("(parsing) -> ", "gguf_file_t -> "):
-        if path.startswith(prefix):
-            path = path[len(prefix):]
-    return path
+    """Turn an error raised while parsing into the matching :class:`GGUFError` (see :func:`schema.gguf_error`)."""
+    return gguf_error(e, reader)
 
 
 def open(source: SourceLike, *, lazy: bool = False, strict: str | None = None, limits: Limits | None = None, fast: bool = True) -> GGUFFile:  # noqa: A001 - mirrors builtins.open

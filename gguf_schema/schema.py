@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import re
 import struct
 import sys
 from dataclasses import dataclass
@@ -37,7 +38,9 @@ from construct import (
     Bytes,
     Computed,
     Const,
+    ConstError,
     Construct,
+    ConstructError,
     Container,
     Int8sl,
     Int8ul,
@@ -56,6 +59,7 @@ from construct import (
     LazyBound,
     ListContainer,
     Rebuild,
+    StreamError,
     Struct,
     Switch,
     evaluate,
@@ -63,13 +67,13 @@ from construct import (
     this,
 )
 
-from .errors import GGUFBuildError, GGUFFormatError, GGUFLimitError, GGUFTruncatedError
+from .errors import _UNSET, GGUFBuildError, GGUFError, GGUFFormatError, GGUFLimitError, GGUFTruncatedError
 from .limits import DEFAULT_LIMITS, Limits
 from .source import ByteReader
 from .types import ValueType
 from .values import BoolByte, GGUFArray, LazyStrings
 
-__all__ = ["gguf_schema", "GGUFSchema", "DEFAULT_ALIGNMENT", "align_offset", "sniff", "DataSection"]
+__all__ = ["gguf_schema", "GGUFSchema", "DEFAULT_ALIGNMENT", "align_offset", "sniff", "DataSection", "gguf_error"]
 
 #: ``general.alignment`` when the key is absent.
 DEFAULT_ALIGNMENT = 32
@@ -156,13 +160,17 @@ class IndexedArray(Array):
             offsets.append(start)
             try:
                 obj.append(self.subcon._parsereport(stream, context, f"{path}[{i}]"))
-            except GGUFFormatError as e:
-                if self.named and e.path and e.path.startswith(f"{path}[{i}]") and "'" not in e.path[len(path):]:
+            except (GGUFFormatError, ConstructError) as e:
+                err = gguf_error(e, stream)
+                here = _clean_path(f"{path}[{i}]") or ""
+                if self.named and err.path and err.path.startswith(here) and "'" not in err.path[len(here):]:
                     name = _peek_name(self.subcon, stream, start, context)
                     if name is not None:
-                        e = type(e)(e.reason, offset=e.offset, path=e.path.replace(f"{path}[{i}]", f"{path}[{i}] {name!r}", 1), value=e.value)
-                        raise e from None
-                raise
+                        err = type(err)(err.reason, offset=err.offset, path=err.path.replace(here, f"{here} {name!r}", 1),
+                                        value=err.value if err.has_value else _UNSET)
+                if err is e:
+                    raise
+                raise err from None
         return obj
 
     def _build(self, obj, stream, context, path):
@@ -182,6 +190,41 @@ def _min_value_size(vt: ValueType, size_t: int) -> int:
     if vt == ValueType.ARRAY:
         return 4 + size_t
     return vt.itemsize
+
+
+def gguf_error(e: BaseException, stream: Any) -> GGUFError:
+    """The :class:`GGUFError` for an error raised while parsing (construct's own errors translated).
+
+    The offset is where the failing read started; the path is the schema path without the
+    top-level prefix.
+    """
+    if isinstance(e, GGUFError):
+        clean = _clean_path(e.path)
+        if clean != e.path:
+            return type(e)(e.reason, offset=e.offset, path=clean, value=e.value if e.has_value else _UNSET)
+        return e
+    at = getattr(stream, "last", None)
+    if isinstance(e, RecursionError):
+        return GGUFLimitError("arrays nested too deep for the reference schema", offset=at)
+    path = _clean_path(getattr(e, "path", None))
+    msg = str(e).split("\n", 1)[-1] if isinstance(e, ConstructError) else str(e)
+    short = re.fullmatch(r"stream read less than specified amount, expected (\d+), found (\d+)", msg)
+    if short:
+        return GGUFTruncatedError(f"file ends early: {short[1]} bytes needed, {short[2]} left", offset=at, path=path)
+    if isinstance(e, StreamError) or (isinstance(stream, ByteReader) and stream.pos >= stream.size):
+        return GGUFTruncatedError(f"file ends early ({msg})", offset=at, path=path)
+    if isinstance(e, ConstError):
+        return GGUFFormatError(f"unexpected bytes: {msg}", offset=at, path=path)
+    return GGUFFormatError(f"{type(e).__name__}: {msg}", offset=at, path=path)
+
+
+def _clean_path(path: str | None) -> str | None:
+    if not path:
+        return None
+    for prefix in ("(parsing) -> ", "gguf_file_t -> ", "(parsing)"):
+        if path.startswith(prefix):
+            path = path[len(prefix):]
+    return path or None
 
 
 def _check_count(stream, count: int, min_size: int, path: str) -> None:

@@ -99,8 +99,9 @@ class Tensor:
         """
         t = self._known_type()
         nbytes = self.nbytes
-        if any(d > _MAX_DIM for d in self.dims):
-            raise GGUFFormatError(f"dimension {max(self.dims)} is too large for an array (at most {_MAX_DIM})",
+        span = math.prod(d for d in self.dims if d) * (t.type_size if t.quantized else t.numpy_dtype.itemsize)  # type: ignore[union-attr]
+        if span > _MAX_DIM:  # numpy cannot shape such an array, even an empty one
+            raise GGUFFormatError(f"dimensions {self.dims} are too large for an array ({span} bytes spanned, at most {_MAX_DIM})",
                                   offset=self.info_offset, path=f"tensor {self.name!r}", value=self.dims)
         f = self._file
         buf = f._buffer()

@@ -648,12 +648,12 @@ MAX_SAFE_DEPTH = 256
 
 @contextlib.contextmanager
 def recursion_headroom(depth: int):
-    """Let construct recurse through ``depth`` nested arrays (about 12 Python frames each), up to MAX_SAFE_DEPTH."""
+    """Let construct recurse through ``depth`` nested arrays (12-15 Python frames each; 16 allowed), up to MAX_SAFE_DEPTH."""
     old = sys.getrecursionlimit()
     frame, used = sys._getframe(), 0
     while frame is not None:
         frame, used = frame.f_back, used + 1
-    need = 200 + 12 * min(depth, MAX_SAFE_DEPTH) + used
+    need = 200 + 16 * min(depth, MAX_SAFE_DEPTH) + used
     if need > old:
         sys.setrecursionlimit(need)
     try:

@@ -102,17 +102,12 @@ def test_regression_zero_element_tensor_with_huge_dim(dim, order):
             t.data
 
 
-@pytest.mark.xfail(strict=True, reason="core bug: reader.py Tensor.data reshapes a 0-element tensor to a shape whose non-zero "
-                                       "dims x itemsize overflow intp -> numpy ValueError 'array is too big' (dims < 2**63 pass "
-                                       "the _MAX_DIM check)")
 @pytest.mark.parametrize("order", ["little", "big"])
 def test_regression_zero_element_tensor_whose_bytes_per_row_overflow(order):
     data = _zero_element_tensor_with_dim(2**62, order)  # F32: 2**62 elements x 4 bytes per row > 2**63 - 1
     assert check_input(data) is None
 
 
-@pytest.mark.xfail(strict=True, reason="core bug: reader.py Tensor.data, quantized branch: reshape(0, row bytes) with row bytes "
-                                       "> intp max raises numpy ValueError")
 def test_regression_quantized_zero_element_tensor_with_huge_dim():
     buf = io.BytesIO()
     gguf_schema.save(buf, {"general.quantization_version": np.uint32(2)},
@@ -133,9 +128,6 @@ def _from_a_deep_stack(frames: int, fn):
     return fn() if frames == 0 else _from_a_deep_stack(frames - 1, fn)
 
 
-@pytest.mark.xfail(strict=True, reason="core bug: schema.recursion_headroom assumes 12 Python frames per nesting level; the "
-                                       "reference variant uses 15, so a file nested 64 deep (the default limit) fails with "
-                                       "'arrays nested too deep for the reference schema' when the caller's stack is ~50+ frames")
 def test_regression_reference_variant_opens_the_default_depth_from_a_deep_stack():
     """Class `differential: only fast parses` (found by the smoke run under pytest)."""
     finding = _from_a_deep_stack(150, lambda: check_input(nested_array_file(64)))

@@ -25,6 +25,9 @@ True
 
 from __future__ import annotations
 
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
 import numpy as np
@@ -40,8 +43,45 @@ from .types import GGMLType
 __all__ = ["dequantize", "quantize", "DEQUANTIZE_TYPES", "QUANTIZE_TYPES"]
 
 F32 = np.float32
-_CHUNK_ELEMENTS = 1 << 15
+_CHUNK_ELEMENTS = 1 << 18
 """Elements dequantized per step: the working set stays in the CPU's L2 cache."""
+_AUTO_THREADS_MIN_ELEMENTS = 1 << 20
+"""Below this many elements, ``threads=None`` works in the calling thread only."""
+_POOL: ThreadPoolExecutor | None = None
+_POOL_LOCK = threading.Lock()
+
+
+def _thread_count(threads: int | None, n_elements: int) -> int:
+    if threads is None:
+        if n_elements < _AUTO_THREADS_MIN_ELEMENTS:
+            return 1
+        return max(1, min(4, os.cpu_count() or 1))
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        raise GGUFFormatError(f"threads must be a positive int or None, got {threads!r}")
+    return threads
+
+
+def _run_chunks(starts: range, fn: Callable[[int], None], threads: int) -> None:
+    """Call ``fn(start)`` for every chunk start; with threads > 1, contiguous runs of chunks
+    go to a shared pool (each chunk writes its own slice of the output: same result)."""
+    global _POOL
+    threads = min(threads, len(starts))
+    if threads <= 1:
+        for i in starts:
+            fn(i)
+        return
+    with _POOL_LOCK:
+        if _POOL is None or _POOL._max_workers < threads:  # noqa: SLF001
+            _POOL = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="gguf_schema.quants")
+        pool = _POOL
+    per = -(-len(starts) // threads)
+
+    def span(k: int) -> None:
+        for i in starts[k * per:(k + 1) * per]:
+            fn(i)
+
+    for f in [pool.submit(span, k) for k in range(threads)]:
+        f.result()
 
 # ----------------------------------------------------------------------------------------
 # Design of the kernels: each one first builds the integer level of every element (an
@@ -107,10 +147,37 @@ _UE4M3_HALF = _ue4m3_half()
 # read each field by its ggml name through the block layout (offset and size from the dtype).
 
 
+_FIELD_VIEWS: dict[tuple[GGMLType, str], np.dtype] = {}
+
+
 def _field(q: np.ndarray, t: GGMLType, name: str) -> np.ndarray:
-    """The bytes of field ``name`` of every block: a (n, field_bytes) uint8 view."""
-    sub, off = block_dtype(t).fields[name][:2]
-    return q[:, off:off + sub.itemsize]
+    """The bytes of field ``name`` of every block: a contiguous (n, field_bytes) uint8 copy.
+
+    The copy goes through a one-field void dtype, so numpy moves each block's field with one
+    memcpy-like step over all blocks; byte-wise operations on a (n, k) slice of the blocks
+    would instead run one short inner loop per block (about ten times slower).
+    """
+    key = (t, name)
+    vdt = _FIELD_VIEWS.get(key)
+    if vdt is None:
+        sub, off = block_dtype(t).fields[name][:2]
+        vdt = np.dtype({"names": ["f"], "formats": [f"V{sub.itemsize}"], "offsets": [off],
+                        "itemsize": t.type_size})
+        _FIELD_VIEWS[key] = vdt
+    v = np.ascontiguousarray(q).reshape(-1).view(vdt)["f"]
+    return np.ascontiguousarray(v).view(np.uint8).reshape(len(q), -1)
+
+
+def _rows_into(out: np.ndarray, parts: list[np.ndarray]) -> np.ndarray:
+    """Place part j (…, k) at out[…, j, :] for out (…, len(parts), k), all uint8/int8.
+
+    Copies whole k-byte rows as void items (one fast strided copy per part).
+    """
+    k = out.shape[-1]
+    dst = out.reshape(-1, len(parts) * k).view(f"V{k}")
+    for j, p in enumerate(parts):
+        dst[:, j] = np.ascontiguousarray(p).reshape(-1, k).view(f"V{k}")[:, 0]
+    return out
 
 
 def _half(q: np.ndarray, t: GGMLType, name: str) -> np.ndarray:
@@ -122,31 +189,74 @@ def _u16(q: np.ndarray, t: GGMLType, name: str) -> np.ndarray:
     return _field(q, t, name).view("<u2")
 
 
+_LANES = ((np.uint64, 0x0101010101010101), (np.uint32, 0x01010101), (np.uint16, 0x0101))
+
+
+def _shr(a: np.ndarray, s: int, mask: int = 0xFF) -> np.ndarray:
+    """Per byte ``(a >> s) & mask`` of a uint8 array, computed in 64/32/16-bit lanes.
+
+    x86 has no 8-bit vector shift, so numpy shifts uint8 arrays one byte at a time; a wide
+    shift followed by a mask replicated in every byte gives the same bytes many times faster.
+    """
+    a = np.ascontiguousarray(a)
+    m = mask & (0xFF >> s)
+    for dt, rep in _LANES:
+        if a.ndim and a.shape[-1] % np.dtype(dt).itemsize == 0:
+            w = a.view(dt)
+            return ((w >> dt(s)) & dt(m * rep)).view(np.uint8).reshape(a.shape)
+    return (a >> s) & m
+
+
+def _shl(a: np.ndarray, s: int) -> np.ndarray:
+    """Per byte ``(a << s) & 0xFF`` of a uint8 array, in wide lanes (see :func:`_shr`)."""
+    a = np.ascontiguousarray(a)
+    m = (0xFF << s) & 0xFF
+    for dt, rep in _LANES:
+        if a.ndim and a.shape[-1] % np.dtype(dt).itemsize == 0:
+            w = a.view(dt)
+            return ((w << dt(s)) & dt(m * rep)).view(np.uint8).reshape(a.shape)
+    return (a << s) & m
+
+
 def _nibbles(qs: np.ndarray, out: np.ndarray) -> np.ndarray:
     """Low nibbles of ``qs`` (…, k) into out[…, 0, :], high nibbles into out[…, 1, :]."""
-    np.bitwise_and(qs, 15, out=out[..., 0, :])
-    np.right_shift(qs, 4, out=out[..., 1, :])
-    return out
+    return _rows_into(out, [qs & 15, _shr(qs, 4)])
 
 
 def _crumbs(qs: np.ndarray, out: np.ndarray) -> np.ndarray:
     """2-bit field j of ``qs`` (…, k) into out[…, j, :] for j = 0..3."""
-    for j in range(4):
-        np.right_shift(qs, 2 * j, out=out[..., j, :])
-    np.bitwise_and(out, 3, out=out)
-    return out
+    return _rows_into(out, [_shr(qs, 2 * j, 3) for j in range(4)])
 
 
 def _bitplanes(qh: np.ndarray, out: np.ndarray, n_bits: int = 8) -> np.ndarray:
     """Bit j of ``qh`` (n, k) into out[:, j, :] for j < n_bits."""
-    for j in range(n_bits):
-        np.right_shift(qh, j, out=out[:, j, :])
-    np.bitwise_and(out, 1, out=out)
-    return out
+    return _rows_into(out, [_shr(qh, j, 1) for j in range(n_bits)])
 
 
 def _u8(*shape: int) -> np.ndarray:
     return np.empty(shape, dtype=np.uint8)
+
+
+def _scale_into(
+    out: np.ndarray, lv: np.ndarray, scale: np.ndarray,
+    minus: np.ndarray | None = None, plus: np.ndarray | None = None,
+) -> None:
+    """``out = float(lv) * scale [- minus] [+ plus]`` with one scale (and min) per run of elements.
+
+    ``out`` is (n, k) float32, ``lv`` any integer array of n*k levels in element order,
+    ``scale``/``minus``/``plus`` (n, s) float32 with s dividing k: entry j covers elements
+    [j*k/s, (j+1)*k/s) of its row. The levels are cast in one contiguous pass and the
+    scales expanded with ``np.repeat`` so that the multiply runs over contiguous memory
+    (a broadcast over 16 or 32 elements costs several times more). Same float32 product
+    and difference as ggml's ``d * q`` and ``d * q - m``.
+    """
+    np.copyto(out, lv.reshape(out.shape), casting="unsafe")
+    run = out.shape[1] // scale.shape[1]
+    np.multiply(out, np.repeat(scale.reshape(len(out), -1), run, axis=1), out=out)
+    if minus is not None:
+        np.subtract(out, np.repeat(minus.reshape(len(out), -1), run, axis=1), out=out)
+    if plus is not None:
+        np.add(out, np.repeat(plus.reshape(len(out), -1), run, axis=1), out=out)
 
 
 # ----------------------------------------------------------------------------------------
@@ -158,15 +268,14 @@ def _dq_q4_0(q, out):
     n = len(q)
     lv = _nibbles(_field(q, t, "qs"), _u8(n, 2, 16))
     lv -= 8  # wraps: read as int8 it is nibble - 8
-    np.multiply(lv.view(np.int8).reshape(n, 32), _half(q, t, "d"), out=out)
+    _scale_into(out, lv.view(np.int8), _half(q, t, "d"))
 
 
 def _dq_q4_1(q, out):
     t = GGMLType.Q4_1
     n = len(q)
     lv = _nibbles(_field(q, t, "qs"), _u8(n, 2, 16))
-    np.multiply(lv.reshape(n, 32), _half(q, t, "d"), out=out)
-    out += _half(q, t, "m")
+    _scale_into(out, lv, _half(q, t, "d"), plus=_half(q, t, "m"))
 
 
 def _q5_levels(q: np.ndarray, t: GGMLType) -> np.ndarray:
@@ -174,8 +283,7 @@ def _q5_levels(q: np.ndarray, t: GGMLType) -> np.ndarray:
     n = len(q)
     lv = _nibbles(_field(q, t, "qs"), _u8(n, 2, 16)).reshape(n, 32)
     hb = np.unpackbits(_field(q, t, "qh"), axis=1, bitorder="little")
-    hb <<= 4
-    lv |= hb
+    lv |= _shl(hb, 4)
     return lv
 
 
@@ -183,41 +291,38 @@ def _dq_q5_0(q, out):
     t = GGMLType.Q5_0
     lv = _q5_levels(q, t)
     lv -= 16
-    np.multiply(lv.view(np.int8), _half(q, t, "d"), out=out)
+    _scale_into(out, lv.view(np.int8), _half(q, t, "d"))
 
 
 def _dq_q5_1(q, out):
     t = GGMLType.Q5_1
-    np.multiply(_q5_levels(q, t), _half(q, t, "d"), out=out)
-    out += _half(q, t, "m")
+    _scale_into(out, _q5_levels(q, t), _half(q, t, "d"), plus=_half(q, t, "m"))
 
 
 def _dq_q8_0(q, out):
     t = GGMLType.Q8_0
-    np.multiply(_field(q, t, "qs").view(np.int8), _half(q, t, "d"), out=out)
+    _scale_into(out, _field(q, t, "qs").view(np.int8), _half(q, t, "d"))
 
 
 def _dq_q8_1(q, out):
     t = GGMLType.Q8_1
-    np.multiply(_field(q, t, "qs").view(np.int8), _half(q, t, "d"), out=out)
+    _scale_into(out, _field(q, t, "qs").view(np.int8), _half(q, t, "d"))
 
 
 def _dq_q8_k(q, out):
     t = GGMLType.Q8_K
-    np.multiply(_field(q, t, "qs").view(np.int8), _field(q, t, "d").view("<f4"), out=out)
+    _scale_into(out, _field(q, t, "qs").view(np.int8), _field(q, t, "d").view("<f4"))
 
 
 def _dq_q2_k(q, out):
     t = GGMLType.Q2_K
     n = len(q)
     sc = _field(q, t, "scales")
-    dl = (_half(q, t, "d") * (sc & 15))[:, :, None]
-    ml = (_half(q, t, "dmin") * (sc >> 4))[:, :, None]
+    dl = _half(q, t, "d") * (sc & 15)
+    ml = _half(q, t, "dmin") * (sc >> 4)
     # element (half h, shift j, l < 32) is crumb j of qs[32h + l]; 16 elements share a scale
     lv = _crumbs(_field(q, t, "qs").reshape(n, 2, 32), _u8(n, 2, 4, 32))
-    o = out.reshape(n, 16, 16)
-    np.multiply(lv.reshape(n, 16, 16), dl, out=o)
-    o -= ml
+    _scale_into(out, lv, dl, minus=ml)
 
 
 def _q3_k_scales(sc: np.ndarray) -> np.ndarray:
@@ -230,21 +335,26 @@ def _q3_k_scales(sc: np.ndarray) -> np.ndarray:
 def _dq_q3_k(q, out):
     t = GGMLType.Q3_K
     n = len(q)
-    dl = (_half(q, t, "d") * _q3_k_scales(_field(q, t, "scales")))[:, :, None]
+    dl = _half(q, t, "d") * _q3_k_scales(_field(q, t, "scales"))
     lv = _crumbs(_field(q, t, "qs").reshape(n, 2, 32), _u8(n, 2, 4, 32))
     hb = _bitplanes(_field(q, t, "hmask"), _u8(n, 8, 32))  # bit 4h + j of hmask[l]
     hb ^= 1
-    hb <<= 2
-    lv -= hb.reshape(n, 2, 4, 32)  # crumb - 4 where the high bit is clear
-    np.multiply(lv.view(np.int8).reshape(n, 16, 16), dl, out=out.reshape(n, 16, 16))
+    lv -= _shl(hb, 2).reshape(n, 2, 4, 32)  # crumb - 4 where the high bit is clear
+    _scale_into(out, lv.view(np.int8), dl)
 
 
 def _k4_scale_min(sc: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """get_scale_min_k4 for j = 0..7: the 6-bit scales and mins packed in 12 bytes, (n, 8) each."""
-    a, b, c = sc[:, 0:4], sc[:, 4:8], sc[:, 8:12]
-    scale = np.concatenate([a & 63, (c & 15) | ((a >> 6) << 4)], axis=1)
-    mn = np.concatenate([b & 63, (c >> 4) | ((b >> 6) << 4)], axis=1)
-    return scale, mn
+    w = np.ascontiguousarray(sc).view("<u4")  # (n, 3): bytes 0-3, 4-7, 8-11, four per lane
+    a, b, c = w[:, 0], w[:, 1], w[:, 2]
+    m6, m4, m2 = np.uint32(0x3F3F3F3F), np.uint32(0x0F0F0F0F), np.uint32(0x03030303)
+    scale = np.empty((len(w), 2), dtype="<u4")
+    mn = np.empty((len(w), 2), dtype="<u4")
+    scale[:, 0] = a & m6
+    scale[:, 1] = (c & m4) | (((a >> np.uint32(6)) & m2) << np.uint32(4))
+    mn[:, 0] = b & m6
+    mn[:, 1] = ((c >> np.uint32(4)) & m4) | (((b >> np.uint32(6)) & m2) << np.uint32(4))
+    return scale.view(np.uint8), mn.view(np.uint8)
 
 
 def _dq_q4_k(q, out):
@@ -252,9 +362,7 @@ def _dq_q4_k(q, out):
     n = len(q)
     sc, mn = _k4_scale_min(_field(q, t, "scales"))
     lv = _nibbles(_field(q, t, "qs").reshape(n, 4, 32), _u8(n, 4, 2, 32))
-    o = out.reshape(n, 8, 32)
-    np.multiply(lv.reshape(n, 8, 32), (_half(q, t, "d") * sc)[:, :, None], out=o)
-    o -= (_half(q, t, "dmin") * mn)[:, :, None]
+    _scale_into(out, lv, _half(q, t, "d") * sc, minus=_half(q, t, "dmin") * mn)
 
 
 def _dq_q5_k(q, out):
@@ -263,39 +371,41 @@ def _dq_q5_k(q, out):
     sc, mn = _k4_scale_min(_field(q, t, "scales"))
     lv = _nibbles(_field(q, t, "qs").reshape(n, 4, 32), _u8(n, 4, 2, 32)).reshape(n, 8, 32)
     hb = _bitplanes(_field(q, t, "qh"), _u8(n, 8, 32))  # bit s of qh[l] for sub-block s
-    hb <<= 4
-    lv |= hb
-    o = out.reshape(n, 8, 32)
-    np.multiply(lv, (_half(q, t, "d") * sc)[:, :, None], out=o)
-    o -= (_half(q, t, "dmin") * mn)[:, :, None]
+    lv |= _shl(hb, 4)
+    _scale_into(out, lv, _half(q, t, "d") * sc, minus=_half(q, t, "dmin") * mn)
 
 
 def _dq_q6_k(q, out):
     t = GGMLType.Q6_K
     n = len(q)
-    ql = _field(q, t, "ql").reshape(n, 2, 2, 32)
-    lv = _u8(n, 2, 4, 32)  # (half, quarter g, l): quarters 0, 1 low nibbles, 2, 3 high nibbles
-    np.bitwise_and(ql, 15, out=lv[:, :, 0:2])
-    np.right_shift(ql, 4, out=lv[:, :, 2:4])
+    ql = _field(q, t, "ql").reshape(n, 2, 64)
+    # (half, quarter g, l): quarters 0, 1 low nibbles, 2, 3 high nibbles
+    lv = _rows_into(_u8(n, 2, 2, 64), [ql & 15, _shr(ql, 4)]).reshape(n, 2, 4, 32)
     hb = _crumbs(_field(q, t, "qh").reshape(n, 2, 32), _u8(n, 2, 4, 32))
-    hb <<= 4
-    lv |= hb
+    lv |= _shl(hb, 4)
     lv -= 32
-    dl = (_half(q, t, "d") * _field(q, t, "scales").view(np.int8))[:, :, None]
-    np.multiply(dl, lv.view(np.int8).reshape(n, 16, 16), out=out.reshape(n, 16, 16))
+    _scale_into(out, lv.view(np.int8), _half(q, t, "d") * _field(q, t, "scales").view(np.int8))
 
 
 def _dq_tq1_0(q, out):
     t = GGMLType.TQ1_0
     n = len(q)
-    qs, qh = _field(q, t, "qs"), _field(q, t, "qh")
+    qq = q[:, :52]  # qs (48 bytes) then qh (4 bytes): 5 trits per byte (4 used in qh)
     lv = np.empty((n, 256), dtype=np.int8)
-    for d in range(5):  # digit d of byte m: element 32d + m, then 160 + 16d + m
-        np.take(_TRIT_TABLES[d], qs[:, :32], out=lv[:, 32 * d:32 * d + 32])
-        np.take(_TRIT_TABLES[d], qs[:, 32:], out=lv[:, 160 + 16 * d:176 + 16 * d])
-    for d in range(4):
-        np.take(_TRIT_TABLES[d], qh, out=lv[:, 240 + 4 * d:244 + 4 * d])
-    np.multiply(lv, _half(q, t, "d"), out=out)
+    x = _u8(n, 52)
+    trit = np.empty((n, 52), dtype=np.int8)
+    for d in range(5):
+        # digit d of a byte: (uint8)(q * 3**d) * 3 >> 8, i.e. 0, 1 or 2 as that byte is
+        # below 86, below 171, or above; ggml stores it plus one
+        np.multiply(qq, 3**d, out=x)  # wraps mod 256, like ggml's uint8_t product
+        np.greater(x, 170, out=trit)
+        trit += x > 85
+        trit -= 1
+        lv[:, 32 * d:32 * d + 32] = trit[:, :32]  # digit d of byte m: element 32d + m,
+        lv[:, 160 + 16 * d:176 + 16 * d] = trit[:, 32:48]  # then 160 + 16d + m,
+        if d < 4:
+            lv[:, 240 + 4 * d:244 + 4 * d] = trit[:, 48:]  # then 240 + 4d + m
+    _scale_into(out, lv, _half(q, t, "d"))
 
 
 def _dq_tq2_0(q, out):
@@ -303,7 +413,7 @@ def _dq_tq2_0(q, out):
     n = len(q)
     lv = _crumbs(_field(q, t, "qs").reshape(n, 2, 32), _u8(n, 2, 4, 32))
     lv -= 1
-    np.multiply(lv.view(np.int8).reshape(n, 256), _half(q, t, "d"), out=out)
+    _scale_into(out, lv.view(np.int8), _half(q, t, "d"))
 
 
 def _kv_levels(qs: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
@@ -522,6 +632,7 @@ def dequantize(
     shape: tuple[int, ...],
     byte_order: str = "little",
     rows: slice | None = None,
+    threads: int | None = None,
 ) -> np.ndarray:
     """Decode the raw bytes of a tensor of ggml type ``t`` into float32.
 
@@ -533,10 +644,13 @@ def dequantize(
         byte_order: ``"little"`` (almost every file) or ``"big"``.
         rows: a contiguous ``slice`` of the rows (the tensor seen as ``(-1, shape[-1])``) to
             decode; then only those rows are read and the result is ``(len, shape[-1])``.
+        threads: worker threads (numpy releases the GIL inside each operation). ``None``:
+            one per CPU, capped at 4, for results of a million elements or more, else 1.
+            The result does not depend on it (chunks are independent).
 
     Returns:
         A new C-contiguous float32 array. Work proceeds in chunks of about
-        32k elements, so memory beyond the result stays bounded.
+        64k elements, so memory beyond the result stays bounded.
 
     Raises:
         GGUFFormatError: unknown or removed type, a last dimension that is not a whole number
@@ -565,24 +679,29 @@ def dequantize(
 
     if not t.quantized:
         src = data.view(block_dtype(t, byte_order))
-        if t == GGMLType.BF16:
-            bits = out.view(np.uint32)
-            for i in range(0, out.size, _CHUNK_ELEMENTS):
+        bits = out.view(np.uint32)
+
+        def run(i: int) -> None:
+            if t == GGMLType.BF16:
                 np.left_shift(src[i:i + _CHUNK_ELEMENTS], 16, out=bits[i:i + _CHUNK_ELEMENTS], dtype=np.uint32)
-        else:
-            for i in range(0, out.size, _CHUNK_ELEMENTS):
+            else:
                 out[i:i + _CHUNK_ELEMENTS] = src[i:i + _CHUNK_ELEMENTS]
+
+        _run_chunks(range(0, out.size, _CHUNK_ELEMENTS), run, _thread_count(threads, out.size))
     else:
         kernel = _KERNELS[t]
         blocks = data.reshape(-1, t.type_size)
         out_blocks = out.reshape(-1, t.block_size)
         step = max(1, _CHUNK_ELEMENTS // t.block_size)
-        with np.errstate(all="ignore"):  # inf/nan scales in the data decode to inf/nan, as in ggml
-            for i in range(0, len(blocks), step):
-                q = blocks[i:i + step]
-                if byte_order == "big":
-                    q = byteswap(q, t, "big", "little").reshape(-1, t.type_size)
+
+        def run(i: int) -> None:
+            q = blocks[i:i + step]
+            if byte_order == "big":
+                q = byteswap(q, t, "big", "little").reshape(-1, t.type_size)
+            with np.errstate(all="ignore"):  # inf/nan scales decode to inf/nan, as in ggml
                 kernel(q, out_blocks[i:i + step])
+
+        _run_chunks(range(0, len(blocks), step), run, _thread_count(threads, out.size))
 
     if rows is None:
         return out.reshape(tuple(int(s) for s in shape))

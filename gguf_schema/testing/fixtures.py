@@ -148,7 +148,7 @@ def random_tensor(t: GGMLType | int, shape: tuple[int, ...], rng: np.random.Gene
     else:
         info = np.iinfo(t.numpy_dtype)
         data = rng.integers(info.min, info.max, size=n, dtype=t.numpy_dtype, endpoint=True).astype(t.numpy_dtype.newbyteorder(e))
-    return RawTensor(t, tuple(shape), np.ascontiguousarray(data).view(np.uint8).tobytes())
+    return RawTensor(t, tuple(shape), np.ascontiguousarray(data).view(np.uint8).tobytes(), byte_order)
 
 
 # --------------------------------------------------------------------------- architectures

@@ -35,7 +35,7 @@ from __future__ import annotations
 import io
 import os
 import string
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import IO, Any, Sequence, Union
 
 import numpy as np
@@ -345,7 +345,7 @@ class GGUFSpec:
         version: 1, 2 or 3.
         byte_order: "little" or "big".
         fields: metadata records in file order (``general.alignment`` among them when set).
-        tensors: name -> RawTensor, in file order (data bytes already in ``byte_order``).
+        tensors: name -> RawTensor, in file order (each RawTensor's ``byte_order`` is the file's: written verbatim).
 
     >>> spec = GGUFSpec(3, "little", [make_field("a", 1)], {})
     >>> spec.to_bytes()[:4], spec.alignment
@@ -391,7 +391,8 @@ def gguf_files(*, byte_orders: Sequence[str] = ("little", "big"), versions: Sequ
         fs = list(fs)
         if align is not None:
             fs.insert(min(at, len(fs)), make_field("general.alignment", align, ValueType.UINT32))
-        return GGUFSpec(version, order, fs, ts)
+        # random bytes stand for data already in the file's order: written verbatim, read back as they are
+        return GGUFSpec(version, order, fs, {n: replace(r, byte_order=order) for n, r in ts.items()})
 
     return st.builds(build, st.sampled_from(list(byte_orders)), st.sampled_from(list(versions)),
                      metadata(max_size=max_fields, key=key, max_depth=max_depth), alignments(), st.integers(0, max_fields),

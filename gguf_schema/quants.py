@@ -103,9 +103,6 @@ _Q1_WORDS = _pack_rows(2 * _BIT.astype(np.int8) - 1)  # Q1_0: bit set -> +1, els
 _Q2_WORDS = _pack_rows(np.stack([(_BYTES >> s) & 3 for s in (0, 2, 4, 6)], axis=1).astype(np.int8) - 1)
 _SIGN8_WORDS = _pack_rows(1 - 2 * _BIT.astype(np.int8))  # IQ: bit set -> negative
 _SIGN7_WORDS = _SIGN8_WORDS[KSIGNS_IQ2XS]
-_KV_IQ4_LO, _KV_IQ4_HI = KVALUES_IQ4NL[_BYTES & 15], KVALUES_IQ4NL[_BYTES >> 4]
-_KV_FP4_LO, _KV_FP4_HI = KVALUES_MXFP4[_BYTES & 15], KVALUES_MXFP4[_BYTES >> 4]
-_TRIT_TABLES = [((((_BYTES.astype(np.uint16) * 3**n) & 0xFF) * 3) >> 8).astype(np.int8) - 1 for n in range(5)]
 
 
 def _grid_words(grid: np.ndarray, scale: int = 1) -> np.ndarray:
@@ -118,7 +115,9 @@ _IQ2XS_WORDS = _grid_words(IQ2XS_GRID)
 _IQ2S_WORDS = _grid_words(IQ2S_GRID)
 _IQ3XXS_WORDS = _grid_words(IQ3XXS_GRID)
 _IQ3S_WORDS = _grid_words(IQ3S_GRID)
-_IQ1S_WORDS8 = _grid_words(IQ1S_GRID, 8)  # 8 * coordinate: 8 * (g +- 1/8) = 8g +- 1 is an int
+# IQ1_S/IQ1_M: 8 * (coordinate + delta) = 8g + 1 for indices < 2048, 8g - 1 from 2048 on
+# (index bit 11 is the delta's sign bit), an integer, so one look-up gives 8 exact levels.
+_IQ1S_WORDS8 = np.concatenate([_grid_words(IQ1S_GRID * 8 + 1), _grid_words(IQ1S_GRID * 8 - 1)])
 
 
 def _e8m0_half() -> np.ndarray:
@@ -218,19 +217,75 @@ def _shl(a: np.ndarray, s: int) -> np.ndarray:
     return (a << s) & m
 
 
-def _nibbles(qs: np.ndarray, out: np.ndarray) -> np.ndarray:
-    """Low nibbles of ``qs`` (…, k) into out[…, 0, :], high nibbles into out[…, 1, :]."""
-    return _rows_into(out, [qs & 15, _shr(qs, 4)])
+_SPREAD_SHIFTS: dict[tuple[tuple[int, ...], int], np.ndarray] = {}
 
 
-def _crumbs(qs: np.ndarray, out: np.ndarray) -> np.ndarray:
-    """2-bit field j of ``qs`` (…, k) into out[…, j, :] for j = 0..3."""
-    return _rows_into(out, [_shr(qs, 2 * j, 3) for j in range(4)])
+def _spread(src: np.ndarray, shifts: tuple[int, ...], mask: int) -> np.ndarray:
+    """Planes of bit fields: (…, k) uint8 -> (…, len(shifts), k), plane j = (src >> shifts[j]) & mask.
+
+    Each row of k bytes is repeated once per plane (``np.repeat`` of k-byte void items), then
+    shifted in place by a precomputed per-lane shift pattern and masked, all in 64-bit lanes:
+    three contiguous passes, whatever the number of planes. ``mask`` must fit the shifted
+    byte (``mask <= 0xFF >> max(shifts)``) so that no bit crosses from a neighbouring byte.
+    """
+    k = src.shape[-1]
+    m = len(shifts)
+    src = np.ascontiguousarray(src)
+    rows = src.size // k if k else 0
+    if k % 8 or rows == 0:  # narrow rows (a few scale bytes): plain byte-wise operations
+        out = np.empty(src.shape[:-1] + (m, k), dtype=np.uint8)
+        for j, s in enumerate(shifts):
+            np.bitwise_and(src >> s, mask, out=out[..., j, :])
+        return out
+    words = k // 8
+    need = rows * m * words
+    key = (shifts, words)
+    pattern = _SPREAD_SHIFTS.get(key)
+    if pattern is None or pattern.size < need:
+        pattern = np.tile(np.repeat(np.array(shifts, dtype=np.uint64), words), max(rows, 1024))
+        _SPREAD_SHIFTS[key] = pattern
+    r = np.repeat(src.reshape(rows, k).view(f"V{k}")[:, 0], m).view(np.uint64)
+    np.right_shift(r, pattern[:need], out=r)
+    np.bitwise_and(r, np.uint64(mask * 0x0101010101010101), out=r)
+    return r.view(np.uint8).reshape(src.shape[:-1] + (m, k))
 
 
-def _bitplanes(qh: np.ndarray, out: np.ndarray, n_bits: int = 8) -> np.ndarray:
-    """Bit j of ``qh`` (n, k) into out[:, j, :] for j < n_bits."""
-    return _rows_into(out, [_shr(qh, j, 1) for j in range(n_bits)])
+_LANE_SHIFTS: dict[tuple[tuple[int, ...], str, int], np.ndarray] = {}
+
+
+def _lane_fields(w: np.ndarray, shifts: tuple[int, ...], mask: int) -> np.ndarray:
+    """Bit fields of integers: (…) -> (…, len(shifts)), field j = (w >> shifts[j]) & mask.
+
+    Repeats each integer once per field and shifts by a precomputed pattern (contiguous
+    passes instead of a broadcast whose inner loop is only len(shifts) long).
+    """
+    w = np.ascontiguousarray(w)
+    m = len(shifts)
+    need = w.size * m
+    key = (shifts, w.dtype.str, 0)
+    pattern = _LANE_SHIFTS.get(key)
+    if pattern is None or pattern.size < need:
+        pattern = np.tile(np.array(shifts, dtype=w.dtype), max(w.size, 4096))
+        _LANE_SHIFTS[key] = pattern
+    r = np.repeat(w.reshape(-1), m)
+    np.right_shift(r, pattern[:need], out=r)
+    np.bitwise_and(r, w.dtype.type(mask), out=r)
+    return r.reshape(w.shape + (m,))
+
+
+def _nibbles(qs: np.ndarray) -> np.ndarray:
+    """Low nibbles of ``qs`` (…, k) in [..., 0, :], high nibbles in [..., 1, :]."""
+    return _spread(qs, (0, 4), 15)
+
+
+def _crumbs(qs: np.ndarray) -> np.ndarray:
+    """2-bit field j of ``qs`` (…, k) in [..., j, :] for j = 0..3."""
+    return _spread(qs, (0, 2, 4, 6), 3)
+
+
+def _bitplanes(qh: np.ndarray) -> np.ndarray:
+    """Bit j of ``qh`` (…, k) in [..., j, :] for j = 0..7."""
+    return _spread(qh, (0, 1, 2, 3, 4, 5, 6, 7), 1)
 
 
 def _u8(*shape: int) -> np.ndarray:
@@ -266,7 +321,7 @@ def _scale_into(
 def _dq_q4_0(q, out):
     t = GGMLType.Q4_0
     n = len(q)
-    lv = _nibbles(_field(q, t, "qs"), _u8(n, 2, 16))
+    lv = _nibbles(_field(q, t, "qs"))
     lv -= 8  # wraps: read as int8 it is nibble - 8
     _scale_into(out, lv.view(np.int8), _half(q, t, "d"))
 
@@ -274,14 +329,14 @@ def _dq_q4_0(q, out):
 def _dq_q4_1(q, out):
     t = GGMLType.Q4_1
     n = len(q)
-    lv = _nibbles(_field(q, t, "qs"), _u8(n, 2, 16))
+    lv = _nibbles(_field(q, t, "qs"))
     _scale_into(out, lv, _half(q, t, "d"), plus=_half(q, t, "m"))
 
 
 def _q5_levels(q: np.ndarray, t: GGMLType) -> np.ndarray:
     """Q5_0/Q5_1 quants (n, 32) uint8: nibble | 5th bit (bit j of the 32-bit qh) << 4."""
     n = len(q)
-    lv = _nibbles(_field(q, t, "qs"), _u8(n, 2, 16)).reshape(n, 32)
+    lv = _nibbles(_field(q, t, "qs")).reshape(n, 32)
     hb = np.unpackbits(_field(q, t, "qh"), axis=1, bitorder="little")
     lv |= _shl(hb, 4)
     return lv
@@ -321,23 +376,27 @@ def _dq_q2_k(q, out):
     dl = _half(q, t, "d") * (sc & 15)
     ml = _half(q, t, "dmin") * (sc >> 4)
     # element (half h, shift j, l < 32) is crumb j of qs[32h + l]; 16 elements share a scale
-    lv = _crumbs(_field(q, t, "qs").reshape(n, 2, 32), _u8(n, 2, 4, 32))
+    lv = _crumbs(_field(q, t, "qs").reshape(n, 2, 32))
     _scale_into(out, lv, dl, minus=ml)
 
 
 def _q3_k_scales(sc: np.ndarray) -> np.ndarray:
     """The sixteen 6-bit Q3_K scales (n, 16) minus 32: low 4 bits from bytes 0-7, high 2 from 8-11."""
-    low = np.concatenate([sc[:, :8] & 15, sc[:, :8] >> 4], axis=1)
-    high = (sc[:, 8:12][:, None, :] >> (2 * np.arange(4, dtype=np.uint8))[:, None]) & 3
-    return (low | (high.reshape(-1, 16) << 4)).astype(np.int16) - 32
+    w = np.ascontiguousarray(sc).view("<u4")  # (n, 3): four scale bytes per lane
+    a, b, c = w[:, 0], w[:, 1], w[:, 2]
+    m4, m2 = np.uint32(0x0F0F0F0F), np.uint32(0x03030303)
+    out = np.empty((len(w), 4), dtype="<u4")
+    for j, (src, shift) in enumerate(((a, 0), (b, 0), (a, 4), (b, 4))):
+        out[:, j] = ((src >> np.uint32(shift)) & m4) | (((c >> np.uint32(2 * j)) & m2) << np.uint32(4))
+    return out.view(np.uint8).astype(np.int16) - 32
 
 
 def _dq_q3_k(q, out):
     t = GGMLType.Q3_K
     n = len(q)
     dl = _half(q, t, "d") * _q3_k_scales(_field(q, t, "scales"))
-    lv = _crumbs(_field(q, t, "qs").reshape(n, 2, 32), _u8(n, 2, 4, 32))
-    hb = _bitplanes(_field(q, t, "hmask"), _u8(n, 8, 32))  # bit 4h + j of hmask[l]
+    lv = _crumbs(_field(q, t, "qs").reshape(n, 2, 32))
+    hb = _bitplanes(_field(q, t, "hmask"))  # bit 4h + j of hmask[l]
     hb ^= 1
     lv -= _shl(hb, 2).reshape(n, 2, 4, 32)  # crumb - 4 where the high bit is clear
     _scale_into(out, lv.view(np.int8), dl)
@@ -361,7 +420,7 @@ def _dq_q4_k(q, out):
     t = GGMLType.Q4_K
     n = len(q)
     sc, mn = _k4_scale_min(_field(q, t, "scales"))
-    lv = _nibbles(_field(q, t, "qs").reshape(n, 4, 32), _u8(n, 4, 2, 32))
+    lv = _nibbles(_field(q, t, "qs").reshape(n, 4, 32))
     _scale_into(out, lv, _half(q, t, "d") * sc, minus=_half(q, t, "dmin") * mn)
 
 
@@ -369,8 +428,8 @@ def _dq_q5_k(q, out):
     t = GGMLType.Q5_K
     n = len(q)
     sc, mn = _k4_scale_min(_field(q, t, "scales"))
-    lv = _nibbles(_field(q, t, "qs").reshape(n, 4, 32), _u8(n, 4, 2, 32)).reshape(n, 8, 32)
-    hb = _bitplanes(_field(q, t, "qh"), _u8(n, 8, 32))  # bit s of qh[l] for sub-block s
+    lv = _nibbles(_field(q, t, "qs").reshape(n, 4, 32)).reshape(n, 8, 32)
+    hb = _bitplanes(_field(q, t, "qh"))  # bit s of qh[l] for sub-block s
     lv |= _shl(hb, 4)
     _scale_into(out, lv, _half(q, t, "d") * sc, minus=_half(q, t, "dmin") * mn)
 
@@ -380,8 +439,8 @@ def _dq_q6_k(q, out):
     n = len(q)
     ql = _field(q, t, "ql").reshape(n, 2, 64)
     # (half, quarter g, l): quarters 0, 1 low nibbles, 2, 3 high nibbles
-    lv = _rows_into(_u8(n, 2, 2, 64), [ql & 15, _shr(ql, 4)]).reshape(n, 2, 4, 32)
-    hb = _crumbs(_field(q, t, "qh").reshape(n, 2, 32), _u8(n, 2, 4, 32))
+    lv = _nibbles(ql).reshape(n, 2, 4, 32)
+    hb = _crumbs(_field(q, t, "qh").reshape(n, 2, 32))
     lv |= _shl(hb, 4)
     lv -= 32
     _scale_into(out, lv.view(np.int8), _half(q, t, "d") * _field(q, t, "scales").view(np.int8))
@@ -390,14 +449,19 @@ def _dq_q6_k(q, out):
 def _dq_tq1_0(q, out):
     t = GGMLType.TQ1_0
     n = len(q)
-    qq = q[:, :52]  # qs (48 bytes) then qh (4 bytes): 5 trits per byte (4 used in qh)
+    # qs (48 bytes) then qh (4 bytes): 5 trits per byte (4 used in qh), as 16-bit lanes
+    w = np.concatenate([_field(q, t, "qs"), _field(q, t, "qh")], axis=1).view("<u2")
+    lo, hi = w & np.uint16(0xFF), w >> np.uint16(8)
     lv = np.empty((n, 256), dtype=np.int8)
-    x = _u8(n, 52)
+    x16 = np.empty((n, 26), dtype="<u2")
+    x = x16.view(np.uint8)
     trit = np.empty((n, 52), dtype=np.int8)
     for d in range(5):
         # digit d of a byte: (uint8)(q * 3**d) * 3 >> 8, i.e. 0, 1 or 2 as that byte is
-        # below 86, below 171, or above; ggml stores it plus one
-        np.multiply(qq, 3**d, out=x)  # wraps mod 256, like ggml's uint8_t product
+        # below 86, below 171, or above; ggml stores it plus one. The uint8 product (mod
+        # 256) is formed per byte in 16-bit lanes (x86 has no 8-bit vector multiply).
+        c = np.uint16(3**d)
+        np.bitwise_or((lo * c) & np.uint16(0xFF), ((hi * c) & np.uint16(0xFF)) << np.uint16(8), out=x16)
         np.greater(x, 170, out=trit)
         trit += x > 85
         trit -= 1
@@ -411,61 +475,80 @@ def _dq_tq1_0(q, out):
 def _dq_tq2_0(q, out):
     t = GGMLType.TQ2_0
     n = len(q)
-    lv = _crumbs(_field(q, t, "qs").reshape(n, 2, 32), _u8(n, 2, 4, 32))
+    lv = _crumbs(_field(q, t, "qs").reshape(n, 2, 32))
     lv -= 1
     _scale_into(out, lv.view(np.int8), _half(q, t, "d"))
 
 
-def _kv_levels(qs: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """Non-linear 4-bit levels (…, 2, k) int8: lo[qs] then hi[qs]."""
-    lv = np.empty(qs.shape[:-1] + (2, qs.shape[-1]), dtype=np.int8)
-    np.take(lo, qs, out=lv[..., 0, :])
-    np.take(hi, qs, out=lv[..., 1, :])
-    return lv
+_PAIR_TABLES: dict[str, np.ndarray] = {}
+
+
+def _pair_table(name: str, kvalues: np.ndarray) -> np.ndarray:
+    """For every 16-bit pair of bytes b0, b1: the four levels kv[b0 & 15], kv[b1 & 15],
+    kv[b0 >> 4], kv[b1 >> 4] packed in a little-endian uint32 (built on first use, 256 KiB)."""
+    table = _PAIR_TABLES.get(name)
+    if table is None:
+        w = np.arange(1 << 16, dtype=np.uint32)
+        kv = kvalues.astype(np.uint8).astype(np.uint32)  # int8 levels as bytes
+        b0, b1 = w & 0xFF, w >> 8
+        table = kv[b0 & 15] | (kv[b1 & 15] << 8) | (kv[b0 >> 4] << 16) | (kv[b1 >> 4] << 24)
+        _PAIR_TABLES[name] = table
+    return table
+
+
+def _kv_levels(qs: np.ndarray, name: str, kvalues: np.ndarray) -> np.ndarray:
+    """Non-linear 4-bit levels (…, 2, k) int8: kv[low nibbles] then kv[high nibbles].
+
+    One look-up per two bytes (four levels) in :func:`_pair_table`; k must be even.
+    """
+    words = _pair_table(name, kvalues)[np.ascontiguousarray(qs).view("<u2")]
+    lo = words.astype("<u2").view(np.uint8)  # levels of the low nibbles, in byte order
+    hi = (words >> np.uint32(16)).astype("<u2").view(np.uint8)
+    lv = np.empty(qs.shape[:-1] + (2, qs.shape[-1]), dtype=np.uint8)
+    return _rows_into(lv, [lo, hi]).view(np.int8)
 
 
 def _dq_mxfp4(q, out):
     t = GGMLType.MXFP4
     n = len(q)
-    lv = _kv_levels(_field(q, t, "qs"), _KV_FP4_LO, _KV_FP4_HI).reshape(n, 32)
-    np.multiply(lv, _E8M0_HALF[_field(q, t, "e")], out=out)
+    lv = _kv_levels(_field(q, t, "qs"), "mxfp4", KVALUES_MXFP4)
+    _scale_into(out, lv, _E8M0_HALF[_field(q, t, "e")])
 
 
 def _dq_nvfp4(q, out):
     t = GGMLType.NVFP4
     n = len(q)
-    lv = _kv_levels(_field(q, t, "qs").reshape(n, 4, 8), _KV_FP4_LO, _KV_FP4_HI).reshape(n, 4, 16)
-    d = _UE4M3_HALF[_field(q, t, "d")]  # (n, 4): one scale per 16 elements
-    np.multiply(lv, d[:, :, None], out=out.reshape(n, 4, 16))
+    lv = _kv_levels(_field(q, t, "qs").reshape(n, 4, 8), "mxfp4", KVALUES_MXFP4)
+    _scale_into(out, lv, _UE4M3_HALF[_field(q, t, "d")])  # one scale per 16 elements
 
 
 def _dq_q1_0(q, out):
     t = GGMLType.Q1_0
-    lv = np.take(_Q1_WORDS, _field(q, t, "qs")).view(np.int8)  # (n, 128) of +-1
-    np.multiply(lv, _half(q, t, "d"), out=out)
+    lv = _Q1_WORDS[_field(q, t, "qs")].view(np.int8)  # (n, 128) of +-1
+    _scale_into(out, lv, _half(q, t, "d"))
 
 
 def _dq_q2_0(q, out):
     t = GGMLType.Q2_0
-    lv = np.take(_Q2_WORDS, _field(q, t, "qs")).view(np.int8)  # (n, 64) of crumb - 1
-    np.multiply(lv, _half(q, t, "d"), out=out)
+    lv = _Q2_WORDS[_field(q, t, "qs")].view(np.int8)  # (n, 64) of crumb - 1
+    _scale_into(out, lv, _half(q, t, "d"))
 
 
 def _dq_iq4_nl(q, out):
     t = GGMLType.IQ4_NL
     n = len(q)
-    lv = _kv_levels(_field(q, t, "qs"), _KV_IQ4_LO, _KV_IQ4_HI).reshape(n, 32)
-    np.multiply(lv, _half(q, t, "d"), out=out)
+    lv = _kv_levels(_field(q, t, "qs"), "iq4nl", KVALUES_IQ4NL)
+    _scale_into(out, lv, _half(q, t, "d"))
 
 
 def _dq_iq4_xs(q, out):
     t = GGMLType.IQ4_XS
     n = len(q)
-    lo = _nibbles(_field(q, t, "scales_l"), _u8(n, 2, 4)).swapaxes(1, 2).reshape(n, 8)
+    lo = _nibbles(_field(q, t, "scales_l")).swapaxes(1, 2).reshape(n, 8)
     hi = ((_u16(q, t, "scales_h") >> (2 * np.arange(8, dtype=np.uint16))) & 3).astype(np.uint8)
     dl = _half(q, t, "d") * ((lo | (hi << 4)).astype(np.int16) - 32)
-    lv = _kv_levels(_field(q, t, "qs").reshape(n, 8, 16), _KV_IQ4_LO, _KV_IQ4_HI).reshape(n, 8, 32)
-    np.multiply(lv, dl[:, :, None], out=out.reshape(n, 8, 32))
+    lv = _kv_levels(_field(q, t, "qs").reshape(n, 8, 16), "iq4nl", KVALUES_IQ4NL)
+    _scale_into(out, lv, dl)
 
 
 def _iq2_scale(q: np.ndarray, t: GGMLType, s: np.ndarray) -> np.ndarray:
@@ -476,8 +559,8 @@ def _iq2_scale(q: np.ndarray, t: GGMLType, s: np.ndarray) -> np.ndarray:
 
 def _signed(grid_words: np.ndarray, idx: np.ndarray, sign_words: np.ndarray, sidx: np.ndarray) -> np.ndarray:
     """Grid points times their signs, as int8 levels in element order."""
-    lv = np.take(grid_words, idx).view(np.int8)
-    lv *= np.take(sign_words, sidx).view(np.int8).reshape(lv.shape)
+    lv = grid_words[idx].view(np.int8)
+    lv *= sign_words[sidx].view(np.int8).reshape(lv.shape)
     return lv
 
 
@@ -486,29 +569,29 @@ def _dq_iq2_xxs(q, out):
     n = len(q)
     words = _field(q, t, "qs").view("<u4").reshape(n, 8, 2)  # per 32: 4 grid bytes | signs+scale
     aux = words[:, :, 1]
-    sidx = (aux[:, :, None] >> np.array([0, 7, 14, 21], dtype=np.uint32)) & 127
+    sidx = _lane_fields(aux, (0, 7, 14, 21), 127)
     lv = _signed(_IQ2XXS_WORDS, _field(q, t, "qs").reshape(n, 8, 8)[:, :, :4], _SIGN7_WORDS, sidx)
-    np.multiply(lv.reshape(n, 8, 32), _iq2_scale(q, t, aux >> 28)[:, :, None], out=out.reshape(n, 8, 32))
+    _scale_into(out, lv, _iq2_scale(q, t, aux >> 28))
 
 
 def _dq_iq2_xs(q, out):
     t = GGMLType.IQ2_XS
     n = len(q)
     qs = _u16(q, t, "qs")
-    lv = _signed(_IQ2XS_WORDS, qs & 511, _SIGN7_WORDS, qs >> 9).reshape(n, 16, 16)
-    sc = _nibbles(_field(q, t, "scales"), _u8(n, 2, 8)).swapaxes(1, 2).reshape(n, 16)
-    np.multiply(lv, _iq2_scale(q, t, sc)[:, :, None], out=out.reshape(n, 16, 16))
+    lv = _signed(_IQ2XS_WORDS, qs & np.uint16(511), _SIGN7_WORDS, qs >> np.uint16(9))
+    sc = _nibbles(_field(q, t, "scales")).swapaxes(1, 2).reshape(n, 16)
+    _scale_into(out, lv, _iq2_scale(q, t, sc))
 
 
 def _dq_iq2_s(q, out):
     t = GGMLType.IQ2_S
     n = len(q)
     qs = _field(q, t, "qs")
-    high = _crumbs(_field(q, t, "qh"), _u8(n, 4, 8)).swapaxes(1, 2).astype(np.uint16)  # (n, 8, 4)
+    high = _crumbs(_field(q, t, "qh")).swapaxes(1, 2).astype(np.uint16)  # (n, 8, 4)
     idx = qs[:, :32].reshape(n, 8, 4) | (high << 8)
-    lv = _signed(_IQ2S_WORDS, idx, _SIGN8_WORDS, qs[:, 32:]).reshape(n, 16, 16)
-    sc = _nibbles(_field(q, t, "scales"), _u8(n, 2, 8)).swapaxes(1, 2).reshape(n, 16)
-    np.multiply(lv, _iq2_scale(q, t, sc)[:, :, None], out=out.reshape(n, 16, 16))
+    lv = _signed(_IQ2S_WORDS, idx, _SIGN8_WORDS, qs[:, 32:])
+    sc = _nibbles(_field(q, t, "scales")).swapaxes(1, 2).reshape(n, 16)
+    _scale_into(out, lv, _iq2_scale(q, t, sc))
 
 
 def _dq_iq3_xxs(q, out):
@@ -516,35 +599,35 @@ def _dq_iq3_xxs(q, out):
     n = len(q)
     qs = _field(q, t, "qs")
     aux = qs[:, 64:].view("<u4")  # (n, 8): 28 sign bits + 4-bit scale per 32 elements
-    sidx = (aux[:, :, None] >> np.array([0, 7, 14, 21], dtype=np.uint32)) & 127
-    lv = np.take(_IQ3XXS_WORDS, qs[:, :64]).view(np.int8).reshape(n, 8, 4, 8)
-    lv *= np.take(_SIGN7_WORDS, sidx).view(np.int8).reshape(n, 8, 4, 8)
+    sidx = _lane_fields(aux, (0, 7, 14, 21), 127)
+    lv = _IQ3XXS_WORDS[qs[:, :64]].view(np.int8).reshape(n, 8, 4, 8)
+    lv *= _SIGN7_WORDS[sidx].view(np.int8).reshape(n, 8, 4, 8)
     db = _half(q, t, "d") * ((aux >> 28).astype(F32) + F32(0.5)) * F32(0.5)
-    np.multiply(lv.reshape(n, 8, 32), db[:, :, None], out=out.reshape(n, 8, 32))
+    _scale_into(out, lv, db)
 
 
 def _dq_iq3_s(q, out):
     t = GGMLType.IQ3_S
     n = len(q)
-    high = _bitplanes(_field(q, t, "qh"), _u8(n, 8, 8)).swapaxes(1, 2).astype(np.uint16)  # (n, 8, 8)
+    high = _bitplanes(_field(q, t, "qh")).swapaxes(1, 2).astype(np.uint16)  # (n, 8, 8)
     idx = _field(q, t, "qs").reshape(n, 8, 8) | (high << 8)
-    lv = np.take(_IQ3S_WORDS, idx).view(np.int8).reshape(n, 32, 8)
-    lv *= np.take(_SIGN8_WORDS, _field(q, t, "signs")).view(np.int8).reshape(n, 32, 8)
-    sc = _nibbles(_field(q, t, "scales"), _u8(n, 2, 4)).swapaxes(1, 2).reshape(n, 8)
+    lv = _IQ3S_WORDS[idx].view(np.int8).reshape(n, 32, 8)
+    lv *= _SIGN8_WORDS[_field(q, t, "signs")].view(np.int8).reshape(n, 32, 8)
+    sc = _nibbles(_field(q, t, "scales")).swapaxes(1, 2).reshape(n, 8)
     db = _half(q, t, "d") * (1 + 2 * sc.astype(np.int16))
-    np.multiply(lv.reshape(n, 8, 32), db[:, :, None], out=out.reshape(n, 8, 32))
+    _scale_into(out, lv, db)
 
 
 def _dq_iq1_s(q, out):
     t = GGMLType.IQ1_S
     n = len(q)
     qh = _u16(q, t, "qh")  # (n, 8)
-    high = (qh[:, :, None] >> np.array([0, 3, 6, 9], dtype=np.uint16)) & 7
-    lv = np.take(_IQ1S_WORDS8, _field(q, t, "qs").reshape(n, 8, 4) | (high << 8)).view(np.int8)
-    lv = lv.reshape(n, 8, 32)
-    lv += np.where(qh & 0x8000, np.int8(-1), np.int8(1)).astype(np.int8)[:, :, None]  # 8 * delta
+    high = _lane_fields(qh, (0, 3, 6, 9), 7)  # 3 index bits per 8 elements
+    high |= ((qh >> np.uint16(12)) & np.uint16(8))[:, :, None]  # qh bit 15, the delta's sign -> bit 11
+    idx = _field(q, t, "qs").reshape(n, 8, 4) | (high << np.uint16(8))
+    lv = _IQ1S_WORDS8[idx].view(np.int8).reshape(n, 256)
     dl8 = _half(q, t, "d") * (2 * ((qh >> 12) & 7) + 1).astype(F32) * F32(0.125)
-    np.multiply(lv, dl8[:, :, None], out=out.reshape(n, 8, 32))
+    _scale_into(out, lv, dl8)
 
 
 def _dq_iq1_m(q, out):
@@ -553,13 +636,12 @@ def _dq_iq1_m(q, out):
     sc = _field(q, t, "scales").view("<u2")  # (n, 4): 3-bit scales + the f16 scale's nibbles
     bits = (sc[:, 0] >> 12) | ((sc[:, 1] >> 8) & 0x00F0) | ((sc[:, 2] >> 4) & 0x0F00) | (sc[:, 3] & 0xF000)
     d = bits.view("<f2").astype(F32)[:, None]
-    s3 = (sc[:, :, None] >> np.array([0, 3, 6, 9], dtype=np.uint16)) & 7  # (n, 4, 4) = 16 halves
+    s3 = _lane_fields(sc, (0, 3, 6, 9), 7)  # (n, 4, 4) = 16 halves
     dl8 = d * (2 * s3.reshape(n, 16) + 1).astype(F32) * F32(0.125)
-    nib = _nibbles(_field(q, t, "qh"), _u8(n, 2, 16)).swapaxes(1, 2).reshape(n, 32)  # per 8 elems
-    idx = _field(q, t, "qs") | ((nib & 7).astype(np.uint16) << 8)
-    lv = np.take(_IQ1S_WORDS8, idx).view(np.int8).reshape(n, 32, 8)
-    lv += np.where(nib & 8, np.int8(-1), np.int8(1)).astype(np.int8)[:, :, None]
-    np.multiply(lv.reshape(n, 16, 16), dl8[:, :, None], out=out.reshape(n, 16, 16))
+    nib = _nibbles(_field(q, t, "qh")).swapaxes(1, 2).reshape(n, 32)  # per 8 elems
+    idx = _field(q, t, "qs") | (nib.astype(np.uint16) << np.uint16(8))  # bit 11: the delta's sign
+    lv = _IQ1S_WORDS8[idx].view(np.int8).reshape(n, 256)
+    _scale_into(out, lv, dl8)
 
 _KERNELS: dict[GGMLType, Callable[[np.ndarray, np.ndarray], None]] = {
     GGMLType.Q4_0: _dq_q4_0, GGMLType.Q4_1: _dq_q4_1, GGMLType.Q5_0: _dq_q5_0,
@@ -922,7 +1004,7 @@ def _to_int(x: np.ndarray, t: GGMLType) -> np.ndarray:
     return x.astype(dtype)
 
 
-def quantize(array: np.ndarray, t: GGMLType | int) -> np.ndarray:
+def quantize(array: np.ndarray, t: GGMLType | int, threads: int | None = None) -> np.ndarray:
     """Encode a numeric array as the raw bytes of a tensor of ggml type ``t``.
 
     Quantized types follow ggml's ``quantize_row_*_ref`` exactly (the same bytes). Integer
@@ -931,6 +1013,8 @@ def quantize(array: np.ndarray, t: GGMLType | int) -> np.ndarray:
     Args:
         array: any numeric array (its last dimension a multiple of ``t.block_size``).
         t: one of :data:`QUANTIZE_TYPES`.
+        threads: worker threads for quantized types, as in :func:`dequantize` (the bytes
+            do not depend on it).
 
     Returns:
         uint8 array of shape ``(rows, bytes_per_row)`` (rows = product of the leading dims,
@@ -966,7 +1050,11 @@ def quantize(array: np.ndarray, t: GGMLType | int) -> np.ndarray:
     blocks = np.zeros(n_rows * cols // t.block_size, dtype=block_dtype(t))
     x = rows2d.astype(F32).reshape(-1, t.block_size)
     step = max(1, (1 << 16) // t.block_size)
-    with np.errstate(all="ignore"):
-        for i in range(0, len(x), step):
-            _QUANTIZERS[t](x[i:i + step], blocks[i:i + step])
+    quantizer = _QUANTIZERS[t]
+
+    def run(i: int) -> None:
+        with np.errstate(all="ignore"):
+            quantizer(x[i:i + step], blocks[i:i + step])
+
+    _run_chunks(range(0, len(x), step), run, _thread_count(threads, x.size))
     return blocks.view(np.uint8).reshape(n_rows, -1)

@@ -1,7 +1,10 @@
 """Dequantize / quantize throughput of gguf_schema.quants vs the `gguf` package (same inputs).
 
-Run: python benchmarks/bench_quants.py [--elements N] [--repeat R] [--no-gemma]
-Prints a markdown table (Melem/s, best of R runs, one thread each).
+Run: python benchmarks/bench_quants.py [--elements N] [--repeat R] [--threads T] [--no-gemma]
+Prints markdown tables: Melem/s, best of R runs, the candidates timed in turn within each
+repetition (so load changes hit all of them alike). "ours 1t" is ``threads=1``; "ours Tt"
+is ``threads=T`` (default: the CPU count); the `gguf` package is single-threaded numpy.
+Ratios are ours / gguf from the same run.
 """
 
 from __future__ import annotations
@@ -24,13 +27,17 @@ from test_quants import GEMMA, random_blocks  # noqa: E402
 warnings.filterwarnings("ignore")
 
 
-def best(fn, repeat: int) -> float:
-    t = float("inf")
+def best(fns: list, repeat: int) -> list[float]:
+    """Best wall time of each callable over ``repeat`` rounds; in each round all run once, in turn."""
+    times = [float("inf")] * len(fns)
     for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        t = min(t, time.perf_counter() - t0)
-    return t
+        for k, fn in enumerate(fns):
+            if fn is None:
+                continue
+            t0 = time.perf_counter()
+            fn()
+            times[k] = min(times[k], time.perf_counter() - t0)
+    return times
 
 
 def oracle():
@@ -42,22 +49,26 @@ def oracle():
     return gq, GGMLQuantizationType
 
 
-def row(label: str, nel: int, ours: float, theirs: float | None) -> str:
-    a = nel / ours / 1e6
-    if theirs is None:
-        return f"| {label} | {nel / 1e6:.1f} | {a:.0f} | — | — |"
-    b = nel / theirs / 1e6
-    return f"| {label} | {nel / 1e6:.1f} | {a:.0f} | {b:.0f} | {a / b:.1f}x |"
+def row(label: str, nel: int, ours1: float, ours_t: float, theirs: float) -> str:
+    a, b = nel / ours1 / 1e6, nel / ours_t / 1e6
+    if theirs == float("inf"):
+        return f"| {label} | {nel / 1e6:.1f} | {a:.0f} | {b:.0f} | — | — | — |"
+    c = nel / theirs / 1e6
+    return f"| {label} | {nel / 1e6:.1f} | {a:.0f} | {b:.0f} | {c:.0f} | {a / c:.1f}x | {b / c:.1f}x |"
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--elements", type=int, default=1 << 23)
-    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--elements", type=int, default=1 << 24)
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--no-gemma", action="store_true")
     args = ap.parse_args()
     gq, GT = oracle()
-    head = "| {} | Melem | ours Melem/s | gguf Melem/s | ratio |\n|---|---|---|---|---|"
+    th = args.threads
+    head = (f"| {{}} | Melem | ours 1t | ours {th}t | gguf | ratio 1t | ratio {th}t |\n"
+            "|---|---|---|---|---|---|---|")
+    print(f"Melem/s, best of {args.repeat}; {os.cpu_count()} CPUs; numpy {np.__version__}\n")
 
     if not args.no_gemma and gq is not None and os.path.exists(GEMMA):
         import gguf
@@ -77,9 +88,10 @@ def main() -> None:
             rows = min(int(np.prod(shape[:-1])), max(1, (1 << 24) // shape[-1]))  # <= 16M elements
             raw = raw[: rows * t.row_nbytes(shape[-1])]
             nel = rows * shape[-1]
-            ours = best(lambda: dequantize(raw, t, (rows, shape[-1])), args.repeat)
-            theirs = best(lambda: gq.dequantize(raw.reshape(rows, -1), info.tensor_type), args.repeat)
-            print(row(f"{info.name} ({name})", nel, ours, theirs))
+            times = best([lambda: dequantize(raw, t, (rows, shape[-1]), threads=1),
+                          lambda: dequantize(raw, t, (rows, shape[-1]), threads=th),
+                          lambda: gq.dequantize(raw.reshape(rows, -1), info.tensor_type)], args.repeat)
+            print(row(f"{info.name} ({name})", nel, *times))
         print()
 
     print(f"## Dequantize, random blocks ({args.elements / 1e6:.1f} M elements per type)\n")
@@ -92,16 +104,17 @@ def main() -> None:
         raw = random_blocks(t, n_blocks - n_blocks % 16)
         shape = (len(raw) // 16, cols)
         nel = shape[0] * cols
-        ours = best(lambda: dequantize(raw, t, shape), args.repeat)
         theirs = None
         if gq is not None and t != GGMLType.Q8_1:  # the package's Q8_1 block size is wrong (40, not 36)
             try:
                 qt = GT(int(t))
                 gq.dequantize(raw[:16].reshape(1, -1), qt)
-                theirs = best(lambda: gq.dequantize(raw.reshape(shape[0], -1), qt), args.repeat)
+                theirs = (lambda qt=qt: gq.dequantize(raw.reshape(shape[0], -1), qt))
             except (ValueError, NotImplementedError):
                 pass
-        print(row(t.name, nel, ours, theirs))
+        times = best([lambda: dequantize(raw, t, shape, threads=1),
+                      lambda: dequantize(raw, t, shape, threads=th), theirs], args.repeat)
+        print(row(t.name, nel, *times))
     print()
 
     print(f"## Quantize ({args.elements / 1e6:.1f} M float32 elements)\n")
@@ -110,16 +123,17 @@ def main() -> None:
     for t in sorted(QUANTIZE_TYPES, key=int):
         if t.name.startswith("I"):
             continue
-        ours = best(lambda: quantize(x, t), args.repeat)
         theirs = None
         if gq is not None:
             try:
                 qt = GT(int(t))
                 gq.quantize(x[:1], qt)
-                theirs = best(lambda: gq.quantize(x, qt), args.repeat)
+                theirs = (lambda qt=qt: gq.quantize(x, qt))
             except (ValueError, NotImplementedError):
                 pass
-        print(row(t.name, x.size, ours, theirs))
+        times = best([lambda: quantize(x, t, threads=1), lambda: quantize(x, t, threads=th), theirs],
+                     args.repeat)
+        print(row(t.name, x.size, *times))
 
 
 if __name__ == "__main__":

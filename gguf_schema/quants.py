@@ -796,11 +796,15 @@ def dequantize(
 
 
 def _round_away(v: np.ndarray) -> np.ndarray:
-    """C ``roundf``/``lroundf``: nearest integer, halves away from zero (exact in float32)."""
-    a = np.abs(v)
-    f = np.floor(a)
-    r = f + (a - f >= F32(0.5))
-    return np.copysign(r, v)
+    """C ``roundf``/``lroundf``: nearest integer, halves away from zero (exact in float32).
+
+    The sign of a zero result is not kept (every caller converts to an integer).
+    """
+    t = np.trunc(v)
+    f = v - t  # exact: the fraction, with the sign of v
+    t += f >= F32(0.5)
+    t -= f <= F32(-0.5)
+    return t
 
 
 def _nearest_int(v: np.ndarray) -> np.ndarray:
@@ -814,70 +818,139 @@ def _inverse(d: np.ndarray) -> np.ndarray:
         return np.where(d != 0, F32(1) / d, F32(0)).astype(F32)
 
 
+def _row_extrema(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Maximum and minimum of each row of a float32 (n, k) array, shapes (n,).
+
+    A reduction along short rows costs numpy one inner loop per row; instead the rows are
+    transposed in 16-byte units (4 floats) and reduced along the first axis, which runs
+    over long contiguous rows. Max and min are exact whatever the order.
+    """
+    n, k = x.shape
+    if k % 4 or n == 0:
+        return x.max(axis=1), x.min(axis=1)
+    t = np.ascontiguousarray(np.ascontiguousarray(x).view("V16").T).view(F32).reshape(k // 4, n, 4)
+    mx4, mn4 = t.max(axis=0), t.min(axis=0)
+    mx = np.maximum(np.maximum(mx4[:, 0], mx4[:, 1]), np.maximum(mx4[:, 2], mx4[:, 3]))
+    mn = np.minimum(np.minimum(mn4[:, 0], mn4[:, 1]), np.minimum(mn4[:, 2], mn4[:, 3]))
+    return mx, mn
+
+
+def _row_absmax(x: np.ndarray) -> np.ndarray:
+    """max |x| of each row, shape (n,)."""
+    mx, mn = _row_extrema(x)
+    return np.maximum(np.abs(mx), np.abs(mn))  # (not -mn: an all-zero row must give +0.0)
+
+
 def _signed_max(x: np.ndarray) -> np.ndarray:
-    """The value of largest magnitude of each block (the first such), shape (n, 1)."""
-    i = np.abs(x).argmax(axis=1)[:, None]
-    return np.take_along_axis(x, i, axis=1)
+    """ggml's ``max``: the first value of largest magnitude of each row (0 if all are 0), (n,)."""
+    mx, mn = _row_extrema(x)
+    out = np.where(-mn > mx, mn, mx)
+    tie = (-mn == mx) & (mx != 0)  # +a and -a both present: the first one wins
+    if tie.any():
+        rows = np.nonzero(tie)[0]
+        xs = x[rows]
+        out[rows] = xs[np.arange(len(rows)), np.abs(xs).argmax(axis=1)]
+    out[(mx == 0) & (mn == 0)] = 0  # ggml starts from max = 0.0f
+    return out
 
 
-def _pack_nibbles(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    return (lo & 15) | (hi << 4)
+def _per_row(s: np.ndarray, k: int) -> np.ndarray:
+    """A per-row value (n,) repeated over the row's k elements: (n, k), contiguous."""
+    return np.repeat(s.reshape(-1), k).reshape(-1, k)
+
+
+def _halves(xi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """First and second half of each row of a (n, 2k) uint8 array, as contiguous (n, k) copies."""
+    n, k2 = xi.shape
+    v = np.ascontiguousarray(xi).view(f"V{k2 // 2}")
+    return (np.ascontiguousarray(v[:, 0]).view(np.uint8).reshape(n, -1),
+            np.ascontiguousarray(v[:, 1]).view(np.uint8).reshape(n, -1))
+
+
+def _pack_halves(xi: np.ndarray) -> np.ndarray:
+    """ggml's nibble packing: byte j = level j | level j + k/2 << 4, levels < 16, (n, k) -> (n, k/2)."""
+    lo, hi = _halves(xi)
+    return lo | _shl(hi, 4)
+
+
+def _put(b: np.ndarray, name: str, values: np.ndarray) -> None:
+    """Store ``values`` (n, …) into field ``name`` of every block of the structured array ``b``,
+    one void item per block (a direct field assignment runs one short loop per block)."""
+    sub, off = b.dtype.fields[name][:2]
+    vdt = np.dtype({"names": ["f"], "formats": [f"V{sub.itemsize}"], "offsets": [off],
+                    "itemsize": b.dtype.itemsize})
+    src = np.ascontiguousarray(values, dtype=sub.base).reshape(len(b), -1)
+    b.view(vdt)["f"] = src.view(f"V{sub.itemsize}").reshape(len(b))
 
 
 def _q_q4_0(x, b):
     d = _signed_max(x) / F32(-8)
-    v = np.trunc(x * _inverse(d) + F32(8.5))
-    xi = np.minimum(v, 15).astype(np.int8).astype(np.uint8)
-    b["d"] = d[:, 0]
-    b["qs"] = _pack_nibbles(xi[:, :16], xi[:, 16:])
+    v = x * _per_row(_inverse(d), 32)
+    v += F32(8.5)
+    np.trunc(v, out=v)
+    np.minimum(v, 15, out=v)
+    b["d"] = d
+    _put(b, "qs", _pack_halves(v.astype(np.int8).view(np.uint8)))
 
 
 def _q_q4_1(x, b):
-    mn, mx = x.min(axis=1, keepdims=True), x.max(axis=1, keepdims=True)
+    mx, mn = _row_extrema(x)
     d = (mx - mn) / F32(15)
-    xi = np.minimum(np.trunc((x - mn) * _inverse(d) + F32(0.5)), 15).astype(np.int8).astype(np.uint8)
-    b["d"], b["m"] = d[:, 0], mn[:, 0]
-    b["qs"] = _pack_nibbles(xi[:, :16], xi[:, 16:])
+    v = x - _per_row(mn, 32)
+    v *= _per_row(_inverse(d), 32)
+    v += F32(0.5)
+    np.trunc(v, out=v)
+    np.minimum(v, 15, out=v)
+    b["d"], b["m"] = d, mn
+    _put(b, "qs", _pack_halves(v.astype(np.int8).view(np.uint8)))
 
 
 def _q5_pack(xi: np.ndarray, b: np.ndarray) -> None:
-    b["qs"] = _pack_nibbles(xi[:, :16], xi[:, 16:] & 15)
-    b["qh"] = np.packbits((xi >> 4) & 1, axis=1, bitorder="little")
+    _put(b, "qs", _pack_halves(xi & 15))
+    _put(b, "qh", np.packbits(_shr(xi, 4, 1), axis=1, bitorder="little"))
 
 
 def _q_q5_0(x, b):
     d = _signed_max(x) / F32(-16)
-    xi = np.minimum(np.trunc(x * _inverse(d) + F32(16.5)), 31).astype(np.int8).astype(np.uint8)
-    b["d"] = d[:, 0]
-    _q5_pack(xi, b)
+    v = x * _per_row(_inverse(d), 32)
+    v += F32(16.5)
+    np.trunc(v, out=v)
+    np.minimum(v, 31, out=v)
+    b["d"] = d
+    _q5_pack(v.astype(np.int8).view(np.uint8), b)
 
 
 def _q_q5_1(x, b):
-    mn, mx = x.min(axis=1, keepdims=True), x.max(axis=1, keepdims=True)
+    mx, mn = _row_extrema(x)
     d = (mx - mn) / F32(31)
-    xi = np.trunc((x - mn) * _inverse(d) + F32(0.5)).astype(np.int32).astype(np.uint8)
-    b["d"], b["m"] = d[:, 0], mn[:, 0]
-    _q5_pack(xi, b)
+    v = x - _per_row(mn, 32)
+    v *= _per_row(_inverse(d), 32)
+    v += F32(0.5)
+    np.trunc(v, out=v)
+    b["d"], b["m"] = d, mn
+    _q5_pack(v.astype(np.int32).astype(np.uint8), b)
 
 
 def _q8_levels(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    d = np.abs(x).max(axis=1, keepdims=True) / F32(127)
-    return d, _round_away(x * _inverse(d)).astype(np.int8)
+    d = _row_absmax(x) / F32(127)
+    return d, _round_away(x * _per_row(_inverse(d), x.shape[1])).astype(np.int8)
 
 
 def _q_q8_0(x, b):
     d, qs = _q8_levels(x)
-    b["d"], b["qs"] = d[:, 0], qs
+    b["d"] = d
+    _put(b, "qs", qs)
 
 
 def _q_q8_1(x, b):
     d, qs = _q8_levels(x)
-    b["d"], b["qs"] = d[:, 0], qs
-    b["s"] = qs.sum(axis=1, dtype=np.int32).astype(F32) * d[:, 0]
+    b["d"] = d
+    _put(b, "qs", qs)
+    b["s"] = qs.sum(axis=1, dtype=np.int32).astype(F32) * d
 
 
 def _q_q8_k(x, b):
-    mx = _signed_max(x)
+    mx = _signed_max(x)[:, None]
     with np.errstate(divide="ignore"):
         iscale = np.where(mx != 0, F32(-127) / mx, F32(0)).astype(F32)
     qs = np.minimum(_nearest_int(iscale * x), 127).astype(np.int8)
@@ -889,8 +962,8 @@ def _q_q8_k(x, b):
 
 def _ternary(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """TQ1_0/TQ2_0: d = max |x|; levels round(x / d) + 1 in {0, 1, 2}."""
-    d = np.abs(x).max(axis=1, keepdims=True)
-    return d, (_round_away(x * _inverse(d)) + 1).astype(np.uint8)
+    d = _row_absmax(x)[:, None]
+    return d, (_round_away(x * _per_row(_inverse(d), x.shape[1])) + 1).astype(np.uint8)
 
 
 def _q_tq1_0(x, b):
@@ -922,12 +995,12 @@ def _best_fp4(x: np.ndarray, d: np.ndarray) -> np.ndarray:
 
 
 def _q_mxfp4(x, b):
-    amax = np.abs(x).max(axis=1)
+    amax = _row_absmax(x)
     with np.errstate(divide="ignore"):
         e = np.where(amax > 0, np.floor(np.log2(amax)) - 2 + 127, 0).astype(np.int32).astype(np.uint8)
     i = _best_fp4(x, _E8M0_HALF[e][:, None])
     b["e"] = e
-    b["qs"] = _pack_nibbles(i[:, :16], i[:, 16:])
+    _put(b, "qs", _pack_halves(i))
 
 
 def _fp32_to_ue4m3(x: np.ndarray) -> np.ndarray:
@@ -952,7 +1025,7 @@ def _q_nvfp4(x, b):
     ue = _fp32_to_ue4m3(np.abs(xs).max(axis=2) / F32(6))
     i = _best_fp4(xs, _UE4M3_HALF[ue][:, :, None])
     b["d"] = ue
-    b["qs"] = _pack_nibbles(i[:, :, :8], i[:, :, 8:]).reshape(n, 32)
+    _put(b, "qs", _pack_halves(i.reshape(n * 4, 16)).reshape(n, 32))
 
 
 def _q_q1_0(x, b):

@@ -165,6 +165,61 @@ def test_quantize_matches_gguf_package_bit_for_bit(t):
     assert np.array_equal(quantize(x, t), expected.reshape(16, -1))
 
 
+def tricky_input(seed: int = 11) -> np.ndarray:
+    """Rows that stress the block statistics: sign ties of the largest magnitude in either
+    order, negative-only and positive-only blocks, signed zeros, exact .5 fractions."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((64, 512)).astype(np.float32)
+    x[0::8, 7] = 5.0
+    x[0::8, 9] = -5.0  # +max first
+    x[1::8, 3] = -6.0
+    x[1::8, 30] = 6.0  # -max first
+    x[2::8] = -np.abs(x[2::8])
+    x[3::8] = np.abs(x[3::8])
+    x[4::8, :64] = -0.0
+    x[4::8, 64:96] = 0.0
+    x[5::8] = np.round(x[5::8] * 8) / 8
+    x[6::8] = np.round(x[6::8] * 127) / 127
+    return x
+
+
+@pytest.mark.parametrize("t", ORACLE_QUANT, ids=lambda t: t.name)
+def test_quantize_matches_gguf_package_on_tricky_blocks(t):
+    gq = pytest.importorskip("gguf.quants")
+    from gguf import GGMLQuantizationType
+
+    x = tricky_input()
+    expected = np.ascontiguousarray(gq.quantize(x, GGMLQuantizationType(int(t)))).view(np.uint8)
+    expected = expected.reshape(len(x), -1).copy()
+    if t in (GGMLType.Q4_0, GGMLType.Q5_0):
+        # ggml starts from max = 0.0f and keeps it for a block of zeros, so d = 0.0f / -8 is
+        # -0.0 (f16 0x8000) whatever the zeros' signs; the package takes the block's first
+        # value, so a block of -0.0 gets +0.0 there. We follow ggml.
+        blocks = expected.reshape(len(x), -1, t.type_size)
+        neg_zero = (np.signbit(x) & (x == 0)).reshape(len(x), -1, 32).all(axis=2)
+        assert neg_zero.sum() == 16 and (blocks[neg_zero][:, :2] == 0).all()
+        blocks[neg_zero, 1] = 0x80
+    assert np.array_equal(quantize(x, t), expected)
+
+
+@pytest.mark.parametrize("t", [GGMLType.Q8_0, GGMLType.Q4_K, GGMLType.IQ2_XS], ids=lambda t: t.name)
+def test_threads_do_not_change_results(t):
+    raw = random_blocks(t, 4096)
+    shape = (64, 64 * t.block_size)
+    one = dequantize(raw, t, shape, threads=1)
+    assert np.array_equal(bits(dequantize(raw, t, shape, threads=2)), bits(one))
+    assert np.array_equal(bits(dequantize(raw, t, shape, threads=3)), bits(one))
+    x = tricky_input()
+    assert np.array_equal(quantize(x, GGMLType.Q4_0, threads=2), quantize(x, GGMLType.Q4_0, threads=1))
+
+
+def test_threads_argument_is_checked():
+    with pytest.raises(GGUFFormatError, match="threads must be a positive int or None, got 0"):
+        dequantize(bytes(18), GGMLType.Q4_0, (32,), threads=0)
+    with pytest.raises(GGUFFormatError, match="threads must be a positive int or None, got 'two'"):
+        quantize(np.zeros(32, np.float32), GGMLType.Q8_0, threads="two")
+
+
 # --------------------------------------------------------------- hand-built blocks, exact
 
 

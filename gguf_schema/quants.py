@@ -989,9 +989,27 @@ def _q_tq2_0(x, b):
 
 
 def _best_fp4(x: np.ndarray, d: np.ndarray) -> np.ndarray:
-    """best_index_mxfp4: the first of the 16 E2M1 codes minimising |kvalue * d - x|."""
-    err = np.abs(KVALUES_MXFP4.astype(F32) * d[..., None] - x[..., None])
-    return err.argmin(axis=-1).astype(np.uint8)
+    """best_index_mxfp4: the first of the 16 E2M1 codes minimising |kvalue * d - x| (float32).
+
+    ``d`` (> 0 or 0) broadcasts against ``x``. The codes are +-[0, 1, 2, 3, 4, 6, 8, 12]
+    (8-15 negative): a negative code never beats its positive twin for x >= 0 and the
+    reverse for x < 0 (at 0 they tie and the first, positive, wins), so the answer is the
+    best of the eight magnitudes for |x|, plus 8 for negative x. Along the sorted
+    magnitudes the float32 error |k*d - |x|| falls strictly, then rises (a tie is possible
+    only at the bottom), so the first minimum is the number of strict decreases.
+    """
+    a = np.abs(x)
+    dd = np.ascontiguousarray(np.broadcast_to(d, x.shape), dtype=F32)
+    count = np.zeros(x.shape, dtype=np.uint8)
+    prev = np.abs(a)  # error of code 0: |0 * d - |x||
+    for k in KVALUES_MXFP4[1:8]:
+        err = dd * F32(k)
+        err -= a
+        np.abs(err, out=err)
+        count += err < prev
+        prev = err
+    count += ((x < 0) & (count > 0)).view(np.uint8) << 3
+    return count
 
 
 def _q_mxfp4(x, b):

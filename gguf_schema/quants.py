@@ -1074,12 +1074,19 @@ QUANTIZE_TYPES: frozenset[GGMLType] = frozenset(
 """Every type :func:`quantize` writes."""
 
 
-def _to_bf16(x: np.ndarray) -> np.ndarray:
-    """ggml_compute_fp32_to_bf16: round to nearest even; NaN stays a quiet NaN."""
-    u = x.astype(F32).view(np.uint32)
-    nan = (u & 0x7FFFFFFF) > 0x7F800000
-    r = ((u.astype(np.uint64) + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
-    return np.where(nan, ((u >> 16) | 64).astype(np.uint16), r).astype("<u2")
+def _to_bf16(x: np.ndarray, out: np.ndarray) -> None:
+    """ggml_compute_fp32_to_bf16 of float32 ``x`` into uint16 ``out``: round to nearest even;
+    NaN stays a quiet NaN. (In 32-bit lanes: only NaNs can wrap, and they are redone.)"""
+    u = x.view(np.uint32)
+    r = u >> np.uint32(16)
+    r &= np.uint32(1)
+    r += np.uint32(0x7FFF)
+    r += u
+    r >>= np.uint32(16)
+    np.copyto(out, r, casting="unsafe")
+    nan = np.isnan(x)
+    if nan.any():
+        out[nan] = ((u[nan] >> np.uint32(16)) | np.uint32(64)).astype(np.uint16)
 
 
 def _to_int(x: np.ndarray, t: GGMLType) -> np.ndarray:
@@ -1131,15 +1138,23 @@ def quantize(array: np.ndarray, t: GGMLType | int, threads: int | None = None) -
                               f"{', '.join(sorted(x.name for x in QUANTIZE_TYPES))})")
     rows2d = a.reshape(n_rows, cols)
     if not t.quantized:
-        if t == GGMLType.BF16:
-            data = _to_bf16(rows2d)
-        elif t in (GGMLType.F32, GGMLType.F16, GGMLType.F64):
-            data = rows2d.astype(t.numpy_dtype)
-        else:
-            data = _to_int(rows2d, t)
+        if t in (GGMLType.BF16, GGMLType.F32, GGMLType.F16, GGMLType.F64):
+            flat = np.ascontiguousarray(rows2d, dtype=F32 if t == GGMLType.BF16 else None).reshape(-1)
+            res = np.empty(flat.size, dtype=np.uint16 if t == GGMLType.BF16 else t.numpy_dtype)
+            c = _CHUNK_ELEMENTS
+
+            def convert(i: int) -> None:
+                if t == GGMLType.BF16:
+                    _to_bf16(flat[i:i + c], res[i:i + c])
+                else:
+                    np.copyto(res[i:i + c], flat[i:i + c], casting="unsafe")
+
+            _run_chunks(range(0, flat.size, c), convert, _thread_count(threads, flat.size))
+            return res.astype(res.dtype.newbyteorder("<"), copy=False).view(np.uint8).reshape(n_rows, -1)
+        data = _to_int(rows2d, t)
         return np.ascontiguousarray(data).view(np.uint8).reshape(n_rows, -1)
     blocks = np.zeros(n_rows * cols // t.block_size, dtype=block_dtype(t))
-    x = rows2d.astype(F32).reshape(-1, t.block_size)
+    x = np.ascontiguousarray(rows2d, dtype=F32).reshape(-1, t.block_size)
     step = max(1, (1 << 16) // t.block_size)
     quantizer = _QUANTIZERS[t]
 

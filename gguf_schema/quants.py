@@ -966,25 +966,41 @@ def _ternary(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return d, (_round_away(x * _per_row(_inverse(d), x.shape[1])) + 1).astype(np.uint8)
 
 
+def _pieces(t: np.ndarray, k: int) -> list[np.ndarray]:
+    """Split each row of a (n, m*k) uint8 array into m contiguous (n, k) arrays."""
+    v = np.ascontiguousarray(t).view(f"V{k}")
+    return [np.ascontiguousarray(v[:, j]).view(np.uint8).reshape(len(t), k) for j in range(v.shape[1])]
+
+
 def _q_tq1_0(x, b):
     d, t = _ternary(x)
-    n = len(x)
-    pow3 = np.array([81, 27, 9, 3, 1], dtype=np.uint16)
 
-    def pack(trits: np.ndarray, weights: np.ndarray) -> np.ndarray:
-        q = (trits.astype(np.uint16) * weights[:, None]).sum(axis=1, dtype=np.uint16) & 0xFF
-        return ((q * 256 + 242) // 243).astype(np.uint8)  # ceil(q * 256 / 243)
+    def pack(parts: list[np.ndarray]) -> np.ndarray:
+        """Base-3 digits (first most significant) -> ceil(q * 256 / 243) per byte."""
+        q = parts[0].astype(np.uint16)
+        for p in parts[1:]:
+            q *= np.uint16(3)
+            q += p
+        if len(parts) == 4:
+            q *= np.uint16(3)  # 4 trits, shifted up by one
+        q &= np.uint16(0xFF)
+        q *= np.uint16(256)
+        q += np.uint16(242)
+        return (q // np.uint16(243)).astype(np.uint8)  # ((q & 255) * 256 + 242) / 243 < 2**16
 
-    b["qs"][:, :32] = pack(t[:, :160].reshape(n, 5, 32), pow3)
-    b["qs"][:, 32:] = pack(t[:, 160:240].reshape(n, 5, 16), pow3)
-    b["qh"] = pack(t[:, 240:].reshape(n, 4, 4), pow3[:4])  # 4 trits, shifted up by one
+    p32 = _pieces(t[:, :160], 32)
+    p16 = _pieces(t[:, 160:240], 16)
+    p4 = _pieces(t[:, 240:], 4)
+    _put(b, "qs", np.concatenate([pack(p32), pack(p16)], axis=1))
+    _put(b, "qh", pack(p4))
     b["d"] = d[:, 0]
 
 
 def _q_tq2_0(x, b):
     d, t = _ternary(x)
-    t = t.reshape(len(x), 2, 4, 32) << (2 * np.arange(4, dtype=np.uint8))[:, None]
-    b["qs"] = np.bitwise_or.reduce(t, axis=2).reshape(len(x), 64)
+    p = _pieces(t, 32)  # 8 runs of 32 levels (< 4): byte l of half h = sum_j run[4h + j] << 2j
+    halves = [p[4 * h] | _shl(p[4 * h + 1], 2) | _shl(p[4 * h + 2], 4) | _shl(p[4 * h + 3], 6) for h in (0, 1)]
+    _put(b, "qs", np.concatenate(halves, axis=1))
     b["d"] = d[:, 0]
 
 

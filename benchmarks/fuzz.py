@@ -8,7 +8,8 @@ the report says which classes still reproduce and which are fixed.
     python benchmarks/fuzz.py --executions 300000                # fresh run, report to benchmarks/results/fuzz.md
     python benchmarks/fuzz.py --executions 300000 --resume       # continue an interrupted run
     python benchmarks/fuzz.py --report-only                      # re-check the findings, rewrite the report
-    python benchmarks/fuzz.py --engine atheris --executions 50000  # coverage-guided, if atheris is installed
+    python benchmarks/fuzz.py --engine atheris --executions 50000 --state /tmp/ath.json  # coverage-guided (atheris);
+    python benchmarks/fuzz.py --report-only --state /tmp/ath.json                     # libFuzzer exits: report after
 
 Seeds: the demo model (both byte orders, v1-v3), hand-built nested arrays, the type and
 edge-case fixtures, the malformed fixtures, and the real vocabulary files of ../shared (their
@@ -98,12 +99,19 @@ def run_mutation(args: argparse.Namespace, state: dict) -> None:
 def run_atheris(args: argparse.Namespace, state: dict) -> None:  # pragma: no cover - optional engine
     import atheris
 
-    with atheris.instrument_imports():
-        import gguf_schema  # noqa: F401
+    atheris.instrument_all()  # gguf_schema is already imported: instrument the loaded code for coverage feedback
     seen = {"n": 0, "t0": time.perf_counter()}
 
+    base = state["executions"]
+
     def one(data: bytes) -> None:
+        # libFuzzer ends the process with C exit() when done: keep the state file current as we go
         seen["n"] += 1
+        if seen["n"] % 500 == 0:
+            state["executions"] = base + seen["n"]
+            state["seconds"] += time.perf_counter() - seen["t0"]
+            seen["t0"] = time.perf_counter()
+            save_state(args.state, state)
         finding = check_input(data, timeout=args.timeout)
         if finding is not None:
             sig = finding.signature
@@ -111,20 +119,25 @@ def run_atheris(args: argparse.Namespace, state: dict) -> None:  # pragma: no co
             if sig not in state["findings"]:
                 print(f"  new: {sig}", flush=True)
                 state["findings"][sig] = {"kind": finding.kind, "detail": finding.detail[-3000:], "input_hex": data.hex(),
-                                          "found_at": state["executions"] + seen["n"]}
+                                          "found_at": base + seen["n"]}
                 save_state(args.state, state)
 
     corpus_dir = Path(args.state).with_suffix(".corpus")
     corpus_dir.mkdir(exist_ok=True)
-    for i, s in enumerate(corpus(not args.no_vocab)):
+    seeds = corpus(not args.no_vocab)
+    state["corpus"] = len(seeds)
+    for i, s in enumerate(seeds):
         (corpus_dir / f"seed{i}").write_bytes(s)
+    import tracemalloc
+
+    tracemalloc.start()  # check_input applies its memory budget while tracing
     try:
         atheris.Setup([sys.argv[0], str(corpus_dir), f"-runs={args.executions}", "-rss_limit_mb=4096"], one)
         atheris.Fuzz()
     except SystemExit:
         pass
     finally:
-        state["executions"] += seen["n"]
+        state["executions"] = base + seen["n"]
         state["seconds"] += time.perf_counter() - seen["t0"]
         save_state(args.state, state)
 
@@ -138,9 +151,30 @@ def recheck(state: dict) -> dict[str, str]:
     return status
 
 
-def write_report(state: dict, path: Path) -> str:
-    status = recheck(state)
+def _table(state: dict, status: dict[str, str]) -> list[str]:
     rate = state["executions"] / state["seconds"] if state["seconds"] else 0
+    engine = state.get("engine", "mutate")
+    lines = [
+        "| measure | value |",
+        "|---|---|",
+        f"| engine | {'atheris (libFuzzer, coverage-guided)' if engine == 'atheris' else 'seeded mutation (gguf_schema.testing.fuzz)'} |",
+        f"| executions | {state['executions']:,} |",
+        f"| wall time | {state['seconds']:,.0f} s |",
+        f"| executions per second (tracemalloc on, both variants) | {rate:,.0f} |",
+        f"| seed files | {state['corpus']} |",
+    ]
+    if engine != "atheris":
+        lines += [
+            f"| inputs that opened / were refused with a GGUFError | {state['accepted']:,} / {state['rejected']:,} |",
+            f"| peak traced memory of one execution | {state['peak_memory'] / 2**20:.1f} MiB |",
+            f"| slowest input | {state['slowest'] * 1000:.0f} ms |",
+        ]
+    lines.append(f"| distinct crash classes | {len(state['findings'])} ({sum(1 for s in status.values() if s == 'fixed')} fixed) |")
+    return lines
+
+
+def write_report(state: dict, path: Path, extra: list[dict] = ()) -> str:
+    status = recheck(state)
     lines = [
         "# Fuzzing the reader and writer",
         "",
@@ -152,18 +186,13 @@ def write_report(state: dict, path: Path) -> str:
         "",
         f"Machine: {platform.machine()}, Python {platform.python_version()}, {os.cpu_count()} CPUs.",
         "",
-        "| measure | value |",
-        "|---|---|",
-        f"| executions | {state['executions']:,} |",
-        f"| wall time | {state['seconds']:,.0f} s |",
-        f"| executions per second (tracemalloc on, both variants) | {rate:,.0f} |",
-        f"| seed files | {state['corpus']} |",
-        f"| inputs that opened / were refused with a GGUFError | {state['accepted']:,} / {state['rejected']:,} |",
-        f"| peak traced memory of one execution | {state['peak_memory'] / 2**20:.1f} MiB |",
-        f"| slowest input | {state['slowest'] * 1000:.0f} ms |",
-        f"| distinct crash classes | {len(state['findings'])} ({sum(1 for s in status.values() if s == 'fixed')} fixed) |",
-        "",
-    ]
+    ] + _table(state, status) + [""]
+    for other in extra:
+        other_status = recheck(other)
+        lines += ["A second run:", ""] + _table(other, other_status) + [""]
+        for sig, f in other["findings"].items():
+            if sig not in state["findings"]:
+                state["findings"][sig], state["counts"][sig], status[sig] = f, other["counts"].get(sig, 0), other_status[sig]
     if state["findings"]:
         lines += ["## Crash classes", "", "| class | hits | status now | first input (hex, first 96 bytes) |", "|---|---|---|---|"]
         for sig, f in sorted(state["findings"].items()):
@@ -191,12 +220,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--report-only", action="store_true", help="only re-check the findings and rewrite the report")
     p.add_argument("--no-vocab", action="store_true", help="leave the real vocabulary files out of the seeds")
     p.add_argument("--engine", choices=("mutate", "atheris"), default="mutate")
+    p.add_argument("--also", type=Path, action="append", default=[], help="state file of another run to report too")
     args = p.parse_args(argv)
     state = load_state(args.state) if (args.resume or args.report_only) else load_state(Path("/nonexistent"))
+    state.setdefault("engine", args.engine)
     if not args.report_only:
         (run_atheris if args.engine == "atheris" else run_mutation)(args, state)
         save_state(args.state, state)
-    print(write_report(state, args.output))
+    print(write_report(state, args.output, [load_state(p) for p in args.also]))
     return 0
 
 

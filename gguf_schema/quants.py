@@ -800,11 +800,12 @@ def _round_away(v: np.ndarray) -> np.ndarray:
 
     The sign of a zero result is not kept (every caller converts to an integer).
     """
-    t = np.trunc(v)
-    f = v - t  # exact: the fraction, with the sign of v
-    t += f >= F32(0.5)
-    t -= f <= F32(-0.5)
-    return t
+    r = np.rint(v)  # halves to even; only exact halves can differ from roundf
+    diff = v - r  # exact
+    tie = np.abs(diff) == F32(0.5)
+    if tie.any():
+        r[tie] = np.trunc(v[tie]) + np.sign(v[tie])
+    return r
 
 
 def _nearest_int(v: np.ndarray) -> np.ndarray:
@@ -818,7 +819,7 @@ def _inverse(d: np.ndarray) -> np.ndarray:
         return np.where(d != 0, F32(1) / d, F32(0)).astype(F32)
 
 
-def _row_extrema(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _row_extrema(x: np.ndarray, want_min: bool = True) -> tuple[np.ndarray, np.ndarray | None]:
     """Maximum and minimum of each row of a float32 (n, k) array, shapes (n,).
 
     A reduction along short rows costs numpy one inner loop per row; instead the rows are
@@ -827,18 +828,20 @@ def _row_extrema(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """
     n, k = x.shape
     if k % 4 or n == 0:
-        return x.max(axis=1), x.min(axis=1)
+        return x.max(axis=1), (x.min(axis=1) if want_min else None)
     t = np.ascontiguousarray(np.ascontiguousarray(x).view("V16").T).view(F32).reshape(k // 4, n, 4)
-    mx4, mn4 = t.max(axis=0), t.min(axis=0)
+    mx4 = t.max(axis=0)
     mx = np.maximum(np.maximum(mx4[:, 0], mx4[:, 1]), np.maximum(mx4[:, 2], mx4[:, 3]))
+    if not want_min:
+        return mx, None
+    mn4 = t.min(axis=0)
     mn = np.minimum(np.minimum(mn4[:, 0], mn4[:, 1]), np.minimum(mn4[:, 2], mn4[:, 3]))
     return mx, mn
 
 
 def _row_absmax(x: np.ndarray) -> np.ndarray:
     """max |x| of each row, shape (n,)."""
-    mx, mn = _row_extrema(x)
-    return np.maximum(np.abs(mx), np.abs(mn))  # (not -mn: an all-zero row must give +0.0)
+    return _row_extrema(np.abs(x), want_min=False)[0]
 
 
 def _signed_max(x: np.ndarray) -> np.ndarray:

@@ -446,29 +446,36 @@ def _dq_q6_k(q, out):
     _scale_into(out, lv.view(np.int8), _half(q, t, "d") * _field(q, t, "scales").view(np.int8))
 
 
+_TQ1_POW3 = np.repeat(np.array([1, 3, 9, 27, 81], dtype=np.uint16), 26)  # per 16-bit lane of a plane
+_TQ1_PARTS = np.dtype({"names": ["a", "b", "c"], "formats": ["V32", "V16", "V4"], "offsets": [0, 32, 48],
+                       "itemsize": 52})
+
+
 def _dq_tq1_0(q, out):
     t = GGMLType.TQ1_0
     n = len(q)
-    # qs (48 bytes) then qh (4 bytes): 5 trits per byte (4 used in qh), as 16-bit lanes
-    w = np.concatenate([_field(q, t, "qs"), _field(q, t, "qh")], axis=1).view("<u2")
-    lo, hi = w & np.uint16(0xFF), w >> np.uint16(8)
+    # qs (48 bytes) then qh (4 bytes): 5 trits per byte (4 used in qh). Digit d of a byte is
+    # (uint8)(q * 3**d) * 3 >> 8, i.e. 0, 1 or 2 as that product is below 86, below 171 or
+    # above; ggml stores it plus one. The 52 bytes are repeated once per digit (plane d) and
+    # the uint8 products formed per byte in 16-bit lanes (x86 has no 8-bit vector multiply).
+    src = np.concatenate([_field(q, t, "qs"), _field(q, t, "qh")], axis=1)
+    w = np.repeat(src.view("V52")[:, 0], 5).view("<u2").reshape(n, 130)
+    lo = w & np.uint16(0xFF)
+    lo *= _TQ1_POW3
+    lo &= np.uint16(0xFF)
+    w >>= np.uint16(8)
+    w *= _TQ1_POW3
+    w <<= np.uint16(8)
+    w |= lo
+    x = w.view(np.uint8)  # (n, 5 * 52): byte m of plane d is (uint8)(src[m] * 3**d)
+    trit = (x > 170).view(np.int8)
+    trit += x > 85
+    trit -= 1
+    parts = trit.view(_TQ1_PARTS).reshape(n, 5)  # per plane: qs[:32], qs[32:], qh as void items
     lv = np.empty((n, 256), dtype=np.int8)
-    x16 = np.empty((n, 26), dtype="<u2")
-    x = x16.view(np.uint8)
-    trit = np.empty((n, 52), dtype=np.int8)
-    for d in range(5):
-        # digit d of a byte: (uint8)(q * 3**d) * 3 >> 8, i.e. 0, 1 or 2 as that byte is
-        # below 86, below 171, or above; ggml stores it plus one. The uint8 product (mod
-        # 256) is formed per byte in 16-bit lanes (x86 has no 8-bit vector multiply).
-        c = np.uint16(3**d)
-        np.bitwise_or((lo * c) & np.uint16(0xFF), ((hi * c) & np.uint16(0xFF)) << np.uint16(8), out=x16)
-        np.greater(x, 170, out=trit)
-        trit += x > 85
-        trit -= 1
-        lv[:, 32 * d:32 * d + 32] = trit[:, :32]  # digit d of byte m: element 32d + m,
-        lv[:, 160 + 16 * d:176 + 16 * d] = trit[:, 32:48]  # then 160 + 16d + m,
-        if d < 4:
-            lv[:, 240 + 4 * d:244 + 4 * d] = trit[:, 48:]  # then 240 + 4d + m
+    lv.view("V32")[:, :5] = parts["a"]  # digit d of qs[m]: element 32d + m
+    lv.view("V16")[:, 10:15] = parts["b"]  # of qs[32 + m]: 160 + 16d + m
+    lv.view("V4")[:, 60:64] = parts["c"][:, :4]  # of qh[m], 4 digits: 240 + 4d + m
     _scale_into(out, lv, _half(q, t, "d"))
 
 

@@ -203,14 +203,28 @@ def test_quantize_matches_gguf_package_on_tricky_blocks(t):
 
 
 @pytest.mark.parametrize("t", [GGMLType.Q8_0, GGMLType.Q4_K, GGMLType.IQ2_XS], ids=lambda t: t.name)
-def test_threads_do_not_change_results(t):
-    raw = random_blocks(t, 4096)
-    shape = (64, 64 * t.block_size)
+def test_threads_do_not_change_results_across_chunks(t):
+    gq = pytest.importorskip("gguf.quants")
+    from gguf import GGMLQuantizationType
+
+    n_blocks = 3 * (1 << 18) // t.block_size + 5  # several work chunks and a partial one
+    raw = random_blocks(t, n_blocks)
+    shape = (n_blocks, t.block_size)
     one = dequantize(raw, t, shape, threads=1)
+    expected = gq.dequantize(raw, GGMLQuantizationType(int(t)))
+    assert np.array_equal(bits(one), bits(expected))
     assert np.array_equal(bits(dequantize(raw, t, shape, threads=2)), bits(one))
     assert np.array_equal(bits(dequantize(raw, t, shape, threads=3)), bits(one))
-    x = tricky_input()
-    assert np.array_equal(quantize(x, GGMLType.Q4_0, threads=2), quantize(x, GGMLType.Q4_0, threads=1))
+
+
+def test_threaded_quantize_matches_oracle_across_chunks():
+    gq = pytest.importorskip("gguf.quants")
+    from gguf import GGMLQuantizationType
+
+    x = np.tile(tricky_input(), (5, 1))[:, :480]  # 320 x 480: three 64k-element chunks and a part
+    expected = np.ascontiguousarray(gq.quantize(x, GGMLQuantizationType.Q8_0)).view(np.uint8)
+    assert np.array_equal(quantize(x, GGMLType.Q8_0, threads=2), expected.reshape(len(x), -1))
+    assert np.array_equal(quantize(x, GGMLType.Q4_1, threads=2), quantize(x, GGMLType.Q4_1, threads=1))
 
 
 def test_threads_argument_is_checked():

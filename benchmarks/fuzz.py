@@ -194,13 +194,15 @@ def write_report(state: dict, path: Path, extra: list[dict] = ()) -> str:
             if sig not in state["findings"]:
                 state["findings"][sig], state["counts"][sig], status[sig] = f, other["counts"].get(sig, 0), other_status[sig]
     if state["findings"]:
-        lines += ["## Crash classes", "", "| class | hits | status now | first input (hex, first 96 bytes) |", "|---|---|---|---|"]
-        for sig, f in sorted(state["findings"].items()):
-            lines.append(f"| `{sig}` | {state['counts'].get(sig, 0):,} | {status[sig]} | `{f['input_hex'][:192]}` |")
+        lines += ["## Crash classes", "",
+                  "Hits keep counting until a run restarts on the fixed code (a run imports the library once).", "",
+                  "| class | found by execution | hits | status now | first input (hex, first 96 bytes) |", "|---|---|---|---|---|"]
+        for sig, f in sorted(state["findings"].items(), key=lambda kv: kv[1].get("found_at", 0)):
+            lines.append(f"| `{sig.replace('`', chr(39))}` | {f.get('found_at', 0):,} | {state['counts'].get(sig, 0):,} | {status[sig]} | `{f['input_hex'][:192]}` |")
         lines += ["", "Last line of each traceback:", ""]
         for sig, f in sorted(state["findings"].items()):
             last = [x for x in f["detail"].strip().splitlines() if x.strip()][-1:] or [""]
-            lines.append(f"- `{sig}`: {last[0].strip()[:300]}")
+            lines.append(f"- `{sig.replace('`', chr(39))}`: {last[0].strip()[:300].replace('`', chr(39))}")
     text = "\n".join(lines) + "\n"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)

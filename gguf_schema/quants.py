@@ -56,13 +56,14 @@ _HUGE_RESULT_BYTES = 8 << 20
 """Results at least this large are allocated by :func:`_new_array` on transparent huge pages."""
 
 
-def _new_array(n: int, dtype: np.dtype | type) -> np.ndarray:
-    """An uninitialised 1-D array for a result of ``n`` items.
+def _new_array(n: int, dtype: np.dtype | type, zero: bool = False) -> np.ndarray:
+    """A 1-D array for a result of ``n`` items: uninitialised, or zero-filled if ``zero``.
 
     A large result is mapped anonymously with ``MADV_HUGEPAGE`` where the platform has it:
     first writes to a fresh array are page faults, and the kernel then serves 2 MiB pages
     instead of 4 KiB ones (on a 2-CPU VM: filling 64 MiB went from ~1.7 to ~2.4 G floats/s).
-    Anywhere else, or if the mapping fails, this is ``np.empty``. The array owns its buffer
+    Anywhere else, or if the mapping fails, this is ``np.empty`` (``np.zeros``; a fresh
+    anonymous mapping is zero-filled by the kernel). The array owns its buffer
     through its base (an ``mmap`` object, unmapped when the array is freed).
     """
     dt = np.dtype(dtype)
@@ -74,7 +75,7 @@ def _new_array(n: int, dtype: np.dtype | type) -> np.ndarray:
             return np.frombuffer(m, dtype=dt, count=n)
         except (OSError, ValueError, AttributeError):
             pass
-    return np.empty(n, dtype=dt)
+    return np.zeros(n, dtype=dt) if zero else np.empty(n, dtype=dt)
 
 
 def _thread_count(threads: int | None, n_elements: int) -> int:
@@ -1196,7 +1197,7 @@ def quantize(array: np.ndarray, t: GGMLType | int, threads: int | None = None) -
     if not t.quantized:
         if t in (GGMLType.BF16, GGMLType.F32, GGMLType.F16, GGMLType.F64):
             flat = np.ascontiguousarray(rows2d, dtype=F32 if t == GGMLType.BF16 else None).reshape(-1)
-            res = np.empty(flat.size, dtype=np.uint16 if t == GGMLType.BF16 else t.numpy_dtype)
+            res = _new_array(flat.size, np.uint16 if t == GGMLType.BF16 else t.numpy_dtype)
             c = _CHUNK_ELEMENTS
 
             def convert(i: int) -> None:
@@ -1209,7 +1210,7 @@ def quantize(array: np.ndarray, t: GGMLType | int, threads: int | None = None) -
             return res.astype(res.dtype.newbyteorder("<"), copy=False).view(np.uint8).reshape(n_rows, -1)
         data = _to_int(rows2d, t)
         return np.ascontiguousarray(data).view(np.uint8).reshape(n_rows, -1)
-    blocks = np.zeros(n_rows * cols // t.block_size, dtype=block_dtype(t))
+    blocks = _new_array(n_rows * cols // t.block_size, block_dtype(t), zero=True)
     x = np.ascontiguousarray(rows2d, dtype=F32).reshape(-1, t.block_size)
     step = max(1, (1 << 16) // t.block_size)
     quantizer = _QUANTIZERS[t]

@@ -217,6 +217,25 @@ def test_threads_do_not_change_results_across_chunks(t):
     assert np.array_equal(bits(dequantize(raw, t, shape, threads=3)), bits(one))
 
 
+def test_large_results_are_ordinary_writable_arrays():
+    # results of 8 MiB or more come from an anonymous huge-page mapping: same values, same kind of array
+    gq = pytest.importorskip("gguf.quants")
+    from gguf import GGMLQuantizationType
+
+    raw = random_blocks(GGMLType.Q8_0, 65536 + 3)  # 2.1 M elements: 8.4 MB of float32
+    y = dequantize(raw, GGMLType.Q8_0, (len(raw), 32))
+    assert y.flags.c_contiguous and y.flags.writeable and y.dtype == np.float32 and y.shape == (65539, 32)
+    assert np.array_equal(bits(y), bits(gq.dequantize(raw, GGMLQuantizationType.Q8_0)))
+    y[0, 0] = 7.0
+    assert y[0, 0] == 7.0
+    x = np.concatenate([y[:65536], -y[:65536]], axis=1)  # 4.2 M float32
+    h = quantize(x, GGMLType.F16)  # 8.4 MB result
+    assert np.array_equal(h, x.astype("<f2").view(np.uint8).reshape(len(x), -1))
+    q = quantize(x, GGMLType.Q8_0)  # 4.5 MB: np.zeros
+    assert np.array_equal(q, np.asarray(gq.quantize(x, GGMLQuantizationType.Q8_0)).view(np.uint8))
+    assert np.array_equal(bits(dequantize(quantize(x, GGMLType.F32), GGMLType.F32, x.shape)), bits(x))
+
+
 def test_threaded_quantize_matches_oracle_across_chunks():
     gq = pytest.importorskip("gguf.quants")
     from gguf import GGMLQuantizationType

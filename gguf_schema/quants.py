@@ -26,7 +26,6 @@ True
 from __future__ import annotations
 
 import mmap
-import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
@@ -46,8 +45,6 @@ __all__ = ["dequantize", "quantize", "DEQUANTIZE_TYPES", "QUANTIZE_TYPES"]
 F32 = np.float32
 _CHUNK_ELEMENTS = 1 << 18
 """Elements dequantized per step: the working set stays in the CPU's L2 cache."""
-_AUTO_THREADS_MIN_ELEMENTS = 1 << 20
-"""Below this many elements, ``threads=None`` works in the calling thread only."""
 _POOL: ThreadPoolExecutor | None = None
 _POOL_LOCK = threading.Lock()
 
@@ -78,13 +75,9 @@ def _new_array(n: int, dtype: np.dtype | type, zero: bool = False) -> np.ndarray
     return np.zeros(n, dtype=dt) if zero else np.empty(n, dtype=dt)
 
 
-def _thread_count(threads: int | None, n_elements: int) -> int:
-    if threads is None:
-        if n_elements < _AUTO_THREADS_MIN_ELEMENTS:
-            return 1
-        return max(1, min(4, os.cpu_count() or 1))
+def _thread_count(threads: int) -> int:
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
-        raise GGUFFormatError(f"threads must be a positive int or None, got {threads!r}")
+        raise GGUFFormatError(f"threads must be a positive int, got {threads!r}")
     return threads
 
 
@@ -752,7 +745,7 @@ def dequantize(
     shape: tuple[int, ...],
     byte_order: str = "little",
     rows: slice | None = None,
-    threads: int | None = None,
+    threads: int = 1,
 ) -> np.ndarray:
     """Decode the raw bytes of a tensor of ggml type ``t`` into float32.
 
@@ -764,9 +757,10 @@ def dequantize(
         byte_order: ``"little"`` (almost every file) or ``"big"``.
         rows: a contiguous ``slice`` of the rows (the tensor seen as ``(-1, shape[-1])``) to
             decode; then only those rows are read and the result is ``(len, shape[-1])``.
-        threads: worker threads (numpy releases the GIL inside each operation). ``None``:
-            one per CPU, capped at 4, for results of a million elements or more, else 1.
-            The result does not depend on it (chunks are independent).
+        threads: worker threads, each decoding its own run of chunks (the result does not
+            depend on it). numpy holds the GIL during several of the operations used here
+            (void-item copies, ``np.repeat``, fancy indexing), so a second thread gains
+            little or nothing for most types; see the benchmark before raising it.
 
     Returns:
         A new C-contiguous float32 array. Work proceeds in chunks of about
@@ -807,7 +801,7 @@ def dequantize(
             else:
                 out[i:i + _CHUNK_ELEMENTS] = src[i:i + _CHUNK_ELEMENTS]
 
-        _run_chunks(range(0, out.size, _CHUNK_ELEMENTS), run, _thread_count(threads, out.size))
+        _run_chunks(range(0, out.size, _CHUNK_ELEMENTS), run, _thread_count(threads))
     else:
         kernel = _KERNELS[t]
         blocks = data.reshape(-1, t.type_size)
@@ -821,7 +815,7 @@ def dequantize(
             with np.errstate(all="ignore"):  # inf/nan scales decode to inf/nan, as in ggml
                 kernel(q, out_blocks[i:i + step])
 
-        _run_chunks(range(0, len(blocks), step), run, _thread_count(threads, out.size))
+        _run_chunks(range(0, len(blocks), step), run, _thread_count(threads))
 
     if rows is None:
         return out.reshape(tuple(int(s) for s in shape))
@@ -1159,7 +1153,7 @@ def _to_int(x: np.ndarray, t: GGMLType) -> np.ndarray:
     return x.astype(dtype)
 
 
-def quantize(array: np.ndarray, t: GGMLType | int, threads: int | None = None) -> np.ndarray:
+def quantize(array: np.ndarray, t: GGMLType | int, threads: int = 1) -> np.ndarray:
     """Encode a numeric array as the raw bytes of a tensor of ggml type ``t``.
 
     Quantized types follow ggml's ``quantize_row_*_ref`` exactly (the same bytes). Integer
@@ -1206,7 +1200,7 @@ def quantize(array: np.ndarray, t: GGMLType | int, threads: int | None = None) -
                 else:
                     np.copyto(res[i:i + c], flat[i:i + c], casting="unsafe")
 
-            _run_chunks(range(0, flat.size, c), convert, _thread_count(threads, flat.size))
+            _run_chunks(range(0, flat.size, c), convert, _thread_count(threads))
             return res.astype(res.dtype.newbyteorder("<"), copy=False).view(np.uint8).reshape(n_rows, -1)
         data = _to_int(rows2d, t)
         return np.ascontiguousarray(data).view(np.uint8).reshape(n_rows, -1)
@@ -1219,5 +1213,5 @@ def quantize(array: np.ndarray, t: GGMLType | int, threads: int | None = None) -
         with np.errstate(all="ignore"):
             quantizer(x[i:i + step], blocks[i:i + step])
 
-    _run_chunks(range(0, len(x), step), run, _thread_count(threads, x.size))
+    _run_chunks(range(0, len(x), step), run, _thread_count(threads))
     return blocks.view(np.uint8).reshape(n_rows, -1)

@@ -247,9 +247,9 @@ def test_threaded_quantize_matches_oracle_across_chunks():
 
 
 def test_threads_argument_is_checked():
-    with pytest.raises(GGUFFormatError, match="threads must be a positive int or None, got 0"):
+    with pytest.raises(GGUFFormatError, match="threads must be a positive int, got 0"):
         dequantize(bytes(18), GGMLType.Q4_0, (32,), threads=0)
-    with pytest.raises(GGUFFormatError, match="threads must be a positive int or None, got 'two'"):
+    with pytest.raises(GGUFFormatError, match="threads must be a positive int, got 'two'"):
         quantize(np.zeros(32, np.float32), GGMLType.Q8_0, threads="two")
 
 

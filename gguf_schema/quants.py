@@ -777,6 +777,8 @@ def dequantize(
     array([[3., 4., 5.]], dtype=float32)
     """
     t = _resolve_type(t)
+    if tuple(shape) == () and rows is None:  # an n_dims 0 tensor: one element
+        return dequantize(raw, t, (1,), byte_order, None, threads).reshape(())
     n_rows, cols = _check_shape(shape, t)
     data = _as_uint8(raw)
     row_bytes = cols // t.block_size * t.type_size

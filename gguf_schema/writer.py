@@ -183,7 +183,7 @@ def _plan(name: str, t: TensorLike, byte_order: str) -> _Planned:
         if gt is None:
             raise GGUFBuildError(f"no ggml type for numpy dtype {t.dtype}: convert it, or pass RawTensor(type, shape, data)",
                                  path=f"tensor {name!r}", value=str(t.dtype))
-        arr = np.ascontiguousarray(t)
+        arr = t if t.flags.c_contiguous else t.copy(order="C")  # (ascontiguousarray would make a 0-d array 1-d)
         target = arr.dtype.newbyteorder("<" if byte_order == "little" else ">")
         return _Planned(name, int(gt), tuple(reversed(arr.shape)), arr.nbytes, lambda: _array_chunks(arr, target))
     raise GGUFBuildError(f"a tensor must be a numpy array, RawTensor or Tensor, got {type(t).__name__}", path=f"tensor {name!r}", value=type(t).__name__)

@@ -164,3 +164,24 @@ def test_strict_open_raises_the_first_finding_of_the_profile():
         gguf_schema.open(data, strict="ggml")
     assert str(info.value).startswith("GGUF-E024: array of arrays: ggml rejects nested arrays")
     assert isinstance(info.value, gguf_schema.GGUFFormatError)
+
+
+@pytest.mark.parametrize("order", ["little", "big"])
+def test_tensor_dequantize_gives_float32_in_numpy_shape(order):
+    with gguf_schema.open(demo_bytes(order)) as f:
+        q = f.tensors["blk.0.ffn_up.weight"]
+        blocks = q.data.reshape(8, 2, 34)
+        scales = blocks[:, :, :2].copy().view(np.dtype("<f2" if order == "little" else ">f2")).astype(np.float32)
+        quants = blocks[:, :, 2:].view(np.int8).astype(np.float32)
+        assert np.array_equal(q.dequantize(), (scales * quants).reshape(8, 64))
+        assert q.dequantize(rows=slice(2, 4)).shape == (2, 64)
+        pos = f.tensors["demo.positions"].dequantize()
+        assert pos.dtype == np.float32 and pos.tolist() == np.arange(16, dtype=np.float32).reshape(4, 4).tolist()
+
+
+def test_scalar_tensor_dequantizes_to_a_0d_array():
+    buf = io.BytesIO()
+    gguf_schema.save(buf, {}, {"s": np.array(2.5, np.float32)})
+    with gguf_schema.open(buf.getvalue()) as f:
+        t = f.tensors["s"]
+        assert t.dims == () and t.shape == () and t.dequantize().shape == () and float(t.dequantize()) == 2.5

@@ -103,7 +103,7 @@ def test_every_value_parses_to_the_same_bits(tv, order, version):
 def _collect(strategy, n=300):
     seen = []
 
-    @settings(max_examples=n, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+    @settings(max_examples=n, deadline=None, database=None, derandomize=True, suppress_health_check=list(HealthCheck))
     @given(strategy)
     def run(x):
         seen.append(x)

@@ -10,7 +10,6 @@ import argparse
 import importlib
 import hashlib
 import io
-import os
 import sys
 from typing import Sequence
 
@@ -25,7 +24,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     from .demo import example_metadata, example_tensors
 
     path = args.output
-    metadata, tensors = example_metadata(), example_tensors()
+    metadata, tensors = example_metadata(nested=False), example_tensors()
     save(path, metadata, tensors)
     written = open(path, "rb").read()
     print(f"wrote {path}: {len(written):,} bytes, sha256 {hashlib.sha256(written).hexdigest()[:16]}…")
@@ -53,7 +52,11 @@ def _cmd_demo(args: argparse.Namespace) -> int:
             for n, t in tensors.items()
         )
     print(f"round trip: rebuilt bytes identical: {same_bytes}; values equal: {values_ok}; tensor bytes equal: {tensors_ok}")
-    return 0 if same_bytes and values_ok and tensors_ok else 1
+    from .validate import check
+
+    verdicts = {profile: check(path, profile) for profile in ("spec", "ggml", "lenient")}
+    print("validation: " + ", ".join(f"{p} {'clean' if r.ok else f'{len(r.errors)} errors'}" for p, r in verdicts.items()))
+    return 0 if same_bytes and values_ok and tensors_ok and all(r.ok for r in verdicts.values()) else 1
 
 
 def _plainify(v):

@@ -25,10 +25,14 @@ from .writer import RawTensor
 __all__ = ["example_metadata", "example_tensors"]
 
 
-def example_metadata() -> dict[str, Any]:
-    """Metadata of a tiny llama-style model using all 13 value types (nested arrays included)."""
+def example_metadata(nested: bool = True) -> dict[str, Any]:
+    """Metadata of a tiny llama-style model using all 13 value types.
+
+    ``nested`` adds an array of arrays (``demo.nested``): the spec allows it, ggml's loader does
+    not, so ``gguf-schema demo`` leaves it out and writes a file ggml loads.
+    """
     tokens = ["<unk>", "<s>", "</s>", "▁the", "▁model", "é", "日本", "\n"]
-    return {
+    metadata = {
         "general.architecture": "llama",
         "general.name": "gguf-schema demo",
         "general.alignment": np.uint32(32),
@@ -51,8 +55,6 @@ def example_metadata() -> dict[str, Any]:
         "demo.float64": np.float64(np.pi),
         "demo.bool": True,
         "demo.empty_string": "",
-        "demo.nested": GGUFArray(ValueType.ARRAY, [GGUFArray(ValueType.UINT8, np.array([1, 2], np.uint8)),
-                                                  GGUFArray(ValueType.STRING, ["a", "b"])]),
         "tokenizer.ggml.model": "llama",
         "tokenizer.ggml.tokens": tokens,
         "tokenizer.ggml.scores": np.linspace(0, -7, len(tokens), dtype=np.float32),
@@ -60,6 +62,12 @@ def example_metadata() -> dict[str, Any]:
         "tokenizer.ggml.bos_token_id": np.uint32(1),
         "tokenizer.ggml.eos_token_id": np.uint32(2),
     }
+    if not nested:
+        return metadata
+    items = list(metadata.items())
+    items.insert(22, ("demo.nested", GGUFArray(ValueType.ARRAY, [GGUFArray(ValueType.UINT8, np.array([1, 2], np.uint8)),
+                                                                  GGUFArray(ValueType.STRING, ["a", "b"])])))
+    return dict(items)
 
 
 def example_tensors(seed: int = 0) -> dict[str, Any]:

@@ -481,7 +481,7 @@ class _Plan:
 
 
 def _plan(model: JSONModel, src: GGUFFile | None) -> _Plan:
-    alignment = alignment_of([_KV(f) for f in model.fields])
+    alignment = alignment_of(model.fields)
     if src is None:
         if model.tensors:
             raise GGUFBuildError(f"the JSON lists {len(model.tensors)} tensors: give --tensors-from FILE for their data", path="tensors")
@@ -534,9 +534,3 @@ def _tname(t: Any) -> str:
     except ValueError:
         return str(int(t))
 
-
-class _KV:
-    __slots__ = ("key", "value_type", "value")
-
-    def __init__(self, f: Field):
-        self.key, self.value_type, self.value = f.key, f.type, f.value

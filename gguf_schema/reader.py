@@ -237,7 +237,7 @@ class GGUFFile:
 
     @property
     def alignment(self) -> int:
-        return alignment_of([_KV(f) for f in self.fields.records])
+        return alignment_of(self.fields.records)
 
     @property
     def tensor_list(self) -> list[Tensor]:
@@ -333,15 +333,6 @@ class GGUFKeyError(GGUFError, KeyError):
 
     def __str__(self) -> str:  # KeyError quotes its argument; keep the plain message
         return self._message()
-
-
-class _KV:
-    """Adapter so :func:`alignment_of` reads Fields like parsed records."""
-
-    __slots__ = ("key", "value_type", "value")
-
-    def __init__(self, f: Field):
-        self.key, self.value_type, self.value = f.key, f.type, f.value
 
 
 def parse_error(e: BaseException, reader: ByteReader) -> GGUFError:

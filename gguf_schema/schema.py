@@ -600,10 +600,13 @@ def _remaining(stream) -> int:
 
 
 def alignment_of(metadata_kv: list) -> int:
-    """ALIGNMENT: the first ``general.alignment`` if it is a positive integer, else 32."""
+    """ALIGNMENT: the first ``general.alignment`` if it is a positive integer, else 32.
+
+    Takes parsed ``gguf_metadata_kv_t`` records or :class:`~gguf_schema.values.Field` objects.
+    """
     for kv in metadata_kv:
         if kv.key == "general.alignment":
-            vt, value = kv.value_type, kv.value
+            vt, value = getattr(kv, "value_type", None) or kv.type, kv.value
             if vt.is_integer and value > 0:
                 return int(value)
             return DEFAULT_ALIGNMENT

@@ -120,7 +120,7 @@ def save_file(f: Any, target: Any, *, version: int | None = None, byte_order: st
     version = version or f.version
     byte_order = byte_order or f.byte_order
     fields = f.fields.records
-    alignment = alignment_of([_KVView(x) for x in fields])
+    alignment = alignment_of(fields)
     tensors = f.tensor_list
     if byte_order == f.byte_order and alignment == f._read_alignment:
         planned = [_Planned(t.name, int(t.type), t.dims, 0, _no_chunks, t.stored_offset) for t in tensors]
@@ -134,13 +134,6 @@ def save_file(f: Any, target: Any, *, version: int | None = None, byte_order: st
 
 def _no_chunks() -> Iterator[Any]:
     return iter(())
-
-
-class _KVView:
-    __slots__ = ("key", "value_type", "value")
-
-    def __init__(self, f: Field):
-        self.key, self.value_type, self.value = f.key, f.type, f.value
 
 
 def _fields_from(metadata: Mapping[str, Any] | Iterable[Field] | None) -> list[Field]:
@@ -282,7 +275,7 @@ class _TensorStream:
 def _write(target: Any, fields: list[Field], planned: list[_Planned], *, version: int, byte_order: str,
            padding: bytes | None, blob: _BlobCopy | None, sync: bool = True) -> None:
     schema = gguf_schema(byte_order, version)
-    alignment = alignment_of([_KVView(x) for x in fields])
+    alignment = alignment_of(fields)
     if blob is None:
         offset = 0
         for p in planned:

@@ -404,7 +404,7 @@ class ArrayItems(Construct):
                 start = pos + lsize
                 pos = start + ln
                 if pos > size or ln > cap:
-                    _string_failure(r, i, ln, start - lsize, cap, path)
+                    _string_failure(r, i, ln, start - lsize, cap, path, lsize)
                 out[i] = data[start:pos].decode("utf-8", "surrogateescape")
         except struct.error:
             raise GGUFTruncatedError(f"file ends inside the length of string {i} of {n}", offset=pos, path=f"{path}[{i}]") from None
@@ -490,10 +490,10 @@ class ValueItems(IndexedArray):
             return super()._parse(stream, context, path)
 
 
-def _string_failure(r: ByteReader, i: int, ln: int, at: int, cap: int, path: str):
+def _string_failure(r: ByteReader, i: int, ln: int, at: int, cap: int, path: str, lsize: int):
     if ln > cap:
         raise GGUFLimitError(f"string of {ln} bytes exceeds the limit of {cap}", offset=at, path=f"{path}[{i}]", value=ln)
-    raise GGUFTruncatedError(f"string length {ln} needs {ln} bytes, fewer are left", offset=at, path=f"{path}[{i}]", value=ln)
+    raise GGUFTruncatedError(f"string length {ln} needs {ln} bytes, {max(0, r.size - at - lsize)} left", offset=at, path=f"{path}[{i}]", value=ln)
 
 
 def _numeric_bytes(items: Any, vt: ValueType, byte_order: str, path: str) -> bytes:

@@ -28,11 +28,11 @@ from construct import ConstructError
 from .errors import GGUFError, GGUFFormatError, GGUFTruncatedError
 from .limits import Limits
 from .schema import DataSection, alignment_of, gguf_error, gguf_schema, sniff
-from .source import ByteReader, Source, SourceLike
+from .source import Source, SourceLike
 from .types import GGMLType, ValueType
 from .values import Field, make_field
 
-__all__ = ["open", "GGUFFile", "Tensor", "Metadata", "Fields", "parse_error"]
+__all__ = ["open", "GGUFFile", "Tensor", "Metadata", "Fields"]
 
 
 _MAX_DIM = int(np.iinfo(np.intp).max)
@@ -335,11 +335,6 @@ class GGUFKeyError(GGUFError, KeyError):
         return self._message()
 
 
-def parse_error(e: BaseException, reader: ByteReader) -> GGUFError:
-    """Turn an error raised while parsing into the matching :class:`GGUFError` (see :func:`schema.gguf_error`)."""
-    return gguf_error(e, reader)
-
-
 def open(source: SourceLike, *, lazy: bool = False, strict: str | None = None, limits: Limits | None = None, fast: bool = True) -> GGUFFile:  # noqa: A001 - mirrors builtins.open
     """Open a GGUF file: a path, bytes-like object or binary file object.
 
@@ -377,7 +372,7 @@ def _parse(src: Source, *, limits: Limits | None, fast: bool, lazy: bool = False
     try:
         parsed = schema.parse_stream(reader, limits=limits, lazy=lazy and fast)
     except (ConstructError, RecursionError, GGUFError) as e:
-        raise parse_error(e, reader) from None
+        raise gguf_error(e, reader) from None
     except (UnicodeDecodeError, OverflowError, ValueError, TypeError, KeyError, IndexError, MemoryError) as e:
         raise GGUFFormatError(f"{type(e).__name__}: {e}", offset=reader.last) from None
     kvs, infos = parsed.header.metadata_kv, parsed.tensor_infos

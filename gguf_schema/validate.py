@@ -34,9 +34,8 @@ import json
 import math
 import os
 import re
-import sys
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Iterable
 
 import numpy as np
 

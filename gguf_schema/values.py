@@ -28,9 +28,10 @@ GGUFArray(FLOAT32, [1.5, 2.5])
 
 from __future__ import annotations
 
+import builtins
 import struct
 from dataclasses import dataclass
-from typing import Any, Iterable, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -395,7 +396,7 @@ def _coerce_items(items: Any, et: ValueType) -> Any:
     else:
         for i, x in enumerate(items):
             try:
-                _coerce_scalar(x if et != ValueType.BOOL or isinstance(x, BoolByte) else x, et)
+                _coerce_scalar(x, et)
             except GGUFBuildError as e:
                 raise GGUFBuildError(f"item [{i}]: {e.reason}", value=x) from None
         if et == ValueType.BOOL:
@@ -409,7 +410,7 @@ def _coerce_items(items: Any, et: ValueType) -> Any:
     elif not arr.dtype.isnative:
         arr = arr.astype(dtype)
     if arr.flags.writeable or not arr.flags.c_contiguous:
-        arr = np.ascontiguousarray(arr).copy() if arr.flags.writeable else np.ascontiguousarray(arr)
+        arr = np.array(arr, order="C")  # our own read-only copy: later changes to the caller's array cannot reach it
         arr.flags.writeable = False
     return arr
 
@@ -436,18 +437,9 @@ def _cast_checked(arr: np.ndarray, et: ValueType, dtype: np.dtype) -> np.ndarray
 def make_field(key: str, value: Any, type: ValueType | int | None = None, element_type: ValueType | int | None = None) -> Field:
     """A :class:`Field` from a key and a Python value, typed explicitly or by :func:`infer_type`."""
     if not isinstance(key, str):
-        raise GGUFBuildError(f"a key must be a str, got {type_name(key)}", value=key)
+        raise GGUFBuildError(f"a key must be a str, got {builtins.type(key).__name__}", value=key)
     try:
         vt, canon = coerce_value(value, type, element_type)
     except GGUFBuildError as e:
         raise GGUFBuildError(e.reason, path=f"key {key!r}", value=e.value if e.has_value else value) from None
     return Field(key, vt, canon)
-
-
-def type_name(x: Any) -> str:
-    return type(x).__name__
-
-
-def fields_equal(a: Iterable[Field], b: Iterable[Field]) -> bool:
-    a, b = list(a), list(b)
-    return len(a) == len(b) and all(x == y for x, y in zip(a, b))

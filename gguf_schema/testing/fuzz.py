@@ -49,12 +49,10 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Sequence
 
-import numpy as np
-
 from ..errors import GGUFError
 from ..limits import Limits
 from ..reader import open as gguf_open
-from ..types import GGMLType, ValueType
+from ..types import ValueType
 from ..values import GGUFArray
 
 __all__ = [

@@ -2,8 +2,10 @@
 
 Run: python benchmarks/bench_quants.py [--elements N] [--repeat R] [--threads T] [--no-gemma]
 Prints markdown tables: Melem/s, best of R runs, the candidates timed in turn within each
-repetition (so load changes hit all of them alike). "ours 1t" is ``threads=1``; "ours Tt"
-is ``threads=T`` (default: the CPU count); the `gguf` package is single-threaded numpy.
+repetition (so load changes hit all of them alike). Columns: "numpy 1t" is the numpy engine
+on one thread; "1t" the default engine (compiled where built, else numpy) on one thread;
+"default" the default call (``threads=None``: one thread per CPU when a compiled kernel
+runs a tensor of >= 1 M elements); the `gguf` package is single-threaded numpy.
 Ratios are ours / gguf from the same run.
 """
 
@@ -20,7 +22,9 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
 
-from gguf_schema.quants import QUANTIZE_TYPES, dequantize, quantize  # noqa: E402
+from gguf_schema.quants import (  # noqa: E402
+    COMPILED_DEQUANTIZE, COMPILED_QUANTIZE, QUANTIZE_TYPES, _new_array, _run_chunks, dequantize, quantize,
+)
 from gguf_schema.types import GGMLType  # noqa: E402
 from test_quants import GEMMA, random_blocks  # noqa: E402
 
@@ -49,12 +53,25 @@ def oracle():
     return gq, GGMLQuantizationType
 
 
-def row(label: str, nel: int, ours1: float, ours_t: float, theirs: float) -> str:
-    a, b = nel / ours1 / 1e6, nel / ours_t / 1e6
-    if theirs == float("inf"):
-        return f"| {label} | {nel / 1e6:.1f} | {a:.0f} | {b:.0f} | — | — | — |"
-    c = nel / theirs / 1e6
-    return f"| {label} | {nel / 1e6:.1f} | {a:.0f} | {b:.0f} | {c:.0f} | {a / c:.1f}x | {b / c:.1f}x |"
+def row(label: str, nel: int, times: list[float], compiled: bool) -> str:
+    """numpy 1t, default engine 1t, default call, gguf -> one table row."""
+    rate = [nel / t / 1e6 if t != float("inf") else None for t in times]
+    cells = [f"{r:.0f}" if r is not None else "—" for r in rate]
+    engine = "C" if compiled else "numpy"
+    if rate[3] is None:
+        return f"| {label} | {engine} | {nel / 1e6:.1f} | {' | '.join(cells)} | — | — |"
+    return (f"| {label} | {engine} | {nel / 1e6:.1f} | {' | '.join(cells)} | "
+            f"{rate[1] / rate[3]:.1f}x | {rate[2] / rate[3]:.1f}x |")
+
+
+HEAD = ("| {} | engine | Melem | numpy 1t | 1t | default | gguf | 1t / gguf | default / gguf |\n"
+        "|---|---|---|---|---|---|---|---|---|")
+
+
+def dequantize_cases(raw, t, shape):
+    return [lambda: dequantize(raw, t, shape, threads=1, engine="numpy"),
+            lambda: dequantize(raw, t, shape, threads=1),
+            lambda: dequantize(raw, t, shape)]
 
 
 def main() -> None:
@@ -65,23 +82,27 @@ def main() -> None:
     ap.add_argument("--no-gemma", action="store_true")
     args = ap.parse_args()
     gq, GT = oracle()
-    th = args.threads
-    head = (f"| {{}} | Melem | ours 1t | ours {th}t | gguf | ratio 1t | ratio {th}t |\n"
-            "|---|---|---|---|---|---|---|")
-    print(f"Melem/s, best of {args.repeat}; {os.cpu_count()} CPUs; numpy {np.__version__}\n")
+    print(f"Melem/s, best of {args.repeat}; {os.cpu_count()} CPUs; numpy {np.__version__}; "
+          f"compiled kernels: {'built' if COMPILED_DEQUANTIZE else 'not built'}\n")
     n = args.elements
     src8 = np.zeros(n, dtype=np.int8)
-    floor_fill, floor_cast = best([lambda: np.empty(n, dtype=np.float32).fill(1.0),
-                                   lambda: src8.astype(np.float32)], args.repeat)
+
+    def fill(threads: int) -> None:
+        out = _new_array(n, np.float32)
+        _run_chunks(range(0, n, 1 << 18), lambda i: out[i:i + (1 << 18)].fill(1.0), threads)
+
+    floor_fill, floor_cast, floor_fill_t = best([lambda: fill(1), lambda: src8.astype(np.float32),
+                                                 lambda: fill(args.threads)], args.repeat)
     print(f"Floor for any dequantizer that returns a new float32 array of {n / 1e6:.1f} M elements on this "
-          f"machine: np.empty + fill {n / floor_fill / 1e6:.0f} Melem/s, int8 -> float32 astype "
+          f"machine: allocate + fill {n / floor_fill / 1e6:.0f} Melem/s on one thread, "
+          f"{n / floor_fill_t / 1e6:.0f} Melem/s on {args.threads}; int8 -> float32 astype "
           f"{n / floor_cast / 1e6:.0f} Melem/s.\n")
 
     if not args.no_gemma and gq is not None and os.path.exists(GEMMA):
         import gguf
 
         print("## Dequantize, gemma-3-270m-q4_k_m.gguf tensors\n")
-        print(head.format("tensor (type)"))
+        print(HEAD.format("tensor (type)"))
         reader = gguf.GGUFReader(GEMMA)
         seen: set[str] = set()
         for info in reader.tensors:
@@ -95,52 +116,56 @@ def main() -> None:
             rows = min(int(np.prod(shape[:-1])), max(1, (1 << 24) // shape[-1]))  # <= 16M elements
             raw = raw[: rows * t.row_nbytes(shape[-1])]
             nel = rows * shape[-1]
-            times = best([lambda: dequantize(raw, t, (rows, shape[-1]), threads=1),
-                          lambda: dequantize(raw, t, (rows, shape[-1]), threads=th),
-                          lambda: gq.dequantize(raw.reshape(rows, -1), info.tensor_type)], args.repeat)
-            print(row(f"{info.name} ({name})", nel, *times))
+            times = best(dequantize_cases(raw, t, (rows, shape[-1]))
+                         + [lambda: gq.dequantize(raw.reshape(rows, -1), info.tensor_type)], args.repeat)
+            print(row(f"{info.name} ({name})", nel, times, t in COMPILED_DEQUANTIZE))
         print()
 
     print(f"## Dequantize, random blocks ({args.elements / 1e6:.1f} M elements per type)\n")
-    print(head.format("type"))
-    for t in GGMLType:
-        if t.removed or not t.quantized:
-            continue
-        n_blocks = args.elements // t.block_size
-        cols = t.block_size * 16
-        raw = random_blocks(t, n_blocks - n_blocks % 16)
-        shape = (len(raw) // 16, cols)
-        nel = shape[0] * cols
+    print("F16 and BF16 decode the bytes of normal random floats; the package's F32 \"dequantize\" "
+          "is a view of the input (no work), so F32 is not timed.\n")
+    print(HEAD.format("type"))
+    x = np.random.default_rng(0).standard_normal((args.elements // 4096, 4096)).astype(np.float32)
+    for t in [GGMLType.F16, GGMLType.BF16] + [t for t in GGMLType if t.quantized and not t.removed]:
+        if t.quantized:
+            n_blocks = args.elements // t.block_size
+            cols = t.block_size * 16
+            raw = random_blocks(t, n_blocks - n_blocks % 16)
+            shape = (len(raw) // 16, cols)
+        else:
+            raw = quantize(x, t)
+            shape = x.shape
+        nel = shape[0] * shape[1]
         theirs = None
         if gq is not None and t != GGMLType.Q8_1:  # the package's Q8_1 block size is wrong (40, not 36)
             try:
                 qt = GT(int(t))
-                gq.dequantize(raw[:16].reshape(1, -1), qt)
-                theirs = (lambda qt=qt: gq.dequantize(raw.reshape(shape[0], -1), qt))
+                data = raw.view(np.float16) if t == GGMLType.F16 else raw
+                gq.dequantize(data[:1], qt)
+                theirs = (lambda qt=qt, data=data: gq.dequantize(data.reshape(shape[0], -1), qt))
             except (ValueError, NotImplementedError):
                 pass
-        times = best([lambda: dequantize(raw, t, shape, threads=1),
-                      lambda: dequantize(raw, t, shape, threads=th), theirs], args.repeat)
-        print(row(t.name, nel, *times))
+        times = best(dequantize_cases(raw, t, shape) + [theirs], args.repeat)
+        print(row(t.name, nel, times, t in COMPILED_DEQUANTIZE))
     print()
 
     print(f"## Quantize ({args.elements / 1e6:.1f} M float32 elements)\n")
-    print(head.format("type"))
-    x = np.random.default_rng(0).standard_normal((args.elements // 4096, 4096)).astype(np.float32)
+    print("The package returns F32 input as it is (no copy), so F32 has no ratio.\n")
+    print(HEAD.format("type"))
     for t in sorted(QUANTIZE_TYPES, key=int):
         if t.name.startswith("I"):
             continue
         theirs = None
-        if gq is not None and t != GGMLType.F32:  # the package returns F32 input as is (no copy)
+        if gq is not None and t != GGMLType.F32:
             try:
                 qt = GT(int(t))
                 gq.quantize(x[:1], qt)
                 theirs = (lambda qt=qt: gq.quantize(x, qt))
             except (ValueError, NotImplementedError):
                 pass
-        times = best([lambda: quantize(x, t, threads=1), lambda: quantize(x, t, threads=th), theirs],
-                     args.repeat)
-        print(row(t.name, x.size, *times))
+        times = best([lambda: quantize(x, t, threads=1, engine="numpy"), lambda: quantize(x, t, threads=1),
+                      lambda: quantize(x, t), theirs], args.repeat)
+        print(row(t.name, x.size, times, t in COMPILED_QUANTIZE))
 
 
 if __name__ == "__main__":

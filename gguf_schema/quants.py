@@ -13,6 +13,13 @@ Every computation is the same float32 operation, in the same order, as ggml's C 
 (``ggml-quants.c``), so results are identical to ggml's, bit for bit. Work is vectorised over
 blocks; the few Python loops run over positions inside a block, never over blocks.
 
+Two engines run the arithmetic. The numpy kernels below cover every type and are the
+reference. Where the package was built with a C compiler, the optional module
+``gguf_schema._kernels`` repeats the decoders of :data:`COMPILED_DEQUANTIZE` and the
+quantizers of :data:`COMPILED_QUANTIZE` in compiled loops (same operations, same bits, at
+memory speed and without the GIL, so threads run in parallel); ``engine="auto"`` (the
+default) uses them when present, ``engine="numpy"`` never does.
+
 >>> import numpy as np
 >>> x = np.linspace(-1, 1, 64, dtype=np.float32).reshape(2, 32)
 >>> raw = quantize(x, GGMLType.Q8_0)
@@ -26,6 +33,7 @@ True
 from __future__ import annotations
 
 import mmap
+import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
@@ -40,7 +48,13 @@ from .quant_tables import (
 )
 from .types import GGMLType
 
-__all__ = ["dequantize", "quantize", "DEQUANTIZE_TYPES", "QUANTIZE_TYPES"]
+try:
+    from . import _kernels as _compiled
+except ImportError:  # built without a C compiler: the numpy kernels do all the work
+    _compiled = None
+
+__all__ = ["dequantize", "quantize", "DEQUANTIZE_TYPES", "QUANTIZE_TYPES", "COMPILED_DEQUANTIZE",
+           "COMPILED_QUANTIZE", "ENGINES"]
 
 F32 = np.float32
 _CHUNK_ELEMENTS = 1 << 18
@@ -75,9 +89,61 @@ def _new_array(n: int, dtype: np.dtype | type, zero: bool = False) -> np.ndarray
     return np.zeros(n, dtype=dt) if zero else np.empty(n, dtype=dt)
 
 
-def _thread_count(threads: int) -> int:
+def _compiled_types(direction: int) -> frozenset[GGMLType]:
+    """Types the compiled module handles in one direction (2: decode, 3: encode), keeping only
+    those whose block geometry agrees with :mod:`gguf_schema.types`."""
+    if _compiled is None:
+        return frozenset()
+    found = []
+    for tid, entry in _compiled.layouts().items():
+        t = GGMLType(tid)
+        if entry[direction] and (entry[0], entry[1]) == (t.block_size, t.type_size):
+            found.append(t)
+    return frozenset(found)
+
+
+COMPILED_DEQUANTIZE: frozenset[GGMLType] = _compiled_types(2)
+"""Types whose decoder is compiled in this installation (empty if ``_kernels`` was not built)."""
+COMPILED_QUANTIZE: frozenset[GGMLType] = _compiled_types(3)
+"""Types whose quantizer is compiled in this installation (empty if ``_kernels`` was not built)."""
+ENGINES = ("auto", "numpy", "compiled")
+"""Values of the ``engine`` argument: compiled kernels where built, numpy only, compiled only."""
+
+_PARALLEL_MIN_ELEMENTS = 1 << 20
+"""With ``threads=None``, tensors smaller than this run on the calling thread."""
+_MAX_AUTO_THREADS = 8
+
+
+def _use_compiled(t: GGMLType, engine: str, available: frozenset[GGMLType]) -> bool:
+    if engine == "auto":
+        return t in available
+    if engine == "numpy":
+        return False
+    if engine == "compiled":
+        if t not in available:
+            built = "not built in this installation" if _compiled is None else \
+                f"built for {', '.join(sorted(x.name for x in available))}"
+            raise GGUFFormatError(f"no compiled kernel for {t.name} (the compiled kernels are {built})")
+        return True
+    raise GGUFFormatError(f"engine must be one of {', '.join(map(repr, ENGINES))}, got {engine!r}")
+
+
+def _cpu_count() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def _thread_count(threads: int | None, elements: int = 0, compiled: bool = False) -> int:
+    """The number of worker threads: ``threads`` itself, or for ``None`` the CPU count when
+    the compiled kernels run a large tensor (numpy holds the GIL too often to gain), else 1."""
+    if threads is None:
+        if not compiled or elements < _PARALLEL_MIN_ELEMENTS:
+            return 1
+        return max(1, min(_cpu_count(), _MAX_AUTO_THREADS))
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
-        raise GGUFFormatError(f"threads must be a positive int, got {threads!r}")
+        raise GGUFFormatError(f"threads must be a positive int or None, got {threads!r}")
     return threads
 
 
@@ -745,7 +811,8 @@ def dequantize(
     shape: tuple[int, ...],
     byte_order: str = "little",
     rows: slice | None = None,
-    threads: int = 1,
+    threads: int | None = None,
+    engine: str = "auto",
 ) -> np.ndarray:
     """Decode the raw bytes of a tensor of ggml type ``t`` into float32.
 
@@ -758,9 +825,13 @@ def dequantize(
         rows: a contiguous ``slice`` of the rows (the tensor seen as ``(-1, shape[-1])``) to
             decode; then only those rows are read and the result is ``(len, shape[-1])``.
         threads: worker threads, each decoding its own run of chunks (the result does not
-            depend on it). numpy holds the GIL during several of the operations used here
-            (void-item copies, ``np.repeat``, fancy indexing), so a second thread gains
-            little or nothing for most types; see the benchmark before raising it.
+            depend on it). ``None`` (the default): one per CPU (at most 8) when a compiled
+            kernel decodes a tensor of 1 M elements or more, else one. The numpy kernels
+            hold the GIL during several operations (void-item copies, ``np.repeat``, fancy
+            indexing), so extra threads gain them little; see the benchmark.
+        engine: ``"auto"`` (compiled kernel if this installation has one for ``t``, see
+            :data:`COMPILED_DEQUANTIZE`), ``"numpy"``, or ``"compiled"`` (an error if there
+            is none). Both engines give the same bits.
 
     Returns:
         A new C-contiguous float32 array. Work proceeds in chunks of about
@@ -768,7 +839,8 @@ def dequantize(
 
     Raises:
         GGUFFormatError: unknown or removed type, a last dimension that is not a whole number
-            of blocks, or a byte length that does not match the shape.
+            of blocks, a byte length that does not match the shape, or a bad ``threads``
+            or ``engine``.
 
     >>> raw = bytes.fromhex("0040") + bytes([0x98] * 16)   # Q4_0: d = 2.0, nibbles 8 and 9
     >>> dequantize(raw, GGMLType.Q4_0, (32,))[[0, 16]].tolist()
@@ -778,7 +850,7 @@ def dequantize(
     """
     t = _resolve_type(t)
     if tuple(shape) == () and rows is None:  # an n_dims 0 tensor: one element
-        return dequantize(raw, t, (1,), byte_order, None, threads).reshape(())
+        return dequantize(raw, t, (1,), byte_order, None, threads, engine).reshape(())
     n_rows, cols = _check_shape(shape, t)
     data = _as_uint8(raw)
     row_bytes = cols // t.block_size * t.type_size
@@ -792,18 +864,24 @@ def dequantize(
     start, stop = _row_range(rows, n_rows)
     data = data[start * row_bytes:stop * row_bytes]
     out = _new_array((stop - start) * cols, F32)
+    # plain types: the compiled converters read little-endian data only
+    compiled = _use_compiled(t, engine, COMPILED_DEQUANTIZE) and (t.quantized or byte_order == "little")
+    workers = _thread_count(threads, out.size, compiled)
 
     if not t.quantized:
         src = data.view(block_dtype(t, byte_order))
         bits = out.view(np.uint32)
+        c = _CHUNK_ELEMENTS
 
         def run(i: int) -> None:
-            if t == GGMLType.BF16:
-                np.left_shift(src[i:i + _CHUNK_ELEMENTS], 16, out=bits[i:i + _CHUNK_ELEMENTS], dtype=np.uint32)
+            if compiled:
+                _compiled.decode(t, data[i * t.type_size:(i + c) * t.type_size], out[i:i + c])
+            elif t == GGMLType.BF16:
+                np.left_shift(src[i:i + c], 16, out=bits[i:i + c], dtype=np.uint32)
             else:
-                out[i:i + _CHUNK_ELEMENTS] = src[i:i + _CHUNK_ELEMENTS]
+                out[i:i + c] = src[i:i + c]
 
-        _run_chunks(range(0, out.size, _CHUNK_ELEMENTS), run, _thread_count(threads))
+        _run_chunks(range(0, out.size, c), run, workers)
     else:
         kernel = _KERNELS[t]
         blocks = data.reshape(-1, t.type_size)
@@ -814,10 +892,13 @@ def dequantize(
             q = blocks[i:i + step]
             if byte_order == "big":
                 q = byteswap(q, t, "big", "little").reshape(-1, t.type_size)
+            if compiled:
+                _compiled.decode(t, q, out_blocks[i:i + step])
+                return
             with np.errstate(all="ignore"):  # inf/nan scales decode to inf/nan, as in ggml
                 kernel(q, out_blocks[i:i + step])
 
-        _run_chunks(range(0, len(blocks), step), run, _thread_count(threads))
+        _run_chunks(range(0, len(blocks), step), run, workers)
 
     if rows is None:
         return out.reshape(tuple(int(s) for s in shape))
@@ -858,19 +939,33 @@ def _row_extrema(x: np.ndarray, want_min: bool = True) -> tuple[np.ndarray, np.n
 
     A reduction along short rows costs numpy one inner loop per row; instead the rows are
     transposed in 16-byte units (4 floats) and reduced along the first axis, which runs
-    over long contiguous rows. Max and min are exact whatever the order.
+    over long contiguous rows. Max and min are exact whatever the order; a zero extreme
+    gets the sign of the row's first zero (see :func:`_first_zero_sign`).
     """
     n, k = x.shape
     if k % 4 or n == 0:
-        return x.max(axis=1), (x.min(axis=1) if want_min else None)
-    t = np.ascontiguousarray(np.ascontiguousarray(x).view("V16").T).view(F32).reshape(k // 4, n, 4)
-    mx4 = t.max(axis=0)
-    mx = np.maximum(np.maximum(mx4[:, 0], mx4[:, 1]), np.maximum(mx4[:, 2], mx4[:, 3]))
-    if not want_min:
-        return mx, None
-    mn4 = t.min(axis=0)
-    mn = np.minimum(np.minimum(mn4[:, 0], mn4[:, 1]), np.minimum(mn4[:, 2], mn4[:, 3]))
+        mx, mn = x.max(axis=1), (x.min(axis=1) if want_min else None)
+    else:
+        t = np.ascontiguousarray(np.ascontiguousarray(x).view("V16").T).view(F32).reshape(k // 4, n, 4)
+        mx4 = t.max(axis=0)
+        mx = np.maximum(np.maximum(mx4[:, 0], mx4[:, 1]), np.maximum(mx4[:, 2], mx4[:, 3]))
+        mn = None
+        if want_min:
+            mn4 = t.min(axis=0)
+            mn = np.minimum(np.minimum(mn4[:, 0], mn4[:, 1]), np.minimum(mn4[:, 2], mn4[:, 3]))
+    for ext in (mx, mn):
+        if ext is not None:
+            _first_zero_sign(x, ext)
     return mx, mn
+
+
+def _first_zero_sign(x: np.ndarray, ext: np.ndarray) -> None:
+    """Where a row's extreme is zero, give it the sign of the row's first zero, as ggml's
+    in-order scan keeps it (+0.0 and -0.0 compare equal, so the first one stays)."""
+    rows = np.nonzero(ext == 0)[0]
+    if len(rows):
+        xs = x[rows]
+        ext[rows] = xs[np.arange(len(rows)), (xs == 0).argmax(axis=1)]
 
 
 def _row_absmax(x: np.ndarray) -> np.ndarray:
@@ -1000,7 +1095,11 @@ def _q_q8_k(x, b):
 def _ternary(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """TQ1_0/TQ2_0: d = max |x|; levels round(x / d) + 1 in {0, 1, 2}."""
     d = _row_absmax(x)[:, None]
-    return d, (_round_away(x * _per_row(_inverse(d), x.shape[1])) + 1).astype(np.uint8)
+    r = _round_away(x * _per_row(_inverse(d), x.shape[1]))
+    bad = ~np.isfinite(r)  # id = inf (a subnormal d): ggml's lroundf(inf) + 1 wraps to 1, as in the package
+    if bad.any():
+        r[bad] = 0
+    return d, (r + 1).astype(np.uint8)
 
 
 def _pieces(t: np.ndarray, k: int) -> list[np.ndarray]:
@@ -1155,7 +1254,7 @@ def _to_int(x: np.ndarray, t: GGMLType) -> np.ndarray:
     return x.astype(dtype)
 
 
-def quantize(array: np.ndarray, t: GGMLType | int, threads: int = 1) -> np.ndarray:
+def quantize(array: np.ndarray, t: GGMLType | int, threads: int | None = None, engine: str = "auto") -> np.ndarray:
     """Encode a numeric array as the raw bytes of a tensor of ggml type ``t``.
 
     Quantized types follow ggml's ``quantize_row_*_ref`` exactly (the same bytes). Integer
@@ -1164,8 +1263,9 @@ def quantize(array: np.ndarray, t: GGMLType | int, threads: int = 1) -> np.ndarr
     Args:
         array: any numeric array (its last dimension a multiple of ``t.block_size``).
         t: one of :data:`QUANTIZE_TYPES`.
-        threads: worker threads for quantized types, as in :func:`dequantize` (the bytes
-            do not depend on it).
+        threads: worker threads, as in :func:`dequantize` (the bytes do not depend on it).
+        engine: as in :func:`dequantize`, with :data:`COMPILED_QUANTIZE` (F16 from float32
+            input only: numpy converts other float widths in one rounding step).
 
     Returns:
         uint8 array of shape ``(rows, bytes_per_row)`` (rows = product of the leading dims,
@@ -1173,7 +1273,7 @@ def quantize(array: np.ndarray, t: GGMLType | int, threads: int = 1) -> np.ndarr
 
     Raises:
         GGUFFormatError: type not quantizable here, row length not a whole number of blocks,
-            or integer values out of range.
+            integer values out of range, or a bad ``threads`` or ``engine``.
 
     >>> quantize(np.array([1.0, -2.0], dtype=np.float32), GGMLType.F16).tobytes().hex()
     '003c00c0'
@@ -1190,30 +1290,40 @@ def quantize(array: np.ndarray, t: GGMLType | int, threads: int = 1) -> np.ndarr
         raise GGUFFormatError(f"quantizing to {t.name} is not supported (supported: "
                               f"{', '.join(sorted(x.name for x in QUANTIZE_TYPES))})")
     rows2d = a.reshape(n_rows, cols)
+    compiled = _use_compiled(t, engine, COMPILED_QUANTIZE)
     if not t.quantized:
         if t in (GGMLType.BF16, GGMLType.F32, GGMLType.F16, GGMLType.F64):
             flat = np.ascontiguousarray(rows2d, dtype=F32 if t == GGMLType.BF16 else None).reshape(-1)
+            compiled = compiled and flat.dtype == F32
             res = _new_array(flat.size, np.uint16 if t == GGMLType.BF16 else t.numpy_dtype)
             c = _CHUNK_ELEMENTS
 
             def convert(i: int) -> None:
-                if t == GGMLType.BF16:
+                if compiled:
+                    _compiled.encode(t, flat[i:i + c], res[i:i + c].view(np.uint8))
+                elif t == GGMLType.BF16:
                     _to_bf16(flat[i:i + c], res[i:i + c])
                 else:
-                    np.copyto(res[i:i + c], flat[i:i + c], casting="unsafe")
+                    with np.errstate(over="ignore"):  # beyond the F16 range: inf, as in ggml
+                        np.copyto(res[i:i + c], flat[i:i + c], casting="unsafe")
 
-            _run_chunks(range(0, flat.size, c), convert, _thread_count(threads))
+            _run_chunks(range(0, flat.size, c), convert, _thread_count(threads, flat.size, compiled))
             return res.astype(res.dtype.newbyteorder("<"), copy=False).view(np.uint8).reshape(n_rows, -1)
+        _thread_count(threads)  # checked, though integer types need no workers
         data = _to_int(rows2d, t)
         return np.ascontiguousarray(data).view(np.uint8).reshape(n_rows, -1)
     blocks = _new_array(n_rows * cols // t.block_size, block_dtype(t), zero=True)
     x = np.ascontiguousarray(rows2d, dtype=F32).reshape(-1, t.block_size)
     step = max(1, (1 << 16) // t.block_size)
     quantizer = _QUANTIZERS[t]
+    raw = blocks.view(np.uint8).reshape(len(blocks), -1)
 
     def run(i: int) -> None:
+        if compiled:
+            _compiled.encode(t, x[i:i + step], raw[i:i + step])
+            return
         with np.errstate(all="ignore"):
             quantizer(x[i:i + step], blocks[i:i + step])
 
-    _run_chunks(range(0, len(x), step), run, _thread_count(threads))
-    return blocks.view(np.uint8).reshape(n_rows, -1)
+    _run_chunks(range(0, len(x), step), run, _thread_count(threads, x.size, compiled))
+    return raw.reshape(n_rows, -1)

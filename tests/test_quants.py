@@ -9,7 +9,9 @@ import pytest
 
 from gguf_schema.blocks import LAYOUTS, block_dtype, block_struct, byteswap
 from gguf_schema.errors import GGUFFormatError
-from gguf_schema.quants import DEQUANTIZE_TYPES, QUANTIZE_TYPES, dequantize, quantize
+from gguf_schema.quants import (
+    COMPILED_DEQUANTIZE, COMPILED_QUANTIZE, DEQUANTIZE_TYPES, QUANTIZE_TYPES, dequantize, quantize,
+)
 from gguf_schema.types import GGMLType
 
 ALL_TYPES = [t for t in GGMLType if not t.removed]
@@ -116,29 +118,37 @@ def test_byteswap_rejects_partial_block():
 ORACLE_DEQUANT = [t for t in QUANTIZED if t not in (GGMLType.Q8_1, GGMLType.Q8_K, GGMLType.Q1_0, GGMLType.Q2_0)]
 
 
-@pytest.mark.parametrize("t", ORACLE_DEQUANT, ids=lambda t: t.name)
-def test_dequantize_matches_gguf_package_bit_for_bit(t):
+def with_engines(types: list[GGMLType], compiled: frozenset[GGMLType]) -> list:
+    """(type, engine) cases: every type with the numpy kernels, and again with the compiled
+    kernel where this installation has one."""
+    return ([pytest.param(t, "numpy", id=f"{t.name}-numpy") for t in types]
+            + [pytest.param(t, "compiled", id=f"{t.name}-compiled") for t in types if t in compiled])
+
+
+@pytest.mark.parametrize("t, engine", with_engines(ORACLE_DEQUANT, COMPILED_DEQUANTIZE))
+def test_dequantize_matches_gguf_package_bit_for_bit(t, engine):
     gq = pytest.importorskip("gguf.quants")
     from gguf import GGMLQuantizationType
 
     raw = random_blocks(t, 512)
     shape = as_shape(t, 512)
     expected = gq.dequantize(raw.reshape(shape[0], -1), GGMLQuantizationType(int(t)))
-    got = dequantize(raw, t, shape)
+    got = dequantize(raw, t, shape, engine=engine)
     assert got.shape == shape and got.dtype == np.float32
     assert np.array_equal(bits(got), bits(expected))
 
 
-@pytest.mark.parametrize("t", [GGMLType.F32, GGMLType.F16, GGMLType.BF16], ids=lambda t: t.name)
-def test_plain_dequantize_matches_gguf_package(t):
+@pytest.mark.parametrize("t, engine", with_engines([GGMLType.F32, GGMLType.F16, GGMLType.BF16], COMPILED_DEQUANTIZE))
+def test_plain_dequantize_matches_gguf_package(t, engine):
     gq = pytest.importorskip("gguf.quants")
     from gguf import GGMLQuantizationType
 
     x = np.random.default_rng(3).standard_normal((8, 64)).astype(np.float32)
-    raw = quantize(x, t)
+    raw = quantize(x, t, engine="numpy")
     expected = gq.dequantize(raw.view(np.uint8) if t != GGMLType.F16 else raw.view(np.float16),
                              GGMLQuantizationType(int(t)))
-    assert np.array_equal(bits(dequantize(raw, t, x.shape)), bits(np.asarray(expected).reshape(x.shape)))
+    got = dequantize(raw, t, x.shape, engine=engine)
+    assert np.array_equal(bits(got), bits(np.asarray(expected).reshape(x.shape)))
 
 
 def quantize_input(seed: int = 5) -> np.ndarray:
@@ -155,14 +165,14 @@ ORACLE_QUANT = [GGMLType.F16, GGMLType.BF16, GGMLType.Q4_0, GGMLType.Q4_1, GGMLT
                 GGMLType.Q8_0, GGMLType.TQ1_0, GGMLType.TQ2_0, GGMLType.MXFP4]
 
 
-@pytest.mark.parametrize("t", ORACLE_QUANT, ids=lambda t: t.name)
-def test_quantize_matches_gguf_package_bit_for_bit(t):
+@pytest.mark.parametrize("t, engine", with_engines(ORACLE_QUANT, COMPILED_QUANTIZE))
+def test_quantize_matches_gguf_package_bit_for_bit(t, engine):
     gq = pytest.importorskip("gguf.quants")
     from gguf import GGMLQuantizationType
 
     x = quantize_input()
     expected = np.ascontiguousarray(gq.quantize(x, GGMLQuantizationType(int(t)))).view(np.uint8)
-    assert np.array_equal(quantize(x, t), expected.reshape(16, -1))
+    assert np.array_equal(quantize(x, t, engine=engine), expected.reshape(16, -1))
 
 
 def tricky_input(seed: int = 11) -> np.ndarray:
@@ -183,8 +193,8 @@ def tricky_input(seed: int = 11) -> np.ndarray:
     return x
 
 
-@pytest.mark.parametrize("t", ORACLE_QUANT, ids=lambda t: t.name)
-def test_quantize_matches_gguf_package_on_tricky_blocks(t):
+@pytest.mark.parametrize("t, engine", with_engines(ORACLE_QUANT, COMPILED_QUANTIZE))
+def test_quantize_matches_gguf_package_on_tricky_blocks(t, engine):
     gq = pytest.importorskip("gguf.quants")
     from gguf import GGMLQuantizationType
 
@@ -199,22 +209,22 @@ def test_quantize_matches_gguf_package_on_tricky_blocks(t):
         neg_zero = (np.signbit(x) & (x == 0)).reshape(len(x), -1, 32).all(axis=2)
         assert neg_zero.sum() == 16 and (blocks[neg_zero][:, :2] == 0).all()
         blocks[neg_zero, 1] = 0x80
-    assert np.array_equal(quantize(x, t), expected)
+    assert np.array_equal(quantize(x, t, engine=engine), expected)
 
 
-@pytest.mark.parametrize("t", [GGMLType.Q8_0, GGMLType.Q4_K, GGMLType.IQ2_XS], ids=lambda t: t.name)
-def test_threads_do_not_change_results_across_chunks(t):
+@pytest.mark.parametrize("t, engine", with_engines([GGMLType.Q8_0, GGMLType.Q4_K, GGMLType.IQ2_XS], COMPILED_DEQUANTIZE))
+def test_threads_do_not_change_results_across_chunks(t, engine):
     gq = pytest.importorskip("gguf.quants")
     from gguf import GGMLQuantizationType
 
-    n_blocks = 3 * (1 << 18) // t.block_size + 5  # several work chunks and a partial one
+    n_blocks = 5 * (1 << 18) // t.block_size + 5  # several work chunks and a partial one
     raw = random_blocks(t, n_blocks)
     shape = (n_blocks, t.block_size)
-    one = dequantize(raw, t, shape, threads=1)
+    one = dequantize(raw, t, shape, threads=1, engine=engine)
     expected = gq.dequantize(raw, GGMLQuantizationType(int(t)))
     assert np.array_equal(bits(one), bits(expected))
-    assert np.array_equal(bits(dequantize(raw, t, shape, threads=2)), bits(one))
-    assert np.array_equal(bits(dequantize(raw, t, shape, threads=3)), bits(one))
+    for threads in (2, 3, None):  # None: automatic (1.3 M elements: a CPU count's worth)
+        assert np.array_equal(bits(dequantize(raw, t, shape, threads=threads, engine=engine)), bits(one))
 
 
 def test_large_results_are_ordinary_writable_arrays():
@@ -242,14 +252,16 @@ def test_threaded_quantize_matches_oracle_across_chunks():
 
     x = np.tile(tricky_input(), (5, 1))[:, :480]  # 320 x 480: three 64k-element chunks and a part
     expected = np.ascontiguousarray(gq.quantize(x, GGMLQuantizationType.Q8_0)).view(np.uint8)
-    assert np.array_equal(quantize(x, GGMLType.Q8_0, threads=2), expected.reshape(len(x), -1))
-    assert np.array_equal(quantize(x, GGMLType.Q4_1, threads=2), quantize(x, GGMLType.Q4_1, threads=1))
+    for engine in ("numpy", "auto"):
+        assert np.array_equal(quantize(x, GGMLType.Q8_0, threads=2, engine=engine), expected.reshape(len(x), -1))
+        assert np.array_equal(quantize(x, GGMLType.Q4_1, threads=2, engine=engine),
+                              quantize(x, GGMLType.Q4_1, threads=1, engine="numpy"))
 
 
 def test_threads_argument_is_checked():
-    with pytest.raises(GGUFFormatError, match="threads must be a positive int, got 0"):
+    with pytest.raises(GGUFFormatError, match="threads must be a positive int or None, got 0"):
         dequantize(bytes(18), GGMLType.Q4_0, (32,), threads=0)
-    with pytest.raises(GGUFFormatError, match="threads must be a positive int, got 'two'"):
+    with pytest.raises(GGUFFormatError, match="threads must be a positive int or None, got 'two'"):
         quantize(np.zeros(32, np.float32), GGMLType.Q8_0, threads="two")
 
 
@@ -442,3 +454,18 @@ def test_gemma_tensor_matches_gguf_package(gemma_tensors, type_name):
     expected = oracle(raw[: rows.stop * row_bytes].reshape(rows.stop, row_bytes), info.tensor_type)
     assert np.array_equal(bits(got), bits(np.asarray(expected).reshape(got.shape)))
     assert np.isfinite(got).all() and got.std() > 0
+
+
+@pytest.mark.parametrize("engine", ["numpy", "auto"])
+@pytest.mark.parametrize("t", [GGMLType.Q4_1, GGMLType.Q5_1], ids=lambda t: t.name)
+def test_zero_minimum_keeps_the_sign_of_the_first_zero(t, engine):
+    # ggml scans in order with `v < min`: of +0.0 and -0.0 the first one stays the minimum
+    x = np.abs(np.random.default_rng(0).standard_normal((2, 32))).astype(np.float32) + 1
+    x[0, 3], x[0, 7] = 0.0, -0.0
+    x[1, 3], x[1, 7] = -0.0, 0.0
+    q = quantize(x, t, engine=engine)
+    assert q[0, 2:4].tobytes() == b"\x00\x00" and q[1, 2:4].tobytes() == b"\x00\x80"  # m = +0.0, -0.0
+    gq = pytest.importorskip("gguf.quants")
+    from gguf import GGMLQuantizationType
+
+    assert np.array_equal(q, np.asarray(gq.quantize(x, GGMLQuantizationType(int(t)))).view(np.uint8).reshape(2, -1))

@@ -23,7 +23,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
 
 from gguf_schema.quants import (  # noqa: E402
-    COMPILED_DEQUANTIZE, COMPILED_QUANTIZE, QUANTIZE_TYPES, _new_array, _run_chunks, dequantize, quantize,
+    COMPILED_DEQUANTIZE, COMPILED_QUANTIZE, QUANTIZE_TYPES, _run_chunks, dequantize, quantize,
 )
 from gguf_schema.types import GGMLType  # noqa: E402
 from test_quants import GEMMA, random_blocks  # noqa: E402
@@ -88,7 +88,7 @@ def main() -> None:
     src8 = np.zeros(n, dtype=np.int8)
 
     def fill(threads: int) -> None:
-        out = _new_array(n, np.float32)
+        out = np.empty(n, dtype=np.float32)
         _run_chunks(range(0, n, 1 << 18), lambda i: out[i:i + (1 << 18)].fill(1.0), threads)
 
     floor_fill, floor_cast, floor_fill_t = best([lambda: fill(1), lambda: src8.astype(np.float32),
@@ -147,6 +147,19 @@ def main() -> None:
                 pass
         times = best(dequantize_cases(raw, t, shape) + [theirs], args.repeat)
         print(row(t.name, nel, times, t in COMPILED_DEQUANTIZE))
+    print()
+
+    print("## Dequantize into a reused buffer (`out=`), default call\n")
+    print("| type | new array | into `out` | gain |\n|---|---|---|---|")
+    for t in (GGMLType.Q8_0, GGMLType.Q4_K, GGMLType.Q6_K, GGMLType.IQ4_XS):
+        n_blocks = args.elements // t.block_size
+        raw = random_blocks(t, n_blocks - n_blocks % 16)
+        shape = (len(raw) // 16, t.block_size * 16)
+        buf = np.empty(shape[0] * shape[1], dtype=np.float32)
+        fresh, reused = best([lambda: dequantize(raw, t, shape), lambda: dequantize(raw, t, shape, out=buf)],
+                             args.repeat)
+        nel = buf.size
+        print(f"| {t.name} | {nel / fresh / 1e6:.0f} | {nel / reused / 1e6:.0f} | {fresh / reused:.2f}x |")
     print()
 
     print(f"## Quantize ({args.elements / 1e6:.1f} M float32 elements)\n")

@@ -32,7 +32,6 @@ True
 
 from __future__ import annotations
 
-import mmap
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -61,32 +60,6 @@ _CHUNK_ELEMENTS = 1 << 18
 """Elements dequantized per step: the working set stays in the CPU's L2 cache."""
 _POOL: ThreadPoolExecutor | None = None
 _POOL_LOCK = threading.Lock()
-
-
-_HUGE_RESULT_BYTES = 8 << 20
-"""Results at least this large are allocated by :func:`_new_array` on transparent huge pages."""
-
-
-def _new_array(n: int, dtype: np.dtype | type, zero: bool = False) -> np.ndarray:
-    """A 1-D array for a result of ``n`` items: uninitialised, or zero-filled if ``zero``.
-
-    A large result is mapped anonymously with ``MADV_HUGEPAGE`` where the platform has it:
-    first writes to a fresh array are page faults, and the kernel then serves 2 MiB pages
-    instead of 4 KiB ones (on a 2-CPU VM: filling 64 MiB went from ~1.7 to ~2.4 G floats/s).
-    Anywhere else, or if the mapping fails, this is ``np.empty`` (``np.zeros``; a fresh
-    anonymous mapping is zero-filled by the kernel). The array owns its buffer
-    through its base (an ``mmap`` object, unmapped when the array is freed).
-    """
-    dt = np.dtype(dtype)
-    size = n * dt.itemsize
-    if size >= _HUGE_RESULT_BYTES and hasattr(mmap, "MADV_HUGEPAGE"):
-        try:
-            m = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-            m.madvise(mmap.MADV_HUGEPAGE)
-            return np.frombuffer(m, dtype=dt, count=n)
-        except (OSError, ValueError, AttributeError):
-            pass
-    return np.zeros(n, dtype=dt) if zero else np.empty(n, dtype=dt)
 
 
 def _compiled_types(direction: int) -> frozenset[GGMLType]:
@@ -790,6 +763,18 @@ def _check_shape(shape: tuple[int, ...], t: GGMLType) -> tuple[int, int]:
     return rows, cols
 
 
+def _result_buffer(out: np.ndarray | None, n: int) -> np.ndarray:
+    """A flat float32 array of n elements: new, or a view of the caller's ``out`` once checked."""
+    if out is None:
+        return np.empty(n, dtype=F32)
+    ok = (isinstance(out, np.ndarray) and out.dtype == F32 and out.dtype.isnative
+          and out.flags.c_contiguous and out.flags.writeable and out.size == n)
+    if not ok:
+        got = (f"{out.dtype} array of shape {out.shape}" if isinstance(out, np.ndarray) else type(out).__name__)
+        raise GGUFFormatError(f"out must be a writable C-contiguous float32 array of {n} elements, got {got}")
+    return out.reshape(-1)
+
+
 def _row_range(rows: slice | None, n_rows: int) -> tuple[int, int]:
     if rows is None:
         return 0, n_rows
@@ -813,6 +798,7 @@ def dequantize(
     rows: slice | None = None,
     threads: int | None = None,
     engine: str = "auto",
+    out: np.ndarray | None = None,
 ) -> np.ndarray:
     """Decode the raw bytes of a tensor of ggml type ``t`` into float32.
 
@@ -832,15 +818,18 @@ def dequantize(
         engine: ``"auto"`` (compiled kernel if this installation has one for ``t``, see
             :data:`COMPILED_DEQUANTIZE`), ``"numpy"``, or ``"compiled"`` (an error if there
             is none). Both engines give the same bits.
+        out: a writable C-contiguous float32 array with exactly as many elements as the
+            result, to decode into instead of allocating (for example one buffer reused
+            across tensors); the result is then a view of it.
 
     Returns:
-        A new C-contiguous float32 array. Work proceeds in chunks of about
-        256k elements, so memory beyond the result stays bounded (a few MiB).
+        A new C-contiguous float32 array (a view of ``out`` if given). Work proceeds in
+        chunks of about 256k elements, so memory beyond the result stays bounded (a few MiB).
 
     Raises:
         GGUFFormatError: unknown or removed type, a last dimension that is not a whole number
-            of blocks, a byte length that does not match the shape, or a bad ``threads``
-            or ``engine``.
+            of blocks, a byte length that does not match the shape, or a bad ``threads``,
+            ``engine`` or ``out``.
 
     >>> raw = bytes.fromhex("0040") + bytes([0x98] * 16)   # Q4_0: d = 2.0, nibbles 8 and 9
     >>> dequantize(raw, GGMLType.Q4_0, (32,))[[0, 16]].tolist()
@@ -850,7 +839,7 @@ def dequantize(
     """
     t = _resolve_type(t)
     if tuple(shape) == () and rows is None:  # an n_dims 0 tensor: one element
-        return dequantize(raw, t, (1,), byte_order, None, threads, engine).reshape(())
+        return dequantize(raw, t, (1,), byte_order, None, threads, engine, out).reshape(())
     n_rows, cols = _check_shape(shape, t)
     data = _as_uint8(raw)
     row_bytes = cols // t.block_size * t.type_size
@@ -863,7 +852,7 @@ def dequantize(
         raise GGUFFormatError(f"byte order must be 'little' or 'big', got {byte_order!r}")
     start, stop = _row_range(rows, n_rows)
     data = data[start * row_bytes:stop * row_bytes]
-    out = _new_array((stop - start) * cols, F32)
+    out = _result_buffer(out, (stop - start) * cols)
     # plain types: the compiled converters read little-endian data only
     compiled = _use_compiled(t, engine, COMPILED_DEQUANTIZE) and (t.quantized or byte_order == "little")
     workers = _thread_count(threads, out.size, compiled)
@@ -1295,7 +1284,7 @@ def quantize(array: np.ndarray, t: GGMLType | int, threads: int | None = None, e
         if t in (GGMLType.BF16, GGMLType.F32, GGMLType.F16, GGMLType.F64):
             flat = np.ascontiguousarray(rows2d, dtype=F32 if t == GGMLType.BF16 else None).reshape(-1)
             compiled = compiled and flat.dtype == F32
-            res = _new_array(flat.size, np.uint16 if t == GGMLType.BF16 else t.numpy_dtype)
+            res = np.empty(flat.size, dtype=np.uint16 if t == GGMLType.BF16 else t.numpy_dtype)
             c = _CHUNK_ELEMENTS
 
             def convert(i: int) -> None:
@@ -1312,7 +1301,7 @@ def quantize(array: np.ndarray, t: GGMLType | int, threads: int | None = None, e
         _thread_count(threads)  # checked, though integer types need no workers
         data = _to_int(rows2d, t)
         return np.ascontiguousarray(data).view(np.uint8).reshape(n_rows, -1)
-    blocks = _new_array(n_rows * cols // t.block_size, block_dtype(t), zero=True)
+    blocks = np.zeros(n_rows * cols // t.block_size, dtype=block_dtype(t))
     x = np.ascontiguousarray(rows2d, dtype=F32).reshape(-1, t.block_size)
     step = max(1, (1 << 16) // t.block_size)
     quantizer = _QUANTIZERS[t]

@@ -119,16 +119,17 @@ class Tensor:
         dtype = t.numpy_dtype.newbyteorder("<" if f.byte_order == "little" else ">")  # type: ignore[union-attr]
         return np.frombuffer(buf, dtype, self.n_elements, self.offset).reshape(self.shape)
 
-    def dequantize(self, rows: slice | None = None, threads: int | None = None, engine: str = "auto") -> np.ndarray:
+    def dequantize(self, rows: slice | None = None, threads: int | None = None, engine: str = "auto",
+                   out: np.ndarray | None = None) -> np.ndarray:
         """The tensor as float32 in ``shape`` (any ggml type; see :func:`gguf_schema.quants.dequantize`).
 
         ``rows`` decodes only a contiguous range of rows (the tensor seen as ``(-1, shape[-1])``);
-        ``threads`` and ``engine`` are passed on.
+        ``threads``, ``engine`` and ``out`` (a float32 buffer to decode into) are passed on.
         """
         from .quants import dequantize
 
         return dequantize(self.data, self._known_type(), self.shape, byte_order=self._file.byte_order,
-                          rows=rows, threads=threads, engine=engine)
+                          rows=rows, threads=threads, engine=engine, out=out)
 
     def raw(self) -> memoryview:
         """The tensor's bytes as a read-only memoryview of the file (no copy)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 
 import numpy as np
 import pytest
@@ -228,7 +229,7 @@ def test_threads_do_not_change_results_across_chunks(t, engine):
 
 
 def test_large_results_are_ordinary_writable_arrays():
-    # results of 8 MiB or more come from an anonymous huge-page mapping: same values, same kind of array
+    # a result of 2 M elements is decoded by several threads by default: same values, an ordinary array
     gq = pytest.importorskip("gguf.quants")
     from gguf import GGMLQuantizationType
 
@@ -469,3 +470,30 @@ def test_zero_minimum_keeps_the_sign_of_the_first_zero(t, engine):
     from gguf import GGMLQuantizationType
 
     assert np.array_equal(q, np.asarray(gq.quantize(x, GGMLQuantizationType(int(t)))).view(np.uint8).reshape(2, -1))
+
+
+@pytest.mark.parametrize("engine", ["numpy", "auto"])
+def test_dequantize_into_a_callers_buffer(engine):
+    raw = random_blocks(GGMLType.Q4_K, 40)
+    expected = dequantize(raw, GGMLType.Q4_K, (10, 1024), engine="numpy")
+    buf = np.full(10 * 1024, np.nan, dtype=np.float32)
+    got = dequantize(raw, GGMLType.Q4_K, (10, 1024), engine=engine, out=buf)
+    assert got.shape == (10, 1024) and np.shares_memory(got, buf)
+    assert np.array_equal(bits(buf.reshape(10, 1024)), bits(expected))
+    part = dequantize(raw, GGMLType.Q4_K, (10, 1024), rows=slice(2, 4), engine=engine, out=buf[:2048])
+    assert np.array_equal(bits(part), bits(expected[2:4]))
+
+
+def test_out_buffer_is_checked():
+    raw = random_blocks(GGMLType.Q8_0, 4)
+    for bad, got in [(np.empty(127, np.float32), "float32 array of shape (127,)"),
+                     (np.empty(128, np.float64), "float64 array of shape (128,)"),
+                     (np.empty((2, 128), np.float32)[:, ::2], "float32 array of shape (2, 64)"),
+                     (np.empty(128, ">f4"), ">f4 array of shape (128,)"),
+                     ([0.0] * 128, "list")]:
+        with pytest.raises(GGUFFormatError, match=re.escape(f"out must be a writable C-contiguous float32 array of 128 elements, got {got}")):
+            dequantize(raw, GGMLType.Q8_0, (128,), out=bad)
+    frozen = np.empty(128, np.float32)
+    frozen.flags.writeable = False
+    with pytest.raises(GGUFFormatError, match="out must be a writable"):
+        dequantize(raw, GGMLType.Q8_0, (128,), out=frozen)

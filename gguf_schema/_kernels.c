@@ -34,6 +34,14 @@
 #ifndef WIDE
 #define WIDE
 #endif
+/* F16C: x86's half <-> float conversion instructions, used when the CPU has them (checked at
+ * import); exact for every value but NaN, and a group of 8 holding a NaN goes the scalar way
+ * (the instructions quiet signalling NaNs, numpy keeps them as they are). */
+#if !defined(GGUF_SCHEMA_PORTABLE) && defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define HAVE_F16C_DISPATCH 1
+static int cpu_has_f16c = 0;
+#endif
 #include <stdint.h>
 #include <string.h>
 #include <math.h>
@@ -331,6 +339,43 @@ WIDE static void dq_tq2_0(const uint8_t *restrict q, float *restrict y, Py_ssize
     }
 }
 
+/* IQ4_NL / IQ4_XS: 4-bit indices into ggml's non-linear table kvalues_iq4nl. */
+static const int8_t KVALUES_IQ4NL[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+
+/* IQ4_NL {d, qs[16]}: element j is kv[low nibble of qs[j]], element 16 + j kv[high nibble]. */
+static void dq_iq4_nl(const uint8_t *restrict q, float *restrict y, Py_ssize_t nb) {
+    for (Py_ssize_t i = 0; i < nb; i++, q += 18, y += 32) {
+        const float d = half_at(q);
+        const uint8_t *qs = q + 2;
+        float level[16]; /* the 16 possible products, each d * kv as ggml computes it */
+        for (int k = 0; k < 16; k++) level[k] = d * (float)KVALUES_IQ4NL[k];
+        for (int j = 0; j < 16; j++) {
+            y[j] = level[qs[j] & 15];
+            y[j + 16] = level[qs[j] >> 4];
+        }
+    }
+}
+
+/* IQ4_XS {d, scales_h u16, scales_l[4], qs[128]}: 8 runs of 32 as IQ4_NL, run r scaled by
+ * d * (6-bit scale - 32): low 4 bits from nibble r of scales_l, high 2 from bits 2r of scales_h. */
+static void dq_iq4_xs(const uint8_t *restrict q, float *restrict y, Py_ssize_t nb) {
+    for (Py_ssize_t i = 0; i < nb; i++, q += 136) {
+        const float d = half_at(q);
+        const unsigned sh = rd16(q + 2);
+        const uint8_t *sl = q + 4, *qs = q + 8;
+        for (int r = 0; r < 8; r++, qs += 16, y += 32) {
+            const int ls = (int)(((sl[r >> 1] >> (4 * (r & 1))) & 15) | (((sh >> (2 * r)) & 3) << 4));
+            const float dl = d * (float)(ls - 32);
+            float level[16];
+            for (int k = 0; k < 16; k++) level[k] = dl * (float)KVALUES_IQ4NL[k];
+            for (int j = 0; j < 16; j++) {
+                y[j] = level[qs[j] & 15];
+                y[j + 16] = level[qs[j] >> 4];
+            }
+        }
+    }
+}
+
 /* ---------------------------------------------------------------------------------- */
 /* Quantizers: nb blocks of block_size floats at x -> nb blocks at b (ggml's *_ref)     */
 
@@ -592,25 +637,54 @@ static inline unsigned trit(float v, float id) {
     return fabsf(r) <= 2.0f ? (unsigned)(round_int(r) + 1) : 1u;
 }
 
+/* The 256 ternary levels of a TQ block, as bytes in element order. */
+static inline void block_trits(const float *restrict x, float id, uint8_t *restrict t) {
+#ifdef HAVE_SSE2
+    /* for |r| <= 2, lroundf(r) + 1 = 1 + [r >= 0.5] + [r >= 1.5] - [r <= -0.5] - [r <= -1.5];
+     * beyond (only where 1/d overflowed) and for NaN every test fails or is masked: 1 */
+    const __m128 vid = _mm_set1_ps(id), two = _mm_set1_ps(2.0f), neg_two = _mm_set1_ps(-2.0f);
+    const __m128 h1 = _mm_set1_ps(0.5f), h3 = _mm_set1_ps(1.5f), n1 = _mm_set1_ps(-0.5f), n3 = _mm_set1_ps(-1.5f);
+    const __m128i one = _mm_set1_epi32(1);
+    for (int j = 0; j < 256; j += 16) {
+        __m128i lv[4];
+        for (int k = 0; k < 4; k++) {
+            const __m128 r = _mm_mul_ps(_mm_loadu_ps(x + j + 4 * k), vid);
+            const __m128 pos = _mm_cmple_ps(r, two), neg = _mm_cmpge_ps(r, neg_two);
+            const __m128i up = _mm_castps_si128(_mm_and_ps(pos, _mm_cmpge_ps(r, h1)));
+            const __m128i up2 = _mm_castps_si128(_mm_and_ps(pos, _mm_cmpge_ps(r, h3)));
+            const __m128i down = _mm_castps_si128(_mm_and_ps(neg, _mm_cmple_ps(r, n1)));
+            const __m128i down2 = _mm_castps_si128(_mm_and_ps(neg, _mm_cmple_ps(r, n3)));
+            /* masks are -1: subtracting one adds one */
+            lv[k] = _mm_add_epi32(_mm_sub_epi32(_mm_sub_epi32(one, up), up2), _mm_add_epi32(down, down2));
+        }
+        _mm_storeu_si128((__m128i *)(t + j), low_bytes16(lv[0], lv[1], lv[2], lv[3]));
+    }
+#else
+    for (int j = 0; j < 256; j++) t[j] = (uint8_t)trit(x[j], id);
+#endif
+}
+
 /* Base-3 digits (first most significant), scaled to a byte: ceil(q * 256 / 243). */
 static inline uint8_t trits_to_byte(unsigned q) { return (uint8_t)(((q & 255u) * 256u + 242u) / 243u); }
 
 static void q_tq1_0(const float *restrict x, uint8_t *restrict b, Py_ssize_t nb) {
+    uint8_t t[256];
     for (Py_ssize_t i = 0; i < nb; i++, x += 256, b += 54) {
-        const float d = abs_max(x, 256), id = inverse(d);
-        for (int m = 0; m < 32; m++) {
+        const float d = abs_max(x, 256);
+        block_trits(x, inverse(d), t);
+        for (int m = 0; m < 32; m++) { /* 5 digits of element m + 32n, n = 0..4 */
             unsigned q = 0;
-            for (int n = 0; n < 5; n++) q = q * 3 + trit(x[m + 32 * n], id);
+            for (int n = 0; n < 5; n++) q = q * 3 + t[m + 32 * n];
             b[m] = trits_to_byte(q);
         }
-        for (int m = 0; m < 16; m++) {
+        for (int m = 0; m < 16; m++) { /* 5 digits of element 160 + m + 16n */
             unsigned q = 0;
-            for (int n = 0; n < 5; n++) q = q * 3 + trit(x[160 + m + 16 * n], id);
+            for (int n = 0; n < 5; n++) q = q * 3 + t[160 + m + 16 * n];
             b[32 + m] = trits_to_byte(q);
         }
-        for (int m = 0; m < 4; m++) {
+        for (int m = 0; m < 4; m++) { /* 4 digits of element 240 + m + 4n, shifted up one */
             unsigned q = 0;
-            for (int n = 0; n < 4; n++) q = q * 3 + trit(x[240 + m + 4 * n], id);
+            for (int n = 0; n < 4; n++) q = q * 3 + t[240 + m + 4 * n];
             b[48 + m] = trits_to_byte(q * 3);
         }
         wr16(b + 52, f32_to_half(d));
@@ -618,13 +692,14 @@ static void q_tq1_0(const float *restrict x, uint8_t *restrict b, Py_ssize_t nb)
 }
 
 static void q_tq2_0(const float *restrict x, uint8_t *restrict b, Py_ssize_t nb) {
+    uint8_t t[256];
     for (Py_ssize_t i = 0; i < nb; i++, x += 256, b += 66) {
-        const float d = abs_max(x, 256), id = inverse(d);
-        for (int h = 0; h < 2; h++)
+        const float d = abs_max(x, 256);
+        block_trits(x, inverse(d), t);
+        for (int h = 0; h < 2; h++) /* byte m of half h: elements 128h + 32n + m, 2 bits each */
             for (int m = 0; m < 32; m++) {
-                unsigned q = 0;
-                for (int n = 0; n < 4; n++) q |= (trit(x[128 * h + 32 * n + m], id) & 3u) << (2 * n);
-                b[32 * h + m] = (uint8_t)q;
+                const uint8_t *e = t + 128 * h + m;
+                b[32 * h + m] = (uint8_t)((e[0] & 3) | ((e[32] & 3) << 2) | ((e[64] & 3) << 4) | ((e[96] & 3) << 6));
             }
         wr16(b + 64, f32_to_half(d));
     }
@@ -633,12 +708,61 @@ static void q_tq2_0(const float *restrict x, uint8_t *restrict b, Py_ssize_t nb)
 /* ---------------------------------------------------------------------------------- */
 /* Element-wise conversions                                                            */
 
-WIDE static void f16_to_f32(const uint8_t *restrict src, float *restrict y, Py_ssize_t n) {
+WIDE static void f16_to_f32_c(const uint8_t *restrict src, float *restrict y, Py_ssize_t n) {
     for (Py_ssize_t i = 0; i < n; i++) y[i] = half_at(src + 2 * i);
 }
 
-WIDE static void f32_to_f16(const float *restrict x, uint8_t *restrict dst, Py_ssize_t n) {
+WIDE static void f32_to_f16_c(const float *restrict x, uint8_t *restrict dst, Py_ssize_t n) {
     for (Py_ssize_t i = 0; i < n; i++) wr16(dst + 2 * i, f32_to_half(x[i]));
+}
+
+#ifdef HAVE_F16C_DISPATCH
+__attribute__((target("avx,f16c")))
+static void f16_to_f32_f16c(const uint8_t *restrict src, float *restrict y, Py_ssize_t n) {
+    Py_ssize_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m128i h = _mm_loadu_si128((const __m128i *)(src + 2 * i));
+        const __m128i em = _mm_and_si128(h, _mm_set1_epi16(0x7fff));
+        if (_mm_movemask_epi8(_mm_cmpgt_epi16(em, _mm_set1_epi16(0x7c00)))) /* a NaN */
+            f16_to_f32_c(src + 2 * i, y + i, 8);
+        else
+            _mm256_storeu_ps(y + i, _mm256_cvtph_ps(h));
+    }
+    f16_to_f32_c(src + 2 * i, y + i, n - i);
+}
+
+__attribute__((target("avx,f16c")))
+static void f32_to_f16_f16c(const float *restrict x, uint8_t *restrict dst, Py_ssize_t n) {
+    Py_ssize_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 v = _mm256_loadu_ps(x + i);
+        if (_mm256_movemask_ps(_mm256_cmp_ps(v, v, _CMP_UNORD_Q))) /* a NaN */
+            f32_to_f16_c(x + i, dst + 2 * i, 8);
+        else
+            _mm_storeu_si128((__m128i *)(dst + 2 * i), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+    }
+    f32_to_f16_c(x + i, dst + 2 * i, n - i);
+}
+#endif
+
+static void f16_to_f32(const uint8_t *restrict src, float *restrict y, Py_ssize_t n) {
+#ifdef HAVE_F16C_DISPATCH
+    if (cpu_has_f16c) {
+        f16_to_f32_f16c(src, y, n);
+        return;
+    }
+#endif
+    f16_to_f32_c(src, y, n);
+}
+
+static void f32_to_f16(const float *restrict x, uint8_t *restrict dst, Py_ssize_t n) {
+#ifdef HAVE_F16C_DISPATCH
+    if (cpu_has_f16c) {
+        f32_to_f16_f16c(x, dst, n);
+        return;
+    }
+#endif
+    f32_to_f16_c(x, dst, n);
 }
 
 WIDE static void bf16_to_f32(const uint8_t *restrict src, float *restrict y, Py_ssize_t n) {
@@ -682,6 +806,8 @@ static const kernel_entry KERNELS[] = {
     {13, 256, 176, dq_q5_k, NULL},
     {14, 256, 210, dq_q6_k, NULL},
     {15, 256, 292, dq_q8_k, NULL},
+    {20, 32, 18, dq_iq4_nl, NULL},
+    {23, 256, 136, dq_iq4_xs, NULL},
     {30, 1, 2, bf16_to_f32, f32_to_bf16},
     {34, 256, 54, dq_tq1_0, q_tq1_0},
     {35, 256, 66, dq_tq2_0, q_tq2_0},
@@ -755,7 +881,28 @@ static PyObject *py_layouts(PyObject *self, PyObject *args) {
     return d;
 }
 
+static PyObject *py_features(PyObject *self, PyObject *args) {
+    (void)self;
+    (void)args;
+    int sse2 = 0, clones = 0, f16c = 0;
+#ifdef HAVE_SSE2
+    sse2 = 1;
+#endif
+#if defined(__has_attribute) && !defined(GGUF_SCHEMA_PORTABLE) && defined(__x86_64__) && defined(__linux__)
+#if __has_attribute(target_clones)
+    clones = 1;
+#endif
+#endif
+#ifdef HAVE_F16C_DISPATCH
+    f16c = cpu_has_f16c;
+#endif
+    return Py_BuildValue("{sOsOsO}", "sse2", sse2 ? Py_True : Py_False, "avx2_copies", clones ? Py_True : Py_False,
+                         "f16c", f16c ? Py_True : Py_False);
+}
+
 static PyMethodDef methods[] = {
+    {"features", py_features, METH_NOARGS,
+     "features() -> {'sse2', 'avx2_copies', 'f16c': bool}: the code paths built in and usable here."},
     {"decode", py_decode, METH_VARARGS,
      "decode(type_id, src, dst): whole little-endian blocks of src -> float32 into dst."},
     {"encode", py_encode, METH_VARARGS,
@@ -773,5 +920,9 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__kernels(void) {
     init_tables();
+#ifdef HAVE_F16C_DISPATCH
+    __builtin_cpu_init();
+    cpu_has_f16c = __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+#endif
     return PyModule_Create(&module);
 }

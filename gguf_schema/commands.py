@@ -238,6 +238,9 @@ def _cmd_tensors(args: argparse.Namespace) -> int:
                 size = "?"
             out.append(f"{t.name:{width}}  {_tname(t.type):7}  {str(list(t.shape)):24}  {_num(t.n_elements):>14}  {size:>14}  {_num(t.offset):>14}")
         out.append(f"{len(rows)} of {len(f.tensor_list)} tensors, {_num(sum(t.n_elements for t in rows))} elements")
+        if args.filter and not rows:
+            print(f"gguf-schema: no tensor name matches {' or '.join(args.filter)}", file=sys.stderr)
+            return 1
     _write("\n".join(out) + "\n")
     return 0
 
@@ -382,6 +385,10 @@ def _cmd_diff(args: argparse.Namespace) -> int:
             b.close()
     finally:
         a.close()
+    if args.json:
+        records = [{"section": d.section, "kind": d.kind, "name": d.name, "detail": d.detail} for d in found]
+        _write(json.dumps({"equal": not found, "differences": records}, ensure_ascii=False, indent=1) + "\n")
+        return 1 if found else 0
     if not found:
         print("no differences in header, metadata or tensors")
         return 0
@@ -424,7 +431,8 @@ def register_cli(subparsers: Any) -> None:
     p.add_argument("output", metavar="OUT.gguf")
     p.add_argument("--tensors-from", metavar="FILE", help="GGUF file to take tensor data from")
 
-    p = add("tensors", _cmd_tensors, "list tensors: name, type, shape, elements, bytes, offset")
+    p = add("tensors", _cmd_tensors, "list tensors: name, type, shape, elements, bytes, offset",
+            "List tensors: name, type, shape, elements, bytes, offset. Exit 1 if --filter matches no tensor.")
     p.add_argument("file", metavar="FILE")
     p.add_argument("--filter", metavar="GLOB", action="append", help="only names matching GLOB (repeatable), e.g. 'blk.0.*'")
 
@@ -495,3 +503,5 @@ def register_cli(subparsers: Any) -> None:
     p.add_argument("a", metavar="A")
     p.add_argument("b", metavar="B")
     p.add_argument("--no-data", action="store_true", help="do not hash tensor data")
+    p.add_argument("--json", action="store_true",
+                   help='print {"equal": bool, "differences": [{section, kind, name, detail}, ...]}')

@@ -193,6 +193,9 @@ def test_tensors_filter_by_glob(demo: Path) -> None:
     assert [line.split()[0] for line in lines[1:-1]] == ["blk.0.attn_norm.weight", "blk.0.ffn_up.weight"]
     assert lines[-1] == "2 of 5 tensors, 576 elements"
     assert lines[2].split()[:3] == ["blk.0.ffn_up.weight", "Q8_0", "[8,"]
+    r = run("tensors", demo, "--filter", "nothing.*", "--filter", "none")
+    assert (r.returncode, r.stdout) == (1, b"")
+    assert r.stderr.decode() == "gguf-schema: no tensor name matches nothing.* or none\n"
 
 
 def test_get_prints_values_as_stored(demo: Path) -> None:
@@ -396,6 +399,14 @@ def test_diff_reports_metadata_and_tensor_changes(demo: Path, tmp_path: Path) ->
     ]
     r = run("diff", demo, demo)
     assert (r.returncode, r.stdout) == (0, b"no differences in header, metadata or tensors\n")
+    r = run("diff", demo, other, "--json")
+    doc = json.loads(r.stdout)
+    assert r.returncode == 1 and doc["equal"] is False and len(doc["differences"]) == 7
+    assert doc["differences"][0] == {"section": "metadata", "kind": "~", "name": "general.name",
+                                     "detail": "STRING 'gguf-schema demo' -> STRING 'changed'"}
+    assert doc["differences"][-1] == {"section": "tensor", "kind": "+", "name": "extra", "detail": "F32 [2]"}
+    r = run("diff", demo, demo, "--json")
+    assert (r.returncode, json.loads(r.stdout)) == (0, {"equal": True, "differences": []})
 
 
 def _tensor_sha(path: Path, name: str) -> str:

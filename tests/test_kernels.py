@@ -36,10 +36,12 @@ def test_kernels_are_built_where_a_c_compiler_exists():
     assert quants._compiled is not None, "gguf_schema._kernels failed to build although a compiler exists"
     expected = {GGMLType.F16, GGMLType.BF16, GGMLType.Q4_0, GGMLType.Q4_1, GGMLType.Q5_0, GGMLType.Q5_1,
                 GGMLType.Q8_0, GGMLType.Q8_1, GGMLType.Q2_K, GGMLType.Q3_K, GGMLType.Q4_K, GGMLType.Q5_K,
-                GGMLType.Q6_K, GGMLType.Q8_K, GGMLType.TQ1_0, GGMLType.TQ2_0}
+                GGMLType.Q6_K, GGMLType.Q8_K, GGMLType.TQ1_0, GGMLType.TQ2_0, GGMLType.IQ4_NL, GGMLType.IQ4_XS}
     assert COMPILED_DEQUANTIZE == expected
     assert COMPILED_QUANTIZE == expected - {GGMLType.Q2_K, GGMLType.Q3_K, GGMLType.Q4_K, GGMLType.Q5_K,
-                                            GGMLType.Q6_K, GGMLType.Q8_K}
+                                            GGMLType.Q6_K, GGMLType.Q8_K, GGMLType.IQ4_NL, GGMLType.IQ4_XS}
+    features = quants._compiled.features()
+    assert set(features) == {"sse2", "avx2_copies", "f16c"} and all(isinstance(v, bool) for v in features.values())
 
 
 @compiled_only

@@ -379,7 +379,7 @@ class ArrayItems(Construct):
             raise GGUFLimitError(f"array of {n} elements exceeds the limit of {limits.max_array_length}", offset=r.pos, path=path, value=n)
         if vt == ValueType.STRING:
             if context._params.get("lazy"):
-                return self._skip_strings(r, n, path)
+                return self._skip_strings(r, n, limits, path)
             return self._parse_strings(r, n, limits, path)
         if vt == ValueType.ARRAY:
             return self._parse_arrays(r, n, context, limits, path)
@@ -411,8 +411,13 @@ class ArrayItems(Construct):
         r.pos = pos
         return out
 
-    def _skip_strings(self, r: ByteReader, n: int, path: str) -> LazyStrings:
-        """Find where ``n`` strings end without decoding them: the lazy open's only loop."""
+    def _skip_strings(self, r: ByteReader, n: int, limits: Limits, path: str) -> LazyStrings:
+        """Find where ``n`` strings end without decoding them: the lazy open's only loop.
+
+        ``limits.max_string_length`` is enforced here too: when all the strings together fit
+        under it no single one can exceed it; otherwise a second pass over the lengths finds
+        the first one that does (if any).
+        """
         lsize = self.length.size
         _check_count(r, n, lsize, path)
         data, start, unpack = r.data, r.pos, self.length.unpack_from
@@ -429,6 +434,14 @@ class ArrayItems(Construct):
             pos = r.size + 1
         if pos > r.size:
             self._parse_strings(r, n, DEFAULT_LIMITS, path)  # names the string that runs past the end
+        cap = limits.max_string_length
+        if pos - start - n * lsize > cap:
+            at = start
+            for i in range(n):
+                (ln,) = unpack(data, at)
+                if ln > cap:
+                    _string_failure(r, i, ln, at, cap, path, lsize)
+                at += lsize + ln
         r.pos = pos
         return LazyStrings(data[start:pos], n, self.length.format)
 

@@ -407,3 +407,18 @@ def test_struct_error_cannot_escape_a_string_array_cut_inside_a_length():
     for fast in (True, False):
         with pytest.raises(GGUFTruncatedError):
             gguf_schema.open(data, fast=fast)
+
+
+def test_lazy_open_enforces_max_string_length_in_string_arrays():
+    tokens = ["a" * 10, "b" * 10, "c" * 40, "d" * 10]
+    data = _file_with(tokens=tokens)
+    # the strings together (70 bytes) fit: no second pass, nothing refused
+    with gguf_schema.open(data, lazy=True, limits=Limits(max_string_length=70)) as f:
+        assert list(f.metadata["tokens"]) == tokens
+    # together they exceed 40 but none is longer than 40: accepted after the length pass
+    with gguf_schema.open(data, lazy=True, limits=Limits(max_string_length=40)) as f:
+        assert f.metadata["tokens"][2] == "c" * 40
+    with pytest.raises(GGUFLimitError) as e:
+        gguf_schema.open(data, lazy=True, limits=Limits(max_string_length=39))
+    assert e.value.value == 40 and e.value.path.endswith("'tokens' -> value -> array[2]")
+    assert "string of 40 bytes exceeds the limit of 39" in str(e.value)

@@ -82,8 +82,11 @@ def main() -> None:
     ap.add_argument("--no-gemma", action="store_true")
     args = ap.parse_args()
     gq, GT = oracle()
+    from gguf_schema import quants
+
+    built = f"built, {quants._compiled.features()}" if quants._compiled is not None else "not built"
     print(f"Melem/s, best of {args.repeat}; {os.cpu_count()} CPUs; numpy {np.__version__}; "
-          f"compiled kernels: {'built' if COMPILED_DEQUANTIZE else 'not built'}\n")
+          f"compiled kernels: {built}\n")
     n = args.elements
     src8 = np.zeros(n, dtype=np.int8)
 

@@ -495,78 +495,6 @@ static inline int round_int(float v) {
     return in_range ? t + (frac >= 0.5f) - (frac <= -0.5f) : t;
 }
 
-static void q_q4_0(const float *restrict x, uint8_t *restrict b, Py_ssize_t nb) {
-    for (Py_ssize_t i = 0; i < nb; i++, x += 32, b += 18) {
-        const float d = signed_max(x, 32) / -8.0f, id = inverse(d);
-        wr16(b, f32_to_half(d));
-        for (int j = 0; j < 16; j++) {
-            const int8_t lo = (int8_t)trunc_int(x[j] * id + 8.5f), hi = (int8_t)trunc_int(x[j + 16] * id + 8.5f);
-            b[2 + j] = (uint8_t)((lo < 15 ? lo : 15) | ((hi < 15 ? hi : 15) << 4));
-        }
-    }
-}
-
-static void q_q4_1(const float *restrict x, uint8_t *restrict b, Py_ssize_t nb) {
-    for (Py_ssize_t i = 0; i < nb; i++, x += 32, b += 20) {
-        float mn, mx;
-        min_max(x, 32, &mn, &mx);
-        const float d = (mx - mn) / 15.0f, id = inverse(d);
-        wr16(b, f32_to_half(d));
-        wr16(b + 2, f32_to_half(mn));
-        for (int j = 0; j < 16; j++) {
-            const int8_t lo = (int8_t)trunc_int((x[j] - mn) * id + 0.5f), hi = (int8_t)trunc_int((x[j + 16] - mn) * id + 0.5f);
-            b[4 + j] = (uint8_t)((lo < 15 ? lo : 15) | ((hi < 15 ? hi : 15) << 4));
-        }
-    }
-}
-
-/* Bit 4 of 32 five-bit levels, element j in bit j of a uint32 (Q5_0/Q5_1 qh). */
-static inline uint32_t fifth_bits(const uint8_t *restrict lv) {
-#ifdef HAVE_SSE2 /* bit 4 of each byte moved to bit 7, then gathered by movemask */
-    const __m128i a = _mm_slli_epi16(_mm_loadu_si128((const __m128i *)lv), 3);
-    const __m128i b = _mm_slli_epi16(_mm_loadu_si128((const __m128i *)(lv + 16)), 3);
-    return (uint32_t)_mm_movemask_epi8(a) | ((uint32_t)_mm_movemask_epi8(b) << 16);
-#else
-    uint32_t qh = 0;
-    for (int j = 0; j < 32; j++) qh |= (uint32_t)((lv[j] >> 4) & 1) << j;
-    return qh;
-#endif
-}
-
-/* Low nibbles of levels j and j + 16 in byte j (Q4/Q5 packing). */
-static inline void pack_nibbles(const uint8_t *restrict lv, uint8_t *restrict qs) {
-    for (int j = 0; j < 16; j++) qs[j] = (uint8_t)((lv[j] & 15) | ((lv[j + 16] & 15) << 4));
-}
-
-static void q_q5_0(const float *restrict x, uint8_t *restrict b, Py_ssize_t nb) {
-    for (Py_ssize_t i = 0; i < nb; i++, x += 32, b += 22) {
-        const float d = signed_max(x, 32) / -16.0f, id = inverse(d);
-        uint8_t lv[32];
-        for (int j = 0; j < 32; j++) {
-            const int8_t v = (int8_t)trunc_int(x[j] * id + 16.5f);
-            lv[j] = (uint8_t)(v < 31 ? v : 31);
-        }
-        wr16(b, f32_to_half(d));
-        wr32(b + 2, fifth_bits(lv));
-        pack_nibbles(lv, b + 6);
-    }
-}
-
-static void q_q5_1(const float *restrict x, uint8_t *restrict b, Py_ssize_t nb) {
-    for (Py_ssize_t i = 0; i < nb; i++, x += 32, b += 24) {
-        float mn, mx;
-        min_max(x, 32, &mn, &mx);
-        const float d = (mx - mn) / 31.0f, id = inverse(d);
-        uint8_t lv[32];
-        for (int j = 0; j < 32; j++) lv[j] = (uint8_t)trunc_int((x[j] - mn) * id + 0.5f);
-        wr16(b, f32_to_half(d));
-        wr16(b + 2, f32_to_half(mn));
-        wr32(b + 4, fifth_bits(lv));
-        pack_nibbles(lv, b + 8);
-    }
-}
-
-/* Q8_0/Q8_1 levels: d = max |x| / 127, q = roundf(x / d); returns the sum of the levels. */
 #ifdef HAVE_SSE2
 /* round_int of 4 lanes, as int32 (cvttps2dq is trunc_int: INT_MIN when out of range). */
 static inline __m128i round_int4(__m128 v) {
@@ -587,6 +515,126 @@ static inline __m128i low_bytes16(__m128i a, __m128i b, __m128i c, __m128i d) {
     return _mm_packus_epi16(ab, cd);
 }
 #endif
+
+#ifndef HAVE_SSE2
+/* Bit 4 of 32 five-bit levels, element j in bit j of a uint32 (Q5_0/Q5_1 qh). */
+static inline uint32_t fifth_bits(const uint8_t *restrict lv) {
+    uint32_t qh = 0;
+    for (int j = 0; j < 32; j++) qh |= (uint32_t)((lv[j] >> 4) & 1) << j;
+    return qh;
+}
+
+/* Low nibbles of levels j and j + 16 in byte j (Q4/Q5 packing). */
+static inline void pack_nibbles(const uint8_t *restrict lv, uint8_t *restrict qs) {
+    for (int j = 0; j < 16; j++) qs[j] = (uint8_t)((lv[j] & 15) | ((lv[j + 16] & 15) << 4));
+}
+#endif
+
+#ifdef HAVE_SSE2
+/* Q4/Q5 levels of 16 floats: the low byte of trunc_int((x - mn) * id + add), and with a cap the
+ * int8 of it clamped there first, as ggml's MIN(cap, (int8_t)...). */
+static inline __m128i levels16(const float *restrict x, __m128 mn, __m128 id, __m128 add, int cap) {
+    __m128i t[4];
+    for (int k = 0; k < 4; k++) {
+        t[k] = _mm_cvttps_epi32(_mm_add_ps(_mm_mul_ps(_mm_sub_ps(_mm_loadu_ps(x + 4 * k), mn), id), add));
+        if (cap) {
+            const __m128i v = _mm_srai_epi32(_mm_slli_epi32(t[k], 24), 24); /* as int8 */
+            const __m128i over = _mm_cmpgt_epi32(v, _mm_set1_epi32(cap));
+            t[k] = _mm_or_si128(_mm_and_si128(over, _mm_set1_epi32(cap)), _mm_andnot_si128(over, v));
+        }
+    }
+    return low_bytes16(t[0], t[1], t[2], t[3]);
+}
+
+/* Store levels 0-15 (lo) and 16-31 (hi): nibble pairs at qs, bit 4 of each at qh (uint32). */
+static inline void q5_store(__m128i lo, __m128i hi, uint8_t *restrict qh, uint8_t *restrict qs) {
+    const __m128i m15 = _mm_set1_epi8(15);
+    _mm_storeu_si128((__m128i *)qs, _mm_or_si128(_mm_and_si128(lo, m15), _mm_slli_epi16(_mm_and_si128(hi, m15), 4)));
+    wr32(qh, (uint32_t)_mm_movemask_epi8(_mm_slli_epi16(lo, 3)) | ((uint32_t)_mm_movemask_epi8(_mm_slli_epi16(hi, 3)) << 16));
+}
+
+/* Q4 nibbles: byte j = level j | level j + 16 << 4 (as ggml's uint8 arithmetic). */
+static inline void q4_store(__m128i lo, __m128i hi, uint8_t *restrict qs) {
+    _mm_storeu_si128((__m128i *)qs, _mm_or_si128(lo, _mm_and_si128(_mm_slli_epi16(hi, 4), _mm_set1_epi8((char)0xf0))));
+}
+#endif
+
+static void q_q4_0(const float *restrict x, uint8_t *restrict b, Py_ssize_t nb) {
+    for (Py_ssize_t i = 0; i < nb; i++, x += 32, b += 18) {
+        const float d = signed_max(x, 32) / -8.0f, id = inverse(d);
+        wr16(b, f32_to_half(d));
+#ifdef HAVE_SSE2
+        const __m128 zero = _mm_setzero_ps(), vid = _mm_set1_ps(id), add = _mm_set1_ps(8.5f);
+        q4_store(levels16(x, zero, vid, add, 15), levels16(x + 16, zero, vid, add, 15), b + 2);
+#else
+        for (int j = 0; j < 16; j++) {
+            const int8_t lo = (int8_t)trunc_int(x[j] * id + 8.5f), hi = (int8_t)trunc_int(x[j + 16] * id + 8.5f);
+            const uint8_t a = (uint8_t)(lo < 15 ? lo : 15), c = (uint8_t)(hi < 15 ? hi : 15);
+            b[2 + j] = (uint8_t)(a | (c << 4));
+        }
+#endif
+    }
+}
+
+static void q_q4_1(const float *restrict x, uint8_t *restrict b, Py_ssize_t nb) {
+    for (Py_ssize_t i = 0; i < nb; i++, x += 32, b += 20) {
+        float mn, mx;
+        min_max(x, 32, &mn, &mx);
+        const float d = (mx - mn) / 15.0f, id = inverse(d);
+        wr16(b, f32_to_half(d));
+        wr16(b + 2, f32_to_half(mn));
+#ifdef HAVE_SSE2
+        const __m128 vmn = _mm_set1_ps(mn), vid = _mm_set1_ps(id), add = _mm_set1_ps(0.5f);
+        q4_store(levels16(x, vmn, vid, add, 15), levels16(x + 16, vmn, vid, add, 15), b + 4);
+#else
+        for (int j = 0; j < 16; j++) {
+            const int8_t lo = (int8_t)trunc_int((x[j] - mn) * id + 0.5f), hi = (int8_t)trunc_int((x[j + 16] - mn) * id + 0.5f);
+            const uint8_t a = (uint8_t)(lo < 15 ? lo : 15), c = (uint8_t)(hi < 15 ? hi : 15);
+            b[4 + j] = (uint8_t)(a | (c << 4));
+        }
+#endif
+    }
+}
+
+static void q_q5_0(const float *restrict x, uint8_t *restrict b, Py_ssize_t nb) {
+    for (Py_ssize_t i = 0; i < nb; i++, x += 32, b += 22) {
+        const float d = signed_max(x, 32) / -16.0f, id = inverse(d);
+        wr16(b, f32_to_half(d));
+#ifdef HAVE_SSE2
+        const __m128 zero = _mm_setzero_ps(), vid = _mm_set1_ps(id), add = _mm_set1_ps(16.5f);
+        q5_store(levels16(x, zero, vid, add, 31), levels16(x + 16, zero, vid, add, 31), b + 2, b + 6);
+#else
+        uint8_t lv[32];
+        for (int j = 0; j < 32; j++) {
+            const int8_t v = (int8_t)trunc_int(x[j] * id + 16.5f);
+            lv[j] = (uint8_t)(v < 31 ? v : 31);
+        }
+        wr32(b + 2, fifth_bits(lv));
+        pack_nibbles(lv, b + 6);
+#endif
+    }
+}
+
+static void q_q5_1(const float *restrict x, uint8_t *restrict b, Py_ssize_t nb) {
+    for (Py_ssize_t i = 0; i < nb; i++, x += 32, b += 24) {
+        float mn, mx;
+        min_max(x, 32, &mn, &mx);
+        const float d = (mx - mn) / 31.0f, id = inverse(d);
+        wr16(b, f32_to_half(d));
+        wr16(b + 2, f32_to_half(mn));
+#ifdef HAVE_SSE2
+        const __m128 vmn = _mm_set1_ps(mn), vid = _mm_set1_ps(id), add = _mm_set1_ps(0.5f);
+        q5_store(levels16(x, vmn, vid, add, 0), levels16(x + 16, vmn, vid, add, 0), b + 4, b + 8);
+#else
+        uint8_t lv[32];
+        for (int j = 0; j < 32; j++) lv[j] = (uint8_t)trunc_int((x[j] - mn) * id + 0.5f);
+        wr32(b + 4, fifth_bits(lv));
+        pack_nibbles(lv, b + 8);
+#endif
+    }
+}
+
+/* Q8_0/Q8_1 levels: d = max |x| / 127, q = roundf(x / d); returns the sum of the levels. */
 
 static inline int q8_levels(const float *restrict x, int8_t *restrict qs, float *d_out) {
     const float d = abs_max(x, 32) / 127.0f, id = inverse(d);

@@ -482,6 +482,11 @@ def test_dequantize_into_a_callers_buffer(engine):
     assert np.array_equal(bits(buf.reshape(10, 1024)), bits(expected))
     part = dequantize(raw, GGMLType.Q4_K, (10, 1024), rows=slice(2, 4), engine=engine, out=buf[:2048])
     assert np.array_equal(bits(part), bits(expected[2:4]))
+    big = random_blocks(GGMLType.Q8_0, 3 * 8192 + 7)  # several chunks, on 2 threads
+    ref = dequantize(big, GGMLType.Q8_0, (len(big), 32), engine="numpy")
+    into = np.empty(len(big) * 32, np.float32)
+    got = dequantize(big, GGMLType.Q8_0, (len(big), 32), engine=engine, threads=2, out=into)
+    assert np.array_equal(bits(got), bits(ref)) and np.shares_memory(got, into)
 
 
 def test_out_buffer_is_checked():

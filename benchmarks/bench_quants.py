@@ -5,7 +5,7 @@ Prints markdown tables: Melem/s, best of R runs, the candidates timed in turn wi
 repetition (so load changes hit all of them alike). Columns: "numpy 1t" is the numpy engine
 on one thread; "1t" the default engine (compiled where built, else numpy) on one thread;
 "default" the default call (``threads=None``: one thread per CPU when a compiled kernel
-runs a tensor of >= 1 M elements); the `gguf` package is single-threaded numpy.
+runs a tensor of >= 4 M elements); the `gguf` package is single-threaded numpy.
 Ratios are ours / gguf from the same run.
 """
 
@@ -154,10 +154,13 @@ def main() -> None:
 
     print("## Dequantize into a reused buffer (`out=`), default call\n")
     print("| type | new array | into `out` | gain |\n|---|---|---|---|")
-    for t in (GGMLType.Q8_0, GGMLType.Q4_K, GGMLType.Q6_K, GGMLType.IQ4_XS):
-        n_blocks = args.elements // t.block_size
-        raw = random_blocks(t, n_blocks - n_blocks % 16)
-        shape = (len(raw) // 16, t.block_size * 16)
+    for t in (GGMLType.F16, GGMLType.Q8_0, GGMLType.Q4_K, GGMLType.Q6_K, GGMLType.IQ4_XS, GGMLType.TQ2_0):
+        if t.quantized:
+            n_blocks = args.elements // t.block_size
+            raw = random_blocks(t, n_blocks - n_blocks % 16)
+            shape = (len(raw) // 16, t.block_size * 16)
+        else:
+            raw, shape = quantize(x, t), x.shape
         buf = np.empty(shape[0] * shape[1], dtype=np.float32)
         fresh, reused = best([lambda: dequantize(raw, t, shape), lambda: dequantize(raw, t, shape, out=buf)],
                              args.repeat)

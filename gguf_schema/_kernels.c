@@ -576,13 +576,20 @@ static void q_q4_0(const float *restrict x, uint8_t *restrict b, Py_ssize_t nb) 
     }
 }
 
+/* Q4_1/Q5_1 block header: d = (max - min) / top and m = min, stored as halves; returns 1/d. */
+static inline float min_header(const float *restrict x, uint8_t *restrict b, float top, float *mn) {
+    float mx;
+    min_max(x, 32, mn, &mx);
+    const float d = (mx - *mn) / top;
+    wr16(b, f32_to_half(d));
+    wr16(b + 2, f32_to_half(*mn));
+    return inverse(d);
+}
+
 static void q_q4_1(const float *restrict x, uint8_t *restrict b, Py_ssize_t nb) {
     for (Py_ssize_t i = 0; i < nb; i++, x += 32, b += 20) {
-        float mn, mx;
-        min_max(x, 32, &mn, &mx);
-        const float d = (mx - mn) / 15.0f, id = inverse(d);
-        wr16(b, f32_to_half(d));
-        wr16(b + 2, f32_to_half(mn));
+        float mn;
+        const float id = min_header(x, b, 15.0f, &mn);
 #ifdef HAVE_SSE2
         const __m128 vmn = _mm_set1_ps(mn), vid = _mm_set1_ps(id), add = _mm_set1_ps(0.5f);
         q4_store(levels16(x, vmn, vid, add, 15), levels16(x + 16, vmn, vid, add, 15), b + 4);
@@ -617,11 +624,8 @@ static void q_q5_0(const float *restrict x, uint8_t *restrict b, Py_ssize_t nb) 
 
 static void q_q5_1(const float *restrict x, uint8_t *restrict b, Py_ssize_t nb) {
     for (Py_ssize_t i = 0; i < nb; i++, x += 32, b += 24) {
-        float mn, mx;
-        min_max(x, 32, &mn, &mx);
-        const float d = (mx - mn) / 31.0f, id = inverse(d);
-        wr16(b, f32_to_half(d));
-        wr16(b + 2, f32_to_half(mn));
+        float mn;
+        const float id = min_header(x, b, 31.0f, &mn);
 #ifdef HAVE_SSE2
         const __m128 vmn = _mm_set1_ps(mn), vid = _mm_set1_ps(id), add = _mm_set1_ps(0.5f);
         q5_store(levels16(x, vmn, vid, add, 0), levels16(x + 16, vmn, vid, add, 0), b + 4, b + 8);
@@ -635,7 +639,6 @@ static void q_q5_1(const float *restrict x, uint8_t *restrict b, Py_ssize_t nb) 
 }
 
 /* Q8_0/Q8_1 levels: d = max |x| / 127, q = roundf(x / d); returns the sum of the levels. */
-
 static inline int q8_levels(const float *restrict x, int8_t *restrict qs, float *d_out) {
     const float d = abs_max(x, 32) / 127.0f, id = inverse(d);
     int sum = 0;

@@ -1,0 +1,24 @@
+"""Settings for the doctests in gguf_schema/ and README.md (the test-suite's own fixtures live in tests/).
+
+Doctests that call Hypothesis's ``find`` print the example it settles on; with a random seed and no
+example database (a fresh clone) that example can differ from run to run when several values
+qualify. Doctests therefore run with ``derandomize=True``: the same example every time.
+"""
+
+import pytest
+from hypothesis import settings
+
+settings.register_profile("doctests", derandomize=True, database=None)
+
+
+@pytest.fixture(autouse=True)
+def _deterministic_hypothesis_in_doctests(request):
+    if type(request.node).__name__ != "DoctestItem":
+        yield
+        return
+    previous = settings._current_profile  # noqa: SLF001 - Hypothesis has no public getter
+    settings.load_profile("doctests")
+    try:
+        yield
+    finally:
+        settings.load_profile(previous)

@@ -3,7 +3,7 @@
  *
  * The numpy kernels in quants.py are the reference; this module repeats, block by block
  * and in the same float32 operations, the decoders of the types that numpy cannot run at
- * memory speed (the simple and K-quant families, the ternary types) and the common
+ * memory speed (F16, BF16, the simple, K-quant, IQ4 and ternary families) and the common
  * quantizers. quants.py calls it when it was built and checks its answers in the tests
  * against the numpy kernels and the `gguf` package, bit for bit.
  *

@@ -516,64 +516,62 @@ static inline __m128i low_bytes16(__m128i a, __m128i b, __m128i c, __m128i d) {
 }
 #endif
 
-#ifndef HAVE_SSE2
-/* Bit 4 of 32 five-bit levels, element j in bit j of a uint32 (Q5_0/Q5_1 qh). */
-static inline uint32_t fifth_bits(const uint8_t *restrict lv) {
-    uint32_t qh = 0;
-    for (int j = 0; j < 32; j++) qh |= (uint32_t)((lv[j] >> 4) & 1) << j;
-    return qh;
-}
-
-/* Low nibbles of levels j and j + 16 in byte j (Q4/Q5 packing). */
-static inline void pack_nibbles(const uint8_t *restrict lv, uint8_t *restrict qs) {
-    for (int j = 0; j < 16; j++) qs[j] = (uint8_t)((lv[j] & 15) | ((lv[j + 16] & 15) << 4));
-}
-#endif
-
+/* The 32 levels of a Q4/Q5 block, as bytes: the low byte of trunc_int((x - mn) * id + add), and
+ * with a cap the int8 of it clamped there first, as ggml's MIN(cap, (int8_t)...). (Q4_0 and Q5_0
+ * pass mn = 0: x - 0.0f is x, bit for bit.) */
+static inline void block_levels(const float *restrict x, float mn, float id, float add, int cap, uint8_t *restrict lv) {
 #ifdef HAVE_SSE2
-/* Q4/Q5 levels of 16 floats: the low byte of trunc_int((x - mn) * id + add), and with a cap the
- * int8 of it clamped there first, as ggml's MIN(cap, (int8_t)...). */
-static inline __m128i levels16(const float *restrict x, __m128 mn, __m128 id, __m128 add, int cap) {
-    __m128i t[4];
-    for (int k = 0; k < 4; k++) {
-        t[k] = _mm_cvttps_epi32(_mm_add_ps(_mm_mul_ps(_mm_sub_ps(_mm_loadu_ps(x + 4 * k), mn), id), add));
-        if (cap) {
-            const __m128i v = _mm_srai_epi32(_mm_slli_epi32(t[k], 24), 24); /* as int8 */
-            const __m128i over = _mm_cmpgt_epi32(v, _mm_set1_epi32(cap));
-            t[k] = _mm_or_si128(_mm_and_si128(over, _mm_set1_epi32(cap)), _mm_andnot_si128(over, v));
+    const __m128 vmn = _mm_set1_ps(mn), vid = _mm_set1_ps(id), vadd = _mm_set1_ps(add);
+    const __m128i vcap = _mm_set1_epi32(cap);
+    for (int j = 0; j < 32; j += 16) {
+        __m128i t[4];
+        for (int k = 0; k < 4; k++) {
+            t[k] = _mm_cvttps_epi32(_mm_add_ps(_mm_mul_ps(_mm_sub_ps(_mm_loadu_ps(x + j + 4 * k), vmn), vid), vadd));
+            if (cap) {
+                const __m128i v = _mm_srai_epi32(_mm_slli_epi32(t[k], 24), 24); /* as int8 */
+                const __m128i over = _mm_cmpgt_epi32(v, vcap);
+                t[k] = _mm_or_si128(_mm_and_si128(over, vcap), _mm_andnot_si128(over, v));
+            }
         }
+        _mm_storeu_si128((__m128i *)(lv + j), low_bytes16(t[0], t[1], t[2], t[3]));
     }
-    return low_bytes16(t[0], t[1], t[2], t[3]);
+#else
+    for (int j = 0; j < 32; j++) {
+        int t = trunc_int((x[j] - mn) * id + add);
+        if (cap) {
+            const int8_t v = (int8_t)t;
+            t = v < cap ? v : cap;
+        }
+        lv[j] = (uint8_t)t;
+    }
+#endif
 }
 
-/* Store levels 0-15 (lo) and 16-31 (hi): nibble pairs at qs, bit 4 of each at qh (uint32). */
-static inline void q5_store(__m128i lo, __m128i hi, uint8_t *restrict qh, uint8_t *restrict qs) {
+/* Q4: byte j = level j | level j + 16 << 4, in ggml's uint8 arithmetic (no masking). */
+static inline void pack_q4(const uint8_t *restrict lv, uint8_t *restrict qs) {
+#ifdef HAVE_SSE2
+    const __m128i lo = _mm_loadu_si128((const __m128i *)lv), hi = _mm_loadu_si128((const __m128i *)(lv + 16));
+    _mm_storeu_si128((__m128i *)qs, _mm_or_si128(lo, _mm_and_si128(_mm_slli_epi16(hi, 4), _mm_set1_epi8((char)0xf0))));
+#else
+    for (int j = 0; j < 16; j++) qs[j] = (uint8_t)(lv[j] | (lv[j + 16] << 4));
+#endif
+}
+
+/* Q5: the low nibbles of levels j and j + 16 in byte j of qs, bit 4 of level j in bit j of the
+ * 32-bit qh. */
+static inline void pack_q5(const uint8_t *restrict lv, uint8_t *restrict qh, uint8_t *restrict qs) {
+#ifdef HAVE_SSE2
+    const __m128i lo = _mm_loadu_si128((const __m128i *)lv), hi = _mm_loadu_si128((const __m128i *)(lv + 16));
     const __m128i m15 = _mm_set1_epi8(15);
     _mm_storeu_si128((__m128i *)qs, _mm_or_si128(_mm_and_si128(lo, m15), _mm_slli_epi16(_mm_and_si128(hi, m15), 4)));
+    /* bit 4 of each byte moved to bit 7, then gathered by movemask */
     wr32(qh, (uint32_t)_mm_movemask_epi8(_mm_slli_epi16(lo, 3)) | ((uint32_t)_mm_movemask_epi8(_mm_slli_epi16(hi, 3)) << 16));
-}
-
-/* Q4 nibbles: byte j = level j | level j + 16 << 4 (as ggml's uint8 arithmetic). */
-static inline void q4_store(__m128i lo, __m128i hi, uint8_t *restrict qs) {
-    _mm_storeu_si128((__m128i *)qs, _mm_or_si128(lo, _mm_and_si128(_mm_slli_epi16(hi, 4), _mm_set1_epi8((char)0xf0))));
-}
-#endif
-
-static void q_q4_0(const float *restrict x, uint8_t *restrict b, Py_ssize_t nb) {
-    for (Py_ssize_t i = 0; i < nb; i++, x += 32, b += 18) {
-        const float d = signed_max(x, 32) / -8.0f, id = inverse(d);
-        wr16(b, f32_to_half(d));
-#ifdef HAVE_SSE2
-        const __m128 zero = _mm_setzero_ps(), vid = _mm_set1_ps(id), add = _mm_set1_ps(8.5f);
-        q4_store(levels16(x, zero, vid, add, 15), levels16(x + 16, zero, vid, add, 15), b + 2);
 #else
-        for (int j = 0; j < 16; j++) {
-            const int8_t lo = (int8_t)trunc_int(x[j] * id + 8.5f), hi = (int8_t)trunc_int(x[j + 16] * id + 8.5f);
-            const uint8_t a = (uint8_t)(lo < 15 ? lo : 15), c = (uint8_t)(hi < 15 ? hi : 15);
-            b[2 + j] = (uint8_t)(a | (c << 4));
-        }
+    uint32_t bits = 0;
+    for (int j = 0; j < 32; j++) bits |= (uint32_t)((lv[j] >> 4) & 1) << j;
+    wr32(qh, bits);
+    for (int j = 0; j < 16; j++) qs[j] = (uint8_t)((lv[j] & 15) | ((lv[j + 16] & 15) << 4));
 #endif
-    }
 }
 
 /* Q4_1/Q5_1 block header: d = (max - min) / top and m = min, stored as halves; returns 1/d. */
@@ -586,55 +584,46 @@ static inline float min_header(const float *restrict x, uint8_t *restrict b, flo
     return inverse(d);
 }
 
+/* Q4_0/Q5_0 block header: d = ggml's signed max / -half, stored as a half; returns 1/d. */
+static inline float max_header(const float *restrict x, uint8_t *restrict b, float half) {
+    const float d = signed_max(x, 32) / -half;
+    wr16(b, f32_to_half(d));
+    return inverse(d);
+}
+
+static void q_q4_0(const float *restrict x, uint8_t *restrict b, Py_ssize_t nb) {
+    uint8_t lv[32];
+    for (Py_ssize_t i = 0; i < nb; i++, x += 32, b += 18) {
+        block_levels(x, 0.0f, max_header(x, b, 8.0f), 8.5f, 15, lv);
+        pack_q4(lv, b + 2);
+    }
+}
+
 static void q_q4_1(const float *restrict x, uint8_t *restrict b, Py_ssize_t nb) {
+    uint8_t lv[32];
     for (Py_ssize_t i = 0; i < nb; i++, x += 32, b += 20) {
         float mn;
         const float id = min_header(x, b, 15.0f, &mn);
-#ifdef HAVE_SSE2
-        const __m128 vmn = _mm_set1_ps(mn), vid = _mm_set1_ps(id), add = _mm_set1_ps(0.5f);
-        q4_store(levels16(x, vmn, vid, add, 15), levels16(x + 16, vmn, vid, add, 15), b + 4);
-#else
-        for (int j = 0; j < 16; j++) {
-            const int8_t lo = (int8_t)trunc_int((x[j] - mn) * id + 0.5f), hi = (int8_t)trunc_int((x[j + 16] - mn) * id + 0.5f);
-            const uint8_t a = (uint8_t)(lo < 15 ? lo : 15), c = (uint8_t)(hi < 15 ? hi : 15);
-            b[4 + j] = (uint8_t)(a | (c << 4));
-        }
-#endif
+        block_levels(x, mn, id, 0.5f, 15, lv);
+        pack_q4(lv, b + 4);
     }
 }
 
 static void q_q5_0(const float *restrict x, uint8_t *restrict b, Py_ssize_t nb) {
+    uint8_t lv[32];
     for (Py_ssize_t i = 0; i < nb; i++, x += 32, b += 22) {
-        const float d = signed_max(x, 32) / -16.0f, id = inverse(d);
-        wr16(b, f32_to_half(d));
-#ifdef HAVE_SSE2
-        const __m128 zero = _mm_setzero_ps(), vid = _mm_set1_ps(id), add = _mm_set1_ps(16.5f);
-        q5_store(levels16(x, zero, vid, add, 31), levels16(x + 16, zero, vid, add, 31), b + 2, b + 6);
-#else
-        uint8_t lv[32];
-        for (int j = 0; j < 32; j++) {
-            const int8_t v = (int8_t)trunc_int(x[j] * id + 16.5f);
-            lv[j] = (uint8_t)(v < 31 ? v : 31);
-        }
-        wr32(b + 2, fifth_bits(lv));
-        pack_nibbles(lv, b + 6);
-#endif
+        block_levels(x, 0.0f, max_header(x, b, 16.0f), 16.5f, 31, lv);
+        pack_q5(lv, b + 2, b + 6);
     }
 }
 
 static void q_q5_1(const float *restrict x, uint8_t *restrict b, Py_ssize_t nb) {
+    uint8_t lv[32];
     for (Py_ssize_t i = 0; i < nb; i++, x += 32, b += 24) {
         float mn;
         const float id = min_header(x, b, 31.0f, &mn);
-#ifdef HAVE_SSE2
-        const __m128 vmn = _mm_set1_ps(mn), vid = _mm_set1_ps(id), add = _mm_set1_ps(0.5f);
-        q5_store(levels16(x, vmn, vid, add, 0), levels16(x + 16, vmn, vid, add, 0), b + 4, b + 8);
-#else
-        uint8_t lv[32];
-        for (int j = 0; j < 32; j++) lv[j] = (uint8_t)trunc_int((x[j] - mn) * id + 0.5f);
-        wr32(b + 4, fifth_bits(lv));
-        pack_nibbles(lv, b + 8);
-#endif
+        block_levels(x, mn, id, 0.5f, 0, lv);
+        pack_q5(lv, b + 4, b + 8);
     }
 }
 

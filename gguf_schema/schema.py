@@ -619,7 +619,9 @@ def alignment_of(metadata_kv: list) -> int:
     """
     for kv in metadata_kv:
         if kv.key == "general.alignment":
-            vt, value = getattr(kv, "value_type", None) or kv.type, kv.value
+            # a parsed record names its type value_type, a Field names it type (UINT8 is 0: no `or`)
+            vt = kv.value_type if hasattr(kv, "value_type") else kv.type
+            value = kv.value
             if vt.is_integer and value > 0:
                 return int(value)
             return DEFAULT_ALIGNMENT

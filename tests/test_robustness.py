@@ -422,3 +422,18 @@ def test_lazy_open_enforces_max_string_length_in_string_arrays():
         gguf_schema.open(data, lazy=True, limits=Limits(max_string_length=39))
     assert e.value.value == 40 and e.value.path.endswith("'tokens' -> value -> array[2]")
     assert "string of 40 bytes exceeds the limit of 39" in str(e.value)
+
+
+@pytest.mark.parametrize("value, expected", [(0, 32), (64, 64)])
+def test_alignment_stored_as_uint8(value, expected):
+    # UINT8 is value type 0: a falsy type once sent alignment_of to the wrong attribute (fuzz find)
+    from gguf_schema.values import make_field
+
+    buf = io.BytesIO()
+    gguf_schema.save(buf, {"general.alignment": make_field("general.alignment", value, ValueType.UINT8)},
+                     {"t": np.ones(4, np.float32)})
+    for fast in (True, False):
+        with gguf_schema.open(buf.getvalue(), fast=fast) as f:
+            assert f.alignment == expected
+            assert f.tensors["t"].offset % expected == 0
+            assert f.tensors["t"].data.tolist() == [1.0] * 4

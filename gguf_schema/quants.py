@@ -84,8 +84,8 @@ ENGINES = ("auto", "numpy", "compiled")
 
 _PARALLEL_MIN_ELEMENTS = 1 << 22
 """With ``threads=None``, tensors smaller than this (16 MiB of float32) run on the calling thread:
-below it, handing work to threads cost more than it gained here (a 1.3 M-element Q6_K tensor
-decoded at 3.1 G elements/s on one thread, 1.3 on two)."""
+below it, handing work to threads cost more than it gained here (benchmarks/bench_threads.py: a
+1.3 M-element Q6_K tensor, median 2263 M elements/s on one thread, 1714 on two)."""
 _MAX_AUTO_THREADS = 8
 
 
@@ -134,10 +134,10 @@ def _run_chunks(starts: range, fn: Callable[[int], None], threads: int,
 
     ``fresh``: the result array when it is newly allocated, ``per_chunk`` its elements per
     chunk. Then this thread touches each page of the result just before the chunks that
-    write it are handed out, so that only one thread ever takes page faults: on this 2-vCPU
-    VM, first writes from two threads at once to fresh memory sometimes took 10x longer in
-    the kernel (all system time) than from one, while faulting ahead of the workers overlaps
-    the faults with the decoding.
+    write it are handed out, so that only one thread ever takes page faults. On this 2-vCPU
+    VM (benchmarks/bench_threads.py, Q8_0, 15 runs) two threads each faulting their own half
+    had worst runs of 135-161 M elements/s against medians of 1410-2202; faulting ahead kept
+    the worst at 772-1052 for medians of 1565-1636.
     """
     global _POOL
     threads = min(threads, len(starts))

@@ -158,7 +158,7 @@ def main() -> None:
     ap.add_argument("--out", default=str(HERE / "results" / "open.md"))
     args = ap.parse_args()
     model = args.model or default_model()
-    report = [f"# Open / copy / scaling benchmark", "",
+    report = ["# Open / copy / scaling benchmark", "",
               f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; Python {platform.python_version()}, {os.cpu_count()} cores; "
               f"best of {args.repeat} (the gguf package: 1 run); each reader in its own process.", ""]
     if model:

@@ -30,7 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from gguf_schema.testing.fuzz import Finding, FuzzReport, check_input, default_corpus, fuzz  # noqa: E402
+from gguf_schema.testing.fuzz import FuzzReport, check_input, default_corpus, fuzz  # noqa: E402
 
 SHARED = ROOT.parent / "shared"
 STATE = Path(tempfile.gettempdir()) / "gguf_schema_fuzz_state.json"

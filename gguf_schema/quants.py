@@ -133,7 +133,7 @@ def _run_chunks(starts: range, fn: Callable[[int], None], threads: int,
     pool (each chunk writes its own slice of the output: same result).
 
     ``fresh``: the result array when it is newly allocated, ``per_chunk`` its elements per
-    chunk. Then this thread touches each page of the result just before the chunks that
+    chunk (chunk k writes elements from k * per_chunk on). Then this thread touches each page of the result just before the chunks that
     write it are handed out, so that only one thread ever takes page faults. On this 2-vCPU
     VM (benchmarks/bench_threads.py, Q8_0, 15 runs) two threads each faulting their own half
     had worst runs of 135-161 M elements/s against medians of 1410-2202; faulting ahead kept
@@ -149,31 +149,21 @@ def _run_chunks(starts: range, fn: Callable[[int], None], threads: int,
         if _POOL is None or _POOL._max_workers < threads:  # noqa: SLF001
             _POOL = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="gguf_schema.quants")
         pool = _POOL
-    if fresh is not None:
-        flat = fresh.reshape(-1).view(np.uint8)
-        step = per_chunk * fresh.itemsize
-        first = starts[0]
-        futures = []
+    # contiguous runs of chunks per task: one run per thread, or short runs faulted in ahead
+    per = _TASK_CHUNKS if fresh is not None else -(-len(starts) // threads)
+    nbytes = per_chunk * fresh.itemsize if fresh is not None else 0  # bytes of result per chunk
+    flat = fresh.reshape(-1).view(np.uint8) if fresh is not None else None
 
-        def tasks(group: range) -> None:
-            for i in group:
-                fn(i)
-
-        for k in range(0, len(starts), _TASK_CHUNKS):
-            group = starts[k:k + _TASK_CHUNKS]
-            a = (group[0] - first) // starts.step * step
-            flat[a:a + len(group) * step:_PAGE] = 0
-            futures.append(pool.submit(tasks, group))
-        for f in futures:
-            f.result()
-        return
-    per = -(-len(starts) // threads)
-
-    def span(k: int) -> None:
-        for i in starts[k * per:(k + 1) * per]:
+    def run_group(group: range) -> None:
+        for i in group:
             fn(i)
 
-    for f in [pool.submit(span, k) for k in range(threads)]:
+    futures = []
+    for k in range(0, len(starts), per):
+        if flat is not None:
+            flat[k * nbytes:(k + per) * nbytes:_PAGE] = 0
+        futures.append(pool.submit(run_group, starts[k:k + per]))
+    for f in futures:
         f.result()
 
 
@@ -381,6 +371,11 @@ def _lane_fields(w: np.ndarray, shifts: tuple[int, ...], mask: int) -> np.ndarra
 def _nibbles(qs: np.ndarray) -> np.ndarray:
     """Low nibbles of ``qs`` (…, k) in [..., 0, :], high nibbles in [..., 1, :]."""
     return _spread(qs, (0, 4), 15)
+
+
+def _packed_nibbles(q: np.ndarray, t: GGMLType, name: str) -> np.ndarray:
+    """A field of 4-bit values, two per byte, low nibble first: (n, 2 * field_bytes) in order."""
+    return _nibbles(_field(q, t, name)).swapaxes(1, 2).reshape(len(q), -1)
 
 
 def _crumbs(qs: np.ndarray) -> np.ndarray:
@@ -648,7 +643,7 @@ def _dq_iq4_nl(q, out):
 def _dq_iq4_xs(q, out):
     t = GGMLType.IQ4_XS
     n = len(q)
-    lo = _nibbles(_field(q, t, "scales_l")).swapaxes(1, 2).reshape(n, 8)
+    lo = _packed_nibbles(q, t, "scales_l")
     hi = ((_u16(q, t, "scales_h") >> (2 * np.arange(8, dtype=np.uint16))) & 3).astype(np.uint8)
     dl = _half(q, t, "d") * ((lo | (hi << 4)).astype(np.int16) - 32)
     lv = _kv_levels(_field(q, t, "qs").reshape(n, 8, 16), "iq4nl", KVALUES_IQ4NL)
@@ -680,10 +675,9 @@ def _dq_iq2_xxs(q, out):
 
 def _dq_iq2_xs(q, out):
     t = GGMLType.IQ2_XS
-    n = len(q)
     qs = _u16(q, t, "qs")
     lv = _signed(_IQ2XS_WORDS, qs & np.uint16(511), _SIGN7_WORDS, qs >> np.uint16(9))
-    sc = _nibbles(_field(q, t, "scales")).swapaxes(1, 2).reshape(n, 16)
+    sc = _packed_nibbles(q, t, "scales")
     _scale_into(out, lv, _iq2_scale(q, t, sc))
 
 
@@ -694,7 +688,7 @@ def _dq_iq2_s(q, out):
     high = _crumbs(_field(q, t, "qh")).swapaxes(1, 2).astype(np.uint16)  # (n, 8, 4)
     idx = qs[:, :32].reshape(n, 8, 4) | (high << 8)
     lv = _signed(_IQ2S_WORDS, idx, _SIGN8_WORDS, qs[:, 32:])
-    sc = _nibbles(_field(q, t, "scales")).swapaxes(1, 2).reshape(n, 16)
+    sc = _packed_nibbles(q, t, "scales")
     _scale_into(out, lv, _iq2_scale(q, t, sc))
 
 
@@ -717,7 +711,7 @@ def _dq_iq3_s(q, out):
     idx = _field(q, t, "qs").reshape(n, 8, 8) | (high << 8)
     lv = _IQ3S_WORDS[idx].view(np.int8).reshape(n, 32, 8)
     lv *= _SIGN8_WORDS[_field(q, t, "signs")].view(np.int8).reshape(n, 32, 8)
-    sc = _nibbles(_field(q, t, "scales")).swapaxes(1, 2).reshape(n, 8)
+    sc = _packed_nibbles(q, t, "scales")
     db = _half(q, t, "d") * (1 + 2 * sc.astype(np.int16))
     _scale_into(out, lv, db)
 

@@ -21,7 +21,7 @@ from gguf_schema.validate import PROFILES, RULES, GGUFValidationError, Report, c
 from gguf_schema.values import BoolByte
 from gguf_schema.writer import RawTensor
 
-from .conftest import VOCAB_FILES, gemma_path, write
+from .conftest import gemma_path, write
 
 # --------------------------------------------------------------------------- building files
 

@@ -5,8 +5,21 @@ example database (a fresh clone) that example can differ from run to run when se
 qualify. Doctests therefore run with ``derandomize=True``: the same example every time.
 """
 
+import importlib.metadata
+
 import pytest
 from hypothesis import settings
+
+
+def pytest_report_header(config):
+    """Say which versions this run got (CI installs the newest that the bounds allow)."""
+    got = []
+    for dist in ("numpy", "construct", "gguf", "hypothesis"):
+        try:
+            got.append(f"{dist} {importlib.metadata.version(dist)}")
+        except importlib.metadata.PackageNotFoundError:
+            got.append(f"{dist} absent")
+    return "versions: " + ", ".join(got)
 
 settings.register_profile("doctests", derandomize=True, database=None)
 

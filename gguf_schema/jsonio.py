@@ -245,8 +245,8 @@ def _float_from_json(j: Any, vt: ValueType, where: str) -> Any:
 def decode_value(vt: ValueType, j: Any, element_type: Any = None, where: str = "value") -> Any:
     """JSON data back to a stored value of type ``vt`` (the inverse of :func:`encode_value`).
 
-    >>> decode_value(ValueType.FLOAT32, "0x7fc00001").view(np.uint32) == 0x7fc00001
-    np.True_
+    >>> int(decode_value(ValueType.FLOAT32, "0x7fc00001").view(np.uint32)) == 0x7fc00001
+    True
     >>> decode_value(ValueType.BOOL, 2)
     BoolByte(2)
     """

@@ -929,22 +929,33 @@ def dequantize(
 # Each follows ggml's quantize_row_*_ref step by step in float32.
 
 
-def _round_away(v: np.ndarray) -> np.ndarray:
-    """C ``roundf``/``lroundf``: nearest integer, halves away from zero (exact in float32).
-
-    The sign of a zero result is not kept (every caller converts to an integer).
+def _c_int(v: np.ndarray) -> np.ndarray:
+    """C's ``(int)`` cast of float32 as ggml's x86 builds compute it (``cvttss2si``): truncation
+    toward zero, and INT_MIN for NaN, infinities and values outside int32 (a later cast to 8 bits
+    makes that 0). C leaves these cases undefined and numpy's own cast differs by platform; they
+    arise when ``1/d`` overflows for a block of subnormal values. Mirrors ``trunc_int`` in _kernels.c.
     """
-    r = np.rint(v)  # halves to even; only exact halves can differ from roundf
-    diff = v - r  # exact
-    tie = np.abs(diff) == F32(0.5)
-    if tie.any():
-        r[tie] = np.trunc(v[tie]) + np.sign(v[tie])
-    return r
+    ok = np.abs(v) < F32(2.0**31)  # False for NaN
+    return np.where(ok, np.trunc(np.where(ok, v, F32(0))), F32(-(2.0**31))).astype(np.int32)
+
+
+def _round_away(v: np.ndarray) -> np.ndarray:
+    """C ``(int)roundf(v)``: nearest integer, halves away from zero, as int32; NaN, infinities and
+    values outside int32 give INT_MIN as :func:`_c_int` (mirrors ``round_int`` in _kernels.c)."""
+    t = _c_int(v)
+    frac = v - t.astype(F32)  # exact where t is in range; garbage (ignored) elsewhere
+    ok = np.abs(v) < F32(2.0**31)
+    with np.errstate(invalid="ignore"):
+        step = (frac >= F32(0.5)).astype(np.int32) - (frac <= F32(-0.5)).astype(np.int32)
+    return np.where(ok, t + step, t)
 
 
 def _nearest_int(v: np.ndarray) -> np.ndarray:
-    """ggml's nearest_int: round half to even (for |v| < 2**22)."""
-    return np.rint(v).astype(np.int32)
+    """ggml's ``nearest_int``: the bits of ``v + 12582912.0f`` (round half to even for
+    |v| < 2**22), computed exactly as ggml does for every input, infinities and NaN included."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        bits = (np.asarray(v, F32) + F32(12582912.0)).view(np.int32)
+    return (bits & 0x007FFFFF) - 0x00400000
 
 
 def _inverse(d: np.ndarray) -> np.ndarray:
@@ -1038,10 +1049,8 @@ def _q_q4_0(x, b):
     d = _signed_max(x) / F32(-8)
     v = x * _per_row(_inverse(d), 32)
     v += F32(8.5)
-    np.trunc(v, out=v)
-    np.minimum(v, 15, out=v)
     b["d"] = d
-    _put(b, "qs", _pack_halves(v.astype(np.int8).view(np.uint8)))
+    _put(b, "qs", _pack_halves(np.minimum(_c_int(v).astype(np.int8), 15).view(np.uint8)))
 
 
 def _q_q4_1(x, b):
@@ -1050,10 +1059,8 @@ def _q_q4_1(x, b):
     v = x - _per_row(mn, 32)
     v *= _per_row(_inverse(d), 32)
     v += F32(0.5)
-    np.trunc(v, out=v)
-    np.minimum(v, 15, out=v)
     b["d"], b["m"] = d, mn
-    _put(b, "qs", _pack_halves(v.astype(np.int8).view(np.uint8)))
+    _put(b, "qs", _pack_halves(np.minimum(_c_int(v).astype(np.int8), 15).view(np.uint8)))
 
 
 def _q5_pack(xi: np.ndarray, b: np.ndarray) -> None:
@@ -1065,10 +1072,8 @@ def _q_q5_0(x, b):
     d = _signed_max(x) / F32(-16)
     v = x * _per_row(_inverse(d), 32)
     v += F32(16.5)
-    np.trunc(v, out=v)
-    np.minimum(v, 31, out=v)
     b["d"] = d
-    _q5_pack(v.astype(np.int8).view(np.uint8), b)
+    _q5_pack(np.minimum(_c_int(v).astype(np.int8), 31).view(np.uint8), b)
 
 
 def _q_q5_1(x, b):
@@ -1077,9 +1082,8 @@ def _q_q5_1(x, b):
     v = x - _per_row(mn, 32)
     v *= _per_row(_inverse(d), 32)
     v += F32(0.5)
-    np.trunc(v, out=v)
     b["d"], b["m"] = d, mn
-    _q5_pack(v.astype(np.int32).astype(np.uint8), b)
+    _q5_pack(_c_int(v).astype(np.uint8), b)
 
 
 def _q8_levels(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -1114,10 +1118,7 @@ def _q_q8_k(x, b):
 def _ternary(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """TQ1_0/TQ2_0: d = max |x|; levels round(x / d) + 1 in {0, 1, 2}."""
     d = _row_absmax(x)[:, None]
-    r = _round_away(x * _per_row(_inverse(d), x.shape[1]))
-    bad = ~np.isfinite(r)  # id = inf (a subnormal d): ggml's lroundf(inf) + 1 wraps to 1, as in the package
-    if bad.any():
-        r[bad] = 0
+    r = _round_away(x * _per_row(_inverse(d), x.shape[1]))  # id = inf (a subnormal d): INT_MIN, + 1 wraps to 1 in 8 bits
     return d, (r + 1).astype(np.uint8)
 
 
@@ -1225,7 +1226,7 @@ def _q_q1_0(x, b):
 
 def _q_q2_0(x, b):
     d = np.abs(x).max(axis=1, keepdims=True)
-    q = np.clip(_round_away(x * _inverse(d)) + 1, 0, 3).astype(np.uint8).reshape(len(x), 16, 4)
+    q = np.clip(_round_away(x * _inverse(d)).astype(np.int64) + 1, 0, 3).astype(np.uint8).reshape(len(x), 16, 4)
     b["qs"] = np.bitwise_or.reduce(q << (2 * np.arange(4, dtype=np.uint8)), axis=2)
     b["d"] = d[:, 0]
 

@@ -129,7 +129,8 @@ def save_file(f: Any, target: Any, *, version: int | None = None, byte_order: st
         _write(target, fields, planned, version=version, byte_order=byte_order, padding=f.padding, blob=blob, sync=sync)
     else:
         planned = [_plan(t.name, t, byte_order) for t in tensors]
-        _write(target, fields, planned, version=version, byte_order=byte_order, padding=None, blob=None, sync=sync)
+        # the padding as read is kept where it still fits (a file with no data may end before it is complete)
+        _write(target, fields, planned, version=version, byte_order=byte_order, padding=f.padding, blob=None, sync=sync)
 
 
 def _no_chunks() -> Iterator[Any]:

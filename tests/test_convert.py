@@ -137,3 +137,12 @@ def test_refuses_bad_arguments_and_unknown_tensor_types(tmp_path: Path) -> None:
     with pytest.raises(GGUFFormatError, match="unknown ggml type 99"):
         convert(bad, tmp_path / "c.gguf", byte_order="big")
     assert not (tmp_path / "c.gguf").exists()
+
+
+def test_vocab_files_survive_le_be_le_byte_for_byte(vocab_file: Path, tmp_path: Path) -> None:
+    # llama.cpp's vocab-only files end right after the tensor infos, before the padding is complete
+    be, back = tmp_path / "be.gguf", tmp_path / "back.gguf"
+    convert(vocab_file, be, byte_order="big")
+    convert(be, back, byte_order="little")
+    assert back.read_bytes() == vocab_file.read_bytes()
+    assert be.stat().st_size == vocab_file.stat().st_size

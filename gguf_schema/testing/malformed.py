@@ -170,7 +170,7 @@ def _random_fields(rng: np.random.Generator, per_type: int = 8) -> list[Field]:
         if vt in (ValueType.FLOAT32, ValueType.FLOAT64):
             return vt.numpy_dtype().type(rng.standard_normal() * 10 ** int(rng.integers(-5, 6)))
         info = np.iinfo(vt.numpy_dtype())
-        return int(rng.integers(info.min, info.max, endpoint=True, dtype=vt.numpy_dtype().newbyteorder("=")))
+        return int(rng.integers(info.min, info.max, endpoint=True, dtype=vt.numpy_dtype().newbyteorder("=").type))
 
     for vt in ValueType:
         if vt == ValueType.ARRAY:

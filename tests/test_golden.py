@@ -1,0 +1,95 @@
+"""Tensor data against ggml's own outputs: the golden vectors in ../shared/golden/quants.
+
+Each file holds input rows built to hit the edge cases (zeros, constants, subnormals, outliers,
+signed zeros, heavy tails, values on a grid), and what ggml's C code made of them: quantized
+bytes without an importance matrix (``q``), from the reference quantizer (``q_ref``), and the
+decoded floats (``deq``). Every comparison is bit for bit, with each engine.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from gguf_schema.quants import COMPILED_DEQUANTIZE, COMPILED_QUANTIZE, QUANTIZE_TYPES, dequantize, quantize
+from gguf_schema.types import GGMLType
+
+from .conftest import SHARED
+
+GOLDEN = SHARED / "golden" / "quants"
+MANIFEST = json.loads((GOLDEN / "manifest.json").read_text()) if (GOLDEN / "manifest.json").is_file() else {}
+
+
+def golden(name: str) -> dict[str, np.ndarray]:
+    if not MANIFEST:
+        pytest.skip("../shared/golden is absent")
+    with np.load(GOLDEN / f"{name}.npz") as z:
+        return {k: z[k] for k in z.files}
+
+
+def engines(types: list[str], compiled: frozenset[GGMLType]) -> list:
+    return ([pytest.param(t, "numpy", id=f"{t}-numpy") for t in types]
+            + [pytest.param(t, "compiled", id=f"{t}-compiled") for t in types if GGMLType[t] in compiled])
+
+
+TYPES = sorted(MANIFEST) or ["Q8_0"]
+
+
+def bits(a: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(a, dtype=np.float32).view(np.uint32)
+
+
+def test_manifest_covers_the_types_we_expect():
+    if not MANIFEST:
+        pytest.skip("../shared/golden is absent")
+    assert len(MANIFEST) == 28
+    for name, entry in MANIFEST.items():
+        t = GGMLType[name]
+        assert int(t) == entry["id"]
+        assert t.row_nbytes(512) == entry["row_bytes"]
+
+
+@pytest.mark.parametrize("name, engine", engines(TYPES, COMPILED_DEQUANTIZE))
+def test_dequantize_gives_ggmls_floats(name, engine):
+    g = golden(name)
+    t = GGMLType[name]
+    for q, deq in (("q", "deq"), ("q_imatrix", "deq_imatrix")):
+        if q not in g:
+            continue
+        if deq not in g:  # deq was decoded from q_ref where there is no q
+            continue
+        got = dequantize(g[q], t, g["x"].shape, engine=engine)
+        assert np.array_equal(bits(got), bits(g[deq])), f"{name} {q}: rows differ: {np.flatnonzero((bits(got) != bits(g[deq])).any(1))}"
+    if "q" not in g and "q_ref" in g and "deq" in g:
+        got = dequantize(g["q_ref"], t, g["x"].shape, engine=engine)
+        assert np.array_equal(bits(got), bits(g["deq"]))
+
+
+QUANT_TYPES = [n for n in TYPES if GGMLType[n] in QUANTIZE_TYPES]
+
+
+@pytest.mark.parametrize("name, engine", engines(QUANT_TYPES, COMPILED_QUANTIZE))
+def test_quantize_gives_ggmls_bytes(name, engine):
+    g = golden(name)
+    got = quantize(g["x"], GGMLType[name], engine=engine)
+    checked = 0
+    for key in ("q", "q_ref"):
+        if key in g:
+            same = (got == g[key]).all(axis=1)
+            assert same.all(), f"{name} vs ggml's {key}: rows {np.flatnonzero(~same).tolist()} differ"
+            checked += 1
+    assert checked
+
+
+def test_subnormal_rows_quantize_to_ggmls_zero_blocks():
+    # 1/d overflows to infinity for a block of ~1e-40 values: ggml's casts then give level 0
+    # (Q4_0/Q5_0) or an all-zero block (Q2_0); both engines must write the same bytes.
+    g = golden("Q2_0")
+    row = g["x"][41:42]
+    assert np.abs(row).max() < 1e-38 and np.abs(row).max() > 0
+    for engine in ("numpy", "auto"):
+        assert not quantize(row, GGMLType.Q2_0, engine=engine).any()
+        q4 = quantize(row, GGMLType.Q4_0, engine=engine).reshape(-1, 18)
+        assert (q4[:, 2:] == 0).all()

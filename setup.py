@@ -1,8 +1,8 @@
 """Build step for the optional compiled kernels (all other metadata is in pyproject.toml).
 
-``gguf_schema._kernels`` is built when a C compiler works; if it cannot be built, or when
-``GGUF_SCHEMA_NO_KERNELS=1`` is set, the package installs without it and
-``gguf_schema.quants`` uses its numpy kernels (same results, slower).
+``gguf_schema.tensors._kernels`` is built from ``gguf_schema/tensors/csrc`` when a C compiler
+works; if it cannot be built, or when ``GGUF_SCHEMA_NO_KERNELS=1`` is set, the package installs
+without it and ``gguf_schema.tensors`` uses its numpy kernels (same results, slower).
 """
 
 import os
@@ -24,7 +24,10 @@ class BuildKernels(build_ext):
         super().build_extensions()
 
 
+CSRC = "gguf_schema/tensors/csrc"
+KERNEL_SOURCES = sorted(f"{CSRC}/{name}" for name in os.listdir(CSRC) if name.endswith(".c"))
 kernels = [] if os.environ.get("GGUF_SCHEMA_NO_KERNELS") == "1" else [
-    Extension("gguf_schema._kernels", ["gguf_schema/_kernels.c"], optional=True)
+    Extension("gguf_schema.tensors._kernels", KERNEL_SOURCES, include_dirs=[CSRC], depends=[f"{CSRC}/common.h"],
+              optional=True)
 ]
 setup(ext_modules=kernels, cmdclass={"build_ext": BuildKernels})

@@ -1,4 +1,4 @@
-"""Dequantize / quantize throughput of gguf_schema.quants vs the `gguf` package (same inputs).
+"""Dequantize / quantize throughput of gguf_schema.tensors vs the `gguf` package (same inputs).
 
 Run: python benchmarks/bench_quants.py [--elements N] [--repeat R] [--threads T] [--no-gemma]
 Prints markdown tables: Melem/s, best of R runs, the candidates timed in turn within each
@@ -22,10 +22,10 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
 
-from gguf_schema.quants import (  # noqa: E402
+from gguf_schema.tensors import (  # noqa: E402
     COMPILED_DEQUANTIZE, COMPILED_QUANTIZE, QUANTIZE_TYPES, _run_chunks, dequantize, quantize,
 )
-from gguf_schema.types import GGMLType  # noqa: E402
+from gguf_schema.format.types import GGMLType  # noqa: E402
 from test_quants import GEMMA, random_blocks  # noqa: E402
 
 warnings.filterwarnings("ignore")

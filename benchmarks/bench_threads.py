@@ -1,4 +1,4 @@
-"""Threads and fresh memory in gguf_schema.quants.dequantize (the figures behind its threading choices).
+"""Threads and fresh memory in gguf_schema.tensors.dequantize (the figures behind its threading choices).
 
 Run: python benchmarks/bench_threads.py [--repeat R]
 Prints markdown: Melem/s over R runs (median, best, worst) of
@@ -25,7 +25,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
 
 from gguf_schema import quants  # noqa: E402
-from gguf_schema.types import GGMLType  # noqa: E402
+from gguf_schema.format.types import GGMLType  # noqa: E402
 from test_quants import GEMMA, random_blocks  # noqa: E402
 
 
@@ -54,7 +54,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=15)
     args = ap.parse_args()
     if quants._compiled is None:  # noqa: SLF001
-        sys.exit("needs the compiled kernels (gguf_schema._kernels)")
+        sys.exit("needs the compiled kernels (gguf_schema.tensors._kernels)")
     import gguf  # the `bench` extra
 
     reader = gguf.GGUFReader(GEMMA)

@@ -17,16 +17,16 @@ from .errors import (
     GGUFRoundTripError,
     GGUFTruncatedError,
 )
-from .limits import Limits
+from .format.limits import Limits
 from .reader import Fields, GGUFFile, GGUFKeyError, Metadata, Tensor, open
-from .types import FileType, GGMLType, ValueType
-from .values import BoolByte, Field, GGUFArray, make_field
+from .format.types import FileType, GGMLType, ValueType
+from .format.values import BoolByte, Field, GGUFArray, make_field
 from .writer import RawTensor, save
 
 
 def open_split(first_shard):  # type: ignore[no-untyped-def]
-    """Open a model split into shards (``NAME-00001-of-0000N.gguf``) as one: see :func:`gguf_schema.split.open_split`."""
-    from .split import open_split as _open_split
+    """Open a model split into shards (``NAME-00001-of-0000N.gguf``) as one: see :func:`gguf_schema.tools.split.open_split`."""
+    from .tools.split import open_split as _open_split
 
     return _open_split(first_shard)
 

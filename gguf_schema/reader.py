@@ -1,7 +1,7 @@
 """Reading: ``open()`` a GGUF file and get a :class:`GGUFFile` of typed fields and lazy tensors.
 
-Data flows one way: the source's bytes are parsed by :mod:`gguf_schema.schema`; the parsed
-records become :class:`~gguf_schema.values.Field` and :class:`Tensor` objects here. Tensor data
+Data flows one way: the source's bytes are parsed by :mod:`gguf_schema.format.schema`; the parsed
+records become :class:`~gguf_schema.format.values.Field` and :class:`Tensor` objects here. Tensor data
 is never read while opening: :attr:`Tensor.data` is a zero-copy, read-only numpy view into the
 memory map, made on first access.
 
@@ -26,11 +26,11 @@ import numpy as np
 from construct import ConstructError
 
 from .errors import GGUFError, GGUFFormatError, GGUFTruncatedError
-from .limits import Limits
-from .schema import DataSection, alignment_of, gguf_error, gguf_schema, sniff
-from .source import Source, SourceLike
-from .types import GGMLType, ValueType
-from .values import Field, make_field
+from .format.limits import Limits
+from .format.schema import DataSection, alignment_of, gguf_error, gguf_schema, sniff
+from .format.source import Source, SourceLike
+from .format.types import GGMLType, ValueType
+from .format.values import Field, make_field
 
 __all__ = ["open", "GGUFFile", "Tensor", "Metadata", "Fields"]
 
@@ -43,7 +43,7 @@ class Tensor:
 
     Attributes:
         name: the tensor's name.
-        type: its :class:`~gguf_schema.types.GGMLType` (the plain ``int`` for an id ggml does not know).
+        type: its :class:`~gguf_schema.format.types.GGMLType` (the plain ``int`` for an id ggml does not know).
         dims: dimensions as stored, innermost first (GGUF/ggml order).
         shape: the numpy shape, outermost first (``dims`` reversed).
         stored_offset: offset as stored, relative to the start of the data section.
@@ -121,12 +121,12 @@ class Tensor:
 
     def dequantize(self, rows: slice | None = None, threads: int | None = None, engine: str = "auto",
                    out: np.ndarray | None = None) -> np.ndarray:
-        """The tensor as float32 in ``shape`` (any ggml type; see :func:`gguf_schema.quants.dequantize`).
+        """The tensor as float32 in ``shape`` (any ggml type; see :func:`gguf_schema.tensors.dequantize`).
 
         ``rows`` decodes only a contiguous range of rows (the tensor seen as ``(-1, shape[-1])``);
         ``threads``, ``engine`` and ``out`` (a float32 buffer to decode into) are passed on.
         """
-        from .quants import dequantize
+        from .tensors import dequantize
 
         return dequantize(self.data, self._known_type(), self.shape, byte_order=self._file.byte_order,
                           rows=rows, threads=threads, engine=engine, out=out)
@@ -176,7 +176,7 @@ class Metadata(MutableMapping[str, Any]):
 
     Setting an existing key converts the value to the key's stored type (raising
     :class:`~gguf_schema.errors.GGUFBuildError` if it does not fit); a new key's type is
-    inferred (:func:`gguf_schema.values.infer_type`). Use :meth:`GGUFFile.set` to give a type.
+    inferred (:func:`gguf_schema.format.values.infer_type`). Use :meth:`GGUFFile.set` to give a type.
     """
 
     def __init__(self, file: "GGUFFile"):
@@ -347,16 +347,16 @@ def open(source: SourceLike, *, lazy: bool = False, strict: str | None = None, l
     Args:
         source: where the file is.
         lazy: leave string arrays (vocabularies) undecoded until used: they come back as
-            :class:`~gguf_schema.values.LazyStrings`, which compare equal to lists of str.
+            :class:`~gguf_schema.format.values.LazyStrings`, which compare equal to lists of str.
             Strings are then decoded and checked against ``limits`` when read.
         strict: a validation profile ("spec", "ggml" or "lenient"): raise
-            :class:`~gguf_schema.validate.GGUFValidationError` for the first error-severity
+            :class:`~gguf_schema.check.validate.GGUFValidationError` for the first error-severity
             finding instead of returning a file that breaks the profile's rules.
-        limits: resource limits (:class:`~gguf_schema.limits.Limits`); defaults accept every real file.
+        limits: resource limits (:class:`~gguf_schema.format.limits.Limits`); defaults accept every real file.
         fast: use the numpy-backed schema nodes (default) or the pure-construct reference variant.
     """
     if strict is not None:
-        from .validate import open_strict
+        from .check.validate import open_strict
 
         return open_strict(source, strict, lazy=lazy, limits=limits, fast=fast)
     src = Source(source)

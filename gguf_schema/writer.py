@@ -1,6 +1,6 @@
 """Writing: build GGUF files from fields and tensors, streamed, atomic, byte-exact.
 
-The bytes come from the same schema that parses them (:mod:`gguf_schema.schema`): the writer
+The bytes come from the same schema that parses them (:mod:`gguf_schema.format.schema`): the writer
 only turns API objects back into the schema's records, computes tensor offsets, and supplies
 the data section as a stream so tensor bytes go from their source to the file in chunks.
 A write to a path goes to a temporary file in the same folder first and replaces the target
@@ -27,9 +27,9 @@ import numpy as np
 from construct import ConstructError, Container
 
 from .errors import GGUFBuildError, GGUFError
-from .schema import DataSection, align_offset, alignment_of, gguf_schema, recursion_headroom
-from .types import GGMLType, ValueType
-from .values import Field, make_field
+from .format.schema import DataSection, align_offset, alignment_of, gguf_schema, recursion_headroom
+from .format.types import GGMLType, ValueType
+from .format.values import Field, make_field
 
 __all__ = ["save", "save_file", "RawTensor", "atomic_write", "CHUNK"]
 
@@ -87,8 +87,8 @@ def save(target: Union[str, "os.PathLike[str]", IO[bytes]], metadata: Mapping[st
 
     Args:
         target: a path (written atomically) or a writable binary file object.
-        metadata: mapping key -> value (types inferred, see :func:`gguf_schema.values.infer_type`;
-            use numpy scalars or :class:`~gguf_schema.values.GGUFArray` to choose), or :class:`Field` records.
+        metadata: mapping key -> value (types inferred, see :func:`gguf_schema.format.values.infer_type`;
+            use numpy scalars or :class:`~gguf_schema.format.values.GGUFArray` to choose), or :class:`Field` records.
         tensors: mapping name -> numpy array (F32, F16, F64, I8..I64 from its dtype),
             :class:`RawTensor`, or a :class:`~gguf_schema.reader.Tensor` of an open file.
         version: 1, 2 or 3.
@@ -168,7 +168,7 @@ def _plan(name: str, t: TensorLike, byte_order: str) -> _Planned:
         if raw.size != nbytes:
             raise GGUFBuildError(f"{gt.name} tensor of shape {shape} takes {nbytes} bytes, {raw.size} given", path=f"tensor {name!r}", value=raw.size)
         if t.byte_order != byte_order and gt.type_size > 1:
-            from .blocks import byteswap
+            from .tensors import byteswap
 
             raw = byteswap(raw, gt, t.byte_order, byte_order)
         return _Planned(name, int(gt), tuple(reversed(shape)), nbytes, lambda: _chunks_of(raw))
@@ -196,7 +196,7 @@ def _plan_from_file(name: str, t: Any, byte_order: str) -> _Planned:
             yield from _array_chunks(data, data.dtype.newbyteorder("<" if byte_order == "little" else ">"))
         else:
             try:
-                from .blocks import byteswap
+                from .tensors import byteswap
             except ImportError:  # pragma: no cover - blocks ships with the package
                 raise GGUFBuildError(f"cannot change the byte order of {gt.name} blocks", path=f"tensor {name!r}") from None
             yield from _chunks_of(byteswap(data.reshape(-1), gt, src_order, byte_order).reshape(-1))

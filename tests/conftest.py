@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import gguf_schema
-from gguf_schema.demo import example_metadata, example_tensors
+from gguf_schema.testing.demo import example_metadata, example_tensors
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 VOCAB_DIR = SHARED / "testdata" / "vocab"

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import gguf_schema
-from gguf_schema.progress import CountingWriter, Progress, progress_enabled
+from gguf_schema.cli.progress import CountingWriter, Progress, progress_enabled
 
 from .conftest import VOCAB_FILES, demo_bytes
 
@@ -27,7 +27,7 @@ def run(*args: object, stdin: bytes | None = None, env: dict | None = None) -> s
     environ = dict(os.environ)
     environ.pop("GGUF_SCHEMA_PROGRESS", None)
     environ.update(env or {})
-    return subprocess.run([sys.executable, "-m", "gguf_schema.cli", *map(str, args)], capture_output=True, input=stdin, env=environ)
+    return subprocess.run([sys.executable, "-m", "gguf_schema", *map(str, args)], capture_output=True, input=stdin, env=environ)
 
 
 def tensor_hashes(path: Path) -> dict[str, str]:
@@ -375,12 +375,12 @@ def test_split_by_tensor_count_and_merge(demo: Path, tmp_path: Path) -> None:
 
 def test_diff_reports_metadata_and_tensor_changes(demo: Path, tmp_path: Path) -> None:
     other = tmp_path / "other.gguf"
-    md = gguf_schema.demo.example_metadata()
+    md = gguf_schema.testing.demo.example_metadata()
     md["general.name"] = "changed"
     md["llama.block_count"] = np.uint64(1)
     del md["demo.int8"]
     md["added.key"] = "x"
-    tensors = gguf_schema.demo.example_tensors()
+    tensors = gguf_schema.testing.demo.example_tensors()
     tensors["output_norm.weight"] = np.zeros(64, np.float32)
     del tensors["demo.positions"]
     tensors["extra"] = np.ones(2, np.float32)
@@ -458,7 +458,7 @@ def test_progress_environment_switch(tmp_path: Path, demo: Path) -> None:
 
 @pytest.mark.skipif(not VOCAB_FILES, reason="../shared/testdata/vocab is absent")
 def test_dump_into_a_closed_pipe_is_quiet() -> None:
-    cmd = f"{sys.executable} -m gguf_schema.cli dump --full-arrays {VOCAB_FILES[0]} | head -c 10"
+    cmd = f"{sys.executable} -m gguf_schema dump --full-arrays {VOCAB_FILES[0]} | head -c 10"
     r = subprocess.run(cmd, shell=True, capture_output=True)
     assert r.stdout == b"GGUF v3, l"
     assert r.stderr == b""

@@ -9,10 +9,10 @@ import pytest
 
 import gguf_schema
 from gguf_schema import GGMLType, RawTensor
-from gguf_schema.blocks import byteswap
-from gguf_schema.convert import convert
+from gguf_schema.tensors import byteswap
+from gguf_schema.tools.convert import convert
 from gguf_schema.errors import GGUFBuildError, GGUFFormatError
-from gguf_schema.quants import dequantize
+from gguf_schema.tensors import dequantize
 
 from .conftest import demo_bytes
 
@@ -62,7 +62,7 @@ def test_quantized_fields_swap_and_byte_arrays_stay(tmp_path: Path) -> None:
 
 def test_dequantized_values_agree_across_byte_orders(tmp_path: Path) -> None:
     le, be = tmp_path / "le.gguf", tmp_path / "be.gguf"
-    gguf_schema.save(le, {}, gguf_schema.demo.example_tensors())
+    gguf_schema.save(le, {}, gguf_schema.testing.demo.example_tensors())
     convert(le, be, byte_order="big")
     with gguf_schema.open(le) as a, gguf_schema.open(be) as b:
         ta, tb = a.tensors["blk.0.ffn_up.weight"], b.tensors["blk.0.ffn_up.weight"]

@@ -11,7 +11,7 @@ import pytest
 
 import gguf_schema
 from gguf_schema import ValueType
-from gguf_schema.edit import TensorInfo, delete_key, edit_file, header_bytes, parse_type, parse_value_text, rename_key, set_key, set_key_from_file
+from gguf_schema.tools.edit import TensorInfo, delete_key, edit_file, header_bytes, parse_type, parse_value_text, rename_key, set_key, set_key_from_file
 from gguf_schema.errors import GGUFBuildError
 from gguf_schema.reader import GGUFKeyError
 

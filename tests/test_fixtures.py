@@ -14,7 +14,7 @@ import pytest
 
 import gguf_schema
 from gguf_schema.testing.fixtures import ARCHITECTURES, KINDS, PROFILES, fixture_files, generate, random_blocks
-from gguf_schema.types import GGMLType
+from gguf_schema.format.types import GGMLType
 
 SPEC_ARCHS = {"llama", "mpt", "gptneox", "gptj", "gpt2", "bloom", "falcon", "rwkv", "whisper", "mamba"}
 
@@ -77,7 +77,7 @@ def test_valid_fixtures_open_and_round_trip_byte_identically(generated):
 
 
 def test_malformed_fixtures_behave_as_the_manifest_says_for_every_profile(generated):
-    from gguf_schema.validate import validate
+    from gguf_schema.check.validate import validate
 
     folder, records = generated
     for r in records:
@@ -118,7 +118,7 @@ def test_architecture_models_have_the_keys_the_spec_requires(generated):
 
 
 def test_quantized_fixture_data_dequantizes_to_finite_values(generated):
-    from gguf_schema.quants import dequantize
+    from gguf_schema.tensors import dequantize
 
     folder, _ = generated
     with gguf_schema.open(folder / "types_all.gguf") as f:
@@ -130,9 +130,9 @@ def test_quantized_fixture_data_dequantizes_to_finite_values(generated):
 
 @pytest.mark.parametrize("t", [t for t in GGMLType if t.quantized], ids=lambda t: t.name)
 def test_random_blocks_are_valid_in_both_byte_orders(t):
-    from gguf_schema.quants import dequantize
+    from gguf_schema.tensors import dequantize
 
-    from gguf_schema.blocks import byteswap
+    from gguf_schema.tensors import byteswap
 
     shape = (4 * t.block_size,)
     little = random_blocks(t, 4, np.random.default_rng(1), "little")
@@ -174,7 +174,7 @@ def test_same_seed_same_bytes_other_seed_other_data():
 
 
 def test_generate_command_writes_only_the_chosen_families(tmp_path):
-    out = subprocess.run([sys.executable, "-m", "gguf_schema.cli", "generate", str(tmp_path / "g"), "--only", "types", "edge",
+    out = subprocess.run([sys.executable, "-m", "gguf_schema", "generate", str(tmp_path / "g"), "--only", "types", "edge",
                           "--seed", "3", "--small"], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     assert "manifest.jsonl" in out.stdout
@@ -184,6 +184,6 @@ def test_generate_command_writes_only_the_chosen_families(tmp_path):
 
 
 def test_generate_command_rejects_an_unknown_family(tmp_path):
-    out = subprocess.run([sys.executable, "-m", "gguf_schema.cli", "generate", str(tmp_path), "--only", "bogus"],
+    out = subprocess.run([sys.executable, "-m", "gguf_schema", "generate", str(tmp_path), "--only", "bogus"],
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 2 and "invalid choice" in out.stderr

@@ -13,8 +13,8 @@ import json
 import numpy as np
 import pytest
 
-from gguf_schema.quants import COMPILED_DEQUANTIZE, COMPILED_QUANTIZE, QUANTIZE_TYPES, dequantize, quantize
-from gguf_schema.types import GGMLType
+from gguf_schema.tensors import COMPILED_DEQUANTIZE, COMPILED_QUANTIZE, QUANTIZE_TYPES, dequantize, quantize
+from gguf_schema.format.types import GGMLType
 
 from .conftest import SHARED
 

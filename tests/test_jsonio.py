@@ -11,7 +11,7 @@ import pytest
 import gguf_schema
 from gguf_schema import BoolByte, Field, GGUFArray, ValueType
 from gguf_schema.errors import GGUFBuildError
-from gguf_schema.jsonio import build, dumps, from_json, loads, to_json
+from gguf_schema.tools.jsonio import build, dumps, from_json, loads, to_json
 
 from .conftest import demo_bytes
 

@@ -1,4 +1,4 @@
-"""The optional compiled kernels (gguf_schema._kernels) against the numpy kernels, bit for bit.
+"""The optional compiled kernels (gguf_schema.tensors._kernels) against the numpy kernels, bit for bit.
 
 The oracle tests in test_quants.py run both engines against the `gguf` package; here the
 two engines are compared on inputs the package cannot take: random bytes in every field
@@ -14,14 +14,13 @@ import sysconfig
 import numpy as np
 import pytest
 
-from gguf_schema import quants
-from gguf_schema.errors import GGUFFormatError
-from gguf_schema.quants import COMPILED_DEQUANTIZE, COMPILED_QUANTIZE, dequantize, quantize
-from gguf_schema.types import GGMLType
+from gguf_schema.tensors import engine
+from gguf_schema.tensors import COMPILED_DEQUANTIZE, COMPILED_QUANTIZE, dequantize, quantize
+from gguf_schema.format.types import GGMLType
 
 from .test_quants import GEMMA, bits
 
-compiled_only = pytest.mark.skipif(not COMPILED_DEQUANTIZE, reason="gguf_schema._kernels is not built here")
+compiled_only = pytest.mark.skipif(not COMPILED_DEQUANTIZE, reason="gguf_schema.tensors._kernels is not built here")
 
 
 def compiler_available() -> bool:
@@ -33,20 +32,20 @@ def compiler_available() -> bool:
 def test_kernels_are_built_where_a_c_compiler_exists():
     if os.environ.get("GGUF_SCHEMA_NO_KERNELS") == "1" or not compiler_available():
         pytest.skip("no C compiler here (or the build was told to skip the kernels)")
-    assert quants._compiled is not None, "gguf_schema._kernels failed to build although a compiler exists"
+    assert engine.compiled_kernels is not None, "gguf_schema.tensors._kernels failed to build although a compiler exists"
     expected = {GGMLType.F16, GGMLType.BF16, GGMLType.Q4_0, GGMLType.Q4_1, GGMLType.Q5_0, GGMLType.Q5_1,
                 GGMLType.Q8_0, GGMLType.Q8_1, GGMLType.Q2_K, GGMLType.Q3_K, GGMLType.Q4_K, GGMLType.Q5_K,
                 GGMLType.Q6_K, GGMLType.Q8_K, GGMLType.TQ1_0, GGMLType.TQ2_0, GGMLType.IQ4_NL, GGMLType.IQ4_XS}
     assert COMPILED_DEQUANTIZE == expected
     assert COMPILED_QUANTIZE == expected - {GGMLType.Q2_K, GGMLType.Q3_K, GGMLType.Q4_K, GGMLType.Q5_K,
                                             GGMLType.Q6_K, GGMLType.Q8_K, GGMLType.IQ4_NL, GGMLType.IQ4_XS}
-    features = quants._compiled.features()
+    features = engine.compiled_kernels.features()
     assert set(features) == {"sse2", "avx2_copies", "f16c"} and all(isinstance(v, bool) for v in features.values())
 
 
 @compiled_only
 def test_compiled_block_geometry_agrees_with_the_type_table():
-    layouts = quants._compiled.layouts()
+    layouts = engine.compiled_kernels.layouts()
     assert set(layouts) == {int(t) for t in COMPILED_DEQUANTIZE}  # nothing dropped for a mismatch
     for tid, (block_size, type_size, decodes, encodes) in layouts.items():
         t = GGMLType(tid)
@@ -78,7 +77,7 @@ def test_compiled_decoder_equals_numpy_on_random_bytes(t):
 def test_compiled_decoder_reads_big_endian_and_row_ranges(t):
     raw = np.random.default_rng(7).integers(0, 256, 40 * t.type_size, dtype=np.uint8)
     shape = (10, 4 * t.block_size)
-    from gguf_schema.blocks import byteswap
+    from gguf_schema.tensors import byteswap
 
     swapped = byteswap(raw, t, "little", "big")
     ref = dequantize(raw, t, shape, rows=slice(3, 8), engine="numpy")
@@ -134,20 +133,20 @@ def test_compiled_quantizer_keeps_float64_input_on_numpy_for_f16():
 
 
 def test_engine_argument_is_checked():
-    with pytest.raises(GGUFFormatError, match="engine must be one of 'auto', 'numpy', 'compiled', got 'gpu'"):
+    with pytest.raises(ValueError, match="engine must be one of 'auto', 'numpy', 'compiled', got 'gpu'"):
         dequantize(bytes(18), GGMLType.Q4_0, (32,), engine="gpu")
-    with pytest.raises(GGUFFormatError, match="no compiled kernel for IQ2_XS"):
+    with pytest.raises(ValueError, match="no compiled kernel for IQ2_XS"):
         dequantize(bytes(74), GGMLType.IQ2_XS, (256,), engine="compiled")
-    with pytest.raises(GGUFFormatError, match="no compiled kernel for MXFP4"):
+    with pytest.raises(ValueError, match="no compiled kernel for MXFP4"):
         quantize(np.zeros(32, np.float32), GGMLType.MXFP4, engine="compiled")
 
 
 @compiled_only
 def test_compiled_module_rejects_partial_blocks():
     with pytest.raises(ValueError, match="not whole blocks"):
-        quants._compiled.decode(int(GGMLType.Q8_0), bytes(35), np.empty(32, np.float32))
+        engine.compiled_kernels.decode(int(GGMLType.Q8_0), bytes(35), np.empty(32, np.float32))
     with pytest.raises(ValueError, match="no compiled quantizer for ggml type 12"):
-        quants._compiled.encode(int(GGMLType.Q4_K), np.zeros(256, np.float32), np.empty(144, np.uint8))
+        engine.compiled_kernels.encode(int(GGMLType.Q4_K), np.zeros(256, np.float32), np.empty(144, np.uint8))
 
 
 @compiled_only
@@ -171,18 +170,19 @@ def test_gemma_tensors_decode_alike_with_both_engines():
 
 
 def build_portable_variant(tmp_path):
-    """Compile _kernels.c with -DGGUF_SCHEMA_PORTABLE (no SSE2, no AVX2 copies) as a separate module."""
+    """Compile the kernels (csrc/*.c) with -DGGUF_SCHEMA_PORTABLE (no SSE2, no AVX2 copies) as a separate module."""
     import importlib.util
     import subprocess
 
-    src = os.path.join(os.path.dirname(quants.__file__), "_kernels.c")
-    if not os.path.exists(src):
-        pytest.skip("the C source is not installed next to the package (not an editable install)")
+    csrc = os.path.join(os.path.dirname(engine.__file__), "csrc")
+    if not os.path.isdir(csrc):
+        pytest.skip("the C sources are not installed next to the package")
+    sources = sorted(os.path.join(csrc, n) for n in os.listdir(csrc) if n.endswith(".c"))
     cc = (sysconfig.get_config_var("CC") or "cc").split()
     suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
     target = tmp_path / f"_kernels{suffix}"
     cmd = cc + ["-O2", "-ffp-contract=off", "-fno-trapping-math", "-shared", "-fPIC", "-DGGUF_SCHEMA_PORTABLE",
-                "-I", sysconfig.get_paths()["include"], src, "-o", str(target)]
+                "-I", sysconfig.get_paths()["include"], "-I", csrc, *sources, "-o", str(target)]
     subprocess.run(cmd, check=True, capture_output=True, timeout=300)
     spec = importlib.util.spec_from_file_location("_kernels", target)
     module = importlib.util.module_from_spec(spec)
@@ -194,7 +194,7 @@ def build_portable_variant(tmp_path):
 @pytest.mark.skipif(not compiler_available() or os.name != "posix", reason="needs a C compiler (POSIX flags)")
 def test_portable_c_paths_equal_numpy(tmp_path):
     portable = build_portable_variant(tmp_path)
-    assert portable.layouts() == quants._compiled.layouts()
+    assert portable.layouts() == engine.compiled_kernels.layouts()
     for t in sorted(COMPILED_DEQUANTIZE):
         raw = np.random.default_rng(int(t)).integers(0, 256, 500 * t.type_size, dtype=np.uint8)
         ref = dequantize(raw, t, (500 * t.block_size,), engine="numpy")

@@ -9,7 +9,7 @@ import pytest
 
 import gguf_schema
 from gguf_schema import GGUFTruncatedError
-from gguf_schema.values import LazyStrings
+from gguf_schema.format.values import LazyStrings
 
 from .conftest import demo_bytes
 

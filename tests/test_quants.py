@@ -8,12 +8,11 @@ import re
 import numpy as np
 import pytest
 
-from gguf_schema.blocks import LAYOUTS, block_dtype, block_struct, byteswap
-from gguf_schema.errors import GGUFFormatError
-from gguf_schema.quants import (
+from gguf_schema.tensors import LAYOUTS, block_dtype, block_struct, byteswap
+from gguf_schema.tensors import (
     COMPILED_DEQUANTIZE, COMPILED_QUANTIZE, DEQUANTIZE_TYPES, QUANTIZE_TYPES, dequantize, quantize,
 )
-from gguf_schema.types import GGMLType
+from gguf_schema.format.types import GGMLType
 
 ALL_TYPES = [t for t in GGMLType if not t.removed]
 QUANTIZED = [t for t in ALL_TYPES if t.quantized]
@@ -110,7 +109,7 @@ def test_byteswap_swaps_multibyte_fields_only():
 
 
 def test_byteswap_rejects_partial_block():
-    with pytest.raises(GGUFFormatError, match="Q4_0 data of 19 bytes is not a whole number of 18-byte blocks"):
+    with pytest.raises(ValueError, match="Q4_0 data of 19 bytes is not a whole number of 18-byte blocks"):
         byteswap(bytes(19), GGMLType.Q4_0, "little", "big")
 
 
@@ -262,9 +261,9 @@ def test_threaded_quantize_matches_one_thread_across_chunks():
 
 
 def test_threads_argument_is_checked():
-    with pytest.raises(GGUFFormatError, match="threads must be a positive int or None, got 0"):
+    with pytest.raises(ValueError, match="threads must be a positive int or None, got 0"):
         dequantize(bytes(18), GGMLType.Q4_0, (32,), threads=0)
-    with pytest.raises(GGUFFormatError, match="threads must be a positive int or None, got 'two'"):
+    with pytest.raises(TypeError, match="threads must be a positive int or None, got 'two'"):
         quantize(np.zeros(32, np.float32), GGMLType.Q8_0, threads="two")
 
 
@@ -376,39 +375,64 @@ def test_integer_and_f64_dequantize_values():
 
 
 def test_wrong_byte_count_names_type_shape_and_sizes():
-    with pytest.raises(GGUFFormatError, match=r"Q4_0 tensor of shape \(2, 32\) needs 36 bytes \(2 rows of 18\), got 35"):
+    with pytest.raises(ValueError, match=r"Q4_0 tensor of shape \(2, 32\) needs 36 bytes \(2 rows of 18\), got 35"):
         dequantize(bytes(35), GGMLType.Q4_0, (2, 32))
 
 
 def test_row_not_whole_blocks():
     msg = r"Q4_K tensor shape \(4, 300\): the last dimension 300 is not a multiple of the Q4_K block size 256"
-    with pytest.raises(GGUFFormatError, match=msg):
+    with pytest.raises(ValueError, match=msg):
         dequantize(bytes(10), GGMLType.Q4_K, (4, 300))
-    with pytest.raises(GGUFFormatError, match="the last dimension 33 is not a multiple of the Q8_0 block size 32"):
+    with pytest.raises(ValueError, match="the last dimension 33 is not a multiple of the Q8_0 block size 32"):
         quantize(np.zeros(33, np.float32), GGMLType.Q8_0)
 
 
 def test_removed_and_unknown_types():
-    with pytest.raises(GGUFFormatError, match=r"tensor type Q4_2 \(id 4\) has been removed from ggml"):
+    with pytest.raises(ValueError, match=r"tensor type Q4_2 \(id 4\) has been removed from ggml"):
         dequantize(bytes(18), 4, (32,))
-    with pytest.raises(GGUFFormatError, match="unknown ggml tensor type id 99"):
+    with pytest.raises(ValueError, match="unknown ggml type id 99"):
         dequantize(bytes(18), 99, (32,))
-    with pytest.raises(GGUFFormatError, match="unknown ggml tensor type id 43"):
+    with pytest.raises(ValueError, match="unknown ggml type id 43"):
         block_dtype(43)
+    with pytest.raises(ValueError, match="unknown ggml type name 'Q9_9'"):
+        quantize(np.zeros(32, np.float32), "Q9_9")
+    with pytest.raises(TypeError, match="a ggml type is a GGMLType, an int id or a name, got float 8.0"):
+        dequantize(bytes(34), 8.0, (32,))
+
+
+def test_type_names_are_accepted_wherever_a_type_goes():
+    x = np.linspace(-1, 1, 64, dtype=np.float32)
+    assert np.array_equal(quantize(x, "q8_0"), quantize(x, GGMLType.Q8_0))
+    assert np.array_equal(dequantize(quantize(x, "Q4_0"), "Q4_0", (64,)), dequantize(quantize(x, 2), 2, (64,)))
+    assert block_dtype("Q6_K") == block_dtype(GGMLType.Q6_K)
+
+
+def test_argument_mistakes_are_not_bad_file_errors():
+    # a bad argument is the caller's mistake: a ValueError/TypeError, never a GGUFError ("bad file")
+    from gguf_schema.errors import GGUFError
+
+    for call in (lambda: dequantize(bytes(35), GGMLType.Q4_0, (2, 32)),
+                 lambda: dequantize(bytes(18), GGMLType.Q4_0, (32,), engine="gpu"),
+                 lambda: dequantize(bytes(18), GGMLType.Q4_0, (32,), threads=0),
+                 lambda: quantize(np.zeros(33, np.float32), GGMLType.Q8_0),
+                 lambda: dequantize(bytes(18), GGMLType.Q4_0, (32,), out=np.empty(3, np.float32))):
+        with pytest.raises((ValueError, TypeError)) as info:
+            call()
+        assert not isinstance(info.value, GGUFError)
 
 
 def test_unsupported_quantize_type_and_bad_arguments():
-    with pytest.raises(GGUFFormatError, match="quantizing to IQ2_XXS is not supported"):
+    with pytest.raises(ValueError, match="quantizing to IQ2_XXS is not supported"):
         quantize(np.zeros(256, np.float32), GGMLType.IQ2_XXS)
-    with pytest.raises(GGUFFormatError, match="I8 needs integer values, got 0.5"):
+    with pytest.raises(ValueError, match="I8 needs integer values, got 0.5"):
         quantize(np.array([0.5], np.float32), GGMLType.I8)
-    with pytest.raises(GGUFFormatError, match=r"values out of the I8 range \[-128, 127\]"):
+    with pytest.raises(ValueError, match=r"values out of the I8 range \[-128, 127\]"):
         quantize(np.array([300]), GGMLType.I8)
-    with pytest.raises(GGUFFormatError, match="rows must be a contiguous slice \\(step 1\\), got step 2"):
+    with pytest.raises(ValueError, match="rows must be a contiguous slice \\(step 1\\), got step 2"):
         dequantize(bytes(36), GGMLType.Q4_0, (2, 32), rows=slice(0, 2, 2))
-    with pytest.raises(GGUFFormatError, match="byte order must be 'little' or 'big', got 'middle'"):
+    with pytest.raises(ValueError, match="byte order must be 'little' or 'big', got 'middle'"):
         dequantize(bytes(18), GGMLType.Q4_0, (32,), byte_order="middle")
-    with pytest.raises(ValueError):  # GGUFFormatError is also a ValueError
+    with pytest.raises(ValueError):
         dequantize(bytes(1), GGMLType.F32, (1,))
 
 
@@ -494,9 +518,9 @@ def test_out_buffer_is_checked():
                      (np.empty((2, 128), np.float32)[:, ::2], "float32 array of shape (2, 64)"),
                      (np.empty(128, ">f4"), ">f4 array of shape (128,)"),
                      ([0.0] * 128, "list")]:
-        with pytest.raises(GGUFFormatError, match=re.escape(f"out must be a writable C-contiguous float32 array of 128 elements, got {got}")):
+        with pytest.raises(ValueError, match=re.escape(f"out must be a writable C-contiguous float32 array of 128 elements, got {got}")):
             dequantize(raw, GGMLType.Q8_0, (128,), out=bad)
     frozen = np.empty(128, np.float32)
     frozen.flags.writeable = False
-    with pytest.raises(GGUFFormatError, match="out must be a writable"):
+    with pytest.raises(ValueError, match="out must be a writable"):
         dequantize(raw, GGMLType.Q8_0, (128,), out=frozen)

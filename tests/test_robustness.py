@@ -21,7 +21,7 @@ import pytest
 import gguf_schema
 from gguf_schema import GGUFError, GGUFLimitError, GGUFTruncatedError, Limits
 from gguf_schema.testing.fuzz import layout, nested_array_file, trimmed_copy
-from gguf_schema.types import ValueType
+from gguf_schema.format.types import ValueType
 from gguf_schema.writer import atomic_write
 
 from .conftest import VOCAB_FILES, demo_bytes, gemma_path
@@ -427,7 +427,7 @@ def test_lazy_open_enforces_max_string_length_in_string_arrays():
 @pytest.mark.parametrize("value, expected", [(0, 32), (64, 64)])
 def test_alignment_stored_as_uint8(value, expected):
     # UINT8 is value type 0: a falsy type once sent alignment_of to the wrong attribute (fuzz find)
-    from gguf_schema.values import make_field
+    from gguf_schema.format.values import make_field
 
     buf = io.BytesIO()
     gguf_schema.save(buf, {"general.alignment": make_field("general.alignment", value, ValueType.UINT8)},

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from gguf_schema.errors import GGUFFormatError
-from gguf_schema.schema import align_offset, gguf_schema, sniff
-from gguf_schema.source import ByteReader
-from gguf_schema.types import ValueType
-from gguf_schema.values import BoolByte, GGUFArray
+from gguf_schema.format.schema import align_offset, gguf_schema, sniff
+from gguf_schema.format.source import ByteReader
+from gguf_schema.format.types import ValueType
+from gguf_schema.format.values import BoolByte, GGUFArray
 
 from .conftest import VOCAB_FILES, demo_bytes
 

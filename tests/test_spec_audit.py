@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gguf_schema.spec_audit import audit_spec, extract_facts, load_spec, schema_differences, schema_facts
+from gguf_schema.check.spec_audit import audit_spec, extract_facts, load_spec, schema_differences, schema_facts
 
 from .conftest import SHARED
 
@@ -360,13 +360,13 @@ def test_article_newer_enum():
 def test_schema_and_spec_dir_agree_except_the_recorded_deviations():
     """The anti-drift guard: renumber a type, reorder or retype a struct field, and this list changes."""
     got = [(d.kind, d.item, d.document, d.ours) for d in schema_differences()]
-    from gguf_schema.types import GGMLType
+    from gguf_schema.format.types import GGMLType
     spec = load_spec()
     dev = spec["deviations"]["ggml_type"]
     expected = [("enum-value-renumbered", f"ggml_type.{n}", dev[n]["spec"], dev[n]["schema"]) for n in ("I8", "I16", "I32", "COUNT")]
     expected += [("enum-value-missing", f"ggml_type.{n}", None, int(GGMLType[n])) for n in TYPES_16_23 + TYPES_27_42]
     expected += [("enum-removed-differs", "ggml_type.removed", [4, 5], [4, 5, 31, 32, 33, 36, 37, 38])]
-    from gguf_schema.types import FileType
+    from gguf_schema.format.types import FileType
     expected += [("enum-value-missing", f"general.file_type.{n}", None, int(FileType[n])) for n in FILE_TYPES_19_UP]
     expected += [("enum-removed-differs", "general.file_type.removed", [5, 6], [5, 6, 33, 34, 35])]
     assert got == expected
@@ -380,18 +380,21 @@ def test_schema_and_spec_dir_agree_except_the_recorded_deviations():
         assert doc == mine, name
 
 
-def test_packaged_copy_matches_spec_dir():
-    assert json.loads((REPO / "gguf_schema" / "spec_data.json").read_text(encoding="utf-8")) == json.loads((REPO / "spec" / "gguf.json").read_text(encoding="utf-8"))
+def test_spec_data_is_one_copy_read_as_package_data():
+    spec_dir = REPO / "gguf_schema" / "check" / "spec"
+    assert load_spec() == json.loads((spec_dir / "gguf.json").read_text(encoding="utf-8"))
+    copies = [p for p in REPO.rglob("*.json") if p.name in ("gguf.json", "spec_data.json") and ".git" not in p.parts]
+    assert [p.relative_to(REPO).as_posix() for p in copies if "egg-info" not in p.as_posix()] == ["gguf_schema/check/spec/gguf.json"]
 
 
 def test_spec_dir_names_its_source():
-    readme = (REPO / "spec" / "README.md").read_text(encoding="utf-8")
+    readme = (REPO / "gguf_schema" / "check" / "spec" / "README.md").read_text(encoding="utf-8")
     assert "docs/gguf.md" in readme and "000_d466ef7820170e32" in readme
     assert load_spec()["source"]["format_version"] == 3
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "gguf_schema.cli", *args], capture_output=True, text=True)
+    return subprocess.run([sys.executable, "-m", "gguf_schema", *args], capture_output=True, text=True)
 
 
 def test_cli_audit_spec(tmp_path):

@@ -10,7 +10,7 @@ import pytest
 
 import gguf_schema
 from gguf_schema.errors import GGUFBuildError, GGUFFormatError
-from gguf_schema.split import merge, open_split, parse_size, plan_split, shard_paths, split
+from gguf_schema.tools.split import merge, open_split, parse_size, plan_split, shard_paths, split
 
 from .conftest import demo_bytes
 

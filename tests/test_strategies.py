@@ -15,10 +15,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import gguf_schema
-from gguf_schema.schema import align_offset
+from gguf_schema.format.schema import align_offset
 from gguf_schema.testing import strategies as gst
-from gguf_schema.types import GGMLType, ValueType
-from gguf_schema.values import BoolByte, GGUFArray
+from gguf_schema.format.types import GGMLType, ValueType
+from gguf_schema.format.values import BoolByte, GGUFArray
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
 
@@ -170,7 +170,7 @@ def test_strategies_module_is_the_only_one_needing_hypothesis():
     import sys
 
     code = ("import sys; sys.modules['hypothesis'] = None\n"
-            "import gguf_schema, gguf_schema.testing.fixtures, gguf_schema.testing.fuzz, gguf_schema.testing.cli\n"
+            "import gguf_schema, gguf_schema.testing.fixtures, gguf_schema.testing.fuzz, gguf_schema.cli.generate\n"
             "try:\n    import gguf_schema.testing.strategies\nexcept ImportError as e:\n    print('needs hypothesis:', 'hypothesis' in str(e))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr

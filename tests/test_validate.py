@@ -14,11 +14,11 @@ import pytest
 
 import gguf_schema
 from gguf_schema import GGMLType, GGUFArray, ValueType, make_field
-from gguf_schema.demo import example_metadata, example_tensors
+from gguf_schema.testing.demo import example_metadata, example_tensors
 from gguf_schema.errors import GGUFFormatError
 from gguf_schema.testing.malformed import base_metadata, malformed_cases
-from gguf_schema.validate import PROFILES, RULES, GGUFValidationError, Report, check, open_strict, validate
-from gguf_schema.values import BoolByte
+from gguf_schema.check.validate import PROFILES, RULES, GGUFValidationError, Report, check, open_strict, validate
+from gguf_schema.format.values import BoolByte
 from gguf_schema.writer import RawTensor
 
 from .conftest import gemma_path, write
@@ -453,7 +453,7 @@ def test_open_strict_passes_open_kwargs():
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "gguf_schema.cli", *args], capture_output=True, text=True)
+    return subprocess.run([sys.executable, "-m", "gguf_schema", *args], capture_output=True, text=True)
 
 
 def test_cli_check_exit_codes_and_text(tmp_path):

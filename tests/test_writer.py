@@ -10,7 +10,7 @@ import pytest
 
 import gguf_schema
 from gguf_schema import GGMLType, GGUFArray, GGUFBuildError, GGUFError, RawTensor, ValueType
-from gguf_schema.values import infer_type
+from gguf_schema.format.values import infer_type
 
 from .conftest import demo_bytes, write
 

@@ -43,9 +43,9 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from ..blocks import LAYOUTS, block_dtype
-from ..types import GGMLType, ValueType
-from ..values import BoolByte, GGUFArray, make_field
+from ..tensors import LAYOUTS, block_dtype
+from ..format.types import GGMLType, ValueType
+from ..format.values import BoolByte, GGUFArray, make_field
 from ..writer import RawTensor, atomic_write, save
 
 __all__ = [

@@ -22,7 +22,7 @@ No third-party fuzzing engine is needed (``benchmarks/fuzz.py`` can also drive t
 atheris when it is installed).
 
 >>> import io, gguf_schema
->>> from gguf_schema.demo import example_metadata, example_tensors
+>>> from gguf_schema.testing.demo import example_metadata, example_tensors
 >>> buf = io.BytesIO()
 >>> gguf_schema.save(buf, example_metadata(), example_tensors())
 >>> check_input(buf.getvalue()) is None   # a valid file: no finding
@@ -50,10 +50,10 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Sequence
 
 from ..errors import GGUFError
-from ..limits import Limits
+from ..format.limits import Limits
 from ..reader import open as gguf_open
-from ..types import ValueType
-from ..values import GGUFArray
+from ..format.types import ValueType
+from ..format.values import GGUFArray
 
 __all__ = [
     "Finding",
@@ -334,7 +334,7 @@ def _walk(vt: ValueType, value: Any, pos: int, ls: int, slots: list[Slot], budge
 
 def nested_array_file(depth: int, *, byte_order: str = "little", version: int = 3, inner_count: int = 1) -> bytes:
     """A file with one key ``deep`` whose value is ``depth`` arrays nested in each other (the innermost
-    an empty UINT8 array; depth 1 is that array alone), as :class:`~gguf_schema.limits.Limits`
+    an empty UINT8 array; depth 1 is that array alone), as :class:`~gguf_schema.format.limits.Limits`
     counts ``max_depth``. Each level holds ``inner_count`` items by its count field (only the
     first is present when it is more than 1: the file is then truncated by design).
 
@@ -545,7 +545,7 @@ def default_corpus(include_vocab: Iterable[str] = (), trim: int | None = 64) -> 
     """Seed files: the demo model in every byte order and version, nested arrays, and the edge-case
     and per-type fixtures of :mod:`gguf_schema.testing.fixtures`, plus the given real files (paths),
     their arrays cut to ``trim`` items (:func:`trimmed_copy`; None keeps them whole)."""
-    from ..demo import example_metadata, example_tensors
+    from .demo import example_metadata, example_tensors
     from ..writer import save
 
     seeds = []
@@ -578,7 +578,7 @@ def trimmed_copy(path: str | os.PathLike[str], max_items: int = 64) -> bytes:
     ...     f.metadata["tokenizer.ggml.tokens"]
     ['0', '1', '2']
     """
-    from ..values import Field
+    from ..format.values import Field
     from ..writer import save
 
     with gguf_open(path) as f:

@@ -3,7 +3,7 @@
 This module owns :func:`malformed_cases`: small files generated with the library's own writer,
 then broken by overwriting bytes at offsets the reader reports (``Field.offset``,
 ``Tensor.info_offset``) — no second parser. Each :class:`MalformedCase` says what the three
-validation profiles of :mod:`gguf_schema.validate` decide about it: ``ggml`` is the verdict of
+validation profiles of :mod:`gguf_schema.check.validate` decide about it: ``ggml`` is the verdict of
 ggml's C reader (the classes are those of ``../shared/reference/ggml-reader-rules.md``), ``spec``
 the verdict of the spec text, ``lenient`` whether the file and its tensors can be read at all.
 
@@ -27,8 +27,8 @@ import numpy as np
 
 from .. import open as gguf_open
 from ..reader import GGUFFile, Tensor
-from ..types import GGMLType, ValueType
-from ..values import BoolByte, Field, GGUFArray, make_field
+from ..format.types import GGMLType, ValueType
+from ..format.values import BoolByte, Field, GGUFArray, make_field
 from ..writer import RawTensor, save
 
 __all__ = ["MalformedCase", "malformed_cases", "base_metadata"]

@@ -6,17 +6,17 @@ test your own GGUF code against files that cover the whole format:
 
 * :func:`metadata_values` -- ``(ValueType, value)`` pairs of all 13 types: integers at their
   extremes, float32/float64 with NaN payloads, -0.0, infinities and subnormals, BOOL bytes other
-  than 0/1 (:class:`~gguf_schema.values.BoolByte`), empty and non-ASCII strings, strings with
+  than 0/1 (:class:`~gguf_schema.format.values.BoolByte`), empty and non-ASCII strings, strings with
   invalid UTF-8 (kept as surrogate escapes), empty arrays and arrays nested several deep;
 * :func:`keys`, :func:`fields`, :func:`metadata` -- keys (spec-style or any string) and
-  :class:`~gguf_schema.values.Field` lists;
+  :class:`~gguf_schema.format.values.Field` lists;
 * :func:`ggml_types`, :func:`tensor_shapes`, :func:`tensors` -- tensor infos of every ggml type
   with n_dims 0..4, zero-size dimensions, row lengths that are multiples of the block size;
 * :func:`gguf_files` -- :class:`GGUFSpec` objects (metadata + tensors + version 1-3 + byte order)
   that you ``save()`` or turn ``to_bytes()``.
 
 Values are in the canonical form the reader returns (numpy float scalars, read-only numpy
-arrays, :class:`~gguf_schema.values.GGUFArray`), so ``Field`` equality after a round trip
+arrays, :class:`~gguf_schema.format.values.GGUFArray`), so ``Field`` equality after a round trip
 compares every bit.
 
 >>> from hypothesis import given, settings
@@ -45,8 +45,8 @@ try:
 except ImportError as e:  # pragma: no cover - depends on the environment
     raise ImportError("gguf_schema.testing.strategies needs hypothesis: pip install 'gguf-schema[test]'") from e
 
-from ..types import GGMLType, ValueType
-from ..values import BoolByte, Field, GGUFArray, make_field
+from ..format.types import GGMLType, ValueType
+from ..format.values import BoolByte, Field, GGUFArray, make_field
 from ..writer import RawTensor, save
 
 __all__ = [

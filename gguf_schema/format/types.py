@@ -20,7 +20,7 @@ import enum
 
 import numpy as np
 
-__all__ = ["ValueType", "GGMLType", "FileType", "GGML_TYPE_COUNT"]
+__all__ = ["ValueType", "GGMLType", "FileType", "GGML_TYPE_COUNT", "type_name"]
 
 
 class ValueType(enum.IntEnum):
@@ -163,6 +163,29 @@ class GGMLType(enum.IntEnum):
         code = _PLAIN_DTYPES.get(self)
         return np.dtype(code) if code else None
 
+    @classmethod
+    def of(cls, value: "GGMLType | int | str") -> "GGMLType":
+        """The type ``value`` names: a :class:`GGMLType`, its id, or its name in any case.
+
+        Raises ``ValueError`` for an unknown id or name, ``TypeError`` for anything else.
+
+        >>> GGMLType.of("q4_k"), GGMLType.of(8), GGMLType.of(GGMLType.F16)
+        (<GGMLType.Q4_K: 12>, <GGMLType.Q8_0: 8>, <GGMLType.F16: 1>)
+        """
+        if isinstance(value, cls):
+            return value
+        if isinstance(value, str):
+            try:
+                return cls[value.strip().upper()]
+            except KeyError:
+                raise ValueError(f"unknown ggml type name {value!r} (known: {', '.join(t.name for t in cls if not t.removed)})") from None
+        if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+            try:
+                return cls(int(value))
+            except ValueError:
+                raise ValueError(f"unknown ggml type id {int(value)}") from None
+        raise TypeError(f"a ggml type is a GGMLType, an int id or a name, got {type(value).__name__} {value!r}")
+
     def row_nbytes(self, n_elements: int) -> int:
         """Bytes taken by ``n_elements`` consecutive elements (a multiple of the block size)."""
         if self.removed:
@@ -280,3 +303,15 @@ class FileType(enum.IntEnum):
     MOSTLY_NVFP4 = 39
     MOSTLY_Q1_0 = 40
     GUESSED = 1024
+
+
+def type_name(t: "GGMLType | int") -> str:
+    """The name of a ggml type id as printed everywhere: ``Q4_K``, or ``type 99`` for an id ggml does not know.
+
+    >>> type_name(12), type_name(99)
+    ('Q4_K', 'type 99')
+    """
+    try:
+        return GGMLType(int(t)).name
+    except ValueError:
+        return f"type {int(t)}"

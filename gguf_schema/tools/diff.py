@@ -30,10 +30,10 @@ from typing import Any, Union
 
 import numpy as np
 
-from .progress import Progress
-from .reader import GGUFFile, Tensor
-from .types import GGMLType, ValueType
-from .values import Field
+from ..cli.progress import Progress
+from ..reader import GGUFFile, Tensor
+from ..format.types import GGMLType, ValueType
+from ..format.values import Field
 
 __all__ = ["Difference", "diff", "tensor_sha256", "describe_value"]
 
@@ -87,7 +87,7 @@ def tensor_sha256(t: Tensor, progress: Progress | None = None) -> str:
     """SHA-256 of a tensor's bytes in little-endian order (big-endian data is swapped first)."""
     raw = t.data.reshape(-1).view(np.uint8)
     if t._file.byte_order == "big":
-        from .blocks import byteswap
+        from ..tensors import byteswap
 
         raw = byteswap(raw, t.type, "big", "little")
     h = hashlib.sha256()

@@ -44,14 +44,14 @@ from typing import IO, Any, Union
 import numpy as np
 
 from .edit import TensorInfo, header_bytes, tensor_infos
-from .errors import GGUFBuildError
-from .progress import CountingWriter, Progress
-from .reader import GGUFFile
-from .reader import open as gguf_open
-from .schema import align_offset, alignment_of
-from .types import GGMLType, ValueType
-from .values import BoolByte, Field, GGUFArray, make_field
-from .writer import CHUNK, atomic_write
+from ..errors import GGUFBuildError
+from ..cli.progress import CountingWriter, Progress
+from ..reader import GGUFFile
+from ..reader import open as gguf_open
+from ..format.schema import align_offset, alignment_of
+from ..format.types import GGMLType, ValueType
+from ..format.values import BoolByte, Field, GGUFArray, make_field
+from ..writer import CHUNK, atomic_write
 
 __all__ = ["FORMAT", "to_json", "dumps", "loads", "JSONModel", "from_json", "build", "encode_value", "decode_value", "field_json"]
 
@@ -108,7 +108,7 @@ def _float_items_json(items: np.ndarray, vt: ValueType) -> list:
 
 
 def encode_value(vt: ValueType, value: Any) -> Any:
-    """A stored value (canonical form, see :mod:`gguf_schema.values`) as JSON-ready data.
+    """A stored value (canonical form, see :mod:`gguf_schema.format.values`) as JSON-ready data.
 
     >>> encode_value(ValueType.FLOAT32, np.float32(0.1)), encode_value(ValueType.BOOL, BoolByte(2))
     (0.1, 2)
@@ -470,7 +470,7 @@ class _Plan:
             out.write(bytes(off - pos))
             raw = t.data.reshape(-1).view(np.uint8)
             if t._file.byte_order != self.byte_order:
-                from .blocks import byteswap
+                from ..tensors import byteswap
 
                 raw = byteswap(raw, t.type, t._file.byte_order, self.byte_order)
             mv = memoryview(np.ascontiguousarray(raw))

@@ -39,11 +39,11 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from .errors import GGUFError, GGUFFormatError
-from .reader import GGUFFile, Tensor
-from .reader import open as _open
-from .types import GGML_TYPE_COUNT, FileType, GGMLType, ValueType
-from .values import BoolByte, Field, GGUFArray
+from ..errors import GGUFError, GGUFFormatError
+from ..reader import GGUFFile, Tensor
+from ..reader import open as _open
+from ..format.types import GGML_TYPE_COUNT, FileType, GGMLType, ValueType
+from ..format.values import BoolByte, Field, GGUFArray
 
 __all__ = [
     "PROFILES",
@@ -335,7 +335,7 @@ def open_strict(src: Any, profile: str = "spec", **open_kwargs: Any) -> GGUFFile
     >>> open_strict(buf.getvalue(), "ggml")
     Traceback (most recent call last):
     ...
-    gguf_schema.validate.GGUFValidationError: GGUF-E028: general.alignment 13 is not a power of two (at offset ..., in general.alignment)
+    gguf_schema.check.validate.GGUFValidationError: GGUF-E028: general.alignment 13 is not a power of two (at offset ..., in general.alignment)
     """
     if profile not in PROFILES:
         raise ValueError(f"unknown profile {profile!r} (choose from {', '.join(PROFILES)})")

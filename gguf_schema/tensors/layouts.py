@@ -24,11 +24,10 @@ Plain types (F32, F16, BF16, F64, I8..I64) have no block; their "layout" is one 
 
 from __future__ import annotations
 
-import numpy as np
 import construct as cs
+import numpy as np
 
-from .errors import GGUFFormatError
-from .types import GGMLType
+from ..format.types import GGMLType
 
 __all__ = ["LAYOUTS", "block_dtype", "block_struct", "byteswap", "QK_K"]
 
@@ -89,16 +88,14 @@ def _order_char(byte_order: str) -> str:
     try:
         return _ORDERS[byte_order]
     except KeyError:
-        raise GGUFFormatError(f"byte order must be 'little' or 'big', got {byte_order!r}") from None
+        raise ValueError(f"byte order must be 'little' or 'big', got {byte_order!r}") from None
 
 
-def _checked_type(t: GGMLType | int) -> GGMLType:
-    try:
-        t = GGMLType(t)
-    except ValueError:
-        raise GGUFFormatError(f"unknown ggml tensor type id {int(t)}") from None
+def checked_type(t: GGMLType | int | str) -> GGMLType:
+    """The live ggml type ``t`` names (see :meth:`GGMLType.of`); ``ValueError`` for a removed one."""
+    t = GGMLType.of(t)
     if t.removed:
-        raise GGUFFormatError(f"tensor type {t.name} (id {int(t)}) has been removed from ggml")
+        raise ValueError(f"tensor type {t.name} (id {int(t)}) has been removed from ggml")
     return t
 
 
@@ -116,7 +113,7 @@ def block_dtype(t: GGMLType | int, byte_order: str = "little") -> np.dtype:
     >>> block_dtype(GGMLType.F16, "big").str
     '>f2'
     """
-    t = _checked_type(t)
+    t = checked_type(t)
     order = _order_char(byte_order)
     key = (t, order)
     dt = _DTYPE_CACHE.get(key)
@@ -144,7 +141,7 @@ def block_struct(t: GGMLType | int, byte_order: str = "little") -> cs.Struct:
     >>> block.d, block.qs[:3]
     (1.0, [0, 1, 2])
     """
-    t = _checked_type(t)
+    t = checked_type(t)
     order = _order_char(byte_order)
     if not t.quantized:
         kind = {GGMLType.F32: "f4", GGMLType.F16: "f2", GGMLType.BF16: "u2", GGMLType.I8: "i1",
@@ -176,7 +173,7 @@ def _swap_dtype(t: GGMLType, byte_order: str) -> np.dtype:
     ])
 
 
-def _as_uint8(raw: np.ndarray | bytes | bytearray | memoryview) -> np.ndarray:
+def as_uint8(raw: np.ndarray | bytes | bytearray | memoryview) -> np.ndarray:
     if isinstance(raw, np.ndarray):
         return raw.reshape(-1).view(np.uint8) if raw.flags.c_contiguous else np.ascontiguousarray(raw).reshape(-1).view(np.uint8)
     return np.frombuffer(raw, dtype=np.uint8)
@@ -200,12 +197,12 @@ def byteswap(
     >>> byteswap(q, GGMLType.Q4_0, "little", "big")[:2].tobytes().hex()
     '3c00'
     """
-    t = _checked_type(t)
-    src = _as_uint8(raw)
+    t = checked_type(t)
+    src = as_uint8(raw)
     src_dt = _swap_dtype(t, from_order)
     dst_dt = _swap_dtype(t, to_order)
     if src.size % src_dt.itemsize:
-        raise GGUFFormatError(
+        raise ValueError(
             f"{t.name} data of {src.size} bytes is not a whole number of {src_dt.itemsize}-byte blocks"
         )
     # astype between the two byte orders of the same integer-typed layout swaps each field

@@ -7,8 +7,8 @@ architecture's required keys, and a few stated rules such as the alignment), and
 :func:`audit_spec`, which reports every difference between those facts and
 
 * ``spec/`` (kind prefixes as below, ``against="spec"``), and
-* the code: :mod:`gguf_schema.types` enums and the construct structs of
-  :func:`gguf_schema.schema.gguf_schema` for v3, introspected subcon by subcon (``against="schema"``).
+* the code: :mod:`gguf_schema.format.types` enums and the construct structs of
+  :func:`gguf_schema.format.schema.gguf_schema` for v3, introspected subcon by subcon (``against="schema"``).
 
 :func:`schema_differences` compares the code with ``spec/`` directly; the test-suite pins that
 list, so the schema cannot drift from the transcription unnoticed. ``gguf-schema audit-spec``
@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+from importlib import resources
 import json
 import re
 import sys
@@ -32,8 +33,6 @@ from typing import Any
 
 __all__ = ["load_spec", "extract_facts", "audit_spec", "schema_facts", "schema_differences", "AuditReport", "Difference", "register_cli"]
 
-_REPO_SPEC = Path(__file__).resolve().parent.parent / "spec" / "gguf.json"
-_PACKAGED_SPEC = Path(__file__).resolve().parent / "spec_data.json"
 
 ENUMS = ("ggml_type", "gguf_metadata_value_type", "general.file_type")
 STRUCTS = ("gguf_string_t", "gguf_metadata_value_t", "gguf_metadata_value_t.array", "gguf_metadata_kv_t", "gguf_header_t",
@@ -43,13 +42,12 @@ _UNIONS = ("gguf_metadata_value_t",)
 
 @functools.lru_cache(maxsize=None)
 def load_spec() -> dict[str, Any]:
-    """Our transcription of the spec: ``spec/gguf.json`` of the repository, else the packaged copy.
+    """Our transcription of the spec: ``gguf_schema/check/spec/gguf.json`` (package data; see its README).
 
     >>> load_spec()["enums"]["gguf_metadata_value_type"]["values"]["FLOAT64"]
     12
     """
-    path = _REPO_SPEC if _REPO_SPEC.is_file() else _PACKAGED_SPEC
-    return json.loads(path.read_text(encoding="utf-8"))
+    return json.loads(resources.files(__package__).joinpath("spec", "gguf.json").read_text(encoding="utf-8"))
 
 
 @dataclass(frozen=True)
@@ -369,8 +367,8 @@ def schema_facts() -> dict[str, Any]:
     """
     from construct import Adapter, Bytes, Computed, Const, FormatField, LazyBound, Rebuild, Renamed, Struct, Switch
 
-    from .schema import AlignmentPadding, ArrayItems, BoolValue, FloatValue, IndexedArray, TensorData, ValueTypeField, gguf_schema
-    from .types import GGML_TYPE_COUNT, FileType, GGMLType, ValueType
+    from ..format.schema import AlignmentPadding, ArrayItems, BoolValue, FloatValue, IndexedArray, TensorData, ValueTypeField, gguf_schema
+    from ..format.types import GGML_TYPE_COUNT, FileType, GGMLType, ValueType
 
     s = gguf_schema("little", 3)
     named = {id(s.gguf_string_t): "gguf_string_t", id(s.gguf_metadata_kv_t): "gguf_metadata_kv_t", id(s.gguf_header_t): "gguf_header_t",

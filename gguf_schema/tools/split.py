@@ -32,14 +32,14 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any, Union
 
-from .errors import GGUFBuildError, GGUFFormatError
-from .progress import CountingWriter, Progress
-from .reader import Fields, GGUFFile, GGUFKeyError, Tensor
-from .reader import open as gguf_open
-from .schema import align_offset
-from .types import ValueType
-from .values import Field, make_field
-from .writer import atomic_write, save
+from ..errors import GGUFBuildError, GGUFFormatError
+from ..cli.progress import CountingWriter, Progress
+from ..reader import Fields, GGUFFile, GGUFKeyError, Tensor
+from ..reader import open as gguf_open
+from ..format.schema import align_offset
+from ..format.types import ValueType
+from ..format.values import Field, make_field
+from ..writer import atomic_write, save
 
 __all__ = ["SPLIT_KEYS", "parse_size", "shard_name", "shard_paths", "plan_split", "split", "merge", "open_split", "SplitModel"]
 

@@ -18,9 +18,9 @@ from typing import Any
 
 import numpy as np
 
-from .types import GGMLType, ValueType
-from .values import GGUFArray
-from .writer import RawTensor
+from ..format.types import GGMLType, ValueType
+from ..format.values import GGUFArray
+from ..writer import RawTensor
 
 __all__ = ["example_metadata", "example_tensors"]
 

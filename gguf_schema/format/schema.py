@@ -67,7 +67,7 @@ from construct import (
     this,
 )
 
-from .errors import _UNSET, GGUFBuildError, GGUFError, GGUFFormatError, GGUFLimitError, GGUFTruncatedError
+from ..errors import _UNSET, GGUFBuildError, GGUFError, GGUFFormatError, GGUFLimitError, GGUFTruncatedError
 from .limits import DEFAULT_LIMITS, Limits
 from .source import ByteReader
 from .types import ValueType
@@ -615,7 +615,7 @@ def _remaining(stream) -> int:
 def alignment_of(metadata_kv: list) -> int:
     """ALIGNMENT: the first ``general.alignment`` if it is a positive integer, else 32.
 
-    Takes parsed ``gguf_metadata_kv_t`` records or :class:`~gguf_schema.values.Field` objects.
+    Takes parsed ``gguf_metadata_kv_t`` records or :class:`~gguf_schema.format.values.Field` objects.
     """
     for kv in metadata_kv:
         if kv.key == "general.alignment":

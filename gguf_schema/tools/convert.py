@@ -3,7 +3,7 @@
 Metadata values are rebuilt by the schema of the target variant. Tensor data is converted
 type by type: plain types (F32, F16, BF16, F64, I8..I64) swap each element; quantized types
 swap the multi-byte fields of every block (``ggml_half`` scales, ``uint16``/``int16``/``float``
-fields) and leave byte arrays alone, using the block layouts of :mod:`gguf_schema.blocks`.
+fields) and leave byte arrays alone, using the block layouts of :mod:`gguf_schema.tensors`.
 The conversion is exact both ways: little -> big -> little gives back the original bytes for
 a file laid out as ggml lays out files (tensors contiguous and aligned, zero padding).
 
@@ -24,10 +24,10 @@ from __future__ import annotations
 import os
 from typing import IO, Union
 
-from .errors import GGUFBuildError
-from .progress import CountingWriter, Progress
-from .reader import open as gguf_open
-from .writer import atomic_write
+from ..errors import GGUFBuildError
+from ..cli.progress import CountingWriter, Progress
+from ..reader import open as gguf_open
+from ..writer import atomic_write
 
 __all__ = ["convert"]
 
@@ -43,7 +43,7 @@ def convert(source: PathLike, target: PathLike | IO[bytes], *, byte_order: str |
         target: the path to write (atomically; it may not be ``source``) or a binary stream.
         byte_order: "little" or "big" (default: unchanged).
         version: 1, 2 or 3 (default: unchanged). ggml reads versions 2 and 3 only.
-        progress: a :class:`~gguf_schema.progress.Progress` to report bytes written to.
+        progress: a :class:`~gguf_schema.cli.progress.Progress` to report bytes written to.
 
     Raises :class:`~gguf_schema.errors.GGUFError` for an unreadable source, a tensor of an
     unknown or removed type, or an invalid byte order or version.

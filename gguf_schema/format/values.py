@@ -1,6 +1,6 @@
 """Metadata values as Python objects: the typed records the schema parses to and builds from.
 
-A metadata entry is a :class:`Field`: its key, its stored :class:`~gguf_schema.types.ValueType`
+A metadata entry is a :class:`Field`: its key, its stored :class:`~gguf_schema.format.types.ValueType`
 and its value in a canonical form that keeps every bit of the file:
 
 =========================  =============================================================
@@ -35,7 +35,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .errors import GGUFBuildError
+from ..errors import GGUFBuildError
 from .types import ValueType
 
 __all__ = ["Field", "GGUFArray", "BoolByte", "LazyStrings", "make_field", "coerce_value", "infer_type", "plain"]

@@ -22,7 +22,7 @@ import argparse
 from collections import Counter
 from typing import Any
 
-from .fixtures import KINDS, generate
+from ..testing.fixtures import KINDS, generate
 
 __all__ = ["register_cli"]
 

@@ -1,8 +1,8 @@
 """The everyday ``gguf-schema`` subcommands: inspect, edit metadata, convert, split, merge, diff.
 
 Each handler parses its arguments, calls the library module that owns the work
-(:mod:`~gguf_schema.edit`, :mod:`~gguf_schema.jsonio`, :mod:`~gguf_schema.convert`,
-:mod:`~gguf_schema.split`, :mod:`~gguf_schema.diff`) and prints. Exit codes are those of
+(:mod:`~gguf_schema.tools.edit`, :mod:`~gguf_schema.tools.jsonio`, :mod:`~gguf_schema.tools.convert`,
+:mod:`~gguf_schema.tools.split`, :mod:`~gguf_schema.tools.diff`) and prints. Exit codes are those of
 :mod:`gguf_schema.cli`: 0 success, 1 differences (``diff``), 2 unreadable input or usage error
 (a :class:`~gguf_schema.errors.GGUFError` or ``OSError`` raised here is printed by ``main``
 as ``gguf-schema: error: ...``). Results go to stdout, progress bars and notes to stderr.
@@ -27,16 +27,16 @@ from typing import Any, Callable
 
 import numpy as np
 
-from . import convert as convert_mod
-from . import diff as diff_mod
-from . import edit, jsonio
-from . import split as split_mod
-from .errors import GGUFBuildError
+from ..tools import convert as convert_mod
+from ..tools import diff as diff_mod
+from ..tools import edit, jsonio
+from ..tools import split as split_mod
+from ..errors import GGUFBuildError
 from .progress import Progress
-from .reader import GGUFFile, GGUFKeyError
-from .reader import open as gguf_open
-from .types import FileType, GGMLType, ValueType
-from .values import Field
+from ..reader import GGUFFile, GGUFKeyError
+from ..reader import open as gguf_open
+from ..format.types import FileType, GGMLType, ValueType
+from ..format.values import Field
 
 __all__ = ["register_cli"]
 

@@ -13,15 +13,15 @@ import io
 import sys
 from typing import Sequence
 
-from . import open as gguf_open
-from . import save
-from .errors import GGUFError
+from ..reader import open as gguf_open
+from ..writer import save
+from ..errors import GGUFError
 
 __all__ = ["main"]
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    from .demo import example_metadata, example_tensors
+    from ..testing.demo import example_metadata, example_tensors
 
     path = args.output
     metadata, tensors = example_metadata(nested=False), example_tensors()
@@ -43,7 +43,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         same_bytes = rebuilt.getvalue() == written
         import numpy as np
 
-        from .writer import RawTensor
+        from ..writer import RawTensor
 
         values_ok = all(_same(f.fields[k].plain(), _plainify(v)) for k, v in metadata.items())
         tensors_ok = all(
@@ -52,7 +52,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
             for n, t in tensors.items()
         )
     print(f"round trip: rebuilt bytes identical: {same_bytes}; values equal: {values_ok}; tensor bytes equal: {tensors_ok}")
-    from .validate import check
+    from ..check.validate import check
 
     verdicts = {profile: check(path, profile) for profile in ("spec", "ggml", "lenient")}
     print("validation: " + ", ".join(f"{p} {'clean' if r.ok else f'{len(r.errors)} errors'}" for p, r in verdicts.items()))
@@ -60,7 +60,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _plainify(v):
-    from .values import GGUFArray
+    from ..format.values import GGUFArray
 
     if isinstance(v, GGUFArray):
         return v.plain()
@@ -89,9 +89,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_demo)
     for name in _COMMAND_MODULES:
         try:
-            module = importlib.import_module(f"{__package__}.{name}")
+            module = importlib.import_module(f"gguf_schema.{name}")
         except ModuleNotFoundError as e:  # an optional part not installed: its commands are absent
-            if e.name and (e.name == f"{__package__}.{name}" or f"{__package__}.{name}".startswith(e.name + ".")):
+            if e.name and (e.name == f"gguf_schema.{name}" or f"gguf_schema.{name}".startswith(e.name + ".")):
                 continue
             raise
         module.register_cli(sub)
@@ -100,7 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 #: modules that own subcommands: each has ``register_cli(subparsers)`` adding its parsers,
 #: each parser with ``set_defaults(func=handler)`` where ``handler(args) -> int`` is the exit code.
-_COMMAND_MODULES = ("commands", "validate", "spec_audit", "testing.cli")
+_COMMAND_MODULES = ("cli.commands", "check.validate", "check.spec_audit", "cli.generate")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

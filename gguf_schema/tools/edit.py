@@ -17,7 +17,7 @@ Tensor bytes are copied unchanged either way.
 
 This module also owns :func:`header_bytes` (the exact bytes before the data section for a
 list of records and tensor infos) and :func:`parse_value_text`, which turns command-line
-text into a value of a given :class:`~gguf_schema.types.ValueType`.
+text into a value of a given :class:`~gguf_schema.format.types.ValueType`.
 
 >>> import os, tempfile, numpy as np, gguf_schema
 >>> path = os.path.join(tempfile.mkdtemp(), "m.gguf")
@@ -43,14 +43,14 @@ from typing import Any, Callable, Union
 import numpy as np
 from construct import ConstructError, Container
 
-from .errors import GGUFBuildError, GGUFError
-from .progress import CountingWriter, Progress
-from .reader import GGUFFile
-from .reader import open as gguf_open
-from .schema import gguf_schema
-from .types import ValueType
-from .values import Field, GGUFArray
-from .writer import atomic_write
+from ..errors import GGUFBuildError, GGUFError
+from ..cli.progress import CountingWriter, Progress
+from ..reader import GGUFFile
+from ..reader import open as gguf_open
+from ..format.schema import gguf_schema
+from ..format.types import ValueType
+from ..format.values import Field, GGUFArray
+from ..writer import atomic_write
 
 __all__ = [
     "EditResult",
@@ -313,7 +313,7 @@ def _typed_items(items: list, et: ValueType) -> Any:
     if et == ValueType.ARRAY:
         raise GGUFBuildError("nested arrays cannot be given on the command line: use dump --json / build", value=et.name)
     vals = [_scalar_from_text(x, et) if isinstance(x, str) else x for x in items]
-    from .values import coerce_value
+    from ..format.values import coerce_value
 
     return coerce_value(vals, ValueType.ARRAY, et)[1].items
 

@@ -1,0 +1,187 @@
+/*
+ * gguf_schema.tensors._kernels: optional compiled block kernels for gguf_schema.tensors.
+ *
+ * The numpy kernels are the reference; this module repeats, block by block and in the same
+ * float32 operations, the decoders of the types that numpy cannot run at memory speed (F16,
+ * BF16, the legacy, K-quant, IQ4 and ternary families) and the common quantizers.
+ * engine.py calls it when it was built; the tests check it bit for bit against the numpy
+ * kernels and against ggml's own outputs.
+ *
+ * Every function works on whole blocks of little-endian data, never allocates, and releases
+ * the GIL, so Python threads decode disjoint chunks of one tensor in parallel.
+ *
+ * Files: common.h (macros, scalar helpers, kernel signatures), decode.c, encode.c, and this
+ * one (the table of kernels by ggml type id, and the Python interface).
+ */
+#include "common.h"
+
+#ifdef HAVE_F16C_DISPATCH
+int cpu_has_f16c = 0;
+#endif
+
+enum ggml_type_id { /* ggml_type values (gguf_schema.format.types.GGMLType) */
+    GGML_TYPE_F16 = 1,
+    GGML_TYPE_Q4_0 = 2,
+    GGML_TYPE_Q4_1 = 3,
+    GGML_TYPE_Q5_0 = 6,
+    GGML_TYPE_Q5_1 = 7,
+    GGML_TYPE_Q8_0 = 8,
+    GGML_TYPE_Q8_1 = 9,
+    GGML_TYPE_Q2_K = 10,
+    GGML_TYPE_Q3_K = 11,
+    GGML_TYPE_Q4_K = 12,
+    GGML_TYPE_Q5_K = 13,
+    GGML_TYPE_Q6_K = 14,
+    GGML_TYPE_Q8_K = 15,
+    GGML_TYPE_IQ4_NL = 20,
+    GGML_TYPE_IQ4_XS = 23,
+    GGML_TYPE_BF16 = 30,
+    GGML_TYPE_TQ1_0 = 34,
+    GGML_TYPE_TQ2_0 = 35,
+};
+
+/* ---------------------------------------------------------------------------------- */
+/* The table: ggml type id, block size, bytes per block, decoder, quantizer.           */
+
+typedef struct {
+    int id;
+    int block_size;
+    int type_size;
+    decode_fn decode;
+    encode_fn encode;
+} kernel_entry;
+
+static const kernel_entry KERNELS[] = {
+    {GGML_TYPE_F16, 1, 2, f16_to_f32, f32_to_f16},
+    {GGML_TYPE_Q4_0, 32, 18, dq_q4_0, q_q4_0},
+    {GGML_TYPE_Q4_1, 32, 20, dq_q4_1, q_q4_1},
+    {GGML_TYPE_Q5_0, 32, 22, dq_q5_0, q_q5_0},
+    {GGML_TYPE_Q5_1, 32, 24, dq_q5_1, q_q5_1},
+    {GGML_TYPE_Q8_0, 32, 34, dq_q8_0, q_q8_0},
+    {GGML_TYPE_Q8_1, 32, 36, dq_q8_1, q_q8_1},
+    {GGML_TYPE_Q2_K, 256, 84, dq_q2_k, NULL},
+    {GGML_TYPE_Q3_K, 256, 110, dq_q3_k, NULL},
+    {GGML_TYPE_Q4_K, 256, 144, dq_q4_k, NULL},
+    {GGML_TYPE_Q5_K, 256, 176, dq_q5_k, NULL},
+    {GGML_TYPE_Q6_K, 256, 210, dq_q6_k, NULL},
+    {GGML_TYPE_Q8_K, 256, 292, dq_q8_k, NULL},
+    {GGML_TYPE_IQ4_NL, 32, 18, dq_iq4_nl, NULL},
+    {GGML_TYPE_IQ4_XS, 256, 136, dq_iq4_xs, NULL},
+    {GGML_TYPE_BF16, 1, 2, bf16_to_f32, f32_to_bf16},
+    {GGML_TYPE_TQ1_0, 256, 54, dq_tq1_0, q_tq1_0},
+    {GGML_TYPE_TQ2_0, 256, 66, dq_tq2_0, q_tq2_0},
+};
+#define N_KERNELS ((int)(sizeof(KERNELS) / sizeof(KERNELS[0])))
+
+static const kernel_entry *find(int id) {
+    for (int k = 0; k < N_KERNELS; k++)
+        if (KERNELS[k].id == id) return &KERNELS[k];
+    return NULL;
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* Python interface                                                                    */
+
+/* Check both buffers, then run fn over whole blocks without the GIL. */
+static PyObject *run(PyObject *args, int encode) {
+    int id;
+    Py_buffer src, dst;
+    if (!PyArg_ParseTuple(args, "iy*w*", &id, &src, &dst)) return NULL;
+    PyObject *result = NULL;
+    const kernel_entry *k = find(id);
+    if (k == NULL || (encode ? k->encode == NULL : k->decode == NULL)) {
+        PyErr_Format(PyExc_ValueError, "no compiled %s for ggml type %d", encode ? "quantizer" : "decoder", id);
+        goto done;
+    }
+    const Py_ssize_t in_unit = encode ? (Py_ssize_t)k->block_size * 4 : k->type_size;
+    const Py_ssize_t out_unit = encode ? k->type_size : (Py_ssize_t)k->block_size * 4;
+    if (src.len % in_unit != 0 || dst.len != src.len / in_unit * out_unit) {
+        PyErr_Format(PyExc_ValueError, "buffers of %zd and %zd bytes are not whole blocks of type %d",
+                     src.len, dst.len, id);
+        goto done;
+    }
+    const Py_ssize_t nb = src.len / in_unit;
+    Py_BEGIN_ALLOW_THREADS
+    if (encode)
+        k->encode((const float *)src.buf, (uint8_t *)dst.buf, nb);
+    else
+        k->decode((const uint8_t *)src.buf, (float *)dst.buf, nb);
+    Py_END_ALLOW_THREADS
+    Py_INCREF(Py_None);
+    result = Py_None;
+done:
+    PyBuffer_Release(&src);
+    PyBuffer_Release(&dst);
+    return result;
+}
+
+static PyObject *py_decode(PyObject *self, PyObject *args) { (void)self; return run(args, 0); }
+static PyObject *py_encode(PyObject *self, PyObject *args) { (void)self; return run(args, 1); }
+
+static PyObject *py_layouts(PyObject *self, PyObject *args) {
+    (void)self;
+    (void)args;
+    PyObject *d = PyDict_New();
+    if (d == NULL) return NULL;
+    for (int k = 0; k < N_KERNELS; k++) {
+        PyObject *v = Py_BuildValue("(iiOO)", KERNELS[k].block_size, KERNELS[k].type_size,
+                                    KERNELS[k].decode ? Py_True : Py_False,
+                                    KERNELS[k].encode ? Py_True : Py_False);
+        PyObject *key = PyLong_FromLong(KERNELS[k].id);
+        if (v == NULL || key == NULL || PyDict_SetItem(d, key, v) < 0) {
+            Py_XDECREF(v);
+            Py_XDECREF(key);
+            Py_DECREF(d);
+            return NULL;
+        }
+        Py_DECREF(v);
+        Py_DECREF(key);
+    }
+    return d;
+}
+
+static PyObject *py_features(PyObject *self, PyObject *args) {
+    (void)self;
+    (void)args;
+    int sse2 = 0, clones = 0, f16c = 0;
+#ifdef HAVE_SSE2
+    sse2 = 1;
+#endif
+#if defined(__has_attribute) && !defined(GGUF_SCHEMA_PORTABLE) && defined(__x86_64__) && defined(__linux__)
+#if __has_attribute(target_clones)
+    clones = 1;
+#endif
+#endif
+#ifdef HAVE_F16C_DISPATCH
+    f16c = cpu_has_f16c;
+#endif
+    return Py_BuildValue("{sOsOsO}", "sse2", sse2 ? Py_True : Py_False, "avx2_copies", clones ? Py_True : Py_False,
+                         "f16c", f16c ? Py_True : Py_False);
+}
+
+static PyMethodDef methods[] = {
+    {"features", py_features, METH_NOARGS,
+     "features() -> {'sse2', 'avx2_copies', 'f16c': bool}: the code paths built in and usable here."},
+    {"decode", py_decode, METH_VARARGS,
+     "decode(type_id, src, dst): whole little-endian blocks of src -> float32 into dst."},
+    {"encode", py_encode, METH_VARARGS,
+     "encode(type_id, src, dst): float32 src (whole blocks) -> little-endian blocks into dst."},
+    {"layouts", py_layouts, METH_NOARGS,
+     "layouts() -> {type_id: (block_size, type_size, decodes, encodes)} for every compiled type."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "gguf_schema.tensors._kernels",
+    "Optional compiled block kernels for gguf_schema.tensors (see engine.py).", -1, methods,
+    NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__kernels(void) {
+    init_decode_tables();
+#ifdef HAVE_F16C_DISPATCH
+    __builtin_cpu_init();
+    cpu_has_f16c = __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+#endif
+    return PyModule_Create(&module);
+}

@@ -52,8 +52,8 @@ _QUANTIZE_CHUNK_ELEMENTS = 1 << 16
 
 
 def _compiled_types(direction: int) -> frozenset[GGMLType]:
-    """Types the compiled module handles in one direction (2: decode, 3: encode), keeping only
-    those whose block geometry agrees with :mod:`gguf_schema.format.types`."""
+    """Types the compiled module handles in one direction (2: decode, 3: encode blocks, 4: encode
+    rows), keeping only those whose block geometry agrees with :mod:`gguf_schema.format.types`."""
     if compiled_kernels is None:
         return frozenset()
     found = []
@@ -66,7 +66,9 @@ def _compiled_types(direction: int) -> frozenset[GGMLType]:
 
 COMPILED_DEQUANTIZE: frozenset[GGMLType] = _compiled_types(2)
 """Types whose decoder is compiled in this installation (empty if ``_kernels`` was not built)."""
-COMPILED_QUANTIZE: frozenset[GGMLType] = _compiled_types(3)
+_COMPILED_BLOCKS: frozenset[GGMLType] = _compiled_types(3)
+_COMPILED_ROWS: frozenset[GGMLType] = _compiled_types(4)
+COMPILED_QUANTIZE: frozenset[GGMLType] = _COMPILED_BLOCKS | _COMPILED_ROWS
 """Types whose quantizer is compiled in this installation (empty if ``_kernels`` was not built)."""
 ENGINES = ("auto", "numpy", "compiled")
 """Values of the ``engine`` argument: compiled kernels where built, numpy only, compiled only."""
@@ -295,15 +297,19 @@ def dequantize(
     return result.reshape(stop - start, cols)
 
 
-def quantize(array: np.ndarray, t: GGMLType | int | str, threads: int | None = None, engine: str = "auto") -> np.ndarray:
+def quantize(array: np.ndarray, t: GGMLType | int | str, *, imatrix: np.ndarray | None = None,
+             threads: int | None = None, engine: str = "auto") -> np.ndarray:
     """Encode a numeric array as the raw bytes of a tensor of ggml type ``t``.
 
-    Quantized types follow ggml's ``quantize_row_*_ref`` exactly (the same bytes). Integer
-    types need integer values in range. The array's last axis is the row.
+    The bytes are those ggml's ``ggml_quantize_chunk`` writes for the same rows (without an
+    importance matrix that is ggml's reference quantizer ``quantize_row_*_ref`` for most
+    types). Integer types need integer values in range. The array's last axis is the row.
 
     Args:
         array: any numeric array (its last dimension a multiple of ``t.block_size``).
         t: one of :data:`~gguf_schema.tensors.QUANTIZE_TYPES` (a :class:`GGMLType`, id or name).
+        imatrix: importance weights, one float32 per column (as llama.cpp's imatrix supplies
+            them), for the types whose ggml quantizer uses them; other types ignore it, as ggml does.
         threads: worker threads, as in :func:`dequantize` (the bytes do not depend on it).
         engine: as in :func:`dequantize`, with :data:`COMPILED_QUANTIZE` (F16 from float32
             input only: numpy converts other float widths in one rounding step).
@@ -314,7 +320,8 @@ def quantize(array: np.ndarray, t: GGMLType | int | str, threads: int | None = N
 
     Raises:
         ValueError: type not quantizable here, row length not a whole number of blocks,
-            integer values out of range, or a bad ``threads`` or ``engine``.
+            integer values out of range, an importance matrix of the wrong length or missing
+            for a type that needs one, or a bad ``threads`` or ``engine``.
         TypeError: an argument of the wrong kind.
 
     >>> quantize(np.array([1.0, -2.0], dtype=np.float32), GGMLType.F16).tobytes().hex()
@@ -331,14 +338,21 @@ def quantize(array: np.ndarray, t: GGMLType | int | str, threads: int | None = N
     if t not in QUANTIZE_TYPES:
         raise ValueError(f"quantizing to {t.name} is not supported (supported: "
                          f"{', '.join(sorted(x.name for x in QUANTIZE_TYPES))})")
+    codec = CODECS[t]
+    weights = _importance(imatrix, cols, t)
     rows2d = a.reshape(n_rows, cols)
-    compiled = _use_compiled(t, engine, COMPILED_QUANTIZE)
     if not t.quantized:
-        return _quantize_plain(rows2d, t, threads, compiled)
+        return _quantize_plain(rows2d, t, threads, _use_compiled(t, engine, COMPILED_QUANTIZE))
+    by_rows = codec.quantize_rows is not None and (weights is not None or codec.quantize is None)
+    if by_rows:
+        if codec.needs_imatrix and weights is None:
+            raise ValueError(f"ggml quantizes {t.name} only with an importance matrix: pass imatrix=")
+        return _quantize_rows(rows2d, t, weights, threads, _use_compiled(t, engine, _COMPILED_ROWS))
+    compiled = _use_compiled(t, engine, _COMPILED_BLOCKS)
     blocks = np.zeros(n_rows * cols // t.block_size, dtype=block_dtype(t))
     x = np.ascontiguousarray(rows2d, dtype=F32).reshape(-1, t.block_size)
     step = max(1, _QUANTIZE_CHUNK_ELEMENTS // t.block_size)
-    quantizer = CODECS[t].quantize
+    quantizer = codec.quantize
     assert quantizer is not None
     raw = blocks.view(np.uint8).reshape(len(blocks), -1)
 
@@ -351,6 +365,39 @@ def quantize(array: np.ndarray, t: GGMLType | int | str, threads: int | None = N
 
     _run_chunks(range(0, len(x), step), run, _thread_count(threads, x.size, compiled))
     return raw.reshape(n_rows, -1)
+
+
+def _importance(imatrix: Any, cols: int, t: GGMLType) -> np.ndarray | None:
+    """The importance weights as a contiguous float32 array of one weight per column."""
+    if imatrix is None:
+        return None
+    w = np.ascontiguousarray(imatrix, dtype=F32) if isinstance(imatrix, np.ndarray) else None
+    if w is None:
+        raise TypeError(f"imatrix must be a numpy array of {cols} float32 weights, got {type(imatrix).__name__}")
+    if w.shape != (cols,):
+        raise ValueError(f"imatrix must hold one weight per column: {cols} for these {t.name} rows, got shape {w.shape}")
+    return w
+
+
+def _quantize_rows(rows2d: np.ndarray, t: GGMLType, weights: np.ndarray | None, threads: int | None,
+                   compiled: bool) -> np.ndarray:
+    """Whole rows through the codec's row quantizer (ggml's ``quantize_<type>``), in chunks of rows."""
+    n_rows, cols = rows2d.shape
+    x = np.ascontiguousarray(rows2d, dtype=F32)
+    out = np.zeros((n_rows, t.row_nbytes(cols)), dtype=np.uint8)
+    step = max(1, _QUANTIZE_CHUNK_ELEMENTS // max(cols, 1))
+    kernel = CODECS[t].quantize_rows
+    assert kernel is not None
+
+    def run(i: int) -> None:
+        if compiled:
+            compiled_kernels.quantize_rows(t, x[i:i + step], out[i:i + step], cols, weights)
+            return
+        with np.errstate(all="ignore"):
+            kernel(x[i:i + step], out[i:i + step], weights)
+
+    _run_chunks(range(0, n_rows, step), run, _thread_count(threads, x.size, compiled))
+    return out
 
 
 def _quantize_plain(rows2d: np.ndarray, t: GGMLType, threads: int | None, compiled: bool) -> np.ndarray:

@@ -29,6 +29,10 @@ DecodeKernel = Callable[[np.ndarray, np.ndarray], None]
 """``decode(blocks, out)``: little-endian blocks ``(n, type_size)`` uint8 -> ``out`` ``(n, block_size)`` float32."""
 QuantizeKernel = Callable[[np.ndarray, np.ndarray], None]
 """``quantize(x, blocks)``: float32 ``(n, block_size)`` -> structured little-endian blocks ``(n,)`` (zeroed)."""
+RowQuantizeKernel = Callable[[np.ndarray, np.ndarray, "np.ndarray | None"], None]
+"""``quantize_rows(x, out, imatrix)``: float32 rows ``(n, n_per_row)`` -> ``out`` ``(n, row_bytes)`` uint8
+(zeroed), with importance weights ``imatrix`` ``(n_per_row,)`` float32 or None: ggml's ``quantize_<type>``
+as ``ggml_quantize_chunk`` calls it."""
 
 
 @dataclass(frozen=True)
@@ -39,18 +43,26 @@ class Codec:
         type: the ggml type.
         family: the module of :mod:`gguf_schema.tensors` that holds the kernels.
         decode: the decoder (every live type has one).
-        quantize: the quantizer, or None where this library does not encode the type yet
-            (plain types are encoded element-wise by :mod:`.plain`, not through this slot).
+        quantize: the block quantizer (ggml's ``quantize_row_*_ref``), or None where this
+            library does not encode the type block by block (plain types are encoded
+            element-wise by :mod:`.plain`, not through this slot).
+        quantize_rows: the row quantizer with optional importance weights (ggml's
+            ``quantize_<type>``), for types whose ggml quantizer weighs elements by an
+            importance matrix or searches per row; None where ggml ignores the imatrix.
+        needs_imatrix: ggml refuses to quantize the type without an importance matrix.
     """
 
     type: GGMLType
     family: str
     decode: DecodeKernel
     quantize: QuantizeKernel | None = None
+    quantize_rows: RowQuantizeKernel | None = None
+    needs_imatrix: bool = False
 
 
-def _codec(t: GGMLType, decode: DecodeKernel, quantize: QuantizeKernel | None = None) -> Codec:
-    return Codec(t, decode.__module__.rsplit(".", 1)[-1], decode, quantize)
+def _codec(t: GGMLType, decode: DecodeKernel, quantize: QuantizeKernel | None = None,
+           quantize_rows: RowQuantizeKernel | None = None, needs_imatrix: bool = False) -> Codec:
+    return Codec(t, decode.__module__.rsplit(".", 1)[-1], decode, quantize, quantize_rows, needs_imatrix)
 
 
 T = GGMLType
@@ -101,6 +113,6 @@ del T
 DEQUANTIZE_TYPES: frozenset[GGMLType] = frozenset(CODECS)
 """Every type :func:`~gguf_schema.tensors.dequantize` reads: all the live ggml types."""
 QUANTIZE_TYPES: frozenset[GGMLType] = frozenset(
-    t for t, c in CODECS.items() if c.quantize is not None or not t.quantized
+    t for t, c in CODECS.items() if c.quantize is not None or c.quantize_rows is not None or not t.quantized
 )
 """Every type :func:`~gguf_schema.tensors.quantize` writes."""

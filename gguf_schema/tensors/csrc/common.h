@@ -229,6 +229,11 @@ static inline __m128i low_bytes16(__m128i a, __m128i b, __m128i c, __m128i d) {
 
 typedef void (*decode_fn)(const uint8_t *restrict q, float *restrict y, Py_ssize_t nb);
 typedef void (*encode_fn)(const float *restrict x, uint8_t *restrict b, Py_ssize_t nb);
+/* ggml_quantize_chunk's shape: nrows rows of n_per_row floats at x -> nrows rows of blocks at y,
+ * with importance weights imatrix[n_per_row] (NULL: none). For the types whose quantizers search
+ * per row (K-quants, IQ) or weigh elements by importance. */
+typedef void (*quantize_rows_fn)(const float *restrict x, uint8_t *restrict y, int64_t nrows, int64_t n_per_row,
+                                 const float *restrict imatrix);
 
 /* decode.c */
 void init_decode_tables(void);

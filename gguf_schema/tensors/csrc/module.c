@@ -41,7 +41,8 @@ enum ggml_type_id { /* ggml_type values (gguf_schema.format.types.GGMLType) */
 };
 
 /* ---------------------------------------------------------------------------------- */
-/* The table: ggml type id, block size, bytes per block, decoder, quantizer.           */
+/* The table: ggml type id, block size, bytes per block, decoder, block quantizer (ggml's    */
+/* *_ref), row quantizer (ggml_quantize_chunk, with or without importance weights).        */
 
 typedef struct {
     int id;
@@ -49,27 +50,28 @@ typedef struct {
     int type_size;
     decode_fn decode;
     encode_fn encode;
+    quantize_rows_fn rows;
 } kernel_entry;
 
 static const kernel_entry KERNELS[] = {
-    {GGML_TYPE_F16, 1, 2, f16_to_f32, f32_to_f16},
-    {GGML_TYPE_Q4_0, 32, 18, dq_q4_0, q_q4_0},
-    {GGML_TYPE_Q4_1, 32, 20, dq_q4_1, q_q4_1},
-    {GGML_TYPE_Q5_0, 32, 22, dq_q5_0, q_q5_0},
-    {GGML_TYPE_Q5_1, 32, 24, dq_q5_1, q_q5_1},
-    {GGML_TYPE_Q8_0, 32, 34, dq_q8_0, q_q8_0},
-    {GGML_TYPE_Q8_1, 32, 36, dq_q8_1, q_q8_1},
-    {GGML_TYPE_Q2_K, 256, 84, dq_q2_k, NULL},
-    {GGML_TYPE_Q3_K, 256, 110, dq_q3_k, NULL},
-    {GGML_TYPE_Q4_K, 256, 144, dq_q4_k, NULL},
-    {GGML_TYPE_Q5_K, 256, 176, dq_q5_k, NULL},
-    {GGML_TYPE_Q6_K, 256, 210, dq_q6_k, NULL},
-    {GGML_TYPE_Q8_K, 256, 292, dq_q8_k, NULL},
-    {GGML_TYPE_IQ4_NL, 32, 18, dq_iq4_nl, NULL},
-    {GGML_TYPE_IQ4_XS, 256, 136, dq_iq4_xs, NULL},
-    {GGML_TYPE_BF16, 1, 2, bf16_to_f32, f32_to_bf16},
-    {GGML_TYPE_TQ1_0, 256, 54, dq_tq1_0, q_tq1_0},
-    {GGML_TYPE_TQ2_0, 256, 66, dq_tq2_0, q_tq2_0},
+    {GGML_TYPE_F16, 1, 2, f16_to_f32, f32_to_f16, NULL},
+    {GGML_TYPE_Q4_0, 32, 18, dq_q4_0, q_q4_0, NULL},
+    {GGML_TYPE_Q4_1, 32, 20, dq_q4_1, q_q4_1, NULL},
+    {GGML_TYPE_Q5_0, 32, 22, dq_q5_0, q_q5_0, NULL},
+    {GGML_TYPE_Q5_1, 32, 24, dq_q5_1, q_q5_1, NULL},
+    {GGML_TYPE_Q8_0, 32, 34, dq_q8_0, q_q8_0, NULL},
+    {GGML_TYPE_Q8_1, 32, 36, dq_q8_1, q_q8_1, NULL},
+    {GGML_TYPE_Q2_K, 256, 84, dq_q2_k, NULL, NULL},
+    {GGML_TYPE_Q3_K, 256, 110, dq_q3_k, NULL, NULL},
+    {GGML_TYPE_Q4_K, 256, 144, dq_q4_k, NULL, NULL},
+    {GGML_TYPE_Q5_K, 256, 176, dq_q5_k, NULL, NULL},
+    {GGML_TYPE_Q6_K, 256, 210, dq_q6_k, NULL, NULL},
+    {GGML_TYPE_Q8_K, 256, 292, dq_q8_k, NULL, NULL},
+    {GGML_TYPE_IQ4_NL, 32, 18, dq_iq4_nl, NULL, NULL},
+    {GGML_TYPE_IQ4_XS, 256, 136, dq_iq4_xs, NULL, NULL},
+    {GGML_TYPE_BF16, 1, 2, bf16_to_f32, f32_to_bf16, NULL},
+    {GGML_TYPE_TQ1_0, 256, 54, dq_tq1_0, q_tq1_0, NULL},
+    {GGML_TYPE_TQ2_0, 256, 66, dq_tq2_0, q_tq2_0, NULL},
 };
 #define N_KERNELS ((int)(sizeof(KERNELS) / sizeof(KERNELS[0])))
 
@@ -115,6 +117,51 @@ done:
     return result;
 }
 
+/* quantize_rows(type_id, src, dst, n_per_row, imatrix or None): whole rows, without the GIL. */
+static PyObject *py_quantize_rows(PyObject *self, PyObject *args) {
+    (void)self;
+    int id;
+    Py_ssize_t n_per_row;
+    Py_buffer src, dst, imat = {0};
+    PyObject *imatrix;
+    if (!PyArg_ParseTuple(args, "iy*w*nO", &id, &src, &dst, &n_per_row, &imatrix)) return NULL;
+    PyObject *result = NULL;
+    int have_imat = 0;
+    const kernel_entry *k = find(id);
+    if (k == NULL || k->rows == NULL) {
+        PyErr_Format(PyExc_ValueError, "no compiled row quantizer for ggml type %d", id);
+        goto done;
+    }
+    if (n_per_row <= 0 || n_per_row % k->block_size != 0 || src.len % (n_per_row * 4) != 0) {
+        PyErr_Format(PyExc_ValueError, "%zd floats are not whole rows of %zd elements of type %d", src.len / 4, n_per_row, id);
+        goto done;
+    }
+    const Py_ssize_t nrows = src.len / (n_per_row * 4);
+    if (dst.len != nrows * (n_per_row / k->block_size) * k->type_size) {
+        PyErr_Format(PyExc_ValueError, "output of %zd bytes does not hold %zd rows of type %d", dst.len, nrows, id);
+        goto done;
+    }
+    if (imatrix != Py_None) {
+        if (PyObject_GetBuffer(imatrix, &imat, PyBUF_SIMPLE) < 0) goto done;
+        have_imat = 1;
+        if (imat.len != n_per_row * 4) {
+            PyErr_Format(PyExc_ValueError, "importance matrix of %zd bytes, %zd floats expected", imat.len, n_per_row);
+            goto done;
+        }
+    }
+    Py_BEGIN_ALLOW_THREADS
+    k->rows((const float *)src.buf, (uint8_t *)dst.buf, (int64_t)nrows, (int64_t)n_per_row,
+            have_imat ? (const float *)imat.buf : NULL);
+    Py_END_ALLOW_THREADS
+    Py_INCREF(Py_None);
+    result = Py_None;
+done:
+    if (have_imat) PyBuffer_Release(&imat);
+    PyBuffer_Release(&src);
+    PyBuffer_Release(&dst);
+    return result;
+}
+
 static PyObject *py_decode(PyObject *self, PyObject *args) { (void)self; return run(args, 0); }
 static PyObject *py_encode(PyObject *self, PyObject *args) { (void)self; return run(args, 1); }
 
@@ -124,9 +171,10 @@ static PyObject *py_layouts(PyObject *self, PyObject *args) {
     PyObject *d = PyDict_New();
     if (d == NULL) return NULL;
     for (int k = 0; k < N_KERNELS; k++) {
-        PyObject *v = Py_BuildValue("(iiOO)", KERNELS[k].block_size, KERNELS[k].type_size,
+        PyObject *v = Py_BuildValue("(iiOOO)", KERNELS[k].block_size, KERNELS[k].type_size,
                                     KERNELS[k].decode ? Py_True : Py_False,
-                                    KERNELS[k].encode ? Py_True : Py_False);
+                                    KERNELS[k].encode ? Py_True : Py_False,
+                                    KERNELS[k].rows ? Py_True : Py_False);
         PyObject *key = PyLong_FromLong(KERNELS[k].id);
         if (v == NULL || key == NULL || PyDict_SetItem(d, key, v) < 0) {
             Py_XDECREF(v);
@@ -166,8 +214,11 @@ static PyMethodDef methods[] = {
      "decode(type_id, src, dst): whole little-endian blocks of src -> float32 into dst."},
     {"encode", py_encode, METH_VARARGS,
      "encode(type_id, src, dst): float32 src (whole blocks) -> little-endian blocks into dst."},
+    {"quantize_rows", py_quantize_rows, METH_VARARGS,
+     "quantize_rows(type_id, src, dst, n_per_row, imatrix): float32 rows -> blocks, as ggml_quantize_chunk "
+     "(imatrix: n_per_row float32 importance weights, or None)."},
     {"layouts", py_layouts, METH_NOARGS,
-     "layouts() -> {type_id: (block_size, type_size, decodes, encodes)} for every compiled type."},
+     "layouts() -> {type_id: (block_size, type_size, decodes, encodes, quantizes_rows)} for every compiled type."},
     {NULL, NULL, 0, NULL},
 };
 

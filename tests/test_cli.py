@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import gguf_schema
-from gguf_schema.cli.progress import CountingWriter, Progress, progress_enabled
+from gguf_schema.cli.progress import Progress, progress_enabled
 
 from .conftest import VOCAB_FILES, demo_bytes
 
@@ -432,9 +432,8 @@ def test_progress_draws_on_a_terminal_and_erases_its_line(monkeypatch: pytest.Mo
         with open(slave, "w", closefd=False) as tty:
             assert progress_enabled(tty)
             with Progress(2_000_000, "copy", stream=tty) as bar:
-                out = CountingWriter(open(os.devnull, "wb"), bar)
-                out.write(b"x" * 1_000_000)
-                out.write(memoryview(b"y" * 1_000_000))
+                bar.update(1_000_000)
+                bar.update(1_000_000)
             tty.flush()
         chunks = []
         while select.select([master], [], [], 0.5)[0]:

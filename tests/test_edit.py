@@ -11,9 +11,11 @@ import pytest
 
 import gguf_schema
 from gguf_schema import ValueType
-from gguf_schema.tools.edit import TensorInfo, delete_key, edit_file, header_bytes, parse_type, parse_value_text, rename_key, set_key, set_key_from_file
+from gguf_schema.cli.text_values import parse_type, parse_value_text
+from gguf_schema.tools.edit import delete_key, edit_file, rename_key, set_key, set_key_from_file
+from gguf_schema.writer import TensorInfo, header_bytes
 from gguf_schema.errors import GGUFBuildError
-from gguf_schema.reader import GGUFKeyError
+from gguf_schema.errors import GGUFKeyError
 
 from .conftest import demo_bytes
 

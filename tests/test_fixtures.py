@@ -16,6 +16,8 @@ import gguf_schema
 from gguf_schema.testing.fixtures import ARCHITECTURES, KINDS, PROFILES, fixture_files, generate, random_blocks
 from gguf_schema.format.types import GGMLType
 
+from .helpers import open_variant, schema_variant
+
 SPEC_ARCHS = {"llama", "mpt", "gptneox", "gptj", "gpt2", "bloom", "falcon", "rwkv", "whisper", "mamba"}
 
 
@@ -68,7 +70,7 @@ def test_valid_fixtures_open_and_round_trip_byte_identically(generated):
         path = folder / r["file"]
         data = path.read_bytes()
         for fast in (True, False) if len(data) < 2**20 else (True,):  # the 300k vocabulary: the fast variant only
-            with gguf_schema.open(path, fast=fast) as f:
+            with open_variant(path, fast=fast) as f:
                 for t in f.tensor_list:
                     assert t.data.nbytes == t.nbytes, (r["file"], t.name)
                 out = io.BytesIO()

@@ -155,7 +155,7 @@ def test_unknown_tensor_type_is_reported_on_access():
 
 
 def test_strict_open_raises_the_first_finding_of_the_profile():
-    from gguf_schema.check.validate import GGUFValidationError
+    from gguf_schema.errors import GGUFValidationError
 
     data = demo_bytes()  # has a nested array: the spec allows it, ggml does not
     with gguf_schema.open(data, strict="spec") as f:

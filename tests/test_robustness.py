@@ -22,9 +22,11 @@ import gguf_schema
 from gguf_schema import GGUFError, GGUFLimitError, GGUFTruncatedError, Limits
 from gguf_schema.testing.fuzz import layout, nested_array_file, trimmed_copy
 from gguf_schema.format.types import ValueType
+from gguf_schema.testing.reference import read_reference
 from gguf_schema.writer import atomic_write
 
 from .conftest import VOCAB_FILES, demo_bytes, gemma_path
+from .helpers import open_variant
 
 
 def _bounds(data: bytes) -> tuple[int, int]:
@@ -36,10 +38,10 @@ def _assert_cut_behaves(data: bytes, cut: int, metadata_end: int, fast: bool) ->
     piece = data[:cut]
     if cut < metadata_end:
         with pytest.raises(GGUFTruncatedError) as e:
-            gguf_schema.open(piece, fast=fast)
+            open_variant(piece, fast=fast)
         assert e.value.offset is not None and e.value.offset <= cut
         return
-    with gguf_schema.open(piece, fast=fast) as f:  # the cut is in padding or tensor data: metadata is whole
+    with open_variant(piece, fast=fast) as f:  # the cut is in padding or tensor data: metadata is whole
         assert f.file_size == cut
         for t in f.tensor_list:
             if t.offset + t.nbytes <= cut:
@@ -168,7 +170,7 @@ def test_huge_claims_fail_before_allocating(what, kind, nth, order, version):
     def run():
         for fast in (True, False):
             try:
-                with gguf_schema.open(hostile, fast=fast) as f:
+                with open_variant(hostile, fast=fast) as f:
                     for t in f.tensor_list:
                         try:
                             t.data
@@ -194,12 +196,13 @@ def test_a_file_claiming_2_to_the_60_elements_is_refused_cheaply():
 
 
 def test_default_limits_are_the_documented_ones():
-    assert Limits() == Limits(max_string_length=2**30, max_array_length=2**30, max_depth=64)
+    assert Limits() == Limits(max_string_length=2**30, max_key_length=2**16, max_tensor_name_length=2**16,
+                              max_array_length=2**30, max_depth=32, max_keys=2**24, max_tensors=2**24, max_dims=16)
 
 
 def test_default_limits_accept_every_real_file(vocab_file):
     for fast in (True, False):
-        with gguf_schema.open(vocab_file, limits=Limits(), fast=fast) as f:
+        with open_variant(vocab_file, limits=Limits(), fast=fast) as f:
             assert len(f.metadata["tokenizer.ggml.tokens"]) > 30_000
 
 
@@ -220,13 +223,13 @@ def _file_with(**metadata) -> bytes:
 @pytest.mark.parametrize("fast", [True, False], ids=["fast", "reference"])
 def test_max_string_length_is_enforced(fast):
     data = _file_with(s="x" * 100, tokens=["y" * 50])
-    with gguf_schema.open(data, limits=Limits(max_string_length=100), fast=fast) as f:
+    with open_variant(data, limits=Limits(max_string_length=100), fast=fast) as f:
         assert f.metadata["s"] == "x" * 100
     with pytest.raises(GGUFLimitError) as e:
-        gguf_schema.open(data, limits=Limits(max_string_length=99), fast=fast)
+        open_variant(data, limits=Limits(max_string_length=99), fast=fast)
     assert e.value.value == 100
     with pytest.raises(GGUFLimitError):
-        gguf_schema.open(data, limits=Limits(max_string_length=49, max_array_length=10), fast=fast)
+        open_variant(data, limits=Limits(max_string_length=49, max_array_length=10), fast=fast)
 
 
 def test_max_array_length_is_enforced():
@@ -240,21 +243,21 @@ def test_max_array_length_is_enforced():
 
 def test_reference_variant_enforces_max_array_length():
     with pytest.raises(GGUFLimitError):
-        gguf_schema.open(_file_with(a=[1, 2, 3]), limits=Limits(max_array_length=2), fast=False)
+        read_reference(_file_with(a=[1, 2, 3]), limits=Limits(max_array_length=2))
 
 
 def test_max_depth_is_enforced():
-    with gguf_schema.open(nested_array_file(64)) as f:  # the default: 64 arrays nested in each other
+    with gguf_schema.open(nested_array_file(32)) as f:  # the default: 32 arrays nested in each other
         depth, v = 0, f.fields["deep"].value
         while True:
             depth += 1
             if v.type != ValueType.ARRAY:
                 break
             v = v.items[0]
-        assert depth == 64
+        assert depth == 32
     with pytest.raises(GGUFLimitError) as e:
-        gguf_schema.open(nested_array_file(65))
-    assert e.value.value == 65
+        gguf_schema.open(nested_array_file(33))
+    assert e.value.value == 33
     with gguf_schema.open(nested_array_file(4), limits=Limits(max_depth=4)):
         pass
     with pytest.raises(GGUFLimitError):
@@ -263,7 +266,7 @@ def test_max_depth_is_enforced():
 
 def test_reference_variant_enforces_max_depth():
     with pytest.raises(GGUFLimitError):
-        gguf_schema.open(nested_array_file(65), fast=False)
+        open_variant(nested_array_file(65), fast=False)
 
 
 @pytest.mark.parametrize("fast", [True, False], ids=["fast", "reference"])
@@ -271,7 +274,7 @@ def test_reference_variant_enforces_max_depth():
 def test_absurd_nesting_is_a_limit_error_not_a_recursion_error(fast, order):
     for depth in (1000, 100_000):
         with pytest.raises(GGUFLimitError):
-            gguf_schema.open(nested_array_file(depth, byte_order=order), fast=fast, limits=Limits(max_depth=10**6))
+            open_variant(nested_array_file(depth, byte_order=order), fast=fast, limits=Limits(max_depth=10**6))
 
 
 # ----------------------------------------------------------------------- interrupted writes
@@ -406,7 +409,7 @@ def test_struct_error_cannot_escape_a_string_array_cut_inside_a_length():
             + struct.pack("<Q", 10) + b"0123456789" + b"\x05\x00\x00\x00\x00\x00")
     for fast in (True, False):
         with pytest.raises(GGUFTruncatedError):
-            gguf_schema.open(data, fast=fast)
+            open_variant(data, fast=fast)
 
 
 def test_lazy_open_enforces_max_string_length_in_string_arrays():
@@ -421,7 +424,7 @@ def test_lazy_open_enforces_max_string_length_in_string_arrays():
     with pytest.raises(GGUFLimitError) as e:
         gguf_schema.open(data, lazy=True, limits=Limits(max_string_length=39))
     assert e.value.value == 40 and e.value.path.endswith("'tokens' -> value -> array[2]")
-    assert "string of 40 bytes exceeds the limit of 39" in str(e.value)
+    assert "string of 40 bytes exceeds max_string_length = 39" in str(e.value)
 
 
 @pytest.mark.parametrize("value, expected", [(0, 32), (64, 64)])
@@ -433,7 +436,7 @@ def test_alignment_stored_as_uint8(value, expected):
     gguf_schema.save(buf, {"general.alignment": make_field("general.alignment", value, ValueType.UINT8)},
                      {"t": np.ones(4, np.float32)})
     for fast in (True, False):
-        with gguf_schema.open(buf.getvalue(), fast=fast) as f:
+        with open_variant(buf.getvalue(), fast=fast) as f:
             assert f.alignment == expected
             assert f.tensors["t"].offset % expected == 0
             assert f.tensors["t"].data.tolist() == [1.0] * 4

@@ -13,11 +13,12 @@ import gguf_schema
 from gguf_schema import GGMLType, GGUFArray, RawTensor, ValueType
 
 from .conftest import demo_bytes, write
+from .helpers import open_variant
 
 
-def resave(data_or_path, **kw) -> bytes:
+def resave(data_or_path, fast: bool = True) -> bytes:
     out = io.BytesIO()
-    with gguf_schema.open(data_or_path, **kw) as f:
+    with open_variant(data_or_path, fast) as f:
         f.save(out)
     return out.getvalue()
 

@@ -2,18 +2,24 @@
 
 from __future__ import annotations
 
+import io
 import struct
 
 import numpy as np
 import pytest
 
+from construct import Container
+
 from gguf_schema.errors import GGUFFormatError
+from gguf_schema.format import boundary
 from gguf_schema.format.schema import align_offset, gguf_schema, sniff
 from gguf_schema.format.source import ByteReader
 from gguf_schema.format.types import ValueType
 from gguf_schema.format.values import BoolByte, GGUFArray
 
 from .conftest import VOCAB_FILES, demo_bytes
+from .helpers import open_variant, schema_variant
+from gguf_schema.testing.reference import reference_schema
 
 VARIANTS = [(o, v, fast) for o in ("little", "big") for v in (1, 2, 3) for fast in (True, False)]
 
@@ -45,7 +51,7 @@ def fmt(order: str) -> str:
 
 @pytest.mark.parametrize("order,version,fast", VARIANTS)
 def test_gguf_string_t(order, version, fast):
-    s = gguf_schema(order, version, fast=fast)
+    s = schema_variant(order, version, fast)
     n = "I" if version == 1 else "Q"
     roundtrip(s.gguf_string_t, struct.pack(fmt(order) + n, 6) + "日本".encode(), "日本")
     roundtrip(s.gguf_string_t, struct.pack(fmt(order) + n, 0), "")
@@ -53,7 +59,7 @@ def test_gguf_string_t(order, version, fast):
 
 @pytest.mark.parametrize("order,version,fast", VARIANTS)
 def test_every_scalar_value_type(order, version, fast):
-    s = gguf_schema(order, version, fast=fast)
+    s = schema_variant(order, version, fast)
     e = fmt(order)
     cases = [
         (ValueType.UINT8, struct.pack("B", 255), 255),
@@ -94,7 +100,7 @@ def test_bool_byte_other_than_0_1_is_kept():
 
 @pytest.mark.parametrize("order,version,fast", VARIANTS)
 def test_arrays_of_every_element_type(order, version, fast):
-    s = gguf_schema(order, version, fast=fast)
+    s = schema_variant(order, version, fast)
     e = fmt(order)
     n = "I" if version == 1 else "Q"
     head = lambda vt, count: struct.pack(e + "I" + n, vt, count)  # noqa: E731
@@ -115,7 +121,7 @@ def test_arrays_of_every_element_type(order, version, fast):
 
 @pytest.mark.parametrize("order,version,fast", VARIANTS)
 def test_metadata_kv_and_tensor_info(order, version, fast):
-    s = gguf_schema(order, version, fast=fast)
+    s = schema_variant(order, version, fast)
     e = fmt(order)
     n = "I" if version == 1 else "Q"
     kv = struct.pack(e + n, 3) + b"a.b" + struct.pack(e + "I", ValueType.UINT32) + struct.pack(e + "I", 7)
@@ -139,7 +145,7 @@ def test_spec_field_names_in_spec_order():
 
 def test_one_schema_per_variant_is_built_once():
     assert gguf_schema("big", 2) is gguf_schema("big", 2)
-    assert gguf_schema("big", 2, fast=False) is not gguf_schema("big", 2)
+    assert reference_schema("big", 2) is not gguf_schema("big", 2)
 
 
 @pytest.mark.parametrize("head,expected", [
@@ -170,8 +176,7 @@ def test_align_offset_is_the_spec_formula():
 
 def _parse_values(data: bytes, fast: bool):
     order, version = sniff(data[:8])
-    parsed = gguf_schema(order, version, fast=fast).parse(data)
-    return parsed
+    return boundary.parse(schema_variant(order, version, fast), data)
 
 
 @pytest.mark.parametrize("path", VOCAB_FILES, ids=lambda p: p.name)
@@ -182,7 +187,7 @@ def test_fast_and_reference_variants_agree_on_real_files(path):
     for x, y in zip(a.header.metadata_kv, b.header.metadata_kv):
         assert (x.key, x.value_type) == (y.key, y.value_type)
         assert _same_value(x.value, y.value), x.key
-    s_fast, s_ref = gguf_schema("little", 3), gguf_schema("little", 3, fast=False)
+    s_fast, s_ref = gguf_schema("little", 3), reference_schema("little", 3)
     assert _build(s_fast, a, data) == _build(s_ref, b, data) == data
 
 
@@ -194,7 +199,7 @@ def test_fast_and_reference_variants_agree_on_generated_files(order, version):
         assert (x.key, x.value_type) == (y.key, y.value_type) and _same_value(x.value, y.value), x.key
     strip = lambda t: {k: v for k, v in t.items() if k != "_io"}  # noqa: E731
     assert [strip(t) for t in a.tensor_infos] == [strip(t) for t in b.tensor_infos]
-    s_fast, s_ref = gguf_schema(order, version), gguf_schema(order, version, fast=False)
+    s_fast, s_ref = gguf_schema(order, version), reference_schema(order, version)
     assert _build(s_fast, a, data) == _build(s_ref, b, data) == data
 
 
@@ -205,14 +210,8 @@ def _same_value(a, b) -> bool:
 
 
 def _build(schema, parsed, data: bytes) -> bytes:
-    import io
-
-    from construct import Container
-
-    from gguf_schema.writer import _build_context, _Positioned
-
     obj = Container(header=parsed.header, tensor_infos=parsed.tensor_infos, _padding=parsed._padding,
                     tensor_data=data[parsed.tensor_data.offset:])
     out = io.BytesIO()
-    schema.gguf_file_t._build(obj, _Positioned(out), _build_context(), "gguf_file_t")
+    boundary.build(schema.gguf_file_t, obj, out)
     return out.getvalue()

@@ -70,7 +70,7 @@ def test_open_split_presents_one_model_with_zero_copy_tensors(model: Path, tmp_p
         assert list(m.tensors) == [f"blk.{i}.w" for i in range(6)]
         assert m.metadata["general.name"] == "six" and m.metadata["split.count"] == 3
         t = m.tensors["blk.5.w"]
-        assert t._file is m.shards[2] and not t.data.flags.writeable and t.data.base is not None
+        assert t.source_name == m.paths[2] and not t.data.flags.writeable and t.data.base is not None
         assert float(t.data[0, 0]) == 5.0
         assert m.file_size == sum(os.path.getsize(p) for p in paths)
     with open_split(model) as single:  # an unsplit file is a model of one shard

@@ -20,6 +20,8 @@ from gguf_schema.testing import strategies as gst
 from gguf_schema.format.types import GGMLType, ValueType
 from gguf_schema.format.values import BoolByte, GGUFArray
 
+from .helpers import open_variant, schema_variant
+
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
 
 
@@ -28,7 +30,7 @@ def _tensor_bytes(t) -> bytes:
 
 
 def _check_file(spec: gst.GGUFSpec, data: bytes, fast: bool) -> tuple:
-    with gguf_schema.open(data, fast=fast) as f:
+    with open_variant(data, fast=fast) as f:
         assert (f.version, f.byte_order) == (spec.version, spec.byte_order)
         assert f.alignment == spec.alignment
         assert f.fields.records == spec.fields
@@ -91,7 +93,7 @@ def test_every_value_parses_to_the_same_bits(tv, order, version):
     buf = io.BytesIO()
     gguf_schema.save(buf, [field], byte_order=order, version=version)
     for fast in (True, False):
-        with gguf_schema.open(buf.getvalue(), fast=fast) as f:
+        with open_variant(buf.getvalue(), fast=fast) as f:
             got = f.fields["k"]
             assert got == field
             assert got.type == vt
@@ -180,5 +182,5 @@ def test_strategies_module_is_the_only_one_needing_hypothesis():
 def test_gguf_array_nesting_keeps_inner_types():
     a = GGUFArray(ValueType.ARRAY, [GGUFArray(ValueType.INT8, np.array([-1], np.int8)), GGUFArray(ValueType.STRING, ["x"])])
     spec = gst.GGUFSpec(2, "big", [gguf_schema.make_field("n", a)], {})
-    with gguf_schema.open(spec.to_bytes(), fast=False) as f:
+    with open_variant(spec.to_bytes(), fast=False) as f:
         assert [x.type for x in f.fields["n"].value.items] == [ValueType.INT8, ValueType.STRING]

@@ -17,7 +17,8 @@ from gguf_schema import GGMLType, GGUFArray, ValueType, make_field
 from gguf_schema.testing.demo import example_metadata, example_tensors
 from gguf_schema.errors import GGUFFormatError
 from gguf_schema.testing.malformed import base_metadata, malformed_cases
-from gguf_schema.check.validate import PROFILES, RULES, GGUFValidationError, Report, check, open_strict, validate
+from gguf_schema.check.validate import PROFILES, RULES, Report, check, validate
+from gguf_schema.errors import GGUFValidationError
 from gguf_schema.format.values import BoolByte
 from gguf_schema.writer import RawTensor
 
@@ -430,23 +431,26 @@ def test_report_properties():
     assert (d["profile"], d["ok"], d["errors"], d["warnings"]) == ("spec", False, 1, 1)
 
 
-def test_open_strict_raises_on_the_first_error_and_opens_clean_files():
+def test_strict_open_raises_on_the_first_error_and_opens_clean_files():
     data = save(base(), F32_2x4, alignment=48)
     with pytest.raises(GGUFValidationError) as e:
-        open_strict(data, "ggml")
+        gguf_schema.open(data, strict="ggml")
     assert isinstance(e.value, GGUFFormatError)
     assert e.value.finding.rule == "GGUF-E028" and e.value.value == 48 and e.value.path == "general.alignment"
     assert e.value.offset == value_at(data, "general.alignment")
-    with open_strict(data, "spec") as f:  # 48 is a multiple of 8: the spec is satisfied
+    assert e.value.report.errors[0] is e.value.finding
+    with gguf_schema.open(data, strict="spec") as f:  # 48 is a multiple of 8: the spec is satisfied
         assert f.alignment == 48
     with pytest.raises(gguf_schema.GGUFTruncatedError):  # open()'s own errors propagate unchanged
-        open_strict(data[:30], "lenient")
+        gguf_schema.open(data[:30], strict="lenient")
 
 
-def test_open_strict_passes_open_kwargs():
+def test_strict_open_passes_open_arguments():
     data = _tokenizer()
     with pytest.raises(gguf_schema.GGUFLimitError):
-        open_strict(data, "lenient", limits=gguf_schema.Limits(max_array_length=2))
+        gguf_schema.open(data, strict="lenient", limits=gguf_schema.Limits(max_array_length=2))
+    with pytest.raises(ValueError, match="unknown profile 'strictest'"):
+        gguf_schema.open(data, strict="strictest")
 
 
 # --------------------------------------------------------------------------- command line

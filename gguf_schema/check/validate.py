@@ -1,19 +1,20 @@
 """Validation: every rule a GGUF file can break, in one table, checked under a strictness profile.
 
 This module owns the rule table :data:`RULES`, the checks behind each rule, the
-:class:`Report` they produce, :func:`open_strict` and the ``gguf-schema check`` command.
+:class:`Report` they produce, and :func:`require` (what ``gguf_schema.open(..., strict=PROFILE)``
+runs). The ``gguf-schema check`` and ``rules`` commands print them (:mod:`gguf_schema.cli`).
 Each rule has an id (``GGUF-E0nn`` for errors, ``GGUF-W0nn`` for warnings), a one-line
 statement, the spec sentence or ggml behaviour it comes from, and the profiles it belongs to:
 
 ``spec``
-    what the GGUF specification text requires (``spec/gguf.json`` holds its facts).
+    what the GGUF specification text requires (``check/spec/gguf.json`` holds its facts).
 ``ggml``
     the accept/reject verdict of ggml's C reader (``gguf_init_from_file``).
 ``lenient``
     only what stops the file or a tensor from being read at all.
 
 Files a profile rejects still open: :func:`gguf_schema.open` is tolerant, and the checks
-work on the opened :class:`~gguf_schema.reader.GGUFFile`. A file that cannot be opened gives
+work on the opened :class:`~gguf_schema.model.GGUFFile`. A file that cannot be opened gives
 one ``GGUF-E001`` finding carrying the :class:`~gguf_schema.errors.GGUFError` details.
 
 >>> import io, gguf_schema
@@ -29,9 +30,6 @@ True
 
 from __future__ import annotations
 
-import argparse
-import json
-import math
 import os
 import re
 from dataclasses import dataclass, field
@@ -39,11 +37,12 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from ..errors import GGUFError, GGUFFormatError
-from ..reader import GGUFFile, Tensor
-from ..reader import open as _open
-from ..format.types import GGML_TYPE_COUNT, FileType, GGMLType, ValueType
+from ..errors import GGUFError, GGUFValidationError
+from ..format.types import GGML_TYPE_COUNT, FileType, GGMLType, ValueType, tensor_nbytes
 from ..format.values import BoolByte, Field, GGUFArray
+from ..model import GGUFFile, Tensor
+from ..reader import read
+from .spec_audit import load_spec
 
 __all__ = [
     "PROFILES",
@@ -51,11 +50,9 @@ __all__ = [
     "Rule",
     "Finding",
     "Report",
-    "GGUFValidationError",
     "validate",
     "check",
-    "open_strict",
-    "register_cli",
+    "require",
 ]
 
 PROFILES = ("spec", "ggml", "lenient")
@@ -258,23 +255,6 @@ class Report:
                 "findings": [f.to_dict() for f in self.findings]}
 
 
-class GGUFValidationError(GGUFFormatError):
-    """A file breaks a rule of the profile :func:`open_strict` was asked for.
-
-    Attributes:
-        finding: the first error-severity :class:`Finding`.
-        report: the whole :class:`Report`.
-    """
-
-    def __init__(self, finding: Finding, report: Report | None = None):
-        super().__init__(f"{finding.rule}: {finding.message}", offset=finding.offset, path=finding.name, value=finding.value)
-        self.finding = finding
-        self.report = report
-
-    def __reduce__(self):
-        return (GGUFValidationError, (self.finding, self.report))
-
-
 # --------------------------------------------------------------------------- entry points
 
 
@@ -282,7 +262,7 @@ def validate(file_or_path: Any, profile: str = "spec") -> Report:
     """Check a GGUF file against a profile's rules and return every finding.
 
     Args:
-        file_or_path: an open :class:`~gguf_schema.reader.GGUFFile`, a path, bytes, or a binary file object.
+        file_or_path: an open :class:`~gguf_schema.model.GGUFFile`, a path, bytes, or a binary file object.
         profile: ``"spec"``, ``"ggml"`` or ``"lenient"``.
 
     Never raises for a bad file: a file that cannot be opened gives a ``GGUF-E001`` finding.
@@ -301,11 +281,9 @@ def validate(file_or_path: Any, profile: str = "spec") -> Report:
     path = os.fspath(file_or_path) if isinstance(file_or_path, (str, os.PathLike)) else getattr(file_or_path, "name", None)
     path = path if isinstance(path, str) else None
     try:
-        f = _open(file_or_path)
+        f = read(file_or_path)
     except GGUFError as e:
         return _unreadable(path, profile, e.offset, e.path, e.value, str(e))
-    except OSError as e:
-        return _unreadable(path, profile, None, None, path, f"{e.strerror or e}")
     with f:
         report = _Checker(f, profile).run()
         report.path = path
@@ -321,25 +299,23 @@ def check(path_or_bytes: Any, profile: str = "spec") -> Report:
     return validate(path_or_bytes, profile)
 
 
-def open_strict(src: Any, profile: str = "spec", **open_kwargs: Any) -> GGUFFile:
-    """Open a GGUF file and raise :class:`GGUFValidationError` if it breaks an error rule of ``profile``.
-
-    ``open_kwargs`` go to :func:`gguf_schema.open`; its own errors (a file that cannot be
-    parsed) propagate unchanged. The error carries the first error-severity finding.
+def require(f: GGUFFile, profile: str) -> GGUFFile:
+    """Return ``f`` if it breaks no error rule of ``profile``; else close it and raise
+    :class:`~gguf_schema.errors.GGUFValidationError` carrying the first error-severity finding
+    (and the whole report). ``gguf_schema.open(src, strict=profile)`` is ``require(read(src), profile)``.
 
     >>> import io, gguf_schema
     >>> buf = io.BytesIO()
     >>> gguf_schema.save(buf, {"general.architecture": "gpt2"}, alignment=13)
-    >>> open_strict(buf.getvalue(), "lenient").alignment
+    >>> gguf_schema.open(buf.getvalue(), strict="lenient").alignment
     13
-    >>> open_strict(buf.getvalue(), "ggml")
+    >>> gguf_schema.open(buf.getvalue(), strict="ggml")
     Traceback (most recent call last):
     ...
-    gguf_schema.check.validate.GGUFValidationError: GGUF-E028: general.alignment 13 is not a power of two (at offset ..., in general.alignment)
+    gguf_schema.errors.GGUFValidationError: GGUF-E028: general.alignment 13 is not a power of two (at offset ..., in general.alignment)
     """
     if profile not in PROFILES:
         raise ValueError(f"unknown profile {profile!r} (choose from {', '.join(PROFILES)})")
-    f = _open(src, **open_kwargs)
     try:
         report = _Checker(f, profile).run()
     except BaseException:
@@ -347,7 +323,9 @@ def open_strict(src: Any, profile: str = "spec", **open_kwargs: Any) -> GGUFFile
         raise
     if report.errors:
         f.close()
-        raise GGUFValidationError(report.errors[0], report)
+        first = report.errors[0]
+        raise GGUFValidationError(f"{first.rule}: {first.message}", finding=first, report=report, offset=first.offset,
+                                  path=first.name, value=first.value)
     return f
 
 
@@ -357,12 +335,6 @@ def _unreadable(path: str | None, profile: str, offset: int | None, name: str | 
 
 
 # --------------------------------------------------------------------------- the checks
-
-
-def _load_spec() -> dict[str, Any]:
-    from .spec_audit import load_spec
-
-    return load_spec()
 
 
 class _Checker:
@@ -624,7 +596,7 @@ class _Checker:
     # ---------------------------------------------------------------- standardized keys (spec)
 
     def standard_keys(self) -> None:
-        spec = _load_spec()
+        spec = load_spec()
         fields = self.f.fields
         arch_fld = fields.get("general.architecture")
         arch = arch_fld.value if arch_fld is not None and arch_fld.type == ValueType.STRING else None
@@ -671,7 +643,7 @@ class _Checker:
         if fld is None or not fld.type.is_integer:
             return
         v, at = fld.value, self.value_offset(fld)
-        spec_values = _load_spec()["enums"]["general.file_type"]["values"]
+        spec_values = load_spec()["enums"]["general.file_type"]["values"]
         if v not in spec_values.values():
             self.add("GGUF-W002", at, fld.key, v, f"general.file_type {v} is not in the spec's table")
         main = FILE_TYPE_MAIN.get(v)
@@ -775,9 +747,12 @@ def _pad(x: int, n: int) -> int:
 def _nbytes(t: Tensor) -> int | None:
     """Bytes of a tensor's data (exact integer), None when the type does not say."""
     gt = _known(t.type)
-    if gt is None or (t.dims and t.dims[0] % gt.block_size):
+    if gt is None:
         return None
-    return math.prod(t.dims) // gt.block_size * gt.type_size
+    try:
+        return tensor_nbytes(gt, t.dims)
+    except ValueError:
+        return None
 
 
 def _ggml_nbytes(t: Tensor) -> int:
@@ -810,42 +785,3 @@ def _jsonable(v: Any) -> Any:
     if isinstance(v, (list, tuple)):
         return [_jsonable(x) for x in v]
     return repr(v)
-
-
-# --------------------------------------------------------------------------- command line
-
-
-def _cmd_check(args: argparse.Namespace) -> int:
-    reports = [validate(path, args.profile) for path in args.files]
-    if args.json:
-        print(json.dumps({"profile": args.profile, "reports": [r.to_dict() for r in reports]}, indent=2, ensure_ascii=False))
-    else:
-        for r in reports:
-            verdict = "unreadable" if not r.readable else ("ok" if r.ok else "rejected")
-            print(f"{r.path}: {verdict} under profile {r.profile} ({len(r.errors)} errors, {len(r.warnings)} warnings)")
-            for finding in r.findings:
-                print(f"  {finding}")
-    if any(not r.readable for r in reports):
-        return 2
-    return 1 if any(not r.ok for r in reports) else 0
-
-
-def _cmd_rules(args: argparse.Namespace) -> int:
-    for r in RULES.values():
-        if args.profile is None or args.profile in r.profiles:
-            print(f"{r.id} {r.severity:7} [{','.join(p for p in PROFILES if p in r.profiles)}] {r.statement}")
-            print(f"          source: {r.source}")
-    return 0
-
-
-def register_cli(subparsers: Any) -> None:
-    """Add ``check`` (and ``rules``, which lists the rule table) to the ``gguf-schema`` command line."""
-    p = subparsers.add_parser("check", help="check GGUF files against the spec, ggml's reader, or readability",
-                              description="Check GGUF files. Exit status: 0 clean, 1 error findings, 2 a file could not be read.")
-    p.add_argument("--profile", choices=PROFILES, default="spec", help="which rules to apply (default: spec)")
-    p.add_argument("--json", action="store_true", help="print the reports as JSON")
-    p.add_argument("files", nargs="+", metavar="FILE")
-    p.set_defaults(func=_cmd_check)
-    r = subparsers.add_parser("rules", help="list the validation rules")
-    r.add_argument("--profile", choices=PROFILES, default=None, help="only the rules of this profile")
-    r.set_defaults(func=_cmd_rules)

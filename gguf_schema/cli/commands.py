@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import fnmatch
-import functools
 import json
 import os
 import sys
@@ -32,32 +31,17 @@ from ..tools import diff as diff_mod
 from ..tools import edit, jsonio
 from ..tools import split as split_mod
 from ..errors import GGUFBuildError
-from .progress import Progress
-from ..reader import GGUFFile, GGUFKeyError
-from ..reader import open as gguf_open
-from ..format.types import FileType, GGMLType, ValueType
+from ..errors import GGUFKeyError
+from ..model import GGUFFile
+from ..reader import read as gguf_open
+from .progress import Progress, file_size
+from .text_values import parse_type, parse_value_text
+from ..format.types import FileType, ValueType
 from ..format.values import Field
 
 __all__ = ["register_cli"]
 
 Handler = Callable[[argparse.Namespace], int]
-
-
-def _handler(fn: Handler) -> Handler:
-    """Wrap a handler so a closed pipe (``gguf-schema dump f | head``) ends it quietly."""
-
-    @functools.wraps(fn)
-    def run(args: argparse.Namespace) -> int:
-        try:
-            rc = fn(args)
-            sys.stdout.flush()
-            return rc
-        except BrokenPipeError:
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
-            return 0
-
-    return run
 
 
 def _write(text: str) -> None:
@@ -77,8 +61,6 @@ def _human_count(n: int) -> str:
     return str(n)
 
 
-def _tname(t: Any) -> str:
-    return t.name if isinstance(t, GGMLType) else f"type {int(t)}"
 
 
 def _type_label(f: Field) -> str:
@@ -111,7 +93,6 @@ _ARCH_KEYS = ("context_length", "embedding_length", "block_count", "feed_forward
               "attention.head_count_kv", "rope.dimension_count", "expert_count", "vocab_size")
 
 
-@_handler
 def _cmd_info(args: argparse.Namespace) -> int:
     with gguf_open(args.file) as f:
         md = f.metadata
@@ -154,7 +135,7 @@ def _cmd_info(args: argparse.Namespace) -> int:
             elems: Counter[str] = Counter()
             nbytes: Counter[str] = Counter()
             for t in f.tensor_list:
-                name = _tname(t.type)
+                name = t.type_name
                 hist[name] += 1
                 elems[name] += t.n_elements
                 try:
@@ -199,7 +180,6 @@ def _value_text(f: Field, full: bool, limit: int = 8) -> str:
     return json.dumps(jsonio.encode_value(f.type, f.value))
 
 
-@_handler
 def _cmd_dump(args: argparse.Namespace) -> int:
     with gguf_open(args.file) as f:
         if args.json:
@@ -219,13 +199,12 @@ def _cmd_dump(args: argparse.Namespace) -> int:
                     size = f"{_num(t.nbytes)} bytes"
                 except Exception as e:  # unknown type: show the info record anyway
                     size = f"size unknown ({e})"
-                out.append(f"  {i:4}  {t.name:{width}}  {_tname(t.type):7}  shape {list(t.shape)}  dims {list(t.dims)}"
+                out.append(f"  {i:4}  {t.name:{width}}  {t.type_name:7}  shape {list(t.shape)}  dims {list(t.dims)}"
                            f"  offset {_num(t.stored_offset)} (absolute {_num(t.offset)})  {size}")
     _write("\n".join(out) + "\n")
     return 0
 
 
-@_handler
 def _cmd_tensors(args: argparse.Namespace) -> int:
     with gguf_open(args.file) as f:
         rows = [t for t in f.tensor_list if not args.filter or any(fnmatch.fnmatchcase(t.name, g) for g in args.filter)]
@@ -236,7 +215,7 @@ def _cmd_tensors(args: argparse.Namespace) -> int:
                 size = _num(t.nbytes)
             except Exception:
                 size = "?"
-            out.append(f"{t.name:{width}}  {_tname(t.type):7}  {str(list(t.shape)):24}  {_num(t.n_elements):>14}  {size:>14}  {_num(t.offset):>14}")
+            out.append(f"{t.name:{width}}  {t.type_name:7}  {str(list(t.shape)):24}  {_num(t.n_elements):>14}  {size:>14}  {_num(t.offset):>14}")
         out.append(f"{len(rows)} of {len(f.tensor_list)} tensors, {_num(sum(t.n_elements for t in rows))} elements")
         if args.filter and not rows:
             print(f"gguf-schema: no tensor name matches {' or '.join(args.filter)}", file=sys.stderr)
@@ -245,7 +224,6 @@ def _cmd_tensors(args: argparse.Namespace) -> int:
     return 0
 
 
-@_handler
 def _cmd_get(args: argparse.Namespace) -> int:
     with gguf_open(args.file) as f:
         if args.key not in f.fields:
@@ -267,7 +245,6 @@ def _cmd_get(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------- build and edits
 
 
-@_handler
 def _cmd_build(args: argparse.Namespace) -> int:
     if args.json_file == "-":
         raw = sys.stdin.buffer.read()
@@ -279,7 +256,8 @@ def _cmd_build(args: argparse.Namespace) -> int:
     except UnicodeDecodeError as e:
         raise GGUFBuildError(f"the JSON file is not UTF-8: {e.reason}", offset=e.start, path=args.json_file) from None
     model = jsonio.loads(text)
-    jsonio.build(model, args.output, tensors_from=args.tensors_from)
+    with Progress(file_size(args.tensors_from), "build") as bar:
+        jsonio.build(model, args.output, tensors_from=args.tensors_from, progress=bar.update)
     print(f"wrote {args.output} ({_num(os.path.getsize(args.output))} bytes)", file=sys.stderr)
     return 0
 
@@ -291,42 +269,44 @@ def _report_edit(what: str, result: edit.EditResult) -> int:
     return 0
 
 
-@_handler
 def _cmd_set(args: argparse.Namespace) -> int:
-    vt, et = edit.parse_type(args.type) if args.type else (None, None)
+    vt, et = parse_type(args.type) if args.type else (None, None)
 
     def apply(f: GGUFFile) -> None:
         t, e = vt, et
         if t is None and args.key in f.fields:
             old = f.fields[args.key]
             t, e = old.type, old.element_type
-        _, value = edit.parse_value_text(args.value, t, e)
+        _, value = parse_value_text(args.value, t, e)
         f.set(args.key, value, t, e)
 
-    return _report_edit(f"set {args.key}", edit.edit_file(args.file, apply, output=args.output))
+    with Progress(file_size(args.file), "write") as bar:
+        return _report_edit(f"set {args.key}", edit.edit_file(args.file, apply, output=args.output, progress=bar.update))
 
 
-@_handler
 def _cmd_set_file(args: argparse.Namespace) -> int:
-    return _report_edit(f"set {args.key} from {args.path}", edit.set_key_from_file(args.file, args.key, args.path, output=args.output))
+    with Progress(file_size(args.file), "write") as bar:
+        result = edit.set_key_from_file(args.file, args.key, args.path, output=args.output, progress=bar.update)
+    return _report_edit(f"set {args.key} from {args.path}", result)
 
 
-@_handler
 def _cmd_delete(args: argparse.Namespace) -> int:
-    return _report_edit(f"deleted {args.key}", edit.delete_key(args.file, args.key, output=args.output))
+    with Progress(file_size(args.file), "write") as bar:
+        return _report_edit(f"deleted {args.key}", edit.delete_key(args.file, args.key, output=args.output, progress=bar.update))
 
 
-@_handler
 def _cmd_rename(args: argparse.Namespace) -> int:
-    return _report_edit(f"renamed {args.old} to {args.new}", edit.rename_key(args.file, args.old, args.new, output=args.output))
+    with Progress(file_size(args.file), "write") as bar:
+        result = edit.rename_key(args.file, args.old, args.new, output=args.output, progress=bar.update)
+    return _report_edit(f"renamed {args.old} to {args.new}", result)
 
 
 # --------------------------------------------------------------------------- convert, split, merge, diff
 
 
-@_handler
 def _cmd_convert(args: argparse.Namespace) -> int:
-    convert_mod.convert(args.file, args.output, byte_order=args.byte_order, version=args.version)
+    with Progress(file_size(args.file), "convert") as bar:
+        convert_mod.convert(args.file, args.output, byte_order=args.byte_order, version=args.version, progress=bar.update)
     print(f"wrote {args.output} ({_num(os.path.getsize(args.output))} bytes)", file=sys.stderr)
     return 0
 
@@ -348,18 +328,18 @@ def _positive(text: str) -> int:
     return n
 
 
-@_handler
 def _cmd_split(args: argparse.Namespace) -> int:
-    paths = split_mod.split(args.file, args.prefix, max_size=args.max_size, max_tensors=args.max_tensors)
+    with Progress(file_size(args.file), "split") as bar:
+        paths = split_mod.split(args.file, args.prefix, max_size=args.max_size, max_tensors=args.max_tensors, progress=bar.update)
     for p in paths:
         with gguf_open(p) as s:
             print(f"{p}: {len(s.tensor_list)} tensors, {_num(s.file_size)} bytes")
     return 0
 
 
-@_handler
 def _cmd_merge(args: argparse.Namespace) -> int:
-    split_mod.merge(args.first_shard, args.output)
+    with Progress(sum(file_size(p) for p in split_mod.shard_paths(args.first_shard)), "merge") as bar:
+        split_mod.merge(args.first_shard, args.output, progress=bar.update)
     print(f"wrote {args.output} ({_num(os.path.getsize(args.output))} bytes)", file=sys.stderr)
     return 0
 
@@ -372,7 +352,6 @@ def _open_model(path: str) -> Any:
     return f
 
 
-@_handler
 def _cmd_diff(args: argparse.Namespace) -> int:
     a = _open_model(args.a)
     try:
@@ -380,7 +359,7 @@ def _cmd_diff(args: argparse.Namespace) -> int:
         try:
             total = 0 if args.no_data else sum(t.nbytes for t in a.tensor_list if t.name in b.tensors) * 2
             with Progress(total, "hashing") as bar:
-                found = diff_mod.diff(a, b, data=not args.no_data, progress=bar)
+                found = diff_mod.diff(a, b, data=not args.no_data, progress=bar.update)
         finally:
             b.close()
     finally:

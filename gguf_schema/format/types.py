@@ -20,7 +20,7 @@ import enum
 
 import numpy as np
 
-__all__ = ["ValueType", "GGMLType", "FileType", "GGML_TYPE_COUNT", "type_name"]
+__all__ = ["ValueType", "GGMLType", "FileType", "GGML_TYPE_COUNT", "type_name", "tensor_nbytes"]
 
 
 class ValueType(enum.IntEnum):
@@ -315,3 +315,19 @@ def type_name(t: "GGMLType | int") -> str:
         return GGMLType(int(t)).name
     except ValueError:
         return f"type {int(t)}"
+
+
+def tensor_nbytes(t: GGMLType, dims: "tuple[int, ...] | list[int]") -> int:
+    """Bytes of the data of a tensor of type ``t`` with ``dims`` (as stored: innermost first).
+
+    A row is ``dims[0]`` elements (one element for ``n_dims == 0``) and must be whole blocks.
+    Raises ``ValueError`` for a removed type or a row that is not whole blocks.
+
+    >>> tensor_nbytes(GGMLType.Q4_K, (4096, 2)), tensor_nbytes(GGMLType.F32, ())
+    (4608, 4)
+    """
+    row = dims[0] if len(dims) else 1
+    rows = 1
+    for d in dims[1:]:
+        rows *= d
+    return t.row_nbytes(row) * rows

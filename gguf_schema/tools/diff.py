@@ -30,10 +30,11 @@ from typing import Any, Union
 
 import numpy as np
 
-from ..cli.progress import Progress
-from ..reader import GGUFFile, Tensor
-from ..format.types import GGMLType, ValueType
+from ..format.types import ValueType
 from ..format.values import Field
+from ..model import GGUFFile, Tensor
+from ..tensors import byteswap
+from ..writer import CHUNK, Progress
 
 __all__ = ["Difference", "diff", "tensor_sha256", "describe_value"]
 
@@ -86,22 +87,15 @@ def _short(x: Any, limit: int) -> str:
 def tensor_sha256(t: Tensor, progress: Progress | None = None) -> str:
     """SHA-256 of a tensor's bytes in little-endian order (big-endian data is swapped first)."""
     raw = t.data.reshape(-1).view(np.uint8)
-    if t._file.byte_order == "big":
-        from ..tensors import byteswap
-
-        raw = byteswap(raw, t.type, "big", "little")
+    if t.byte_order == "big":
+        raw = byteswap(raw, t.known_type(), "big", "little")
     h = hashlib.sha256()
     mv = memoryview(np.ascontiguousarray(raw))
-    step = 16 * 2**20
-    for a in range(0, len(mv), step):
-        h.update(mv[a:a + step])
+    for a in range(0, len(mv), CHUNK):
+        h.update(mv[a:a + CHUNK])
         if progress is not None:
-            progress.update(min(step, len(mv) - a))
+            progress(min(CHUNK, len(mv) - a))
     return h.hexdigest()
-
-
-def _tname(t: Tensor) -> str:
-    return t.type.name if isinstance(t.type, GGMLType) else str(t.type)
 
 
 def diff(a: AnyModel, b: AnyModel, *, data: bool = True, progress: Progress | None = None) -> list[Difference]:
@@ -165,10 +159,10 @@ def _tensors(a: AnyModel, b: AnyModel, data: bool, progress: Progress | None) ->
     for name, x in ta.items():
         y = tb.get(name)
         if y is None:
-            out.append(Difference("tensor", "-", name, f"{_tname(x)} {list(x.shape)}"))
+            out.append(Difference("tensor", "-", name, f"{x.type_name} {list(x.shape)}"))
             continue
         if x.type != y.type or x.dims != y.dims:
-            out.append(Difference("tensor", "~", name, f"{_tname(x)} {list(x.shape)} -> {_tname(y)} {list(y.shape)}"))
+            out.append(Difference("tensor", "~", name, f"{x.type_name} {list(x.shape)} -> {y.type_name} {list(y.shape)}"))
             continue
         if data:
             ha, hb = tensor_sha256(x, progress), tensor_sha256(y, progress)
@@ -176,7 +170,7 @@ def _tensors(a: AnyModel, b: AnyModel, data: bool, progress: Progress | None) ->
                 out.append(Difference("tensor", "~", name, f"data differs (sha256 {ha[:16]}... -> {hb[:16]}...)"))
     for name, y in tb.items():
         if name not in ta:
-            out.append(Difference("tensor", "+", name, f"{_tname(y)} {list(y.shape)}"))
+            out.append(Difference("tensor", "+", name, f"{y.type_name} {list(y.shape)}"))
     common_a = [n for n in ta if n in tb]
     common_b = [n for n in tb if n in ta]
     if common_a != common_b:

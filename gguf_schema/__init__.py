@@ -43,7 +43,9 @@ from .writer import RawTensor, save
 __version__ = "0.1.0"
 
 
-def open(source: SourceLike, *, lazy: bool = False, strict: str | None = None, limits: Limits | None = None) -> GGUFFile:  # noqa: A001 - mirrors builtins.open
+def open(
+    source: SourceLike, *, lazy: bool = False, strict: str | None = None, limits: Limits | None = None
+) -> GGUFFile:
     """Open a GGUF file: a path, bytes-like object or binary file object.
 
     Metadata and tensor infos are parsed at once; tensor data is not read. Raises
@@ -74,35 +76,35 @@ def open(source: SourceLike, *, lazy: bool = False, strict: str | None = None, l
 
 
 __all__ = [
-    "open",
-    "read",
-    "open_split",
-    "save",
+    "BoolByte",
+    "Field",
+    "Fields",
+    "FileType",
+    "GGMLType",
+    "GGUFArray",
+    "GGUFBuildError",
+    "GGUFChangedError",
+    "GGUFError",
     "GGUFFile",
+    "GGUFFileNotFoundError",
+    "GGUFFormatError",
+    "GGUFIOError",
+    "GGUFKeyError",
+    "GGUFLimitError",
+    "GGUFPermissionError",
+    "GGUFRoundTripError",
+    "GGUFTruncatedError",
+    "GGUFValidationError",
+    "LazyStrings",
+    "Limits",
+    "Metadata",
+    "RawTensor",
     "SplitModel",
     "Tensor",
-    "RawTensor",
-    "Fields",
-    "Metadata",
-    "Field",
-    "GGUFArray",
-    "BoolByte",
-    "LazyStrings",
-    "make_field",
     "ValueType",
-    "GGMLType",
-    "FileType",
-    "Limits",
-    "GGUFError",
-    "GGUFFormatError",
-    "GGUFTruncatedError",
-    "GGUFLimitError",
-    "GGUFBuildError",
-    "GGUFRoundTripError",
-    "GGUFKeyError",
-    "GGUFValidationError",
-    "GGUFIOError",
-    "GGUFFileNotFoundError",
-    "GGUFPermissionError",
-    "GGUFChangedError",
+    "make_field",
+    "open",
+    "open_split",
+    "read",
+    "save",
 ]

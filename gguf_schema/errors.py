@@ -28,18 +28,18 @@ import errno as _errno
 from typing import Any
 
 __all__ = [
-    "GGUFError",
-    "GGUFFormatError",
-    "GGUFTruncatedError",
-    "GGUFLimitError",
     "GGUFBuildError",
-    "GGUFRoundTripError",
-    "GGUFKeyError",
-    "GGUFValidationError",
-    "GGUFIOError",
-    "GGUFFileNotFoundError",
-    "GGUFPermissionError",
     "GGUFChangedError",
+    "GGUFError",
+    "GGUFFileNotFoundError",
+    "GGUFFormatError",
+    "GGUFIOError",
+    "GGUFKeyError",
+    "GGUFLimitError",
+    "GGUFPermissionError",
+    "GGUFRoundTripError",
+    "GGUFTruncatedError",
+    "GGUFValidationError",
     "os_error",
     "shorten",
 ]
@@ -67,7 +67,7 @@ def shorten(value: Any, limit: int = SHOWN) -> str:
         shown = repr(head if isinstance(head, (str, bytes)) else bytes(head))
         return f"{shown[:-1]}...{shown[-1]} ({n:,} {unit})" if isinstance(value, str) else f"{shown}... ({n:,} {unit})"
     text = repr(value)
-    return text if len(text) <= 4 * limit else text[:4 * limit] + f"... ({len(text):,} characters)"
+    return text if len(text) <= 4 * limit else text[: 4 * limit] + f"... ({len(text):,} characters)"
 
 
 class GGUFError(Exception):
@@ -99,10 +99,14 @@ class GGUFError(Exception):
     def __str__(self) -> str:
         return self._message()
 
-    def replace(self, **changes: Any) -> "GGUFError":
+    def replace(self, **changes: Any) -> GGUFError:
         """A copy of this error with some of ``reason``, ``offset``, ``path``, ``value`` changed."""
-        fields = {"reason": self.reason, "offset": self.offset, "path": self.path,
-                  "value": self.value if self.has_value else _UNSET}
+        fields = {
+            "reason": self.reason,
+            "offset": self.offset,
+            "path": self.path,
+            "value": self.value if self.has_value else _UNSET,
+        }
         fields.update(changes)
         reason = fields.pop("reason")
         return _rebuild(type(self), reason, fields["offset"], fields["path"], fields["value"])
@@ -150,15 +154,25 @@ class GGUFValidationError(GGUFFormatError):
         report: the whole report, when there is one.
     """
 
-    def __init__(self, reason: str, *, finding: Any = None, report: Any = None, offset: int | None = None,
-                 path: str | None = None, value: Any = _UNSET):
+    def __init__(
+        self,
+        reason: str,
+        *,
+        finding: Any = None,
+        report: Any = None,
+        offset: int | None = None,
+        path: str | None = None,
+        value: Any = _UNSET,
+    ):
         self.finding = finding
         self.report = report
         super().__init__(reason, offset=offset, path=path, value=value)
 
     def __reduce__(self):
-        return (_rebuild_validation, (self.reason, self.finding, self.report, self.offset, self.path,
-                                      self.value if self.has_value else _UNSET))
+        return (
+            _rebuild_validation,
+            (self.reason, self.finding, self.report, self.offset, self.path, self.value if self.has_value else _UNSET),
+        )
 
 
 def _rebuild_validation(reason, finding, report, offset, path, value):

@@ -18,8 +18,8 @@ F32 (2, 3) (3, 2) [3.0, 4.0, 5.0] 15.0
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping, MutableMapping
-from typing import Any, Callable, Protocol
+from collections.abc import Callable, Iterator, Mapping, MutableMapping
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -30,7 +30,7 @@ from .format.types import GGMLType, ValueType, tensor_nbytes, type_name
 from .format.values import Field, make_field
 from .tensors import dequantize
 
-__all__ = ["GGUFFile", "Tensor", "Fields", "Metadata", "Storage"]
+__all__ = ["Fields", "GGUFFile", "Metadata", "Storage", "Tensor"]
 
 _MAX_SPAN = int(np.iinfo(np.intp).max)
 
@@ -71,10 +71,30 @@ class Tensor:
         byte_order: the byte order of the file it lives in.
     """
 
-    __slots__ = ("name", "type", "dims", "stored_offset", "offset", "info_offset", "byte_order", "_storage", "__weakref__")
+    __slots__ = (
+        "__weakref__",
+        "_storage",
+        "byte_order",
+        "dims",
+        "info_offset",
+        "name",
+        "offset",
+        "stored_offset",
+        "type",
+    )
 
-    def __init__(self, name: str, type: int, dims: tuple[int, ...], stored_offset: int, *, data_offset: int,
-                 byte_order: str, storage: Storage | None, info_offset: int | None = None):
+    def __init__(
+        self,
+        name: str,
+        type: int,
+        dims: tuple[int, ...],
+        stored_offset: int,
+        *,
+        data_offset: int,
+        byte_order: str,
+        storage: Storage | None,
+        info_offset: int | None = None,
+    ):
         self.name = name
         try:
             self.type: GGMLType | int = GGMLType(type)
@@ -108,10 +128,16 @@ class Tensor:
     def known_type(self) -> GGMLType:
         """The tensor's type; a :class:`~gguf_schema.errors.GGUFFormatError` for an unknown or removed one."""
         if not isinstance(self.type, GGMLType):
-            raise GGUFFormatError(f"unknown ggml type {self.type}", offset=self.info_offset, path=f"tensor {self.name!r}", value=self.type)
+            raise GGUFFormatError(
+                f"unknown ggml type {self.type}", offset=self.info_offset, path=f"tensor {self.name!r}", value=self.type
+            )
         if self.type.removed:
-            raise GGUFFormatError(f"ggml type {self.type.name} ({int(self.type)}) has been removed", offset=self.info_offset,
-                                  path=f"tensor {self.name!r}", value=int(self.type))
+            raise GGUFFormatError(
+                f"ggml type {self.type.name} ({int(self.type)}) has been removed",
+                offset=self.info_offset,
+                path=f"tensor {self.name!r}",
+                value=int(self.type),
+            )
         return self.type
 
     @property
@@ -121,7 +147,9 @@ class Tensor:
         try:
             return tensor_nbytes(t, self.dims)
         except ValueError as e:
-            raise GGUFFormatError(str(e), offset=self.info_offset, path=f"tensor {self.name!r}", value=self.dims) from None
+            raise GGUFFormatError(
+                str(e), offset=self.info_offset, path=f"tensor {self.name!r}", value=self.dims
+            ) from None
 
     @property
     def data(self) -> np.ndarray:
@@ -135,16 +163,25 @@ class Tensor:
         nbytes = self.nbytes
         span = math.prod(d for d in self.dims if d) * (t.type_size if t.quantized else t.numpy_dtype.itemsize)  # type: ignore[union-attr]
         if span > _MAX_SPAN:  # numpy cannot shape such an array, even an empty one
-            raise GGUFFormatError(f"dimensions {self.dims} are too large for an array ({span} bytes spanned, at most {_MAX_SPAN})",
-                                  offset=self.info_offset, path=f"tensor {self.name!r}", value=self.dims)
+            raise GGUFFormatError(
+                f"dimensions {self.dims} are too large for an array ({span} bytes spanned, at most {_MAX_SPAN})",
+                offset=self.info_offset,
+                path=f"tensor {self.name!r}",
+                value=self.dims,
+            )
         storage = self._storage
         if storage is None or storage.closed:
-            raise GGUFError("the file is closed: tensor data is only available while it is open", path=f"tensor {self.name!r}")
+            raise GGUFError(
+                "the file is closed: tensor data is only available while it is open", path=f"tensor {self.name!r}"
+            )
         buf = storage.data
         if self.offset + nbytes > len(buf):
             raise GGUFTruncatedError(
                 f"tensor data [{self.offset}, {self.offset + nbytes}) runs past the end of the file ({len(buf)} bytes)",
-                offset=self.offset, path=f"tensor {self.name!r}", value=nbytes)
+                offset=self.offset,
+                path=f"tensor {self.name!r}",
+                value=nbytes,
+            )
         if t.quantized:
             row = t.row_nbytes(self.dims[0]) if self.dims else nbytes
             rows = nbytes // row if row else 0
@@ -157,15 +194,24 @@ class Tensor:
         data = self.data
         return data if dtype is None else data.astype(dtype)
 
-    def dequantize(self, rows: slice | None = None, threads: int | None = None, engine: str = "auto",
-                   out: np.ndarray | None = None) -> np.ndarray:
+    def dequantize(
+        self, rows: slice | None = None, threads: int | None = None, engine: str = "auto", out: np.ndarray | None = None
+    ) -> np.ndarray:
         """The tensor as float32 in ``shape`` (any ggml type; see :func:`gguf_schema.tensors.dequantize`).
 
         ``rows`` decodes only a contiguous range of rows (the tensor seen as ``(-1, shape[-1])``);
         ``threads``, ``engine`` and ``out`` (a float32 buffer to decode into) are passed on.
         """
-        return dequantize(self.data, self.known_type(), self.shape, byte_order=self.byte_order,
-                          rows=rows, threads=threads, engine=engine, out=out)
+        return dequantize(
+            self.data,
+            self.known_type(),
+            self.shape,
+            byte_order=self.byte_order,
+            rows=rows,
+            threads=threads,
+            engine=engine,
+            out=out,
+        )
 
     def raw(self) -> memoryview:
         """The tensor's bytes as a read-only memoryview of the file (no copy)."""
@@ -215,7 +261,9 @@ class Fields(Mapping[str, Field]):
         """The index among :attr:`records` of the first pair with ``key``, or None."""
         return self._index.get(key)
 
-    def set(self, key: str, value: Any, type: ValueType | int | None = None, element_type: ValueType | int | None = None) -> Field:
+    def set(
+        self, key: str, value: Any, type: ValueType | int | None = None, element_type: ValueType | int | None = None
+    ) -> Field:
         """Set a key (replacing it in place, or appending it). Returns the new :class:`Field`.
 
         Without ``type`` an existing key keeps its stored type and a new key's type is inferred.
@@ -316,8 +364,18 @@ class GGUFFile:
         name: the path it was read from, if any.
     """
 
-    def __init__(self, *, version: int, byte_order: str, fields: list[Field], tensors: list[Tensor], padding: bytes,
-                 data: DataSection, storage: Storage | None, metadata_end: int):
+    def __init__(
+        self,
+        *,
+        version: int,
+        byte_order: str,
+        fields: list[Field],
+        tensors: list[Tensor],
+        padding: bytes,
+        data: DataSection,
+        storage: Storage | None,
+        metadata_end: int,
+    ):
         self.version = version
         self.byte_order = byte_order
         self.fields = Fields(fields)
@@ -370,19 +428,23 @@ class GGUFFile:
         if self.storage is not None:
             self.storage.close()
 
-    def __enter__(self) -> "GGUFFile":
+    def __enter__(self) -> GGUFFile:
         return self
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
     def __repr__(self) -> str:
-        return (f"GGUFFile({self.name or '<buffer>'!r}, v{self.version}, {self.byte_order}-endian, "
-                f"{len(self.fields.records)} keys, {len(self._tensor_list)} tensors)")
+        return (
+            f"GGUFFile({self.name or '<buffer>'!r}, v{self.version}, {self.byte_order}-endian, "
+            f"{len(self.fields.records)} keys, {len(self._tensor_list)} tensors)"
+        )
 
     # ---------------------------------------------------------------- editing metadata
 
-    def set(self, key: str, value: Any, type: ValueType | int | None = None, element_type: ValueType | int | None = None) -> Field:
+    def set(
+        self, key: str, value: Any, type: ValueType | int | None = None, element_type: ValueType | int | None = None
+    ) -> Field:
         """Set a metadata key (see :meth:`Fields.set`). Returns the new :class:`Field`."""
         return self.fields.set(key, value, type, element_type)
 
@@ -396,7 +458,9 @@ class GGUFFile:
 
     # ---------------------------------------------------------------- writing
 
-    def save(self, target: Any, *, version: int | None = None, byte_order: str | None = None, sync: bool = True) -> None:
+    def save(
+        self, target: Any, *, version: int | None = None, byte_order: str | None = None, sync: bool = True
+    ) -> None:
         """Write this file (with any metadata edits) to ``target`` atomically; unchanged files come out byte-identical.
 
         ``version`` and ``byte_order`` convert the file (tensor blocks are byte-swapped as their

@@ -20,7 +20,7 @@ reader with :mod:`gguf_schema.check`.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from .format import boundary
 from .format.limits import Limits
@@ -52,7 +52,9 @@ def read(source: SourceLike, *, lazy: bool = False, limits: Limits | None = None
     return read_with(gguf_schema, source, lazy=lazy, limits=limits)
 
 
-def read_with(schema_for: SchemaFor, source: SourceLike, *, lazy: bool = False, limits: Limits | None = None) -> GGUFFile:
+def read_with(
+    schema_for: SchemaFor, source: SourceLike, *, lazy: bool = False, limits: Limits | None = None
+) -> GGUFFile:
     """:func:`read` with another variant of the schema (``schema_for(byte_order, version)``):
     the tests prove the fast schema against the reference one (:mod:`gguf_schema.testing.reference`)."""
     if not isinstance(lazy, bool):
@@ -72,10 +74,29 @@ def _parse(src: Source, schema_for: SchemaFor, *, limits: Limits | None, lazy: b
     order, version = sniff(bytes(data[:8]))
     parsed = boundary.parse(schema_for(order, version), src.reader(), limits=limits, lazy=lazy)
     kvs, infos = parsed.header.metadata_kv, parsed.tensor_infos
-    fields = [Field(kv.key, kv.value_type, kv.value, at) for kv, at in zip(kvs, kvs.offsets)]
+    fields = [Field(kv.key, kv.value_type, kv.value, at) for kv, at in zip(kvs, kvs.offsets, strict=False)]
     data_offset = parsed.tensor_data.offset
-    tensors = [Tensor(ti.name, ti.type, tuple(ti.dimensions), ti.offset, data_offset=data_offset, byte_order=order,
-                      storage=src, info_offset=at) for ti, at in zip(infos, infos.offsets)]
+    tensors = [
+        Tensor(
+            ti.name,
+            ti.type,
+            tuple(ti.dimensions),
+            ti.offset,
+            data_offset=data_offset,
+            byte_order=order,
+            storage=src,
+            info_offset=at,
+        )
+        for ti, at in zip(infos, infos.offsets, strict=False)
+    ]
     metadata_end = data_offset - len(parsed._padding)
-    return GGUFFile(version=version, byte_order=order, fields=fields, tensors=tensors, padding=bytes(parsed._padding),
-                    data=parsed.tensor_data, storage=src, metadata_end=metadata_end)
+    return GGUFFile(
+        version=version,
+        byte_order=order,
+        fields=fields,
+        tensors=tensors,
+        padding=bytes(parsed._padding),
+        data=parsed.tensor_data,
+        storage=src,
+        metadata_end=metadata_end,
+    )

@@ -21,11 +21,12 @@ a failed write leaves the old file as it was.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import IO, Any, Callable, Union
+from typing import IO, Any, Union
 
 import numpy as np
 from construct import Container
@@ -39,8 +40,20 @@ from .format.values import Field, make_field
 from .model import GGUFFile, Tensor, register_writer
 from .tensors import byteswap
 
-__all__ = ["save", "save_file", "write_file", "header_bytes", "encoded_size", "RawTensor", "TensorInfo", "PlannedTensor",
-           "plan_tensor", "atomic_write", "CHUNK", "Progress"]
+__all__ = [
+    "CHUNK",
+    "PlannedTensor",
+    "Progress",
+    "RawTensor",
+    "TensorInfo",
+    "atomic_write",
+    "encoded_size",
+    "header_bytes",
+    "plan_tensor",
+    "save",
+    "save_file",
+    "write_file",
+]
 
 #: bytes copied per write when streaming tensor data
 CHUNK = 16 * 2**20
@@ -89,7 +102,7 @@ class TensorInfo:
     offset: int
 
     @classmethod
-    def of(cls, t: Tensor) -> "TensorInfo":
+    def of(cls, t: Tensor) -> TensorInfo:
         return cls(t.name, int(t.type), tuple(t.dims), t.stored_offset)
 
 
@@ -112,15 +125,23 @@ class PlannedTensor:
         return TensorInfo(self.name, self.type, self.dims, self.offset)
 
 
-TensorLike = Union[np.ndarray, RawTensor, Tensor]
+TensorLike = np.ndarray | RawTensor | Tensor
 
 
 # --------------------------------------------------------------------------- public entry points
 
 
-def save(target: PathLike | IO[bytes], metadata: Mapping[str, Any] | Iterable[Field] | None = None,
-         tensors: Mapping[str, TensorLike] | None = None, *, version: int = 3, byte_order: str = "little",
-         alignment: int | None = None, sync: bool = True, progress: Progress | None = None) -> None:
+def save(
+    target: PathLike | IO[bytes],
+    metadata: Mapping[str, Any] | Iterable[Field] | None = None,
+    tensors: Mapping[str, TensorLike] | None = None,
+    *,
+    version: int = 3,
+    byte_order: str = "little",
+    alignment: int | None = None,
+    sync: bool = True,
+    progress: Progress | None = None,
+) -> None:
     """Write a new GGUF file.
 
     Args:
@@ -144,13 +165,22 @@ def save(target: PathLike | IO[bytes], metadata: Mapping[str, Any] | Iterable[Fi
     if alignment is not None:
         if isinstance(alignment, bool) or not isinstance(alignment, int) or alignment <= 0:
             raise GGUFBuildError(f"alignment must be a positive integer, got {alignment!r}", value=alignment)
-        fields = [f for f in fields if f.key != "general.alignment"] + [make_field("general.alignment", alignment, ValueType.UINT32)]
+        fields = [f for f in fields if f.key != "general.alignment"] + [
+            make_field("general.alignment", alignment, ValueType.UINT32)
+        ]
     planned = [plan_tensor(name, t, byte_order) for name, t in (tensors or {}).items()]
     write_file(target, fields, planned, version=version, byte_order=byte_order, sync=sync, progress=progress)
 
 
-def save_file(f: GGUFFile, target: PathLike | IO[bytes], *, version: int | None = None, byte_order: str | None = None,
-              sync: bool = True, progress: Progress | None = None) -> None:
+def save_file(
+    f: GGUFFile,
+    target: PathLike | IO[bytes],
+    *,
+    version: int | None = None,
+    byte_order: str | None = None,
+    sync: bool = True,
+    progress: Progress | None = None,
+) -> None:
     """Write a :class:`~gguf_schema.model.GGUFFile` back out (:meth:`GGUFFile.save`).
 
     With the byte order and alignment unchanged the data section is copied verbatim (so an
@@ -166,20 +196,46 @@ def save_file(f: GGUFFile, target: PathLike | IO[bytes], *, version: int | None 
     tensors = f.tensor_list
     if byte_order == f.byte_order and alignment_of(fields) == f.stored_alignment:
         infos = [TensorInfo.of(t) for t in tensors]
-        write_file(target, fields, infos, version=version, byte_order=byte_order, padding=f.padding,
-                   data=DataCopy(f, f.data_section), sync=sync, progress=progress)
+        write_file(
+            target,
+            fields,
+            infos,
+            version=version,
+            byte_order=byte_order,
+            padding=f.padding,
+            data=DataCopy(f, f.data_section),
+            sync=sync,
+            progress=progress,
+        )
     else:
         planned = [plan_tensor(t.name, t, byte_order) for t in tensors]
-        write_file(target, fields, planned, version=version, byte_order=byte_order, padding=f.padding, sync=sync,
-                   progress=progress)
+        write_file(
+            target,
+            fields,
+            planned,
+            version=version,
+            byte_order=byte_order,
+            padding=f.padding,
+            sync=sync,
+            progress=progress,
+        )
 
 
 register_writer(save_file)
 
 
-def write_file(target: PathLike | IO[bytes], fields: Sequence[Field], tensors: Sequence[PlannedTensor] | Sequence[TensorInfo], *,
-               version: int, byte_order: str, padding: bytes | None = None, data: "DataCopy | None" = None,
-               sync: bool = True, progress: Progress | None = None) -> None:
+def write_file(
+    target: PathLike | IO[bytes],
+    fields: Sequence[Field],
+    tensors: Sequence[PlannedTensor] | Sequence[TensorInfo],
+    *,
+    version: int,
+    byte_order: str,
+    padding: bytes | None = None,
+    data: DataCopy | None = None,
+    sync: bool = True,
+    progress: Progress | None = None,
+) -> None:
     """Assemble a file: the header from ``fields`` and tensor infos, then the data section.
 
     ``tensors`` are :class:`PlannedTensor` s (their bytes streamed at their ``offset``, laid out
@@ -202,7 +258,9 @@ def write_file(target: PathLike | IO[bytes], fields: Sequence[Field], tensors: S
     depth = max((_nesting(f.value) for f in fields if f.type == ValueType.ARRAY), default=0)
 
     def build(stream: IO[bytes]) -> None:
-        boundary.build(schema.gguf_file_t, obj, _Counting(stream, progress) if progress is not None else stream, depth=depth)
+        boundary.build(
+            schema.gguf_file_t, obj, _Counting(stream, progress) if progress is not None else stream, depth=depth
+        )
 
     if isinstance(target, (str, os.PathLike)):
         atomic_write(target, build, sync=sync)
@@ -210,8 +268,15 @@ def write_file(target: PathLike | IO[bytes], fields: Sequence[Field], tensors: S
         build(target)
 
 
-def header_bytes(fields: Iterable[Field], tensors: Sequence[TensorInfo], *, version: int, byte_order: str,
-                 padding: bytes | None = None, data_size: int = 1) -> bytes:
+def header_bytes(
+    fields: Iterable[Field],
+    tensors: Sequence[TensorInfo],
+    *,
+    version: int,
+    byte_order: str,
+    padding: bytes | None = None,
+    data_size: int = 1,
+) -> bytes:
     """The bytes of a GGUF file before its data section: what :func:`write_file` writes first.
 
     Args:
@@ -235,7 +300,9 @@ def header_bytes(fields: Iterable[Field], tensors: Sequence[TensorInfo], *, vers
     return out.getvalue()
 
 
-def encoded_size(fields: Iterable[Field] = (), tensors: Iterable[TensorInfo] = (), *, version: int, byte_order: str = "little") -> int:
+def encoded_size(
+    fields: Iterable[Field] = (), tensors: Iterable[TensorInfo] = (), *, version: int, byte_order: str = "little"
+) -> int:
     """Bytes that ``fields`` (metadata pairs) and ``tensors`` (tensor infos) take in a file of this variant.
 
     >>> encoded_size([make_field("a", 1)], version=3)
@@ -247,8 +314,12 @@ def encoded_size(fields: Iterable[Field] = (), tensors: Iterable[TensorInfo] = (
     total = 0
     for f in fields:
         out = io.BytesIO()
-        boundary.build(schema.gguf_metadata_kv_t, Container(key=f.key, value_type=f.type, value=f.value), out,
-                              depth=_nesting(f.value) if f.type == ValueType.ARRAY else 1)
+        boundary.build(
+            schema.gguf_metadata_kv_t,
+            Container(key=f.key, value_type=f.type, value=f.value),
+            out,
+            depth=_nesting(f.value) if f.type == ValueType.ARRAY else 1,
+        )
         total += out.tell()
     for t in tensors:
         out = io.BytesIO()
@@ -260,7 +331,9 @@ def encoded_size(fields: Iterable[Field] = (), tensors: Iterable[TensorInfo] = (
 # --------------------------------------------------------------------------- records
 
 
-def _file_container(fields: Sequence[Field], infos: Sequence[TensorInfo], padding: bytes | None, data: Any) -> Container:
+def _file_container(
+    fields: Sequence[Field], infos: Sequence[TensorInfo], padding: bytes | None, data: Any
+) -> Container:
     return Container(
         header=Container(metadata_kv=[Container(key=f.key, value_type=f.type, value=f.value) for f in fields]),
         tensor_infos=[_info_container(t) for t in infos],
@@ -314,8 +387,14 @@ def plan_tensor(name: str, t: TensorLike, byte_order: str, offset: int | None = 
     if isinstance(t, Tensor):
         gt = t.known_type()
         nbytes = t.nbytes
-        return PlannedTensor(name, int(gt), tuple(t.dims), nbytes,
-                             lambda: _converted(t.data.reshape(-1), gt, t.byte_order, byte_order), offset)
+        return PlannedTensor(
+            name,
+            int(gt),
+            tuple(t.dims),
+            nbytes,
+            lambda: _converted(t.data.reshape(-1), gt, t.byte_order, byte_order),
+            offset,
+        )
     if isinstance(t, RawTensor):
         try:
             gt = GGMLType.of(t.type)
@@ -329,23 +408,49 @@ def plan_tensor(name: str, t: TensorLike, byte_order: str, offset: int | None = 
         try:
             nbytes = tensor_nbytes(gt, tuple(reversed(shape)))
         except ValueError:
-            raise GGUFBuildError(f"{gt.name} rows must be a multiple of {gt.block_size} elements, shape {shape} has "
-                                 f"{shape[-1] if shape else 1}", path=where, value=shape) from None
-        raw = np.frombuffer(t.data, np.uint8) if not isinstance(t.data, np.ndarray) else t.data.reshape(-1).view(np.uint8)
+            raise GGUFBuildError(
+                f"{gt.name} rows must be a multiple of {gt.block_size} elements, shape {shape} has "
+                f"{shape[-1] if shape else 1}",
+                path=where,
+                value=shape,
+            ) from None
+        raw = (
+            np.frombuffer(t.data, np.uint8) if not isinstance(t.data, np.ndarray) else t.data.reshape(-1).view(np.uint8)
+        )
         if raw.size != nbytes:
-            raise GGUFBuildError(f"{gt.name} tensor of shape {shape} takes {nbytes} bytes, {raw.size} given", path=where, value=raw.size)
-        return PlannedTensor(name, int(gt), tuple(reversed(shape)), nbytes, lambda: _converted(raw, gt, t.byte_order, byte_order), offset)
+            raise GGUFBuildError(
+                f"{gt.name} tensor of shape {shape} takes {nbytes} bytes, {raw.size} given", path=where, value=raw.size
+            )
+        return PlannedTensor(
+            name, int(gt), tuple(reversed(shape)), nbytes, lambda: _converted(raw, gt, t.byte_order, byte_order), offset
+        )
     if isinstance(t, np.ndarray):
         gt = _DTYPE_TYPES.get(t.dtype.newbyteorder("="))  # type: ignore[assignment]
         if gt is None:
-            raise GGUFBuildError(f"no ggml type for numpy dtype {t.dtype}: convert it, or pass RawTensor(type, shape, data)",
-                                 path=where, value=str(t.dtype))
+            raise GGUFBuildError(
+                f"no ggml type for numpy dtype {t.dtype}: convert it, or pass RawTensor(type, shape, data)",
+                path=where,
+                value=str(t.dtype),
+            )
         arr = t if t.flags.c_contiguous else t.copy(order="C")  # (ascontiguousarray would make a 0-d array 1-d)
-        src_order = "big" if arr.dtype.byteorder == ">" or (arr.dtype.byteorder == "=" and np.little_endian is False) else "little"
-        return PlannedTensor(name, int(gt), tuple(reversed(arr.shape)), arr.nbytes,
-                             lambda: _converted(arr.reshape(-1), gt, src_order, byte_order), offset)
-    raise GGUFBuildError(f"a tensor must be a numpy array, RawTensor or Tensor, got {type(t).__name__}", path=where,
-                         value=type(t).__name__)
+        src_order = (
+            "big"
+            if arr.dtype.byteorder == ">" or (arr.dtype.byteorder == "=" and np.little_endian is False)
+            else "little"
+        )
+        return PlannedTensor(
+            name,
+            int(gt),
+            tuple(reversed(arr.shape)),
+            arr.nbytes,
+            lambda: _converted(arr.reshape(-1), gt, src_order, byte_order),
+            offset,
+        )
+    raise GGUFBuildError(
+        f"a tensor must be a numpy array, RawTensor or Tensor, got {type(t).__name__}",
+        path=where,
+        value=type(t).__name__,
+    )
 
 
 def _converted(data: np.ndarray, t: GGMLType, src_order: str, dst_order: str) -> Iterator[Any]:
@@ -356,7 +461,7 @@ def _converted(data: np.ndarray, t: GGMLType, src_order: str, dst_order: str) ->
     step = CHUNK - CHUNK % (t.type_size if t.quantized else t.numpy_dtype.itemsize)  # type: ignore[union-attr]
     mv = memoryview(raw)
     for a in range(0, raw.size, step):
-        yield byteswap(raw[a:a + step], t, src_order, dst_order) if swap else mv[a:a + step]
+        yield byteswap(raw[a : a + step], t, src_order, dst_order) if swap else mv[a : a + step]
 
 
 class TensorStream:
@@ -369,10 +474,14 @@ class TensorStream:
                 p.offset = align_offset(pos, alignment)
             pos = p.offset + p.nbytes
         self.planned = sorted(planned, key=lambda p: p.offset or 0)
-        for a, b in zip(self.planned, self.planned[1:]):
+        for a, b in zip(self.planned, self.planned[1:], strict=False):
             if (b.offset or 0) < (a.offset or 0) + a.nbytes:
-                raise GGUFBuildError(f"tensor {b.name!r} at offset {b.offset} overlaps {a.name!r} (which ends at "
-                                     f"{(a.offset or 0) + a.nbytes})", path=f"tensor {b.name!r}", value=b.offset)
+                raise GGUFBuildError(
+                    f"tensor {b.name!r} at offset {b.offset} overlaps {a.name!r} (which ends at "
+                    f"{(a.offset or 0) + a.nbytes})",
+                    path=f"tensor {b.name!r}",
+                    value=b.offset,
+                )
         end = max(((p.offset or 0) + p.nbytes for p in planned), default=0)
         self.size = align_offset(end, alignment) if planned else 0
 
@@ -385,7 +494,9 @@ class TensorStream:
                 stream.write(chunk)
                 written += chunk.nbytes if isinstance(chunk, memoryview) else len(chunk)
             if written != p.nbytes:
-                raise GGUFBuildError(f"tensor data gave {written} bytes, {p.nbytes} expected", path=f"tensor {p.name!r}", value=written)
+                raise GGUFBuildError(
+                    f"tensor data gave {written} bytes, {p.nbytes} expected", path=f"tensor {p.name!r}", value=written
+                )
             pos = (p.offset or 0) + p.nbytes
         stream.write(bytes(self.size - pos))
 
@@ -405,7 +516,7 @@ class DataCopy:
             return
         buf = memoryview(self.f.buffer())
         for a in range(start, start + size, CHUNK):
-            stream.write(buf[a:min(a + CHUNK, start + size)])
+            stream.write(buf[a : min(a + CHUNK, start + size)])
 
 
 def _copy_in_kernel(fd: int, stream: Any, offset: int, count: int) -> bool:
@@ -480,7 +591,9 @@ def atomic_write(path: PathLike, write: Callable[[IO[bytes]], None], *, sync: bo
     folder = os.path.dirname(os.path.abspath(path))
     tmp = os.path.join(folder, f".{os.path.basename(path)}.{secrets.token_hex(4)}.tmp")
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666)  # the kernel applies the umask
+        fd = os.open(
+            tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666
+        )  # the kernel applies the umask
     except OSError as e:
         raise os_error(e, tmp) from None
     try:
@@ -489,16 +602,12 @@ def atomic_write(path: PathLike, write: Callable[[IO[bytes]], None], *, sync: bo
             out.flush()
             if sync:
                 os.fsync(out.fileno())
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.chmod(tmp, os.stat(path).st_mode & 0o7777)
-        except FileNotFoundError:
-            pass
         os.replace(tmp, path)
     except BaseException as e:
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
-        except FileNotFoundError:
-            pass
         if isinstance(e, OSError):
             raise os_error(e) from e
         raise

@@ -49,7 +49,9 @@ def demo_bytes(byte_order: str = "little", version: int = 3, **kw) -> bytes:
     return buf.getvalue()
 
 
-@pytest.fixture(params=[("little", 3), ("big", 3), ("little", 2), ("little", 1), ("big", 1)], ids=lambda p: f"{p[0]}-v{p[1]}")
+@pytest.fixture(
+    params=[("little", 3), ("big", 3), ("little", 2), ("little", 1), ("big", 1)], ids=lambda p: f"{p[0]}-v{p[1]}"
+)
 def demo_variant(request) -> tuple[str, int, bytes]:
     order, version = request.param
     return order, version, demo_bytes(order, version)

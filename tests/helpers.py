@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import gguf_schema
-from gguf_schema.format.schema import GGUFSchema, gguf_schema as fast_schema
+from gguf_schema.format.schema import GGUFSchema
+from gguf_schema.format.schema import gguf_schema as fast_schema
 from gguf_schema.testing.reference import read_reference, reference_schema
 
 VARIANT_IDS = ["fast", "reference"]

@@ -13,7 +13,7 @@ import gguf_schema
 from gguf_schema import GGUFError, GGUFFormatError, GGUFLimitError, GGUFTruncatedError, Limits, ValueType
 
 from .conftest import demo_bytes
-from .helpers import open_variant, schema_variant
+from .helpers import open_variant
 
 
 def _file(metadata, tensors=None, **kw) -> bytes:
@@ -44,10 +44,13 @@ def test_truncated_string_names_offset_path_and_value():
     data = _file({"general.name": "hello world"})
     string_at = 24 + 8 + 12 + 4
     with pytest.raises(GGUFTruncatedError) as info:
-        gguf_schema.open(data[:string_at + 8 + 8])
+        gguf_schema.open(data[: string_at + 8 + 8])
     e = info.value
     assert (e.offset, e.path, e.value) == (string_at, "header -> metadata_kv[0] 'general.name' -> value -> string", 11)
-    assert str(e) == "string length 11 needs 11 bytes, 8 left (at offset 48, in header -> metadata_kv[0] 'general.name' -> value -> string)"
+    assert (
+        str(e)
+        == "string length 11 needs 11 bytes, 8 left (at offset 48, in header -> metadata_kv[0] 'general.name' -> value -> string)"
+    )
     assert isinstance(e, EOFError) and isinstance(e, ValueError)
 
 
@@ -97,20 +100,28 @@ def test_huge_counts_fail_before_allocating(what, fast):
     tracemalloc.stop()
     assert peak < 2**20, peak
     e = info.value
-    assert isinstance(e, (GGUFTruncatedError, GGUFLimitError)) and e.value == (2**32 - 1 if what == "n_dims" else 2**62), e
-    assert e.offset == {"tensor_count": 85, "kv_count": 24, "array_len": at + 8, "string_len": at, "n_dims": at + 4}[what], e
+    assert isinstance(e, (GGUFTruncatedError, GGUFLimitError)) and e.value == (
+        2**32 - 1 if what == "n_dims" else 2**62
+    ), e
+    assert (
+        e.offset == {"tensor_count": 85, "kv_count": 24, "array_len": at + 8, "string_len": at, "n_dims": at + 4}[what]
+    ), e
 
 
 def test_limits_are_configurable_and_named_in_the_error():
     data = _file({"tokenizer.ggml.tokens": ["x" * 30] * 100})
     with pytest.raises(GGUFLimitError) as info:
         gguf_schema.open(data, limits=Limits(max_array_length=10))
-    assert str(info.value) == ("array of 100 elements exceeds max_array_length = 10 "
-                               "(at offset 69, in header -> metadata_kv[0] 'tokenizer.ggml.tokens' -> value -> array)")
+    assert str(info.value) == (
+        "array of 100 elements exceeds max_array_length = 10 "
+        "(at offset 69, in header -> metadata_kv[0] 'tokenizer.ggml.tokens' -> value -> array)"
+    )
     with pytest.raises(GGUFLimitError) as info:
         gguf_schema.open(data, limits=Limits(max_string_length=25))
-    assert str(info.value) == ("string of 30 bytes exceeds max_string_length = 25 "
-                               "(at offset 69, in header -> metadata_kv[0] 'tokenizer.ggml.tokens' -> value -> array[0])")
+    assert str(info.value) == (
+        "string of 30 bytes exceeds max_string_length = 25 "
+        "(at offset 69, in header -> metadata_kv[0] 'tokenizer.ggml.tokens' -> value -> array[0])"
+    )
     with gguf_schema.open(data, limits=Limits(max_string_length=30, max_array_length=100)) as f:
         assert len(f.metadata["tokenizer.ggml.tokens"]) == 100
 

@@ -77,6 +77,10 @@ def test_gemma_tensor_table_equals_what_gguf_reads(gemma):
         assert len(theirs.tensors) == len(ours.tensors) == 236
         for t in theirs.tensors:
             mine = ours.tensors[t.name]
-            assert (int(t.tensor_type), int(t.data_offset), int(t.n_bytes)) == (int(mine.type), mine.offset, mine.nbytes)
+            assert (int(t.tensor_type), int(t.data_offset), int(t.n_bytes)) == (
+                int(mine.type),
+                mine.offset,
+                mine.nbytes,
+            )
             assert tuple(int(d) for d in t.shape) == mine.dims
         assert theirs.fields["tokenizer.ggml.tokens"].contents()[-3:] == ours.metadata["tokenizer.ggml.tokens"][-3:]

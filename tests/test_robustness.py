@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import struct
@@ -20,8 +21,8 @@ import pytest
 
 import gguf_schema
 from gguf_schema import GGUFError, GGUFLimitError, GGUFTruncatedError, Limits
-from gguf_schema.testing.fuzz import layout, nested_array_file, trimmed_copy
 from gguf_schema.format.types import ValueType
+from gguf_schema.testing.fuzz import layout, nested_array_file, trimmed_copy
 from gguf_schema.testing.reference import read_reference
 from gguf_schema.writer import atomic_write
 
@@ -79,7 +80,11 @@ def test_older_versions_cut_at_every_offset_of_the_metadata(order, version):
             _assert_cut_behaves(data, cut, metadata_end, fast)
 
 
-VOCAB_SAMPLE = [p for p in VOCAB_FILES if p.name in ("ggml-vocab-llama-spm.gguf", "ggml-vocab-gpt-2.gguf", "ggml-vocab-bert-bge.gguf")]
+VOCAB_SAMPLE = [
+    p
+    for p in VOCAB_FILES
+    if p.name in ("ggml-vocab-llama-spm.gguf", "ggml-vocab-gpt-2.gguf", "ggml-vocab-bert-bge.gguf")
+]
 
 
 @pytest.mark.parametrize("order", ["little", "big"])
@@ -133,14 +138,24 @@ def _patched(data: bytes, kind: str, value: int, nth: int = 0) -> bytes:
     slot = [s for s in layout(data) if s.kind == kind][nth]
     buf = bytearray(data)
     order = "big" if data[4:6] == b"\x00\x00" else "little"
-    buf[slot.offset:slot.offset + slot.size] = value.to_bytes(slot.size, order)
+    buf[slot.offset : slot.offset + slot.size] = value.to_bytes(slot.size, order)
     return bytes(buf)
 
 
 def _small_file(order: str = "little", version: int = 3) -> bytes:
     buf = io.BytesIO()
-    gguf_schema.save(buf, {"general.architecture": "llama", "t.tokens": ["a", "bb", "ccc"], "t.scores": np.ones(3, np.float32),
-                           "t.nested": [[1, 2], [3]]}, {"w": np.ones((2, 4), np.float32)}, byte_order=order, version=version)
+    gguf_schema.save(
+        buf,
+        {
+            "general.architecture": "llama",
+            "t.tokens": ["a", "bb", "ccc"],
+            "t.scores": np.ones(3, np.float32),
+            "t.nested": [[1, 2], [3]],
+        },
+        {"w": np.ones((2, 4), np.float32)},
+        byte_order=order,
+        version=version,
+    )
     return buf.getvalue()
 
 
@@ -172,10 +187,8 @@ def test_huge_claims_fail_before_allocating(what, kind, nth, order, version):
             try:
                 with open_variant(hostile, fast=fast) as f:
                     for t in f.tensor_list:
-                        try:
+                        with contextlib.suppress(GGUFError):
                             t.data
-                        except GGUFError:
-                            pass
             except GGUFError:
                 pass
 
@@ -185,7 +198,12 @@ def test_huge_claims_fail_before_allocating(what, kind, nth, order, version):
 
 def test_a_file_claiming_2_to_the_60_elements_is_refused_cheaply():
     data = _patched(_small_file(), "count", 2**60, 3)  # the float32 array
-    peak = _traced_peak(lambda: pytest.raises(GGUFTruncatedError, gguf_schema.open, data))
+
+    def refuse() -> None:
+        with pytest.raises(GGUFTruncatedError):
+            gguf_schema.open(data)
+
+    peak = _traced_peak(refuse)
     assert peak < 2**20
     with pytest.raises(GGUFTruncatedError) as e:
         gguf_schema.open(data)
@@ -196,8 +214,16 @@ def test_a_file_claiming_2_to_the_60_elements_is_refused_cheaply():
 
 
 def test_default_limits_are_the_documented_ones():
-    assert Limits() == Limits(max_string_length=2**30, max_key_length=2**16, max_tensor_name_length=2**16,
-                              max_array_length=2**30, max_depth=32, max_keys=2**24, max_tensors=2**24, max_dims=16)
+    assert Limits() == Limits(
+        max_string_length=2**30,
+        max_key_length=2**16,
+        max_tensor_name_length=2**16,
+        max_array_length=2**30,
+        max_depth=32,
+        max_keys=2**24,
+        max_tensors=2**24,
+        max_dims=16,
+    )
 
 
 def test_default_limits_accept_every_real_file(vocab_file):
@@ -295,6 +321,7 @@ def test_atomic_write_interrupted_at_every_point_keeps_the_original(tmp_path):
     path, original = _original(tmp_path)
     new = demo_bytes("big")
     for n in list(range(0, 64)) + list(range(64, len(new), 97)) + [len(new)]:
+
         def write(stream, n=n):
             stream.write(new[:n])
             raise _Boom(n)
@@ -308,10 +335,10 @@ def test_atomic_write_interrupted_at_every_point_keeps_the_original(tmp_path):
 def _truncated_source(tmp_path: Path) -> gguf_schema.GGUFFile:
     """An open file whose tensors run past its end: reading their data raises mid-write."""
     data = demo_bytes()
-    metadata_end, data_offset = _bounds(data)
+    _metadata_end, data_offset = _bounds(data)
     src = tmp_path / "src" / "cut.gguf"
     src.parent.mkdir()
-    src.write_bytes(data[:data_offset + 600])
+    src.write_bytes(data[: data_offset + 600])
     return gguf_schema.open(src)
 
 
@@ -322,8 +349,11 @@ def test_save_failing_mid_stream_keeps_the_original(tmp_path, position):
         bad = [t for t in broken.tensor_list if t.offset + t.nbytes > broken.file_size]
         assert bad
         good = {"a": np.arange(1000, dtype=np.float32), "b": np.ones(77, np.float16)}
-        tensors = {"first": {"x": bad[0], **good}, "middle": {"a": good["a"], "x": bad[0], "b": good["b"]},
-                   "last": {**good, "x": bad[-1]}}[position]
+        tensors = {
+            "first": {"x": bad[0], **good},
+            "middle": {"a": good["a"], "x": bad[0], "b": good["b"]},
+            "last": {**good, "x": bad[-1]},
+        }[position]
         with pytest.raises(GGUFTruncatedError):
             gguf_schema.save(path, {"general.architecture": "llama"}, tensors)
     assert path.read_bytes() == original
@@ -376,7 +406,7 @@ def test_a_failing_file_object_target_surfaces_its_error():
 
 
 def test_saving_over_an_open_file_keeps_old_views_valid(tmp_path):
-    path, original = _original(tmp_path)
+    path, _ = _original(tmp_path)
     with gguf_schema.open(path) as f:
         weights = f.tensors["token_embd.weight"].data
         before = weights.copy()
@@ -405,8 +435,16 @@ def test_saving_an_unedited_open_file_over_itself_is_byte_identical(tmp_path):
 
 
 def test_struct_error_cannot_escape_a_string_array_cut_inside_a_length():
-    data = (b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + struct.pack("<Q", 1) + b"k" + struct.pack("<IIQ", 9, 8, 2)
-            + struct.pack("<Q", 10) + b"0123456789" + b"\x05\x00\x00\x00\x00\x00")
+    data = (
+        b"GGUF"
+        + struct.pack("<IQQ", 3, 0, 1)
+        + struct.pack("<Q", 1)
+        + b"k"
+        + struct.pack("<IIQ", 9, 8, 2)
+        + struct.pack("<Q", 10)
+        + b"0123456789"
+        + b"\x05\x00\x00\x00\x00\x00"
+    )
     for fast in (True, False):
         with pytest.raises(GGUFTruncatedError):
             open_variant(data, fast=fast)
@@ -433,8 +471,11 @@ def test_alignment_stored_as_uint8(value, expected):
     from gguf_schema.format.values import make_field
 
     buf = io.BytesIO()
-    gguf_schema.save(buf, {"general.alignment": make_field("general.alignment", value, ValueType.UINT8)},
-                     {"t": np.ones(4, np.float32)})
+    gguf_schema.save(
+        buf,
+        {"general.alignment": make_field("general.alignment", value, ValueType.UINT8)},
+        {"t": np.ones(4, np.float32)},
+    )
     for fast in (True, False):
         with open_variant(buf.getvalue(), fast=fast) as f:
             assert f.alignment == expected

@@ -7,7 +7,6 @@ import struct
 
 import numpy as np
 import pytest
-
 from construct import Container
 
 from gguf_schema.errors import GGUFFormatError
@@ -16,10 +15,10 @@ from gguf_schema.format.schema import align_offset, gguf_schema, sniff
 from gguf_schema.format.source import ByteReader
 from gguf_schema.format.types import ValueType
 from gguf_schema.format.values import BoolByte, GGUFArray
+from gguf_schema.testing.reference import reference_schema
 
 from .conftest import VOCAB_FILES, demo_bytes
-from .helpers import open_variant, schema_variant
-from gguf_schema.testing.reference import reference_schema
+from .helpers import schema_variant
 
 VARIANTS = [(o, v, fast) for o in ("little", "big") for v in (1, 2, 3) for fast in (True, False)]
 
@@ -104,19 +103,33 @@ def test_arrays_of_every_element_type(order, version, fast):
     e = fmt(order)
     n = "I" if version == 1 else "Q"
     head = lambda vt, count: struct.pack(e + "I" + n, vt, count)  # noqa: E731
-    roundtrip(s.gguf_array_t, head(ValueType.INT16, 3) + struct.pack(e + "3h", -1, 0, 7),
-              GGUFArray(ValueType.INT16, np.array([-1, 0, 7], np.int16)))
-    roundtrip(s.gguf_array_t, head(ValueType.FLOAT32, 2) + struct.pack(e + "2f", 0.5, -2.0),
-              GGUFArray(ValueType.FLOAT32, np.array([0.5, -2.0], np.float32)))
-    roundtrip(s.gguf_array_t, head(ValueType.BOOL, 3) + b"\x01\x00\x01",
-              GGUFArray(ValueType.BOOL, np.array([True, False, True])))
+    roundtrip(
+        s.gguf_array_t,
+        head(ValueType.INT16, 3) + struct.pack(e + "3h", -1, 0, 7),
+        GGUFArray(ValueType.INT16, np.array([-1, 0, 7], np.int16)),
+    )
+    roundtrip(
+        s.gguf_array_t,
+        head(ValueType.FLOAT32, 2) + struct.pack(e + "2f", 0.5, -2.0),
+        GGUFArray(ValueType.FLOAT32, np.array([0.5, -2.0], np.float32)),
+    )
+    roundtrip(
+        s.gguf_array_t,
+        head(ValueType.BOOL, 3) + b"\x01\x00\x01",
+        GGUFArray(ValueType.BOOL, np.array([True, False, True])),
+    )
     strings = ["a", "", "é"]
     body = b"".join(struct.pack(e + n, len(x.encode())) + x.encode() for x in strings)
     roundtrip(s.gguf_array_t, head(ValueType.STRING, 3) + body, GGUFArray(ValueType.STRING, strings))
     roundtrip(s.gguf_array_t, head(ValueType.UINT64, 0), GGUFArray(ValueType.UINT64, np.zeros(0, np.uint64)))
     inner = head(ValueType.UINT8, 2) + b"\x05\x06"
-    roundtrip(s.gguf_array_t, head(ValueType.ARRAY, 2) + inner + head(ValueType.STRING, 0),
-              GGUFArray(ValueType.ARRAY, [GGUFArray(ValueType.UINT8, np.array([5, 6], np.uint8)), GGUFArray(ValueType.STRING, [])]))
+    roundtrip(
+        s.gguf_array_t,
+        head(ValueType.ARRAY, 2) + inner + head(ValueType.STRING, 0),
+        GGUFArray(
+            ValueType.ARRAY, [GGUFArray(ValueType.UINT8, np.array([5, 6], np.uint8)), GGUFArray(ValueType.STRING, [])]
+        ),
+    )
 
 
 @pytest.mark.parametrize("order,version,fast", VARIANTS)
@@ -128,7 +141,13 @@ def test_metadata_kv_and_tensor_info(order, version, fast):
     parsed = s.gguf_metadata_kv_t.parse(kv)
     assert (parsed.key, parsed.value_type, parsed.value) == ("a.b", ValueType.UINT32, 7)
     assert s.gguf_metadata_kv_t.build(dict(key="a.b", value_type=ValueType.UINT32, value=7)) == kv
-    ti = struct.pack(e + n, 1) + b"w" + struct.pack(e + "I", 2) + struct.pack(e + n + n, 32, 4) + struct.pack(e + "IQ", 8, 64)
+    ti = (
+        struct.pack(e + n, 1)
+        + b"w"
+        + struct.pack(e + "I", 2)
+        + struct.pack(e + n + n, 32, 4)
+        + struct.pack(e + "IQ", 8, 64)
+    )
     roundtrip(s.gguf_tensor_info_t, ti, dict(name="w", n_dimensions=2, dimensions=[32, 4], type=8, offset=64))
 
 
@@ -148,21 +167,33 @@ def test_one_schema_per_variant_is_built_once():
     assert reference_schema("big", 2) is not gguf_schema("big", 2)
 
 
-@pytest.mark.parametrize("head,expected", [
-    (b"GGUF\x03\x00\x00\x00", ("little", 3)),
-    (b"GGUF\x00\x00\x00\x03", ("big", 3)),
-    (b"GGUF\x02\x00\x00\x00", ("little", 2)),
-    (b"GGUF\x00\x00\x00\x01", ("big", 1)),
-])
+@pytest.mark.parametrize(
+    "head,expected",
+    [
+        (b"GGUF\x03\x00\x00\x00", ("little", 3)),
+        (b"GGUF\x00\x00\x00\x03", ("big", 3)),
+        (b"GGUF\x02\x00\x00\x00", ("little", 2)),
+        (b"GGUF\x00\x00\x00\x01", ("big", 1)),
+    ],
+)
 def test_sniff_detects_byte_order_by_the_version(head, expected):
     assert sniff(head) == expected
 
 
-@pytest.mark.parametrize("head,message", [
-    (b"GGML\x03\x00\x00\x00", "not a GGUF file: magic b'GGML', expected b'GGUF' (at offset 0, in header.magic)"),
-    (b"GGUF\x04\x00\x00\x00", "unsupported GGUF version 4 (this library reads 1, 2 and 3) (at offset 4, in header.version)"),
-    (b"GGUF\x00\x00\x00\x00", "unsupported GGUF version 0 (this library reads 1, 2 and 3) (at offset 4, in header.version)"),
-])
+@pytest.mark.parametrize(
+    "head,message",
+    [
+        (b"GGML\x03\x00\x00\x00", "not a GGUF file: magic b'GGML', expected b'GGUF' (at offset 0, in header.magic)"),
+        (
+            b"GGUF\x04\x00\x00\x00",
+            "unsupported GGUF version 4 (this library reads 1, 2 and 3) (at offset 4, in header.version)",
+        ),
+        (
+            b"GGUF\x00\x00\x00\x00",
+            "unsupported GGUF version 0 (this library reads 1, 2 and 3) (at offset 4, in header.version)",
+        ),
+    ],
+)
 def test_sniff_rejects_with_offset_and_value(head, message):
     with pytest.raises(GGUFFormatError) as info:
         sniff(head)
@@ -184,7 +215,7 @@ def test_fast_and_reference_variants_agree_on_real_files(path):
     data = path.read_bytes()
     a, b = _parse_values(data, True), _parse_values(data, False)
     assert len(a.header.metadata_kv) == len(b.header.metadata_kv)
-    for x, y in zip(a.header.metadata_kv, b.header.metadata_kv):
+    for x, y in zip(a.header.metadata_kv, b.header.metadata_kv, strict=False):
         assert (x.key, x.value_type) == (y.key, y.value_type)
         assert _same_value(x.value, y.value), x.key
     s_fast, s_ref = gguf_schema("little", 3), reference_schema("little", 3)
@@ -195,7 +226,7 @@ def test_fast_and_reference_variants_agree_on_real_files(path):
 def test_fast_and_reference_variants_agree_on_generated_files(order, version):
     data = demo_bytes(order, version)
     a, b = _parse_values(data, True), _parse_values(data, False)
-    for x, y in zip(a.header.metadata_kv, b.header.metadata_kv):
+    for x, y in zip(a.header.metadata_kv, b.header.metadata_kv, strict=False):
         assert (x.key, x.value_type) == (y.key, y.value_type) and _same_value(x.value, y.value), x.key
     strip = lambda t: {k: v for k, v in t.items() if k != "_io"}  # noqa: E731
     assert [strip(t) for t in a.tensor_infos] == [strip(t) for t in b.tensor_infos]
@@ -210,8 +241,12 @@ def _same_value(a, b) -> bool:
 
 
 def _build(schema, parsed, data: bytes) -> bytes:
-    obj = Container(header=parsed.header, tensor_infos=parsed.tensor_infos, _padding=parsed._padding,
-                    tensor_data=data[parsed.tensor_data.offset:])
+    obj = Container(
+        header=parsed.header,
+        tensor_infos=parsed.tensor_infos,
+        _padding=parsed._padding,
+        tensor_data=data[parsed.tensor_data.offset :],
+    )
     out = io.BytesIO()
     boundary.build(schema.gguf_file_t, obj, out)
     return out.getvalue()

@@ -10,5 +10,16 @@ True
 from .spec_audit import AuditReport, audit_spec, load_spec
 from .validate import PROFILES, RULES, Finding, Report, Rule, check, require, validate
 
-__all__ = ["check", "validate", "require", "PROFILES", "RULES", "Rule", "Finding", "Report", "audit_spec", "AuditReport",
-           "load_spec"]
+__all__ = [
+    "PROFILES",
+    "RULES",
+    "AuditReport",
+    "Finding",
+    "Report",
+    "Rule",
+    "audit_spec",
+    "check",
+    "load_spec",
+    "require",
+    "validate",
+]

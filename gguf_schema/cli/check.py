@@ -17,10 +17,15 @@ from ..check.validate import PROFILES, RULES, validate
 
 __all__ = ["register_cli"]
 
+
 def _cmd_check(args: argparse.Namespace) -> int:
     reports = [validate(path, args.profile) for path in args.files]
     if args.json:
-        print(json.dumps({"profile": args.profile, "reports": [r.to_dict() for r in reports]}, indent=2, ensure_ascii=False))
+        print(
+            json.dumps(
+                {"profile": args.profile, "reports": [r.to_dict() for r in reports]}, indent=2, ensure_ascii=False
+            )
+        )
     else:
         for r in reports:
             verdict = "unreadable" if not r.readable else ("ok" if r.ok else "rejected")
@@ -41,8 +46,11 @@ def _cmd_rules(args: argparse.Namespace) -> int:
 
 
 def _register_check(subparsers: Any) -> None:
-    p = subparsers.add_parser("check", help="check GGUF files against the spec, ggml's reader, or readability",
-                              description="Check GGUF files. Exit status: 0 clean, 1 error findings, 2 a file could not be read.")
+    p = subparsers.add_parser(
+        "check",
+        help="check GGUF files against the spec, ggml's reader, or readability",
+        description="Check GGUF files. Exit status: 0 clean, 1 error findings, 2 a file could not be read.",
+    )
     p.add_argument("--profile", choices=PROFILES, default="spec", help="which rules to apply (default: spec)")
     p.add_argument("--json", action="store_true", help="print the reports as JSON")
     p.add_argument("files", nargs="+", metavar="FILE")
@@ -65,16 +73,21 @@ def _cmd_audit(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"document": args.spec, **report.to_dict()}, indent=2, ensure_ascii=False, default=str))
     else:
-        print(f"{args.spec}: {len(report.differences)} differences"
-              + (f"; not covered: {', '.join(report.not_covered)}" if report.not_covered else ""))
+        print(
+            f"{args.spec}: {len(report.differences)} differences"
+            + (f"; not covered: {', '.join(report.not_covered)}" if report.not_covered else "")
+        )
         for d in report.differences:
             print(f"  {d}")
     return 0 if report.ok else 1
 
 
 def _register_audit(subparsers: Any) -> None:
-    p = subparsers.add_parser("audit-spec", help="compare a GGUF spec document with check/spec/ and the schema",
-                              description="Exit status: 0 no differences, 1 differences, 2 unreadable document.")
+    p = subparsers.add_parser(
+        "audit-spec",
+        help="compare a GGUF spec document with check/spec/ and the schema",
+        description="Exit status: 0 no differences, 1 differences, 2 unreadable document.",
+    )
     p.add_argument("spec", metavar="SPEC.md")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(func=_cmd_audit)

@@ -21,7 +21,7 @@ import sys
 import time
 from typing import Any, TextIO
 
-__all__ = ["Progress", "progress_enabled", "file_size"]
+__all__ = ["Progress", "file_size", "progress_enabled"]
 
 
 def progress_enabled(stream: TextIO | None = None) -> bool:
@@ -111,7 +111,7 @@ class Progress:
             self.stream.flush()
             self._drawn = False
 
-    def __enter__(self) -> "Progress":
+    def __enter__(self) -> Progress:
         return self
 
     def __exit__(self, *exc: Any) -> None:

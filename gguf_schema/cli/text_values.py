@@ -42,7 +42,9 @@ def _scalar_type(text: str) -> ValueType:
         return ValueType[name]
     except KeyError:
         names = ", ".join(t.name.lower() for t in ValueType)
-        raise GGUFBuildError(f"unknown value type {text!r} (one of: {names}; arrays as array[TYPE])", value=text) from None
+        raise GGUFBuildError(
+            f"unknown value type {text!r} (one of: {names}; arrays as array[TYPE])", value=text
+        ) from None
 
 
 _NUMBER_RE = re.compile(r"^[+-]?(\d+\.?\d*([eE][+-]?\d+)?|\.\d+([eE][+-]?\d+)?)$")
@@ -54,10 +56,14 @@ def _int(text: str) -> int:
     s = text.strip()
     digits = s.lstrip("+-")
     return int(s, 0) if digits[:2].lower() in ("0x", "0b", "0o") else int(s, 10)
+
+
 _TRUE, _FALSE = ("true", "yes", "on", "1"), ("false", "no", "off", "0")
 
 
-def parse_value_text(text: str, vt: ValueType | None = None, et: ValueType | None = None) -> tuple[ValueType | None, Any]:
+def parse_value_text(
+    text: str, vt: ValueType | None = None, et: ValueType | None = None
+) -> tuple[ValueType | None, Any]:
     """Turn command-line text into a value, for type ``vt`` (and array element type ``et``).
 
     Without ``vt`` the type is guessed: ``true``/``false`` -> BOOL, an integer -> the
@@ -92,7 +98,7 @@ def parse_value_text(text: str, vt: ValueType | None = None, et: ValueType | Non
         try:
             items = json.loads(text)
         except json.JSONDecodeError as e:
-            raise GGUFBuildError(f"an ARRAY value is a JSON list, e.g. [1, 2] or [\"a\"]: {e.msg}", value=text) from None
+            raise GGUFBuildError(f'an ARRAY value is a JSON list, e.g. [1, 2] or ["a"]: {e.msg}', value=text) from None
         if not isinstance(items, list):
             raise GGUFBuildError("an ARRAY value is a JSON list", value=text)
         if et is None:
@@ -105,7 +111,9 @@ def _typed_items(items: list, et: ValueType) -> Any:
     if et == ValueType.STRING:
         return [x if isinstance(x, str) else json.dumps(x) for x in items]
     if et == ValueType.ARRAY:
-        raise GGUFBuildError("nested arrays cannot be given on the command line: use dump --json / build", value=et.name)
+        raise GGUFBuildError(
+            "nested arrays cannot be given on the command line: use dump --json / build", value=et.name
+        )
     vals = [_scalar_from_text(x, et) if isinstance(x, str) else x for x in items]
     return coerce_value(vals, ValueType.ARRAY, et)[1].items
 

@@ -29,7 +29,7 @@ from .nodes import where
 from .schema import GGUFSchema
 from .source import ByteReader
 
-__all__ = ["parse", "build", "Sink"]
+__all__ = ["Sink", "build", "parse"]
 
 
 def parse(schema: GGUFSchema, data: Any, *, limits: Limits | None = None, lazy: bool = False) -> Container:
@@ -42,7 +42,9 @@ def parse(schema: GGUFSchema, data: Any, *, limits: Limits | None = None, lazy: 
     except RecursionError:
         raise GGUFLimitError("arrays nested deeper than this interpreter can follow", offset=reader.last) from None
     except ConstructError as e:
-        raise GGUFFormatError(f"cannot parse: {type(e).__name__}", offset=reader.last, path=where(getattr(e, "path", None))) from None
+        raise GGUFFormatError(
+            f"cannot parse: {type(e).__name__}", offset=reader.last, path=where(getattr(e, "path", None))
+        ) from None
 
 
 class Sink:
@@ -53,7 +55,7 @@ class Sink:
     :meth:`moved`.
     """
 
-    __slots__ = ("stream", "pos", "error")
+    __slots__ = ("error", "pos", "stream")
 
     def __init__(self, stream: IO[bytes]):
         self.stream = stream
@@ -103,4 +105,6 @@ def build(node: Construct, obj: Any, stream: IO[bytes], *, depth: int = 1) -> No
     except ConstructError as e:
         if out.error is not None:  # the target's own failure, wrapped by construct
             raise os_error(out.error) from out.error
-        raise GGUFBuildError(f"cannot build: {type(e).__name__}: {str(e)[:300]}", path=where(getattr(e, "path", None))) from None
+        raise GGUFBuildError(
+            f"cannot build: {type(e).__name__}: {str(e)[:300]}", path=where(getattr(e, "path", None))
+        ) from None

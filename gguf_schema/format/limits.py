@@ -24,7 +24,7 @@ import sys
 import threading
 from dataclasses import dataclass
 
-__all__ = ["Limits", "DEFAULT_LIMITS", "MAX_SAFE_DEPTH", "ensure_recursion_headroom"]
+__all__ = ["DEFAULT_LIMITS", "MAX_SAFE_DEPTH", "Limits", "ensure_recursion_headroom"]
 
 
 @dataclass(frozen=True)
@@ -59,7 +59,7 @@ class Limits:
             if v < 0:
                 raise ValueError(f"Limits.{f.name} must not be negative, got {v}")
 
-    def replace(self, **changes: int) -> "Limits":
+    def replace(self, **changes: int) -> Limits:
         """A copy with some limits changed."""
         return dataclasses.replace(self, **changes)
 

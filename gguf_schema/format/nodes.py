@@ -35,9 +35,23 @@ from .types import ValueType
 from .values import BoolByte, GGUFArray, LazyStrings
 
 __all__ = [
-    "Number", "numbers", "IndexedArray", "StringBytes", "StringValue", "BoolValue", "ValueTypeField",
-    "FloatValue", "ArrayValue", "ArrayItems", "AlignmentPadding", "TensorData", "DataSection",
-    "where", "limits_of", "min_value_size", "this",
+    "AlignmentPadding",
+    "ArrayItems",
+    "ArrayValue",
+    "BoolValue",
+    "DataSection",
+    "FloatValue",
+    "IndexedArray",
+    "Number",
+    "StringBytes",
+    "StringValue",
+    "TensorData",
+    "ValueTypeField",
+    "limits_of",
+    "min_value_size",
+    "numbers",
+    "this",
+    "where",
 ]
 
 
@@ -47,7 +61,7 @@ def where(path: str | None) -> str | None:
         return None
     for prefix in ("(parsing) -> ", "(building) -> ", "(sizing) -> ", "(parsing)", "(building)", "(sizing)"):
         if path.startswith(prefix):
-            path = path[len(prefix):]
+            path = path[len(prefix) :]
             break
     return path or None
 
@@ -79,18 +93,30 @@ def _remaining(stream: Any) -> int | None:
         return None
 
 
-def _check_count(stream: Any, count: int, min_size: int, path: str | None, limit: int | None = None,
-                 what: str = "count", limit_name: str = "the limit") -> None:
+def _check_count(
+    stream: Any,
+    count: int,
+    min_size: int,
+    path: str | None,
+    limit: int | None = None,
+    what: str = "count",
+    limit_name: str = "the limit",
+) -> None:
     """A count the file cannot hold (too few bytes left) or a limit forbids fails before any loop."""
     if count < 0:
         raise GGUFFormatError(f"negative {what} {count}", offset=stream.tell(), path=where(path), value=count)
     left = _remaining(stream)
     if left is not None and count * min_size > left:
-        raise GGUFTruncatedError(f"{what} {count:,} needs at least {count * min_size:,} bytes, {left:,} left",
-                                 offset=stream.tell(), path=where(path), value=count)
+        raise GGUFTruncatedError(
+            f"{what} {count:,} needs at least {count * min_size:,} bytes, {left:,} left",
+            offset=stream.tell(),
+            path=where(path),
+            value=count,
+        )
     if limit is not None and count > limit:
-        raise GGUFLimitError(f"{what} {count:,} exceeds {limit_name} = {limit:,}", offset=stream.tell(),
-                             path=where(path), value=count)
+        raise GGUFLimitError(
+            f"{what} {count:,} exceeds {limit_name} = {limit:,}", offset=stream.tell(), path=where(path), value=count
+        )
 
 
 # --------------------------------------------------------------------------- numbers
@@ -107,8 +133,11 @@ class Number(FormatField):
         n = self.length
         data = stream.read(n)
         if len(data) != n:
-            raise GGUFTruncatedError(f"file ends early: {n} bytes needed, {len(data)} left",
-                                     offset=stream.tell() - len(data), path=where(path))
+            raise GGUFTruncatedError(
+                f"file ends early: {n} bytes needed, {len(data)} left",
+                offset=stream.tell() - len(data),
+                path=where(path),
+            )
         return self.unpack(data)[0]
 
 
@@ -145,8 +174,16 @@ class IndexedArray(Array):
     pairs, tensor infos) add that name, shortened, to the error path.
     """
 
-    def __init__(self, count: Any, subcon: Construct, min_size: Any, *, limit: str | None = None,
-                 named: bool = False, what: str = "count"):
+    def __init__(
+        self,
+        count: Any,
+        subcon: Construct,
+        min_size: Any,
+        *,
+        limit: str | None = None,
+        named: bool = False,
+        what: str = "count",
+    ):
         super().__init__(count, subcon)
         self.min_size = min_size
         self.limit = limit
@@ -172,7 +209,7 @@ class IndexedArray(Array):
     def _named(self, err: GGUFError, stream: Any, start: int, path: str, context: Any) -> GGUFError:
         """The error with the record's name added after its index (once, by the innermost record)."""
         here = where(path) or ""
-        if not self.named or not err.path or not err.path.startswith(here) or "'" in err.path[len(here):]:
+        if not self.named or not err.path or not err.path.startswith(here) or "'" in err.path[len(here) :]:
             return err
         name = _peek_name(stream, start, context)
         return err if name is None else err.replace(path=err.path.replace(here, f"{here} {name}", 1))
@@ -225,10 +262,14 @@ class StringBytes(Bytes):
         at = stream.tell() - self.length_size
         cap = getattr(limits_of(context), self.limit)
         if n > cap:
-            raise GGUFLimitError(f"string of {n:,} bytes exceeds {self.limit} = {cap:,}", offset=at, path=where(path), value=n)
+            raise GGUFLimitError(
+                f"string of {n:,} bytes exceeds {self.limit} = {cap:,}", offset=at, path=where(path), value=n
+            )
         left = _remaining(stream)
         if left is not None and n > left:
-            raise GGUFTruncatedError(f"string length {n:,} needs {n:,} bytes, {left:,} left", offset=at, path=where(path), value=n)
+            raise GGUFTruncatedError(
+                f"string length {n:,} needs {n:,} bytes, {left:,} left", offset=at, path=where(path), value=n
+            )
         return stream.read(n)
 
 
@@ -244,7 +285,9 @@ class StringValue(Adapter):
         try:
             return Container(string=obj.encode("utf-8", "surrogateescape"))
         except UnicodeEncodeError as e:
-            raise GGUFBuildError(f"string cannot be encoded as UTF-8: {e.reason}", path=where(path), value=obj) from None
+            raise GGUFBuildError(
+                f"string cannot be encoded as UTF-8: {e.reason}", path=where(path), value=obj
+            ) from None
 
 
 class BoolValue(Adapter):
@@ -264,7 +307,9 @@ class ValueTypeField(Adapter):
         try:
             return ValueType(obj)
         except ValueError:
-            raise GGUFFormatError(f"unknown metadata value type {obj} (valid: 0..12)", path=where(path), value=obj) from None
+            raise GGUFFormatError(
+                f"unknown metadata value type {obj} (valid: 0..12)", path=where(path), value=obj
+            ) from None
 
     def _encode(self, obj, context, path):
         try:
@@ -284,8 +329,11 @@ class FloatValue(Construct):
         size = self.dtype.itemsize
         data = stream.read(size)
         if len(data) != size:
-            raise GGUFTruncatedError(f"{size}-byte float needs {size} bytes, {len(data)} left",
-                                     offset=stream.tell() - len(data), path=where(path))
+            raise GGUFTruncatedError(
+                f"{size}-byte float needs {size} bytes, {len(data)} left",
+                offset=stream.tell() - len(data),
+                path=where(path),
+            )
         return np.frombuffer(data, self.dtype)[0]
 
     def _build(self, obj, stream, context, path):
@@ -310,7 +358,9 @@ class ArrayValue(Adapter):
 
     def _encode(self, obj, context, path):
         if not isinstance(obj, GGUFArray):
-            raise GGUFBuildError(f"an ARRAY value must be a GGUFArray, got {type(obj).__name__}", path=where(path), value=obj)
+            raise GGUFBuildError(
+                f"an ARRAY value must be a GGUFArray, got {type(obj).__name__}", path=where(path), value=obj
+            )
         return Container(type=obj.type, array=obj.items)
 
 
@@ -320,8 +370,12 @@ def nested(context: Any, limits: Limits, offset: int, path: str) -> Iterator[Non
     params = context._params
     depth = params.get("_depth", 1) + 1
     if depth > limits.max_depth:
-        raise GGUFLimitError(f"arrays nested {depth} deep exceed max_depth = {limits.max_depth}", offset=offset,
-                             path=where(path), value=depth)
+        raise GGUFLimitError(
+            f"arrays nested {depth} deep exceed max_depth = {limits.max_depth}",
+            offset=offset,
+            path=where(path),
+            value=depth,
+        )
     params["_depth"] = depth
     try:
         yield
@@ -387,8 +441,12 @@ class ArrayItems(Construct):
         limits = limits_of(context)
         _check_count(r, n, min_value_size(vt, self.length.size), path)  # a count the file cannot hold: truncated
         if n > limits.max_array_length:
-            raise GGUFLimitError(f"array of {n:,} elements exceeds max_array_length = {limits.max_array_length:,}", offset=r.pos,
-                                 path=where(path), value=n)
+            raise GGUFLimitError(
+                f"array of {n:,} elements exceeds max_array_length = {limits.max_array_length:,}",
+                offset=r.pos,
+                path=where(path),
+                value=n,
+            )
         if vt == ValueType.STRING:
             if context._params.get("lazy"):
                 return self._skip_strings(r, n, limits, path)
@@ -410,7 +468,9 @@ class ArrayItems(Construct):
         out = [""] * n
         for i in range(n):
             if pos + lsize > size:
-                raise GGUFTruncatedError(f"file ends inside the length of string {i} of {n}", offset=pos, path=where(f"{path}[{i}]"))
+                raise GGUFTruncatedError(
+                    f"file ends inside the length of string {i} of {n}", offset=pos, path=where(f"{path}[{i}]")
+                )
             (ln,) = unpack(data, pos)
             start = pos + lsize
             pos = start + ln
@@ -465,8 +525,9 @@ class ArrayItems(Construct):
                 try:
                     b = s.encode("utf-8", "surrogateescape")
                 except (AttributeError, UnicodeEncodeError):
-                    raise GGUFBuildError("a STRING array item must be a UTF-8 encodable str", path=where(f"{path}[{i}]"),
-                                         value=s) from None
+                    raise GGUFBuildError(
+                        "a STRING array item must be a UTF-8 encodable str", path=where(f"{path}[{i}]"), value=s
+                    ) from None
                 parts.append(pack(len(b)))
                 parts.append(b)
             stream.write(b"".join(parts))
@@ -480,10 +541,18 @@ class ArrayItems(Construct):
 
 def _string_failure(r: ByteReader, i: int, ln: int, at: int, cap: int, path: str, lsize: int) -> None:
     if ln > cap:
-        raise GGUFLimitError(f"string of {ln:,} bytes exceeds max_string_length = {cap:,}", offset=at,
-                             path=where(f"{path}[{i}]"), value=ln)
-    raise GGUFTruncatedError(f"string length {ln:,} needs {ln:,} bytes, {max(0, r.size - at - lsize):,} left", offset=at,
-                             path=where(f"{path}[{i}]"), value=ln)
+        raise GGUFLimitError(
+            f"string of {ln:,} bytes exceeds max_string_length = {cap:,}",
+            offset=at,
+            path=where(f"{path}[{i}]"),
+            value=ln,
+        )
+    raise GGUFTruncatedError(
+        f"string length {ln:,} needs {ln:,} bytes, {max(0, r.size - at - lsize):,} left",
+        offset=at,
+        path=where(f"{path}[{i}]"),
+        value=ln,
+    )
 
 
 def numeric_bytes(items: Any, vt: ValueType, byte_order: str, path: str | None) -> bytes:
@@ -491,10 +560,15 @@ def numeric_bytes(items: Any, vt: ValueType, byte_order: str, path: str | None) 
     dtype = vt.numpy_dtype(byte_order)
     arr = np.asarray(items)
     if arr.dtype.kind not in "biuf" or arr.ndim != 1:
-        raise GGUFBuildError(f"items of a {vt.name} array must be a 1-d numeric array", path=where(path), value=arr.dtype)
+        raise GGUFBuildError(
+            f"items of a {vt.name} array must be a 1-d numeric array", path=where(path), value=arr.dtype
+        )
     if arr.dtype.newbyteorder("=") != dtype.newbyteorder("="):
-        raise GGUFBuildError(f"items of a {vt.name} array must have dtype {dtype.newbyteorder('=')}, got {arr.dtype}",
-                             path=where(path), value=arr.dtype)
+        raise GGUFBuildError(
+            f"items of a {vt.name} array must have dtype {dtype.newbyteorder('=')}, got {arr.dtype}",
+            path=where(path),
+            value=arr.dtype,
+        )
     return arr.astype(dtype, copy=False).tobytes()
 
 

@@ -26,8 +26,9 @@ b'\\x02\\x00\\x00\\x00hi'
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 from construct import Computed, Const, Construct, Container, LazyBound, Rebuild, Struct, Switch, len_, this
@@ -51,7 +52,7 @@ from .nodes import (
 )
 from .types import ValueType
 
-__all__ = ["gguf_schema", "GGUFSchema", "DEFAULT_ALIGNMENT", "align_offset", "alignment_of", "sniff", "DataSection"]
+__all__ = ["DEFAULT_ALIGNMENT", "DataSection", "GGUFSchema", "align_offset", "alignment_of", "gguf_schema", "sniff"]
 
 #: ``general.alignment`` when the key is absent.
 DEFAULT_ALIGNMENT = 32
@@ -68,19 +69,31 @@ def sniff(head: bytes) -> tuple[str, int]:
     """
     if len(head) < 4 or head[:4] != b"GGUF":
         if len(head) < 4 and b"GGUF".startswith(bytes(head)):
-            raise GGUFTruncatedError(f"file ends inside the magic ({len(head)} bytes)", offset=0, path="header.magic", value=bytes(head))
-        raise GGUFFormatError(f"not a GGUF file: magic {bytes(head[:4])!r}, expected b'GGUF'", offset=0, path="header.magic",
-                              value=bytes(head[:4]))
+            raise GGUFTruncatedError(
+                f"file ends inside the magic ({len(head)} bytes)", offset=0, path="header.magic", value=bytes(head)
+            )
+        raise GGUFFormatError(
+            f"not a GGUF file: magic {bytes(head[:4])!r}, expected b'GGUF'",
+            offset=0,
+            path="header.magic",
+            value=bytes(head[:4]),
+        )
     if len(head) < 8:
-        raise GGUFTruncatedError(f"file ends inside the version ({len(head)} bytes)", offset=4, path="header.version", value=bytes(head))
+        raise GGUFTruncatedError(
+            f"file ends inside the version ({len(head)} bytes)", offset=4, path="header.version", value=bytes(head)
+        )
     version = int.from_bytes(head[4:8], "little")
     order = "little"
     if version & 0xFFFF == 0 and version:
         version = int.from_bytes(head[4:8], "big")
         order = "big"
     if version not in (1, 2, 3):
-        raise GGUFFormatError(f"unsupported GGUF version {version} (this library reads 1, 2 and 3)", offset=4, path="header.version",
-                              value=version)
+        raise GGUFFormatError(
+            f"unsupported GGUF version {version} (this library reads 1, 2 and 3)",
+            offset=4,
+            path="header.version",
+            value=version,
+        )
     return order, version
 
 
@@ -107,7 +120,9 @@ one item type) and ``array`` (the array member, for items that are arrays). :cla
 by default; :mod:`gguf_schema.testing.reference` passes construct's plain ``Array``."""
 
 
-def fast_array_body(*, item_type: Any, count: Any, byte_order: str, version: int, value: Any, array: Construct) -> Construct:
+def fast_array_body(
+    *, item_type: Any, count: Any, byte_order: str, version: int, value: Any, array: Construct
+) -> Construct:
     """The default array body: :class:`~gguf_schema.format.nodes.ArrayItems` (numpy and a tight string loop)."""
     return ArrayItems(item_type, count, byte_order, "I" if version == 1 else "Q", array)
 
@@ -135,11 +150,12 @@ class GGUFSchema:
         :mod:`gguf_schema.format.boundary` for the translation of anything else)."""
         limits = limits or DEFAULT_LIMITS
         ensure_recursion_headroom(limits.max_depth)
-        return self.gguf_file_t.parse_stream(stream, limits=limits, lazy=lazy, byte_order=self.byte_order,
-                                             size_t=self.size_t, _depth=1)
+        return self.gguf_file_t.parse_stream(
+            stream, limits=limits, lazy=lazy, byte_order=self.byte_order, size_t=self.size_t, _depth=1
+        )
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def gguf_schema(byte_order: str = "little", version: int = 3, *, array_body: ArrayBody = fast_array_body) -> GGUFSchema:
     """The GGUF schema for ``byte_order`` ("little" or "big") and ``version`` (1, 2 or 3).
 
@@ -157,10 +173,12 @@ def gguf_schema(byte_order: str = "little", version: int = 3, *, array_body: Arr
 
     def gguf_string(limit: str) -> Construct:
         # struct gguf_string_t { uint64_t len; char string[len]; }
-        return StringValue(Struct(
-            "len" / Rebuild(length, len_(this.string)),
-            "string" / StringBytes(this.len, size_t, limit),
-        ))
+        return StringValue(
+            Struct(
+                "len" / Rebuild(length, len_(this.string)),
+                "string" / StringBytes(this.len, size_t, limit),
+            )
+        )
 
     gguf_string_t = gguf_string("max_string_length")
 
@@ -189,12 +207,21 @@ def gguf_schema(byte_order: str = "little", version: int = 3, *, array_body: Arr
 
     # the `array` member of the union:
     # { gguf_metadata_value_type type; uint64_t len; gguf_metadata_value_t array[len]; }
-    gguf_array_t = ArrayValue(Struct(
-        "type" / gguf_metadata_value_type,
-        "len" / Rebuild(length, len_(this.array)),
-        "array" / array_body(item_type=this.type, count=this.len, byte_order=byte_order, version=version,
-                             value=gguf_metadata_value_t, array=LazyBound(lambda: gguf_array_t)),
-    ))
+    gguf_array_t = ArrayValue(
+        Struct(
+            "type" / gguf_metadata_value_type,
+            "len" / Rebuild(length, len_(this.array)),
+            "array"
+            / array_body(
+                item_type=this.type,
+                count=this.len,
+                byte_order=byte_order,
+                version=version,
+                value=gguf_metadata_value_t,
+                array=LazyBound(lambda: gguf_array_t),
+            ),
+        )
+    )
 
     # struct gguf_metadata_kv_t { gguf_string_t key; gguf_metadata_value_type value_type; gguf_metadata_value_t value; }
     gguf_metadata_kv_t = Struct(
@@ -209,8 +236,10 @@ def gguf_schema(byte_order: str = "little", version: int = 3, *, array_body: Arr
         "version" / Const(version, I.u32),
         "tensor_count" / Rebuild(length, len_(this._.tensor_infos)),
         "metadata_kv_count" / Rebuild(length, len_(this.metadata_kv)),
-        "metadata_kv" / IndexedArray(this.metadata_kv_count, gguf_metadata_kv_t, min_size=size_t + 4 + 1,
-                                     limit="max_keys", named=True),
+        "metadata_kv"
+        / IndexedArray(
+            this.metadata_kv_count, gguf_metadata_kv_t, min_size=size_t + 4 + 1, limit="max_keys", named=True
+        ),
     )
 
     # enum ggml_type: uint32_t (kept as the stored integer; format.types.GGMLType names it)
@@ -228,8 +257,10 @@ def gguf_schema(byte_order: str = "little", version: int = 3, *, array_body: Arr
     # struct gguf_file_t
     gguf_file_t = Struct(
         "header" / gguf_header_t,
-        "tensor_infos" / IndexedArray(this.header.tensor_count, gguf_tensor_info_t, min_size=size_t + 4 + 4 + 8,
-                                      limit="max_tensors", named=True),
+        "tensor_infos"
+        / IndexedArray(
+            this.header.tensor_count, gguf_tensor_info_t, min_size=size_t + 4 + 4 + 8, limit="max_tensors", named=True
+        ),
         # ALIGNMENT: general.alignment, 32 by default
         "alignment" / Computed(lambda ctx: alignment_of(ctx.header.metadata_kv)),
         "_padding" / AlignmentPadding(this.alignment),

@@ -13,6 +13,7 @@ b'\\x03\\x00\\x00\\x00'
 
 from __future__ import annotations
 
+import contextlib
 import io
 import mmap
 import os
@@ -34,7 +35,7 @@ class ByteReader:
         size: the buffer's length.
     """
 
-    __slots__ = ("data", "pos", "size", "last")
+    __slots__ = ("data", "last", "pos", "size")
 
     def __init__(self, data: bytes | mmap.mmap, pos: int = 0):
         self.data = data
@@ -130,10 +131,8 @@ class Source:
         """Release the map and the file. Numpy views of the map taken before stay valid: then the
         map is left to them (freed when the last one goes)."""
         if self._mmap is not None:
-            try:
+            with contextlib.suppress(BufferError):  # views still use it
                 self._mmap.close()
-            except BufferError:  # views still use it
-                pass
             self._mmap = None
         if self._file is not None:
             self._file.close()

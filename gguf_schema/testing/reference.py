@@ -31,7 +31,7 @@ from ..format.types import ValueType
 from ..model import GGUFFile
 from ..reader import read_with
 
-__all__ = ["reference_schema", "read_reference"]
+__all__ = ["read_reference", "reference_schema"]
 
 
 class ValueItems(IndexedArray):
@@ -41,8 +41,12 @@ class ValueItems(IndexedArray):
         n, limits = evaluate(self.count, context), limits_of(context)
         _check_count(stream, n, evaluate(self.min_size, context), path)
         if n > limits.max_array_length:
-            raise GGUFLimitError(f"array of {n} elements exceeds the limit of {limits.max_array_length}", offset=stream.tell(),
-                                 path=where(path), value=n)
+            raise GGUFLimitError(
+                f"array of {n} elements exceeds the limit of {limits.max_array_length}",
+                offset=stream.tell(),
+                path=where(path),
+                value=n,
+            )
         if context.type != ValueType.ARRAY:
             return super()._parse(stream, context, path)
         with nested(context, limits, stream.tell(), path):
@@ -73,7 +77,9 @@ class ItemsList(Adapter):
         return list(obj)
 
 
-def reference_array_body(*, item_type: Any, count: Any, byte_order: str, version: int, value: Any, array: Construct) -> Construct:
+def reference_array_body(
+    *, item_type: Any, count: Any, byte_order: str, version: int, value: Any, array: Construct
+) -> Construct:
     """``gguf_metadata_value_t array[len]``, literally."""
     size_t = 4 if version == 1 else 8
     return ItemsList(ValueItems(count, value(item_type), min_size=lambda ctx: min_value_size(ctx.type, size_t)))

@@ -33,8 +33,14 @@ __all__ = ["convert"]
 PathLike = Union[str, "os.PathLike[str]"]
 
 
-def convert(source: PathLike, target: PathLike | IO[bytes], *, byte_order: str | None = None, version: int | None = None,
-            progress: Progress | None = None) -> None:
+def convert(
+    source: PathLike,
+    target: PathLike | IO[bytes],
+    *,
+    byte_order: str | None = None,
+    version: int | None = None,
+    progress: Progress | None = None,
+) -> None:
     """Write ``source`` to ``target`` in another byte order and/or format version.
 
     Args:

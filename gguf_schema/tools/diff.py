@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any
 
 import numpy as np
 
@@ -36,9 +36,9 @@ from ..model import GGUFFile, Tensor
 from ..tensors import byteswap
 from ..writer import CHUNK, Progress
 
-__all__ = ["Difference", "diff", "tensor_sha256", "describe_value"]
+__all__ = ["Difference", "describe_value", "diff", "tensor_sha256"]
 
-AnyModel = Union[GGUFFile, Any]  # GGUFFile or split.SplitModel: both have fields, tensor_list, version ...
+AnyModel = GGUFFile | Any  # GGUFFile or split.SplitModel: both have fields, tensor_list, version ...
 
 
 @dataclass(frozen=True)
@@ -70,17 +70,16 @@ def describe_value(f: Field, limit: int = 60) -> str:
     """
     if f.type == ValueType.ARRAY:
         items = f.value.items
-        shown = items[:8].tolist() if isinstance(items, np.ndarray) else [x if not hasattr(x, "type") else x for x in items[:8]]
+        shown = items[:8].tolist() if isinstance(items, np.ndarray) else list(items[:8])
         body = ", ".join(_short(x, 24) for x in shown) + (", ..." if len(items) > 8 else "")
         return f"ARRAY[{f.value.type.name}] ({len(items)} items) [{body}]"
-    return f"{f.type.name} {_short(f.plain() if f.type not in (ValueType.FLOAT32, ValueType.FLOAT64) else f.value, limit)}"
+    return (
+        f"{f.type.name} {_short(f.plain() if f.type not in (ValueType.FLOAT32, ValueType.FLOAT64) else f.value, limit)}"
+    )
 
 
 def _short(x: Any, limit: int) -> str:
-    if isinstance(x, (np.floating,)):
-        text = str(x)
-    else:
-        text = repr(x)
+    text = str(x) if isinstance(x, (np.floating,)) else repr(x)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
@@ -92,7 +91,7 @@ def tensor_sha256(t: Tensor, progress: Progress | None = None) -> str:
     h = hashlib.sha256()
     mv = memoryview(np.ascontiguousarray(raw))
     for a in range(0, len(mv), CHUNK):
-        h.update(mv[a:a + CHUNK])
+        h.update(mv[a : a + CHUNK])
         if progress is not None:
             progress(min(CHUNK, len(mv) - a))
     return h.hexdigest()
@@ -128,7 +127,14 @@ def _metadata(a: AnyModel, b: AnyModel) -> list[Difference]:
             continue
         fb = b.fields[key]
         if fa.type != fb.type or fa.element_type != fb.element_type:
-            out.append(Difference("metadata", "~", key, f"type {_type_name(fa)} -> {_type_name(fb)}: {describe_value(fa)} -> {describe_value(fb)}"))
+            out.append(
+                Difference(
+                    "metadata",
+                    "~",
+                    key,
+                    f"type {_type_name(fa)} -> {_type_name(fb)}: {describe_value(fa)} -> {describe_value(fb)}",
+                )
+            )
         elif fa != fb:
             out.append(Difference("metadata", "~", key, f"{describe_value(fa)} -> {describe_value(fb)}"))
     for key in kb:
@@ -144,7 +150,7 @@ def _metadata(a: AnyModel, b: AnyModel) -> list[Difference]:
     common_a = [k for k in ka if k in b.fields]
     common_b = [k for k in kb if k in a.fields]
     if common_a != common_b:
-        first = next(i for i, (x, y) in enumerate(zip(common_a, common_b)) if x != y)
+        first = next(i for i, (x, y) in enumerate(zip(common_a, common_b, strict=False)) if x != y)
         out.append(Difference("metadata", "~", "(order)", f"keys in another order from {common_a[first]!r} on"))
     return out
 
@@ -162,7 +168,9 @@ def _tensors(a: AnyModel, b: AnyModel, data: bool, progress: Progress | None) ->
             out.append(Difference("tensor", "-", name, f"{x.type_name} {list(x.shape)}"))
             continue
         if x.type != y.type or x.dims != y.dims:
-            out.append(Difference("tensor", "~", name, f"{x.type_name} {list(x.shape)} -> {y.type_name} {list(y.shape)}"))
+            out.append(
+                Difference("tensor", "~", name, f"{x.type_name} {list(x.shape)} -> {y.type_name} {list(y.shape)}")
+            )
             continue
         if data:
             ha, hb = tensor_sha256(x, progress), tensor_sha256(y, progress)
@@ -174,6 +182,6 @@ def _tensors(a: AnyModel, b: AnyModel, data: bool, progress: Progress | None) ->
     common_a = [n for n in ta if n in tb]
     common_b = [n for n in tb if n in ta]
     if common_a != common_b:
-        first = next(i for i, (x, y) in enumerate(zip(common_a, common_b)) if x != y)
+        first = next(i for i, (x, y) in enumerate(zip(common_a, common_b, strict=False)) if x != y)
         out.append(Difference("tensor", "~", "(order)", f"tensors in another order from {common_a[first]!r} on"))
     return out

@@ -32,8 +32,9 @@ False
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, Union
+from typing import Any, Union
 
 import numpy as np
 
@@ -43,7 +44,7 @@ from ..model import GGUFFile
 from ..reader import read
 from ..writer import Progress, TensorInfo, header_bytes, save_file
 
-__all__ = ["EditResult", "edit_file", "set_key", "set_key_from_file", "delete_key", "rename_key"]
+__all__ = ["EditResult", "delete_key", "edit_file", "rename_key", "set_key", "set_key_from_file"]
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -63,8 +64,13 @@ class EditResult:
     bytes_written: int
 
 
-def edit_file(path: PathLike, edit: Callable[[GGUFFile], None], *, output: PathLike | None = None,
-              progress: Progress | None = None) -> EditResult:
+def edit_file(
+    path: PathLike,
+    edit: Callable[[GGUFFile], None],
+    *,
+    output: PathLike | None = None,
+    progress: Progress | None = None,
+) -> EditResult:
     """Apply ``edit`` (a function changing an open :class:`GGUFFile`'s metadata) to a file.
 
     Without ``output`` the file itself changes: in place when the header size is unchanged,
@@ -88,8 +94,14 @@ def edit_file(path: PathLike, edit: Callable[[GGUFFile], None], *, output: PathL
         old_alignment = f.alignment
         edit(f)
         if out is None and f.alignment == old_alignment:
-            new_header = header_bytes(f.fields.records, [TensorInfo.of(t) for t in f.tensor_list], version=f.version,
-                                      byte_order=f.byte_order, padding=f.padding, data_size=f.data_section.size)
+            new_header = header_bytes(
+                f.fields.records,
+                [TensorInfo.of(t) for t in f.tensor_list],
+                version=f.version,
+                byte_order=f.byte_order,
+                padding=f.padding,
+                data_size=f.data_section.size,
+            )
             if len(new_header) == f.data_offset:
                 f.close()
                 return _write_in_place(src, new_header)
@@ -116,15 +128,23 @@ def _write_in_place(path: str, new_header: bytes) -> EditResult:
     return EditResult(path, True, last - first)
 
 
-def set_key(path: PathLike, key: str, value: Any, type: ValueType | int | None = None,
-            element_type: ValueType | int | None = None, *, output: PathLike | None = None,
-            progress: Progress | None = None) -> EditResult:
+def set_key(
+    path: PathLike,
+    key: str,
+    value: Any,
+    type: ValueType | int | None = None,
+    element_type: ValueType | int | None = None,
+    *,
+    output: PathLike | None = None,
+    progress: Progress | None = None,
+) -> EditResult:
     """Set metadata ``key`` to ``value`` (an existing key keeps its stored type unless ``type`` is given)."""
     return edit_file(path, lambda f: f.set(key, value, type, element_type), output=output, progress=progress)
 
 
-def set_key_from_file(path: PathLike, key: str, source: PathLike, *, output: PathLike | None = None,
-                      progress: Progress | None = None) -> EditResult:
+def set_key_from_file(
+    path: PathLike, key: str, source: PathLike, *, output: PathLike | None = None, progress: Progress | None = None
+) -> EditResult:
     """Set ``key`` to the contents of the text file ``source`` as a STRING (e.g. a chat template).
 
     The bytes are stored exactly as they are in ``source`` (not decoded and re-encoded).
@@ -134,11 +154,15 @@ def set_key_from_file(path: PathLike, key: str, source: PathLike, *, output: Pat
     return edit_file(path, lambda f: f.set(key, text, ValueType.STRING), output=output, progress=progress)
 
 
-def delete_key(path: PathLike, key: str, *, output: PathLike | None = None, progress: Progress | None = None) -> EditResult:
+def delete_key(
+    path: PathLike, key: str, *, output: PathLike | None = None, progress: Progress | None = None
+) -> EditResult:
     """Remove every occurrence of metadata ``key``; raises :class:`~gguf_schema.reader.GGUFKeyError` if absent."""
     return edit_file(path, lambda f: f.delete(key), output=output, progress=progress)
 
 
-def rename_key(path: PathLike, old: str, new: str, *, output: PathLike | None = None, progress: Progress | None = None) -> EditResult:
+def rename_key(
+    path: PathLike, old: str, new: str, *, output: PathLike | None = None, progress: Progress | None = None
+) -> EditResult:
     """Rename metadata key ``old`` to ``new``, keeping its position, type and value."""
     return edit_file(path, lambda f: f.rename(old, new), output=output, progress=progress)

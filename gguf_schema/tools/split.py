@@ -40,7 +40,17 @@ from ..model import Fields, GGUFFile, Tensor
 from ..reader import read
 from ..writer import Progress, TensorInfo, encoded_size, header_bytes, plan_tensor, write_file
 
-__all__ = ["SPLIT_KEYS", "parse_size", "shard_name", "shard_paths", "plan_split", "split", "merge", "open_split", "SplitModel"]
+__all__ = [
+    "SPLIT_KEYS",
+    "SplitModel",
+    "merge",
+    "open_split",
+    "parse_size",
+    "plan_split",
+    "shard_name",
+    "shard_paths",
+    "split",
+]
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -96,7 +106,9 @@ def plan_split(f: GGUFFile, *, max_size: int | None = None, max_tensors: int | N
     if max_size is None and max_tensors is None:
         raise GGUFBuildError("give a maximum shard size or a maximum number of tensors per shard")
     if max_tensors is not None and max_tensors < 1:
-        raise GGUFBuildError(f"the maximum number of tensors per shard must be at least 1, got {max_tensors}", value=max_tensors)
+        raise GGUFBuildError(
+            f"the maximum number of tensors per shard must be at least 1, got {max_tensors}", value=max_tensors
+        )
     if max_size is not None and max_size < 1:
         raise GGUFBuildError(f"the maximum shard size must be positive, got {max_size}", value=max_size)
     tensors = f.tensor_list
@@ -130,8 +142,14 @@ def plan_split(f: GGUFFile, *, max_size: int | None = None, max_tensors: int | N
     return shards
 
 
-def split(source: PathLike, prefix: str, *, max_size: int | None = None, max_tensors: int | None = None,
-          progress: Progress | None = None) -> list[str]:
+def split(
+    source: PathLike,
+    prefix: str,
+    *,
+    max_size: int | None = None,
+    max_tensors: int | None = None,
+    progress: Progress | None = None,
+) -> list[str]:
     """Split ``source`` into shards named ``<prefix>-0000i-of-0000n.gguf``; returns their paths.
 
     Each shard is written atomically. Raises :class:`~gguf_schema.errors.GGUFBuildError` when
@@ -148,7 +166,7 @@ def split(source: PathLike, prefix: str, *, max_size: int | None = None, max_ten
         base = [x for x in f.fields.records if x.key not in SPLIT_KEYS]
         alignment = [x for x in base if x.key == "general.alignment"][:1]
         paths = [shard_name(prefix, i, n) for i in range(n)]
-        for i, (path, group) in enumerate(zip(paths, groups)):
+        for i, (path, group) in enumerate(zip(paths, groups, strict=False)):
             fields = (base if i == 0 else alignment) + _split_fields(i, n, total)
             planned = [plan_tensor(t.name, t, f.byte_order) for t in group]
             write_file(path, fields, planned, version=f.version, byte_order=f.byte_order, progress=progress)
@@ -166,17 +184,24 @@ def shard_paths(first_shard: PathLike) -> list[str]:
         no = _split_int(f, "split.no", 0)
         count = _split_int(f, "split.count", 1)
     if no != 0:
-        raise GGUFFormatError(f"{first} is shard {no + 1} of {count}, not the first shard (split.no = {no})", path=first, value=no)
+        raise GGUFFormatError(
+            f"{first} is shard {no + 1} of {count}, not the first shard (split.no = {no})", path=first, value=no
+        )
     if count < 1:
         raise GGUFFormatError(f"split.count is {count}", path=first, value=count)
     if count == 1:
         return [first]
     m = _SHARD_RE.match(first)
     if not m:
-        raise GGUFFormatError(f"a model of {count} shards needs names like PREFIX-00001-of-{count:05d}.gguf, got {os.path.basename(first)!r}",
-                              path=first, value=os.path.basename(first))
+        raise GGUFFormatError(
+            f"a model of {count} shards needs names like PREFIX-00001-of-{count:05d}.gguf, got {os.path.basename(first)!r}",
+            path=first,
+            value=os.path.basename(first),
+        )
     if int(m.group("count")) != count:
-        raise GGUFFormatError(f"the name says {int(m.group('count'))} shards, split.count says {count}", path=first, value=count)
+        raise GGUFFormatError(
+            f"the name says {int(m.group('count'))} shards, split.count says {count}", path=first, value=count
+        )
     return [shard_name(m.group("prefix"), i, count) for i in range(count)]
 
 
@@ -266,7 +291,7 @@ class SplitModel:
         for s in self.shards:
             s.close()
 
-    def __enter__(self) -> "SplitModel":
+    def __enter__(self) -> SplitModel:
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -293,14 +318,23 @@ def open_split(first_shard: PathLike) -> SplitModel:
             if len(paths) > 1:
                 no, count = _split_int(s, "split.no", -1), _split_int(s, "split.count", -1)
                 if (no, count) != (i, len(paths)):
-                    raise GGUFFormatError(f"{p}: split.no = {no}, split.count = {count}; expected {i} and {len(paths)}", path=p, value=(no, count))
+                    raise GGUFFormatError(
+                        f"{p}: split.no = {no}, split.count = {count}; expected {i} and {len(paths)}",
+                        path=p,
+                        value=(no, count),
+                    )
                 if s.byte_order != shards[0].byte_order:
-                    raise GGUFFormatError(f"{p} is {s.byte_order}-endian, the first shard {shards[0].byte_order}-endian", path=p)
+                    raise GGUFFormatError(
+                        f"{p} is {s.byte_order}-endian, the first shard {shards[0].byte_order}-endian", path=p
+                    )
         model = SplitModel(shards)
         declared = _split_int(shards[0], "split.tensors.count", len(model.tensor_list))
         if declared != len(model.tensor_list):
-            raise GGUFFormatError(f"split.tensors.count is {declared} but the shards hold {len(model.tensor_list)} tensors",
-                                  path=paths[0], value=declared)
+            raise GGUFFormatError(
+                f"split.tensors.count is {declared} but the shards hold {len(model.tensor_list)} tensors",
+                path=paths[0],
+                value=declared,
+            )
         return model
     except BaseException:
         for s in shards:

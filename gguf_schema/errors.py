@@ -101,21 +101,20 @@ class GGUFError(Exception):
 
     def replace(self, **changes: Any) -> GGUFError:
         """A copy of this error with some of ``reason``, ``offset``, ``path``, ``value`` changed."""
-        fields = {
+        fields: dict[str, Any] = {
             "reason": self.reason,
             "offset": self.offset,
             "path": self.path,
             "value": self.value if self.has_value else _UNSET,
         }
         fields.update(changes)
-        reason = fields.pop("reason")
-        return _rebuild(type(self), reason, fields["offset"], fields["path"], fields["value"])
+        return _rebuild(type(self), fields["reason"], fields["offset"], fields["path"], fields["value"])
 
-    def __reduce__(self):  # keep pickling (multiprocessing) working with keyword-only fields
+    def __reduce__(self) -> tuple[Any, ...]:  # keep pickling (multiprocessing) working with keyword-only fields
         return (_rebuild, (type(self), self.reason, self.offset, self.path, self.value if self.has_value else _UNSET))
 
 
-def _rebuild(cls, reason, offset, path, value):
+def _rebuild(cls: type[GGUFError], reason: str, offset: int | None, path: str | None, value: Any) -> GGUFError:
     return cls(reason, offset=offset, path=path, value=value)
 
 
@@ -168,14 +167,15 @@ class GGUFValidationError(GGUFFormatError):
         self.report = report
         super().__init__(reason, offset=offset, path=path, value=value)
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Any, ...]:
         return (
             _rebuild_validation,
             (self.reason, self.finding, self.report, self.offset, self.path, self.value if self.has_value else _UNSET),
         )
 
 
-def _rebuild_validation(reason, finding, report, offset, path, value):
+def _rebuild_validation(reason: str, finding: Any, report: Any, offset: int | None, path: str | None,
+                        value: Any) -> GGUFValidationError:
     return GGUFValidationError(reason, finding=finding, report=report, offset=offset, path=path, value=value)
 
 
@@ -191,11 +191,11 @@ class GGUFIOError(GGUFError, OSError):
         self.strerror = reason
         self.filename = path
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Any, ...]:
         return (_rebuild_io, (type(self), self.reason, self.path, self.errno))
 
 
-def _rebuild_io(cls, reason, path, errno):
+def _rebuild_io(cls: type[GGUFIOError], reason: str, path: str | None, errno: int | None) -> GGUFIOError:
     return cls(reason, path=path, errno=errno)
 
 

@@ -93,7 +93,7 @@ class Tensor:
         data_offset: int,
         byte_order: str,
         storage: Storage | None,
-        info_offset: int | None = None,
+        info_offset: int,
     ):
         self.name = name
         try:
@@ -215,7 +215,7 @@ class Tensor:
 
     def raw(self) -> memoryview:
         """The tensor's bytes as a read-only memoryview of the file (no copy)."""
-        return memoryview(self.data.reshape(-1).view(np.uint8))
+        return memoryview(self.data.reshape(-1).view(np.uint8))  # type: ignore[arg-type]  # ndarray is a buffer
 
     def __repr__(self) -> str:
         return f"Tensor({self.name!r}, {self.type_name}, shape={self.shape}, offset={self.offset})"

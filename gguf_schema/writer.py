@@ -251,16 +251,15 @@ def write_file(
         section: Any = TensorStream(planned, alignment)
         infos = [t.info() for t in planned]
     else:
-        infos = [t if isinstance(t, TensorInfo) else t.info() for t in tensors]  # type: ignore[union-attr]
+        infos = [t if isinstance(t, TensorInfo) else t.info() for t in tensors]
         section = data
     obj = _file_container(fields, infos, padding, section)
     schema = gguf_schema(byte_order, version)
     depth = max((_nesting(f.value) for f in fields if f.type == ValueType.ARRAY), default=0)
 
     def build(stream: IO[bytes]) -> None:
-        boundary.build(
-            schema.gguf_file_t, obj, _Counting(stream, progress) if progress is not None else stream, depth=depth
-        )
+        out: Any = _Counting(stream, progress) if progress is not None else stream
+        boundary.build(schema.gguf_file_t, obj, out, depth=depth)
 
     if isinstance(target, (str, os.PathLike)):
         atomic_write(target, build, sync=sync)
@@ -459,7 +458,7 @@ def _converted(data: np.ndarray, t: GGMLType, src_order: str, dst_order: str) ->
     raw = np.ascontiguousarray(data).reshape(-1).view(np.uint8)
     swap = src_order != dst_order and (t.type_size > 1 if t.quantized else t.numpy_dtype.itemsize > 1)  # type: ignore[union-attr]
     step = CHUNK - CHUNK % (t.type_size if t.quantized else t.numpy_dtype.itemsize)  # type: ignore[union-attr]
-    mv = memoryview(raw)
+    mv = memoryview(raw)  # type: ignore[arg-type]  # ndarray is a buffer
     for a in range(0, raw.size, step):
         yield byteswap(raw[a : a + step], t, src_order, dst_order) if swap else mv[a : a + step]
 

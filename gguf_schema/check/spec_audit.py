@@ -59,7 +59,8 @@ def load_spec() -> dict[str, Any]:
     >>> load_spec()["enums"]["gguf_metadata_value_type"]["values"]["FLOAT64"]
     12
     """
-    return json.loads(resources.files(__package__).joinpath("spec", "gguf.json").read_text(encoding="utf-8"))
+    spec: dict[str, Any] = json.loads(resources.files(__package__).joinpath("spec/gguf.json").read_text(encoding="utf-8"))
+    return spec
 
 
 @dataclass(frozen=True)
@@ -564,7 +565,7 @@ def _struct_diffs(against: str, name: str, doc: list, ours: list) -> list[Differ
 
 
 def _spec_struct(spec: dict[str, Any], name: str) -> list[tuple[str, str]]:
-    return [tuple(f) for f in spec["structs"][name]]  # type: ignore[misc]
+    return [(f[0], f[1]) for f in spec["structs"][name]]
 
 
 def _compare(

@@ -598,7 +598,7 @@ class _Checker:
     # ---------------------------------------------------------------- keys and values
 
     def keys(self) -> None:
-        seen: dict[str, int] = {}
+        seen: dict[str, int | None] = {}
         for fld in self.f.fields.records:
             key = fld.key
             raw = self.key_bytes(fld)
@@ -925,7 +925,7 @@ class _Checker:
                 None,
                 "general.quantization_version",
                 None,
-                f"general.quantization_version is missing but tensor {quantized[0].name!r} is {quantized[0].type.name}",
+                f"general.quantization_version is missing but tensor {quantized[0].name!r} is {quantized[0].type_name}",
             )
         types = key_types(spec)
         for fld in fields.records:

@@ -17,12 +17,12 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 from ..errors import GGUFError
 from . import check, commands, generate
 
-__all__ = ["main", "build_parser"]
+__all__ = ["build_parser", "main"]
 
 #: modules that own subcommands: each has ``register_cli(subparsers)`` adding its parsers,
 #: each parser with ``set_defaults(func=handler)`` where ``handler(args) -> int`` is the exit code.

@@ -71,7 +71,7 @@ def _type_label(f: Field) -> str:
 
 def _layout(f: GGUFFile) -> list[tuple[str, int]]:
     fixed = 16 if f.version == 1 else 24
-    kv_end = f.tensor_list[0].info_offset if f.tensor_list else f.metadata_end
+    kv_end = f.tensor_list[0].info_offset if f.tensor_list else f.metadata_end  # where the tensor infos begin
     tensor_bytes = 0
     for t in f.tensor_list:
         with contextlib.suppress(GGUFFormatError):  # unknown type: counted with the data section's slack

@@ -88,7 +88,7 @@ def _remaining(stream: Any) -> int | None:
         here = stream.tell()
         end = stream.seek(0, 2)
         stream.seek(here)
-        return end - here
+        return int(end - here)
     except (AttributeError, OSError, ValueError):
         return None
 
@@ -129,7 +129,7 @@ class Number(FormatField):
         super().__init__(fmt[0], fmt[1])
         self.unpack = struct.Struct(fmt).unpack
 
-    def _parse(self, stream, context, path):
+    def _parse(self, stream: Any, context: Any, path: str) -> Any:
         n = self.length
         data = stream.read(n)
         if len(data) != n:
@@ -190,7 +190,7 @@ class IndexedArray(Array):
         self.named = named
         self.what = what
 
-    def _parse(self, stream, context, path):
+    def _parse(self, stream: Any, context: Any, path: str) -> Any:
         count = evaluate(self.count, context)
         cap = getattr(limits_of(context), self.limit) if self.limit else None
         _check_count(stream, count, evaluate(self.min_size, context), path, cap, self.what, self.limit or "the limit")
@@ -214,7 +214,7 @@ class IndexedArray(Array):
         name = _peek_name(stream, start, context)
         return err if name is None else err.replace(path=err.path.replace(here, f"{here} {name}", 1))
 
-    def _build(self, obj, stream, context, path):
+    def _build(self, obj: Any, stream: Any, context: Any, path: str) -> Any:
         count = evaluate(self.count, context)
         if count != len(obj):
             raise GGUFBuildError(f"count {count} but {len(obj)} elements", path=where(path), value=count)
@@ -257,7 +257,7 @@ class StringBytes(Bytes):
         self.length_size = length_size
         self.limit = limit
 
-    def _parse(self, stream, context, path):
+    def _parse(self, stream: Any, context: Any, path: str) -> Any:
         n = evaluate(self.length, context)
         at = stream.tell() - self.length_size
         cap = getattr(limits_of(context), self.limit)
@@ -276,10 +276,10 @@ class StringBytes(Bytes):
 class StringValue(Adapter):
     """``gguf_string_t`` <-> ``str``: UTF-8, with undecodable bytes kept as surrogate escapes."""
 
-    def _decode(self, obj, context, path):
+    def _decode(self, obj: Any, context: Any, path: str) -> Any:
         return obj.string.decode("utf-8", "surrogateescape")
 
-    def _encode(self, obj, context, path):
+    def _encode(self, obj: Any, context: Any, path: str) -> Any:
         if not isinstance(obj, str):
             raise GGUFBuildError(f"a string field needs a str, got {type(obj).__name__}", path=where(path), value=obj)
         try:
@@ -293,17 +293,17 @@ class StringValue(Adapter):
 class BoolValue(Adapter):
     """``bool``: one byte, 0 is false and 1 is true; another byte is kept as :class:`BoolByte`."""
 
-    def _decode(self, obj, context, path):
+    def _decode(self, obj: Any, context: Any, path: str) -> Any:
         return obj == 1 if obj <= 1 else BoolByte(obj)
 
-    def _encode(self, obj, context, path):
+    def _encode(self, obj: Any, context: Any, path: str) -> Any:
         return int(obj)
 
 
 class ValueTypeField(Adapter):
     """``gguf_metadata_value_type``: a uint32 that must name one of the 13 value types."""
 
-    def _decode(self, obj, context, path):
+    def _decode(self, obj: Any, context: Any, path: str) -> Any:
         try:
             return ValueType(obj)
         except ValueError:
@@ -311,7 +311,7 @@ class ValueTypeField(Adapter):
                 f"unknown metadata value type {obj} (valid: 0..12)", path=where(path), value=obj
             ) from None
 
-    def _encode(self, obj, context, path):
+    def _encode(self, obj: Any, context: Any, path: str) -> Any:
         try:
             return int(ValueType(obj))
         except (ValueError, TypeError):
@@ -325,7 +325,7 @@ class FloatValue(Construct):
         super().__init__()
         self.dtype = np.dtype(dtype)
 
-    def _parse(self, stream, context, path):
+    def _parse(self, stream: Any, context: Any, path: str) -> Any:
         size = self.dtype.itemsize
         data = stream.read(size)
         if len(data) != size:
@@ -336,14 +336,14 @@ class FloatValue(Construct):
             )
         return np.frombuffer(data, self.dtype)[0]
 
-    def _build(self, obj, stream, context, path):
+    def _build(self, obj: Any, stream: Any, context: Any, path: str) -> Any:
         try:
             stream.write(np.asarray(obj, dtype=self.dtype).tobytes())
         except (TypeError, ValueError) as e:
             raise GGUFBuildError(f"not a float: {e}", path=where(path), value=obj) from None
         return obj
 
-    def _sizeof(self, context, path):
+    def _sizeof(self, context: Any, path: str) -> int:
         return self.dtype.itemsize
 
 
@@ -353,10 +353,10 @@ class FloatValue(Construct):
 class ArrayValue(Adapter):
     """The ``array`` member of ``gguf_metadata_value_t`` <-> :class:`GGUFArray`."""
 
-    def _decode(self, obj, context, path):
+    def _decode(self, obj: Any, context: Any, path: str) -> Any:
         return GGUFArray(obj.type, obj.array)
 
-    def _encode(self, obj, context, path):
+    def _encode(self, obj: Any, context: Any, path: str) -> Any:
         if not isinstance(obj, GGUFArray):
             raise GGUFBuildError(
                 f"an ARRAY value must be a GGUFArray, got {type(obj).__name__}", path=where(path), value=obj
@@ -427,7 +427,7 @@ class ArrayItems(Construct):
         self.length = struct.Struct(("<" if byte_order == "little" else ">") + length_format)
         self.nested = nested
 
-    def _parse(self, stream, context, path):
+    def _parse(self, stream: Any, context: Any, path: str) -> Any:
         r, base = _buffered(stream, context)
         try:
             return self._parse_body(r, context, path)
@@ -513,7 +513,7 @@ class ArrayItems(Construct):
         r.pos = pos
         return LazyStrings(bytes(data[start:pos]), n, self.length.format)
 
-    def _build(self, obj, stream, context, path):
+    def _build(self, obj: Any, stream: Any, context: Any, path: str) -> Any:
         vt = evaluate(self.item_type, context)
         if vt == ValueType.STRING:
             if isinstance(obj, LazyStrings) and obj.length_format == self.length.format:
@@ -597,12 +597,12 @@ class AlignmentPadding(Construct):
         self.alignment = alignment
         self.flagbuildnone = True
 
-    def _parse(self, stream, context, path):
+    def _parse(self, stream: Any, context: Any, path: str) -> Any:
         pos = stream.tell()
         want = align_offset(pos, evaluate(self.alignment, context)) - pos
         return stream.read(want)
 
-    def _build(self, obj, stream, context, path):
+    def _build(self, obj: Any, stream: Any, context: Any, path: str) -> Any:
         pos = stream.tell()
         want = align_offset(pos, evaluate(self.alignment, context)) - pos
         if obj is not None and (len(obj) == want or (len(obj) < want and _empty_data(context))):
@@ -636,11 +636,11 @@ class TensorData(Construct):
         super().__init__()
         self.flagbuildnone = True
 
-    def _parse(self, stream, context, path):
+    def _parse(self, stream: Any, context: Any, path: str) -> Any:
         left = _remaining(stream)
         return DataSection(stream.tell(), left if left is not None else 0)
 
-    def _build(self, obj, stream, context, path):
+    def _build(self, obj: Any, stream: Any, context: Any, path: str) -> Any:
         if obj is None:
             return obj
         if isinstance(obj, (bytes, bytearray, memoryview)):

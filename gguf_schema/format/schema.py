@@ -26,7 +26,7 @@ b'\\x02\\x00\\x00\\x00hi'
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -97,7 +97,7 @@ def sniff(head: bytes) -> tuple[str, int]:
     return order, version
 
 
-def alignment_of(metadata_kv: list) -> int:
+def alignment_of(metadata_kv: Iterable[Any]) -> int:
     """ALIGNMENT: the first ``general.alignment`` if it is a positive integer, else 32.
 
     Takes parsed ``gguf_metadata_kv_t`` records or :class:`~gguf_schema.format.values.Field` objects.
@@ -207,7 +207,7 @@ def gguf_schema(byte_order: str = "little", version: int = 3, *, array_body: Arr
 
     # the `array` member of the union:
     # { gguf_metadata_value_type type; uint64_t len; gguf_metadata_value_t array[len]; }
-    gguf_array_t = ArrayValue(
+    gguf_array_t: Construct = ArrayValue(
         Struct(
             "type" / gguf_metadata_value_type,
             "len" / Rebuild(length, len_(this.array)),

@@ -60,7 +60,8 @@ class ValueType(enum.IntEnum):
         code = _VALUE_DTYPES.get(self)
         if code is None:
             raise TypeError(f"value type {self.name} has no numpy dtype")
-        return np.dtype(code).newbyteorder("<" if byte_order == "little" else ">")
+        dtype: np.dtype = np.dtype(code).newbyteorder("<" if byte_order == "little" else ">")
+        return dtype
 
     @classmethod
     def from_dtype(cls, dtype: np.dtype) -> ValueType:

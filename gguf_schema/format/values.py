@@ -30,9 +30,9 @@ from __future__ import annotations
 
 import builtins
 import struct
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 
@@ -76,46 +76,52 @@ class LazyStrings(Sequence[str]):
     >>> import struct
     >>> raw = b"".join(struct.pack("<Q", len(s)) + s for s in (b"a", b"bc", b""))
     >>> items = LazyStrings(raw, 3, "<Q")
-    >>> len(items), items[1], items[-1], items == ["a", "bc", ""]
-    (3, 'bc', '', True)
+    >>> len(items), items[1], items[-1], items == ["a", "bc", ""], items.count("a")
+    (3, 'bc', '', True, 1)
     """
 
-    __slots__ = ("_offsets", "count", "length_format", "raw")
+    __slots__ = ("_n", "_offsets", "length_format", "raw")
 
     def __init__(self, raw: bytes, count: int, length_format: str):
         self.raw = raw
-        self.count = count
+        self._n = count
         self.length_format = length_format
         self._offsets: list[int] | None = None
 
     def __len__(self) -> int:
-        return self.count
+        return self._n
 
     def _table(self) -> list[int]:
         if self._offsets is None:
             unpack, size = struct.Struct(self.length_format).unpack_from, struct.calcsize(self.length_format)
-            offsets, pos, raw = [0] * (self.count + 1), 0, self.raw
-            for i in range(self.count):
+            offsets, pos, raw = [0] * (self._n + 1), 0, self.raw
+            for i in range(self._n):
                 offsets[i] = pos
                 pos += unpack(raw, pos)[0] + size
-            offsets[self.count] = pos
+            offsets[self._n] = pos
             self._offsets = offsets
         return self._offsets
 
-    def __getitem__(self, i):  # type: ignore[override]
+    @overload
+    def __getitem__(self, i: int) -> str: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[str]: ...
+
+    def __getitem__(self, i: int | slice) -> str | list[str]:
         if isinstance(i, slice):
-            return [self[j] for j in range(*i.indices(self.count))]
+            return [self[j] for j in range(*i.indices(self._n))]
         if i < 0:
-            i += self.count
-        if not 0 <= i < self.count:
-            raise IndexError(f"string index {i} out of range for {self.count} strings")
+            i += self._n
+        if not 0 <= i < self._n:
+            raise IndexError(f"string index {i} out of range for {self._n} strings")
         table, size = self._table(), struct.calcsize(self.length_format)
         return self.raw[table[i] + size : table[i + 1]].decode("utf-8", "surrogateescape")
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[str]:
         unpack, size = struct.Struct(self.length_format).unpack_from, struct.calcsize(self.length_format)
         raw, pos = self.raw, 0
-        for _ in range(self.count):
+        for _ in range(self._n):
             end = pos + size + unpack(raw, pos)[0]
             yield raw[pos + size : end].decode("utf-8", "surrogateescape")
             pos = end
@@ -125,18 +131,18 @@ class LazyStrings(Sequence[str]):
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, LazyStrings):
-            return self.count == other.count and (
+            return self._n == other._n and (
                 self.raw == other.raw if self.length_format == other.length_format else list(self) == list(other)
             )
         if isinstance(other, (list, tuple)):
-            return self.count == len(other) and all(a == b for a, b in zip(self, other, strict=False))
+            return self._n == len(other) and all(a == b for a, b in zip(self, other, strict=False))
         return NotImplemented
 
     __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
         head = ", ".join(repr(s) for s in self[:4])
-        return f"LazyStrings([{head}{', ...' if self.count > 4 else ''}], {self.count} strings)"
+        return f"LazyStrings([{head}{', ...' if self._n > 4 else ''}], {self._n} strings)"
 
 
 class GGUFArray:
@@ -151,10 +157,10 @@ class GGUFArray:
     def __len__(self) -> int:
         return len(self.items)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Any]:
         return iter(self.items)
 
-    def __getitem__(self, i):
+    def __getitem__(self, i: Any) -> Any:
         return self.items[i]
 
     def __eq__(self, other: object) -> bool:
@@ -180,7 +186,7 @@ def _items_equal(vt: ValueType, a: Any, b: Any) -> bool:
     if vt.is_numeric:
         a, b = np.asarray(a), np.asarray(b)
         # compare bit patterns, so NaNs and -0.0 compare as stored
-        return a.shape == b.shape and a.dtype == b.dtype and a.tobytes() == b.tobytes()
+        return bool(a.shape == b.shape and a.dtype == b.dtype and a.tobytes() == b.tobytes())
     return len(a) == len(b) and all(x == y for x, y in zip(a, b, strict=False))
 
 
@@ -223,7 +229,7 @@ def _value_equal(vt: ValueType, a: Any, b: Any) -> bool:
         return np.asarray(a).tobytes() == np.asarray(b).tobytes()
     if vt == ValueType.BOOL:
         return int(a) == int(b)
-    return a == b
+    return bool(a == b)
 
 
 def plain(vt: ValueType, value: Any) -> Any:
@@ -269,7 +275,7 @@ def infer_type(value: Any) -> ValueType:
     raise GGUFBuildError(f"no GGUF value type for a {type(value).__name__}", value=value)
 
 
-def _infer_element_type(items: Sequence[Any]) -> ValueType:
+def _infer_element_type(items: Any) -> ValueType:
     if isinstance(items, np.ndarray):
         try:
             return ValueType.from_dtype(items.dtype)

@@ -37,10 +37,10 @@ import hashlib
 import io
 import json
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 
@@ -147,11 +147,13 @@ def random_tensor(
         f = rng.standard_normal(n).astype(np.float32)
         data = (f.view(np.uint32) >> 16).astype(np.uint16).astype(e + "u2")
     elif t in (GGMLType.F32, GGMLType.F16, GGMLType.F64):
-        data = rng.standard_normal(n).astype(t.numpy_dtype.newbyteorder(e))
+        dtype = np.dtype(t.numpy_dtype)
+        data = rng.standard_normal(n).astype(dtype.newbyteorder("<" if e == "<" else ">"))
     else:
-        info = np.iinfo(t.numpy_dtype)
-        data = rng.integers(info.min, info.max, size=n, dtype=t.numpy_dtype, endpoint=True).astype(
-            t.numpy_dtype.newbyteorder(e)
+        dtype = np.dtype(t.numpy_dtype)
+        info = np.iinfo(dtype)
+        data = rng.integers(info.min, info.max, size=n, dtype=dtype, endpoint=True).astype(
+            dtype.newbyteorder("<" if e == "<" else ">")
         )
     return RawTensor(t, tuple(shape), np.ascontiguousarray(data).view(np.uint8).tobytes(), byte_order)
 
@@ -419,7 +421,7 @@ def _bytes(metadata: Any, tensors: Any = None, **kw: Any) -> bytes:
     return buf.getvalue()
 
 
-def _base_meta(alignment: int = 32, **extra: Any) -> list:
+def _base_meta(extra: dict[str, Any] | None = None, *, alignment: int = 32) -> list[Any]:
     """general.* keys, an alignment and the keys the spec requires for llama: what every edge-case file carries."""
     fields = [
         make_field("general.architecture", "llama"),
@@ -427,7 +429,7 @@ def _base_meta(alignment: int = 32, **extra: Any) -> list:
         make_field("general.quantization_version", 2, U32),
     ]
     fields += [make_field(f"llama.{suffix}", value, vt) for suffix, vt, value in ARCHITECTURES["llama"]]
-    return fields + [make_field(k, v) if not isinstance(v, tuple) else make_field(k, *v) for k, v in extra.items()]
+    return fields + [make_field(k, v) if not isinstance(v, tuple) else make_field(k, *v) for k, v in (extra or {}).items()]
 
 
 def _arch_fixtures(seed: int) -> list[Fixture]:
@@ -513,7 +515,7 @@ def _edge_fixtures(seed: int, small: bool) -> list[Fixture]:
     add(
         "edge_no_tensors.gguf",
         "metadata and a vocabulary but 0 tensors",
-        _bytes(_base_meta(**_vocab(16, "llama"))),
+        _bytes(_base_meta(_vocab(16, "llama"))),
         dict(ACCEPT_ALL),
     )
     add(
@@ -566,7 +568,7 @@ def _edge_fixtures(seed: int, small: bool) -> list[Fixture]:
     add(
         f"edge_vocab_{vocab_size // 1000}k.gguf",
         f"a {vocab_size:,}-token vocabulary (tokens, scores, token types)",
-        _bytes(_base_meta(**_vocab(vocab_size, "gpt2"))),
+        _bytes(_base_meta(_vocab(vocab_size, "gpt2"))),
         dict(ACCEPT_ALL),
     )
     nested = GGUFArray(
@@ -581,7 +583,7 @@ def _edge_fixtures(seed: int, small: bool) -> list[Fixture]:
         "edge_nested_arrays.gguf",
         "arrays of arrays (3 deep, mixed element types): the spec allows nesting, ggml rejects "
         "an array whose element type is ARRAY",
-        _bytes(_base_meta(**{"x.nested": nested})),
+        _bytes(_base_meta({"x.nested": nested})),
         _verdict("accept", "reject"),
     )
     specials = np.array(
@@ -593,7 +595,7 @@ def _edge_fixtures(seed: int, small: bool) -> list[Fixture]:
         "FLOAT32/FLOAT64 values NaN (with payloads, signalling), -0.0, +-inf, extremes, subnormals",
         _bytes(
             _base_meta(
-                **{
+                {
                     "x.f32": GGUFArray(ValueType.FLOAT32, np.concatenate([specials, payload])),
                     "x.nan": payload[0],
                     "x.negzero": np.float32(-0.0),
@@ -609,7 +611,7 @@ def _edge_fixtures(seed: int, small: bool) -> list[Fixture]:
         "non-ASCII string values (accents, CJK, emoji, NUL, newline), an empty string and empty arrays",
         _bytes(
             _base_meta(
-                **{
+                {
                     "x.unicode": "héllo 日本語 🦙 \x00 end\n",
                     "x.empty": "",
                     "x.empty_strings": GGUFArray(ValueType.STRING, []),
@@ -623,13 +625,13 @@ def _edge_fixtures(seed: int, small: bool) -> list[Fixture]:
     add(
         "edge_bool_byte_2.gguf",
         "a BOOL stored as the byte 2: the spec calls it invalid, ggml reads it as true",
-        _bytes(_base_meta(**{"x.flag": BoolByte(2)})),
+        _bytes(_base_meta({"x.flag": BoolByte(2)})),
         _verdict("reject", "accept"),
     )
     add(
         "edge_non_ascii_key.gguf",
         "a metadata key with non-ASCII characters: the spec requires ASCII keys, ggml does not check",
-        _bytes(_base_meta(**{"x.clé": np.uint32(1)})),
+        _bytes(_base_meta({"x.clé": np.uint32(1)})),
         _verdict("reject", "accept"),
     )
     add(
@@ -637,7 +639,7 @@ def _edge_fixtures(seed: int, small: bool) -> list[Fixture]:
         "every integer type at its minimum and maximum",
         _bytes(
             _base_meta(
-                **{
+                {
                     f"x.{vt.name.lower()}_{end}": (v, vt)
                     for vt in ValueType
                     if vt.is_integer
@@ -739,8 +741,15 @@ def generate(
     folder.mkdir(parents=True, exist_ok=True)
     records = []
     for fx in fixture_files(kinds or KINDS, seed=seed, small=small):
-        atomic_write(folder / fx.name, lambda stream, data=fx.data: stream.write(data))
+        atomic_write(folder / fx.name, _writes(fx.data))
         records.append(manifest_record(fx))
     text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
-    atomic_write(folder / "manifest.jsonl", lambda stream: stream.write(text.encode("utf-8")))
+    atomic_write(folder / "manifest.jsonl", _writes(text.encode("utf-8")))
     return records
+
+
+def _writes(data: bytes) -> Callable[[IO[bytes]], None]:
+    def write(stream: IO[bytes]) -> None:
+        stream.write(data)
+
+    return write

@@ -49,13 +49,14 @@ import tracemalloc
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from ..errors import GGUFError
 from ..format.limits import Limits
 from ..format.types import ValueType
 from ..format.values import GGUFArray
 from ..reader import read as gguf_open
+from .fixtures import fixture_files
 from .reference import read_reference
 
 __all__ = [
@@ -113,7 +114,7 @@ def _where(exc: BaseException) -> str:
     ours = [
         f for f in frames if os.path.abspath(f.filename).startswith(_PKG_DIR + os.sep) and "testing" not in f.filename
     ]
-    f = (ours or frames or [None])[-1]
+    f = (ours or frames)[-1] if (ours or frames) else None
     if f is None:
         return "?"
     return f"{os.path.basename(f.filename)}:{f.name}"
@@ -342,6 +343,7 @@ def layout(data: bytes) -> list[Slot]:
         slots = [Slot(4, 4, "version"), Slot(8, ls, "count"), Slot(8 + ls, ls, "count")]
         for fld in f.fields.records:
             o = fld.offset
+            assert o is not None  # read from a file: every record has its offset
             klen = len(fld.key.encode("utf-8", "surrogateescape"))
             slots.append(Slot(o, ls, "length"))
             slots.append(Slot(o + ls + klen, 4, "vtype"))
@@ -437,7 +439,7 @@ class Mutator:
         self.rng = random.Random(seed)
         self.corpus = list(corpus)
         self._layouts: dict[int, list[Slot]] = {}
-        self._orders: dict[int, str] = {}
+        self._orders: dict[int, Literal["little", "big"]] = {}
         self.ops: list[tuple[Callable[[bytearray, int], str], int]] = [
             (self.bit_flips, 3),
             (self.byte_sets, 3),
@@ -624,14 +626,9 @@ def default_corpus(include_vocab: Iterable[str] = (), trim: int | None = 64) -> 
             save(buf, example_metadata(), example_tensors(), byte_order=order, version=version)
             seeds.append(buf.getvalue())
         seeds.append(nested_array_file(5, byte_order=order, inner_count=2))
-    try:
-        from .fixtures import fixture_files
-    except ImportError:  # pragma: no cover - fixtures ships with this module
-        fixture_files = None
-    if fixture_files is not None:
-        for fx in fixture_files(kinds=("types", "edge"), seed=0, small=True):
-            if len(fx.data) <= 1 << 16:
-                seeds.append(fx.data)
+    for fx in fixture_files(kinds=("types", "edge"), seed=0, small=True):  # generated files are seeds too
+        if len(fx.data) <= 1 << 16:
+            seeds.append(fx.data)
     for p in include_vocab:
         seeds.append(trimmed_copy(p, max_items=trim) if trim else Path(p).read_bytes())
     return seeds

@@ -37,7 +37,7 @@ __all__ = ["read_reference", "reference_schema"]
 class ValueItems(IndexedArray):
     """construct's ``Array`` of the value union, under the same count checks and limits as the fast node."""
 
-    def _parse(self, stream, context, path):
+    def _parse(self, stream: Any, context: Any, path: str) -> Any:
         n, limits = evaluate(self.count, context), limits_of(context)
         _check_count(stream, n, evaluate(self.min_size, context), path)
         if n > limits.max_array_length:
@@ -56,7 +56,7 @@ class ValueItems(IndexedArray):
 class ItemsList(Adapter):
     """construct's list of elements <-> the fast node's form (read-only numpy arrays for numbers)."""
 
-    def _decode(self, obj, context, path):
+    def _decode(self, obj: Any, context: Any, path: str) -> Any:
         vt = context.type
         if vt.is_numeric:
             if vt == ValueType.BOOL:
@@ -67,7 +67,7 @@ class ItemsList(Adapter):
             return arr
         return list(obj)
 
-    def _encode(self, obj, context, path):
+    def _encode(self, obj: Any, context: Any, path: str) -> Any:
         vt = context.type
         if vt == ValueType.BOOL:
             return np.asarray(obj).view(np.uint8).tolist()

@@ -97,7 +97,7 @@ def strings(*, max_size: int = 24) -> st.SearchStrategy[str]:
     return st.one_of(
         st.sampled_from(["", "a", "é", "日本語", "🦙", "\x00", "tab\there", "▁the"]),
         st.text(string.ascii_letters + string.digits + "._- ", max_size=max_size),
-        st.text(st.characters(blacklist_categories=("Cs",)), max_size=max_size),
+        st.text(st.characters(exclude_categories=["Cs"]), max_size=max_size),
         st.binary(max_size=max_size).map(lambda b: b.decode("utf-8", "surrogateescape")),
     )
 

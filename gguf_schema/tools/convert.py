@@ -57,8 +57,7 @@ def convert(
         raise ValueError(f"byte order must be 'little' or 'big', got {byte_order!r}")
     if version not in (None, 1, 2, 3):
         raise ValueError(f"version must be 1, 2 or 3, got {version!r}")
-    is_path = isinstance(target, (str, os.PathLike))
-    if is_path and os.path.exists(target) and os.path.samefile(source, target):
+    if isinstance(target, (str, os.PathLike)) and os.path.exists(target) and os.path.samefile(source, target):
         raise GGUFBuildError("convert writes a new file: the output must not be the input", path=os.fspath(target))
     with read(source) as f:
         for t in f.tensor_list:  # fail before writing anything if a tensor cannot be converted

@@ -66,7 +66,7 @@ class EditResult:
 
 def edit_file(
     path: PathLike,
-    edit: Callable[[GGUFFile], None],
+    edit: Callable[[GGUFFile], object],
     *,
     output: PathLike | None = None,
     progress: Progress | None = None,

@@ -458,7 +458,7 @@ def build(
     model = doc if isinstance(doc, JSONModel) else from_json(doc)
     own = tensors_from is not None and not isinstance(tensors_from, GGUFFile)
     src = read(tensors_from) if own else tensors_from
-    variant = {
+    variant: dict[str, Any] = {
         "version": model.version,
         "byte_order": model.byte_order,
         "padding": model.padding,

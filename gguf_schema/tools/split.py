@@ -117,7 +117,7 @@ def plan_split(f: GGUFFile, *, max_size: int | None = None, max_tensors: int | N
         dup = next(n for n in names if names.count(n) > 1)
         raise GGUFFormatError(f"tensor name {dup!r} occurs twice: a split model needs unique names", value=dup)
     align = f.alignment
-    variant = {"version": f.version, "byte_order": f.byte_order}
+    variant: dict[str, Any] = {"version": f.version, "byte_order": f.byte_order}
     fixed = len(header_bytes([], [], padding=b"", data_size=0, **variant))  # magic, version and the two counts
     split_kv = encoded_size(_split_fields(0, 1, 0), **variant)
     first_kv = encoded_size([x for x in f.fields.records if x.key not in SPLIT_KEYS], **variant) + split_kv

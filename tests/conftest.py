@@ -43,6 +43,13 @@ def gemma() -> Path:
     return p
 
 
+@pytest.fixture(scope="session")
+def gemma_reader(gemma: Path):
+    """The `gguf` package's reading of gemma-3-270m, shared by every test that compares with it (it takes seconds)."""
+    gguf = pytest.importorskip("gguf")
+    return gguf.GGUFReader(str(gemma))
+
+
 def demo_bytes(byte_order: str = "little", version: int = 3, **kw) -> bytes:
     buf = io.BytesIO()
     gguf_schema.save(buf, example_metadata(), example_tensors(), byte_order=byte_order, version=version, **kw)

@@ -23,8 +23,8 @@ def corpus() -> list[bytes]:
 
 def test_smoke_run_finds_nothing(corpus):
     # deep nesting has its own tests below (one is an open core bug); mutants here are kept to the seeds' structure
-    report = fuzz(corpus, executions=2000, seed=20260101, timeout=10, time_limit=150, deep_nesting=0.0)
-    assert report.executions >= 500  # the time limit only guards a very slow machine
+    report = fuzz(corpus, executions=800, seed=20260101, timeout=10, time_limit=150, deep_nesting=0.0)
+    assert report.executions >= 400  # the time limit only guards a very slow machine (benchmarks/fuzz.py runs long)
     assert report.crash_classes() == [], "\n".join(
         f"{s}\n{f.detail}\ninput: {f.data.hex()}" for s, f in report.findings.items()
     )

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from gguf_schema.check.spec_audit import audit_spec, extract_facts, load_spec, schema_differences, schema_facts
 
+from . import helpers
 from .conftest import SHARED
 
 SEEDS = SHARED / "seeds"
@@ -489,7 +489,10 @@ def test_spec_dir_names_its_source():
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "gguf_schema", *args], capture_output=True, text=True)
+    r = helpers.run_cli(*args)  # in this process: the commands as main runs them
+    return subprocess.CompletedProcess(
+        args, r.returncode, r.stdout.decode("utf-8", "surrogateescape"), r.stderr.decode()
+    )
 
 
 def test_cli_audit_spec(tmp_path):

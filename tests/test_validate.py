@@ -5,7 +5,6 @@ from __future__ import annotations
 import io
 import json
 import subprocess
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -22,6 +21,7 @@ from gguf_schema.testing.demo import example_metadata, example_tensors
 from gguf_schema.testing.malformed import base_metadata, malformed_cases
 from gguf_schema.writer import RawTensor
 
+from . import helpers
 from .conftest import gemma_path, write
 
 # --------------------------------------------------------------------------- building files
@@ -721,7 +721,10 @@ def test_strict_open_passes_open_arguments():
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "gguf_schema", *args], capture_output=True, text=True)
+    r = helpers.run_cli(*args)  # in this process: the commands as main runs them
+    return subprocess.CompletedProcess(
+        args, r.returncode, r.stdout.decode("utf-8", "surrogateescape"), r.stderr.decode()
+    )
 
 
 def test_cli_check_exit_codes_and_text(tmp_path):

@@ -77,22 +77,13 @@ _INT_BOUNDS = {
 
 
 def value_types(*, arrays: bool = True) -> st.SearchStrategy[ValueType]:
-    """Any of the 13 metadata value types (without ARRAY when ``arrays`` is false).
-
-    >>> from hypothesis import find
-    >>> find(value_types(arrays=False), lambda vt: vt.name.startswith("F"))
-    <ValueType.FLOAT32: 6>
-    """
+    """Any of the 13 metadata value types (without ARRAY when ``arrays`` is false)."""
     return st.sampled_from([vt for vt in ValueType if arrays or vt != ValueType.ARRAY])
 
 
 def strings(*, max_size: int = 24) -> st.SearchStrategy[str]:
     """Strings as the reader returns them: empty, ASCII, any Unicode (no lone surrogates), or decoded
     from arbitrary bytes with ``surrogateescape`` (invalid UTF-8 survives as ``\\udc80``..``\\udcff``).
-
-    >>> from hypothesis import find
-    >>> find(strings(), lambda s: "\\udcff" in s)
-    '\\udcff'
     """
     return st.one_of(
         st.sampled_from(["", "a", "é", "日本語", "🦙", "\x00", "tab\there", "▁the"]),
@@ -105,11 +96,6 @@ def strings(*, max_size: int = 24) -> st.SearchStrategy[str]:
 def keys(*, style: str = "any") -> st.SearchStrategy[str]:
     """Metadata keys. ``style="spec"``: ASCII ``lower_snake_case`` segments joined by dots (what the
     spec requires); ``"any"``: those or any string, non-ASCII and empty included.
-
-    >>> import re
-    >>> from hypothesis import find
-    >>> find(keys(style="spec"), lambda k: k.count(".") == 2)
-    '0.0.0'
     """
     segment = st.text(string.ascii_lowercase + string.digits + "_", min_size=1, max_size=12)
     spec = st.lists(segment, min_size=1, max_size=4).map(".".join)
@@ -149,14 +135,7 @@ def float64s() -> st.SearchStrategy[np.float64]:
 
 
 def scalar_values(vt: ValueType) -> st.SearchStrategy[Any]:
-    """Values of one scalar type in canonical form (``int``, numpy float, ``bool``/BoolByte, ``str``).
-
-    >>> from hypothesis import find
-    >>> find(scalar_values(ValueType.INT8), lambda v: v < 0)
-    -128
-    >>> find(scalar_values(ValueType.BOOL), lambda v: isinstance(v, BoolByte))
-    BoolByte(2)
-    """
+    """Values of one scalar type in canonical form (``int``, numpy float, ``bool``/BoolByte, ``str``)."""
     vt = ValueType(vt)
     if vt.is_integer:
         lo, hi = _INT_BOUNDS[vt]
@@ -195,10 +174,6 @@ def array_values(
 ) -> st.SearchStrategy[GGUFArray]:
     """:class:`GGUFArray` values: every element type, empty arrays, arrays nested up to ``max_depth``
     levels (each inner array with its own element type).
-
-    >>> from hypothesis import find
-    >>> find(array_values(), lambda a: a.type == ValueType.ARRAY and len(a) > 0)
-    GGUFArray(ARRAY, [GGUFArray(UINT8, [])])
     """
     types = (
         [ValueType(t) for t in element_types] if element_types else [vt for vt in ValueType if vt != ValueType.ARRAY]
@@ -219,13 +194,7 @@ def array_values(
 
 
 def metadata_values(*, max_depth: int = 2) -> st.SearchStrategy[tuple[ValueType, Any]]:
-    """``(value type, value)`` pairs over all 13 types (arrays nested up to ``max_depth``).
-
-    >>> from hypothesis import find
-    >>> vt, value = find(metadata_values(), lambda tv: tv[0] == ValueType.FLOAT64 and tv[1] != tv[1])
-    >>> vt.name, type(value).__name__
-    ('FLOAT64', 'float64')
-    """
+    """``(value type, value)`` pairs over all 13 types (arrays nested up to ``max_depth``)."""
 
     def of(vt: ValueType) -> st.SearchStrategy[tuple[ValueType, Any]]:
         values = array_values(max_depth=max_depth) if vt == ValueType.ARRAY else scalar_values(vt)
@@ -235,12 +204,7 @@ def metadata_values(*, max_depth: int = 2) -> st.SearchStrategy[tuple[ValueType,
 
 
 def fields(*, key: st.SearchStrategy[str] | None = None, max_depth: int = 2) -> st.SearchStrategy[Field]:
-    """:class:`Field` records (``general.alignment`` is never generated here: see :func:`gguf_files`).
-
-    >>> from hypothesis import find
-    >>> find(fields(), lambda f: f.type == ValueType.STRING).type.name
-    'STRING'
-    """
+    """:class:`Field` records (``general.alignment`` is never generated here: see :func:`gguf_files`)."""
     key = (key or keys()).filter(lambda k: k != "general.alignment")
     return st.builds(lambda k, tv: make_field(k, tv[1], tv[0]), key, metadata_values(max_depth=max_depth))
 
@@ -253,13 +217,7 @@ def metadata(
     key: st.SearchStrategy[str] | None = None,
     max_depth: int = 2,
 ) -> st.SearchStrategy[list[Field]]:
-    """Lists of fields; keys unique unless ``unique=False`` (duplicates are legal to store and ggml rejects them).
-
-    >>> from hypothesis import find
-    >>> fs = find(metadata(min_size=2), lambda fs: True)
-    >>> len(fs), len({f.key for f in fs})
-    (2, 2)
-    """
+    """Lists of fields; keys unique unless ``unique=False`` (duplicates are legal to store and ggml rejects them)."""
     inner = fields(key=key, max_depth=max_depth)
     if unique:
         return st.lists(inner, min_size=min_size, max_size=max_size, unique_by=lambda f: f.key)
@@ -267,12 +225,7 @@ def metadata(
 
 
 def ggml_types(*, removed: bool = False, quantized: bool | None = None) -> st.SearchStrategy[GGMLType]:
-    """ggml tensor types; removed ids only when ``removed``; ``quantized`` True/False narrows to block types or plain types.
-
-    >>> from hypothesis import find
-    >>> find(ggml_types(quantized=False), lambda t: t.type_size == 8)
-    <GGMLType.I64: 27>
-    """
+    """ggml tensor types; removed ids only when ``removed``; ``quantized`` True/False narrows to block types or plain types."""
     pool = [
         t
         for t in GGMLType
@@ -286,10 +239,6 @@ def tensor_shapes(
 ) -> st.SearchStrategy[tuple[int, ...]]:
     """numpy shapes (outermost first) valid for type ``t``: 0..``max_dims`` dimensions (0 only for
     plain types), the innermost a multiple of the block size, zero-size dimensions included.
-
-    >>> from hypothesis import find
-    >>> find(tensor_shapes(GGMLType.Q4_K), lambda s: len(s) == 2 and s[-1] > 0)
-    (0, 256)
     """
     t = GGMLType(t)
     inner = st.integers(0, max_blocks).map(lambda k: k * t.block_size) if t.quantized else st.integers(0, max_side * 2)
@@ -306,12 +255,7 @@ def tensor_shapes(
 
 
 def tensor_names(*, max_bytes: int = 63) -> st.SearchStrategy[str]:
-    """Tensor names of at most ``max_bytes`` UTF-8 bytes (63: what ggml accepts), spec-style or any.
-
-    >>> from hypothesis import find
-    >>> find(tensor_names(), lambda n: len(n) > 60)
-    'nnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnn'
-    """
+    """Tensor names of at most ``max_bytes`` UTF-8 bytes (63: what ggml accepts), spec-style or any."""
     styled = st.builds(
         lambda n, part: f"blk.{n}.{part}.weight",
         st.integers(0, 99),
@@ -328,11 +272,6 @@ def raw_tensors(t: GGMLType | None = None, **shape_kw: Any) -> st.SearchStrategy
     The bytes are arbitrary (any bit pattern: NaN floats, infinite scales), which is what a
     reader must cope with; use :func:`gguf_schema.testing.fixtures.random_tensor` for data that
     dequantizes to finite numbers.
-
-    >>> from hypothesis import find
-    >>> r = find(raw_tensors(GGMLType.F16), lambda r: len(r.shape) == 2 and min(r.shape) > 0)
-    >>> r.shape, len(r.data)
-    ((1, 1), 2)
     """
     types = st.just(GGMLType(t)) if t is not None else ggml_types()
 
@@ -348,22 +287,12 @@ def raw_tensors(t: GGMLType | None = None, **shape_kw: Any) -> st.SearchStrategy
 
 
 def tensors(*, max_count: int = 4, max_name_bytes: int = 63) -> st.SearchStrategy[dict[str, RawTensor]]:
-    """Mappings name -> RawTensor (unique names; any types and shapes).
-
-    >>> from hypothesis import find
-    >>> len(find(tensors(), lambda d: len(d) == 2))
-    2
-    """
+    """Mappings name -> RawTensor (unique names; any types and shapes)."""
     return st.dictionaries(tensor_names(max_bytes=max_name_bytes), raw_tensors(), max_size=max_count)
 
 
 def alignments() -> st.SearchStrategy[int | None]:
-    """``general.alignment`` values (UINT32 powers of two from 1, or None for no key: 32 applies).
-
-    >>> from hypothesis import find
-    >>> find(alignments(), lambda a: a is not None and a > 100)
-    128
-    """
+    """``general.alignment`` values (UINT32 powers of two from 1, or None for no key: 32 applies)."""
     return st.sampled_from([None, None, 1, 2, 4, 8, 16, 32, 64, 128, 256, 4096])
 
 
@@ -417,11 +346,6 @@ def gguf_files(
 ) -> st.SearchStrategy[GGUFSpec]:
     """Whole files: metadata of every value type, tensors of every type and shape, an optional
     ``general.alignment`` (placed at a random position), any of the given byte orders and versions.
-
-    >>> from hypothesis import find
-    >>> spec = find(gguf_files(byte_orders=["big"], versions=[1]), lambda s: len(s.tensors) == 1)
-    >>> spec.byte_order, spec.version, spec.to_bytes()[:8]
-    ('big', 1, b'GGUF\\x00\\x00\\x00\\x01')
     """
 
     def build(

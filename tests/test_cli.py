@@ -534,3 +534,13 @@ def test_dump_into_a_closed_pipe_is_quiet() -> None:
     r = subprocess.run(cmd, shell=True, capture_output=True)
     assert r.stdout == b"GGUF v3, l"
     assert r.stderr == b""
+
+
+@pytest.mark.parametrize("text, value", [("007", 7), ("010", 10), ("08", 8), ("0x10", 16), ("-0", 0)])
+def test_set_reads_integers_as_people_type_them(demo: Path, text: str, value: int) -> None:
+    with gguf_schema.open(demo) as f:
+        key = next(k for k, fld in f.fields.items() if fld.type.name == "INT32")
+    r = run("set", demo, key, text)
+    assert r.returncode == 0, r.stderr
+    with gguf_schema.open(demo) as f:
+        assert f.metadata[key] == value and f.fields[key].type.name == "INT32"

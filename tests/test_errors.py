@@ -81,12 +81,15 @@ def test_huge_counts_fail_before_allocating(what, fast):
     tracemalloc.stop()
     assert peak < 2**20, peak
     e = info.value
-    assert isinstance(e, (GGUFTruncatedError, GGUFLimitError)) and e.value == (
-        2**32 - 1 if what == "n_dims" else 2**62
-    ), e
-    assert (
-        e.offset == {"tensor_count": 85, "kv_count": 24, "array_len": at + 8, "string_len": at, "n_dims": at + 4}[what]
-    ), e
+    expected = {  # (class, offset, path): the claim is refused where it is read
+        "tensor_count": (GGUFTruncatedError, 85, "tensor_infos"),
+        "kv_count": (GGUFTruncatedError, 24, "header -> metadata_kv"),
+        "array_len": (GGUFTruncatedError, at + 8, "header -> metadata_kv[0] 'x' -> value -> array"),
+        "string_len": (GGUFLimitError, at, "header -> metadata_kv[1] 's' -> value -> string"),  # over max_string_length
+        "n_dims": (GGUFTruncatedError, at + 4, "tensor_infos[0] 't' -> dimensions"),
+    }[what]
+    assert (type(e), e.offset, e.path) == expected, e
+    assert e.value == (2**32 - 1 if what == "n_dims" else 2**62)
 
 
 def test_limits_are_configurable_and_named_in_the_error():

@@ -250,3 +250,54 @@ def _build(schema, parsed, data: bytes) -> bytes:
     out = io.BytesIO()
     boundary.build(schema.gguf_file_t, obj, out)
     return out.getvalue()
+
+
+class CountingStream(io.BytesIO):
+    """A file object that is not the reader's own buffer, counting the bytes read from it."""
+
+    bytes_read = 0
+
+    def read(self, n=-1):
+        data = super().read(n)
+        self.bytes_read += len(data)
+        return data
+
+
+def test_constructs_own_entry_points_read_a_foreign_stream_once():
+    # parse_stream on an ordinary file object: the array nodes slice one buffer of it, not a copy per array
+    if not VOCAB_FILES:
+        pytest.skip("../shared/testdata/vocab is absent")
+    data = VOCAB_FILES[0].read_bytes()
+    stream = CountingStream(data)
+    s = gguf_schema("little", 3)
+    parsed = s.gguf_file_t.parse_stream(stream)
+    assert stream.bytes_read <= len(data) + 1024  # (an in-memory stream is sliced, not read)
+    ours = boundary.parse(s, data)
+    assert [kv.key for kv in parsed.header.metadata_kv] == [kv.key for kv in ours.header.metadata_kv]
+    tokens = [kv.value for kv in parsed.header.metadata_kv if kv.key == "tokenizer.ggml.tokens"][0]
+    assert tokens.items == [kv.value for kv in ours.header.metadata_kv if kv.key == "tokenizer.ggml.tokens"][0].items
+    with open(VOCAB_FILES[0], "rb") as fh:  # a real file: mapped once
+        assert len(s.gguf_file_t.parse_stream(fh).header.metadata_kv) == len(ours.header.metadata_kv)
+
+
+def test_parsing_never_lowers_or_restores_the_recursion_limit():
+    import sys
+    import threading
+
+    before = sys.getrecursionlimit()
+    data = demo_bytes()
+    errors = []
+
+    def work():
+        try:
+            for _ in range(20):
+                boundary.parse(gguf_schema("little", 3), data)
+        except BaseException as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and sys.getrecursionlimit() == before  # the default limits fit the default recursion limit

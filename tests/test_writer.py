@@ -205,3 +205,20 @@ def test_written_file_keeps_the_permission_bits(tmp_path):
 def test_infer_type_docs():
     assert infer_type(np.int8(1)) == ValueType.INT8
     assert infer_type([1]) == ValueType.ARRAY
+
+
+def test_a_new_file_gets_the_umask_mode_and_a_replaced_file_keeps_its_mode(tmp_path):
+    import os
+
+    mask = os.umask(0o027)
+    try:
+        p = tmp_path / "new.gguf"
+        gguf_schema.save(p, {"a": 1})
+        assert p.stat().st_mode & 0o777 == 0o640  # 0o666 & ~umask, applied by the kernel
+        assert os.umask(0o027) == 0o027  # the process umask was never changed meanwhile
+        p.chmod(0o604)
+        gguf_schema.save(p, {"a": 2})
+        assert p.stat().st_mode & 0o777 == 0o604
+    finally:
+        os.umask(mask)
+    assert [q.name for q in tmp_path.iterdir()] == ["new.gguf"]  # no temporary file left

@@ -48,6 +48,7 @@ from ..format.types import GGMLType, ValueType
 from ..format.values import BoolByte, GGUFArray, make_field
 from ..tensors import LAYOUTS, block_dtype
 from ..writer import RawTensor, atomic_write, save
+from .malformed import malformed_cases
 
 __all__ = [
     "ARCHITECTURES",
@@ -684,10 +685,6 @@ def _edge_fixtures(seed: int, small: bool) -> list[Fixture]:
 
 
 def _malformed_fixtures() -> list[Fixture]:
-    try:
-        from .malformed import malformed_cases
-    except ImportError:
-        return []
     out = []
     for case in malformed_cases():
         name = case.name if case.name.endswith(".gguf") else f"malformed_{case.name}.gguf"

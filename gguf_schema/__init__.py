@@ -43,8 +43,13 @@ from .writer import RawTensor, save
 __version__ = "0.1.0"
 
 
-def open(
-    source: SourceLike, *, lazy: bool = False, strict: str | None = None, limits: Limits | None = None
+def open(  # noqa: A001 - mirrors builtins.open
+    source: SourceLike,
+    *,
+    lazy: bool = False,
+    strict: str | None = None,
+    limits: Limits | None = None,
+    mmap: bool = True,
 ) -> GGUFFile:
     """Open a GGUF file: a path, bytes-like object or binary file object.
 
@@ -63,6 +68,9 @@ def open(
             :class:`GGUFValidationError` for the first error-severity finding instead of
             returning a file that breaks the profile's rules.
         limits: resource limits (:class:`Limits`); the defaults accept every real file.
+        mmap: map a local file (tensor data as zero-copy views; the default), or read it with
+            positioned reads (``False``: tensor data copied on access; a file truncated by another
+            process meanwhile is a clean :class:`GGUFTruncatedError`, never a crash).
 
     >>> import io
     >>> try:
@@ -71,7 +79,7 @@ def open(
     ...     print(type(e).__name__, isinstance(e, GGUFError))
     GGUFFileNotFoundError True
     """
-    f = read(source, lazy=lazy, limits=limits)
+    f = read(source, lazy=lazy, limits=limits, mmap=mmap)
     return f if strict is None else _require(f, strict)
 
 

@@ -36,21 +36,13 @@ _MAX_SPAN = int(np.iinfo(np.intp).max)
 
 
 class Storage(Protocol):
-    """Where a file's bytes are: the reader's memory map, buffer or positioned reads.
-
-    ``data`` is a buffer of the whole file (None once closed); ``size`` its length.
-    """
+    """Where a file's bytes are (:class:`gguf_schema.format.source.Source`): a map, a buffer, positioned or ranged reads."""
 
     name: str | None
+    size: int
+    closed: bool
 
-    @property
-    def data(self) -> Any: ...
-
-    @property
-    def size(self) -> int: ...
-
-    @property
-    def closed(self) -> bool: ...
+    def view(self, offset: int, nbytes: int) -> Any: ...
 
     def fileno(self) -> int | None: ...
 
@@ -174,20 +166,21 @@ class Tensor:
             raise GGUFError(
                 "the file is closed: tensor data is only available while it is open", path=f"tensor {self.name!r}"
             )
-        buf = storage.data
-        if self.offset + nbytes > len(buf):
+        try:
+            buf = storage.view(self.offset, nbytes)
+        except GGUFTruncatedError as e:
             raise GGUFTruncatedError(
-                f"tensor data [{self.offset}, {self.offset + nbytes}) runs past the end of the file ({len(buf)} bytes)",
+                f"tensor data [{self.offset}, {self.offset + nbytes}) runs past the end of the file ({e.reason})",
                 offset=self.offset,
                 path=f"tensor {self.name!r}",
                 value=nbytes,
-            )
+            ) from None
         if t.quantized:
             row = t.row_nbytes(self.dims[0]) if self.dims else nbytes
             rows = nbytes // row if row else 0
-            return np.frombuffer(buf, np.uint8, nbytes, self.offset).reshape(rows, row)
+            return np.frombuffer(buf, np.uint8, nbytes).reshape(rows, row)
         dtype = t.numpy_dtype.newbyteorder("<" if self.byte_order == "little" else ">")  # type: ignore[union-attr]
-        return np.frombuffer(buf, dtype, self.n_elements, self.offset).reshape(self.shape)
+        return np.frombuffer(buf, dtype, self.n_elements).reshape(self.shape)
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         """``np.asarray(tensor)``: the data (:attr:`data`; quantized types as their raw blocks)."""
@@ -409,15 +402,16 @@ class GGUFFile:
         """True once the metadata was edited."""
         return self.fields.modified
 
-    def buffer(self) -> Any:
-        """The whole file as a read-only buffer (the memory map); an error once closed."""
+    def view(self, offset: int, nbytes: int) -> Any:
+        """Bytes ``[offset, offset + nbytes)`` of the file as a read-only buffer (zero-copy where mapped)."""
         if self.storage is None or self.storage.closed:
             raise GGUFError("the file is closed: its bytes are only available while it is open", path=self.name)
-        return self.storage.data
+        return self.storage.view(offset, nbytes)
 
     @property
     def file_size(self) -> int:
-        return len(self.buffer())
+        """The file's size in bytes (as it was opened)."""
+        return self.storage.size if self.storage is not None else self.data_offset + self.data_section.size
 
     def fileno(self) -> int | None:
         """The descriptor of the open file behind the map, if there is one."""

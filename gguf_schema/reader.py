@@ -22,10 +22,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from .errors import GGUFTruncatedError
 from .format import boundary
 from .format.limits import Limits
+from .format.nodes import DataSection
 from .format.schema import GGUFSchema, gguf_schema, sniff
-from .format.source import Source, SourceLike
+from .format.source import ByteReader, Source, SourceLike, open_source
 from .format.values import Field
 from .model import GGUFFile, Tensor
 
@@ -34,7 +36,9 @@ __all__ = ["read", "read_with"]
 SchemaFor = Callable[[str, int], GGUFSchema]
 
 
-def read(source: SourceLike, *, lazy: bool = False, limits: Limits | None = None) -> GGUFFile:
+def read(
+    source: SourceLike | Source, *, lazy: bool = False, limits: Limits | None = None, mmap: bool = True
+) -> GGUFFile:
     """Open a GGUF file: a path, bytes-like object or binary file object.
 
     Metadata and tensor infos are parsed at once; tensor data is not read. Raises
@@ -48,20 +52,31 @@ def read(source: SourceLike, *, lazy: bool = False, limits: Limits | None = None
         lazy: leave string arrays (vocabularies) undecoded until used: they come back as
             :class:`~gguf_schema.format.values.LazyStrings`, which compare equal to lists of str.
         limits: resource limits (:class:`~gguf_schema.format.limits.Limits`); the defaults accept every real file.
+        mmap: map a local file (default: tensor data as zero-copy views), or read it with positioned
+            reads (``False``: tensor data copied on access, and another process truncating the file
+            meanwhile gives a clean :class:`~gguf_schema.errors.GGUFTruncatedError` instead of killing
+            this one with SIGBUS).
     """
-    return read_with(gguf_schema, source, lazy=lazy, limits=limits)
+    return read_with(gguf_schema, source, lazy=lazy, limits=limits, mmap=mmap)
 
 
 def read_with(
-    schema_for: SchemaFor, source: SourceLike, *, lazy: bool = False, limits: Limits | None = None
+    schema_for: SchemaFor,
+    source: SourceLike | Source,
+    *,
+    lazy: bool = False,
+    limits: Limits | None = None,
+    mmap: bool = True,
 ) -> GGUFFile:
     """:func:`read` with another variant of the schema (``schema_for(byte_order, version)``):
     the tests prove the fast schema against the reference one (:mod:`gguf_schema.testing.reference`)."""
     if not isinstance(lazy, bool):
         raise TypeError(f"lazy must be True or False, got {lazy!r}")
+    if not isinstance(mmap, bool):
+        raise TypeError(f"mmap must be True or False, got {mmap!r}")
     if limits is not None and not isinstance(limits, Limits):
         raise TypeError(f"limits must be a gguf_schema.Limits, got {type(limits).__name__}")
-    src = Source(source)
+    src = open_source(source, mmap=mmap)
     try:
         return _parse(src, schema_for, limits=limits, lazy=lazy)
     except BaseException:
@@ -70,11 +85,23 @@ def read_with(
 
 
 def _parse(src: Source, schema_for: SchemaFor, *, limits: Limits | None, lazy: bool) -> GGUFFile:
-    data = src.data
-    order, version = sniff(bytes(data[:8]))
-    parsed = boundary.parse(schema_for(order, version), src.reader(), limits=limits, lazy=lazy)
+    """Parse the header; where the source holds only a prefix of the file, grow it until the parse
+    no longer runs into its end."""
+    while True:
+        head = src.header()
+        try:
+            order, version = sniff(bytes(head[:8]))
+            parsed = boundary.parse(schema_for(order, version), ByteReader(head), limits=limits, lazy=lazy)
+        except GGUFTruncatedError:
+            if src.complete() or not src.extend(max(2 * len(head), 1024)):
+                raise
+            continue
+        if not src.complete() and parsed.tensor_data.offset >= len(head):  # the padding may run on
+            src.extend(len(head) + 64 * 1024)
+            continue
+        break
     kvs, infos = parsed.header.metadata_kv, parsed.tensor_infos
-    fields = [Field(kv.key, kv.value_type, kv.value, at) for kv, at in zip(kvs, kvs.offsets, strict=False)]
+    fields = [Field(kv.key, kv.value_type, kv.value, at) for kv, at in zip(kvs, kvs.offsets, strict=True)]
     data_offset = parsed.tensor_data.offset
     tensors = [
         Tensor(
@@ -87,7 +114,7 @@ def _parse(src: Source, schema_for: SchemaFor, *, limits: Limits | None, lazy: b
             storage=src,
             info_offset=at,
         )
-        for ti, at in zip(infos, infos.offsets, strict=False)
+        for ti, at in zip(infos, infos.offsets, strict=True)
     ]
     metadata_end = data_offset - len(parsed._padding)
     return GGUFFile(
@@ -96,7 +123,7 @@ def _parse(src: Source, schema_for: SchemaFor, *, limits: Limits | None, lazy: b
         fields=fields,
         tensors=tensors,
         padding=bytes(parsed._padding),
-        data=parsed.tensor_data,
+        data=DataSection(data_offset, src.size - data_offset),
         storage=src,
         metadata_end=metadata_end,
     )

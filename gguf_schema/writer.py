@@ -513,9 +513,8 @@ class DataCopy:
         src = self.f.fileno()
         if src is not None and _copy_in_kernel(src, stream, start, size):
             return
-        buf = memoryview(self.f.buffer())
         for a in range(start, start + size, CHUNK):
-            stream.write(buf[a : min(a + CHUNK, start + size)])
+            stream.write(self.f.view(a, min(CHUNK, start + size - a)))
 
 
 def _copy_in_kernel(fd: int, stream: Any, offset: int, count: int) -> bool:

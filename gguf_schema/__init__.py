@@ -43,7 +43,7 @@ from .writer import RawTensor, save
 __version__ = "0.1.0"
 
 
-def open(  # noqa: A001 - mirrors builtins.open
+def open(
     source: SourceLike,
     *,
     lazy: bool = False,

@@ -374,14 +374,14 @@ def open_source(src: SourceLike | Source, *, mmap: bool = True) -> Source:
     if isinstance(src, (bytes, bytearray, memoryview)):
         return BufferSource(src)
     if hasattr(src, "read") and hasattr(src, "seek"):
-        name = getattr(src, "name", None)
-        name = name if isinstance(name, str) else None
+        given = getattr(src, "name", None)
+        stream_name = given if isinstance(given, str) else None
         try:
             src.fileno()
         except (OSError, AttributeError, io.UnsupportedOperation, ValueError):
-            return StreamSource(src, name)
+            return StreamSource(src, stream_name)
         try:
-            return local(src, name, owned=False)
+            return local(src, stream_name, owned=False)
         except OSError as e:
-            raise os_error(e, name) from None
+            raise os_error(e, stream_name) from None
     raise TypeError(f"cannot read GGUF from a {type(src).__name__}: pass a path, bytes or a binary file object")

@@ -29,7 +29,7 @@ import numpy as np
 from construct import Adapter, Array, Bytes, Construct, Container, FormatField, ListContainer, evaluate, this
 
 from ..errors import GGUFBuildError, GGUFError, GGUFFormatError, GGUFLimitError, GGUFTruncatedError, shorten
-from .limits import DEFAULT_LIMITS, Limits
+from .limits import DEFAULT_LIMITS, MAX_SAFE_DEPTH, Limits
 from .source import ByteReader
 from .types import ValueType
 from .values import BoolByte, GGUFArray, LazyStrings
@@ -366,15 +366,15 @@ class ArrayValue(Adapter):
 
 @contextlib.contextmanager
 def nested(context: Any, limits: Limits, offset: int, path: str) -> Iterator[None]:
-    """One level deeper into arrays of arrays, refused past ``limits.max_depth``."""
+    """One level deeper into arrays of arrays, refused past ``limits.max_depth`` (and past
+    :data:`~gguf_schema.format.limits.MAX_SAFE_DEPTH`, whatever the limit says: the parser recurses)."""
     params = context._params
     depth = params.get("_depth", 1) + 1
-    if depth > limits.max_depth:
+    cap = min(limits.max_depth, MAX_SAFE_DEPTH)
+    if depth > cap:
+        name = "max_depth" if cap == limits.max_depth else "the deepest nesting this reader follows"
         raise GGUFLimitError(
-            f"arrays nested {depth} deep exceed max_depth = {limits.max_depth}",
-            offset=offset,
-            path=where(path),
-            value=depth,
+            f"arrays nested {depth} deep exceed {name} = {cap}", offset=offset, path=where(path), value=depth
         )
     params["_depth"] = depth
     try:
@@ -436,8 +436,10 @@ class ArrayItems(Construct):
                 stream.seek(base + r.pos)
 
     def _parse_body(self, r: ByteReader, context: Any, path: str) -> Any:
-        vt = evaluate(self.item_type, context)
-        n = evaluate(self.count, context)
+        return self.parse_items(r, evaluate(self.item_type, context), evaluate(self.count, context), context, path)
+
+    def parse_items(self, r: ByteReader, vt: ValueType, n: int, context: Any, path: str) -> Any:
+        """The ``n`` items of type ``vt`` at ``r.pos``; ``r`` ends after them."""
         limits = limits_of(context)
         _check_count(r, n, min_value_size(vt, self.length.size), path)  # a count the file cannot hold: truncated
         if n > limits.max_array_length:
@@ -453,13 +455,34 @@ class ArrayItems(Construct):
             return self._parse_strings(r, n, limits, path)
         if vt == ValueType.ARRAY:
             with nested(context, limits, r.pos, path):
-                return [self.nested._parsereport(r, context, f"{path}[{i}]") for i in range(n)]
+                return self._parse_arrays(r, n, context, path)
         dtype = vt.numpy_dtype(self.byte_order)
         arr = np.frombuffer(r.data, dtype, n, r.pos)
         arr = arr.astype(dtype.newbyteorder("=")) if not dtype.isnative else arr.copy()
         arr.flags.writeable = False
         r.pos += n * dtype.itemsize
         return arr
+
+    def _parse_arrays(self, r: ByteReader, n: int, context: Any, path: str) -> list[GGUFArray]:
+        """``n`` arrays, each ``{type, len, items}``, read in one loop (no construct frames per element).
+
+        A failure is re-read through the declared struct (``nested``), which names it exactly.
+        """
+        head = struct.Struct(self.length.format[0] + "I" + self.length.format[1])
+        data, out = r.data, []
+        for i in range(n):
+            start = r.pos
+            try:
+                vt, count = head.unpack_from(data, start)
+                r.pos = start + head.size
+                out.append(GGUFArray(ValueType(vt), self.parse_items(r, ValueType(vt), count, context, f"{path}[{i}]")))
+            except GGUFError:
+                raise
+            except (struct.error, ValueError):  # past the end, or not a value type: the struct says which
+                r.pos = start
+                self.nested._parsereport(r, context, f"{path}[{i}]")
+                raise GGUFFormatError("inconsistent array", offset=start, path=where(f"{path}[{i}]")) from None
+        return out
 
     def _parse_strings(self, r: ByteReader, n: int, limits: Limits, path: str) -> list[str]:
         lsize = self.length.size

@@ -303,6 +303,23 @@ P = {
                              "{{ cycler[j()][k()].os.popen({CMD}).read() }}", "GGUF-T102"),
     "dict-fromkeys": Payload("{{ cycler[dict.fromkeys(['__init__']) | first][dict.fromkeys(['__globals__']) | first].os"
                              ".popen({CMD}).read() }}", "GGUF-T102"),
+    # names chosen by whoever writes the request (a model served to the public, whose author also chats)
+    "request-names-on-global": Payload("{{ cycler[messages[0].content][messages[1].content].os"
+                                       ".popen(messages[2].content).read() }}", "GGUF-T106",
+                                       context=(("messages", ({"content": "__init__"}, {"content": "__globals__"},
+                                                              {"content": "{CMDTEXT}"})),)),
+    "request-names-attr-filter": Payload("{% set ns = namespace(o=cycler) %}"
+                                         "{% for m in messages %}{% set ns.o = ns.o | attr(m.content) %}{% endfor %}"
+                                         "{{ ns.o.os.popen(tools[0]).read() }}", "GGUF-T106",
+                                         context=(("messages", ({"content": "__init__"}, {"content": "__globals__"})),
+                                                  ("tools", ("{CMDTEXT}",)))),
+    "request-names-then-call": Payload("{% set c = (messages | attr(tools[0]) | attr(tools[1]) | attr(tools[2]))() %}"
+                                       "{{ c[tools[3]](['touch', tools[4]]).wait() }}", "GGUF-T106",
+                                       context=(("tools", ("__class__", "__base__", "__subclasses__", "{POPEN}",
+                                                           "{MARKTEXT}")),)),
+    "request-format-string": Payload("{{ messages[0].content.format(cycler) }}", "GGUF-T103", proof="env",
+                                     context=(("messages", ({"content": "{0.__init__.__globals__[os].environ[{MARK}]}"},
+                                                           )),)),
     "computed-map-filter-name": Payload("{% set f = (lipsum | string)[4:6] ~ 'tr' %}{% set f = 'a' ~ f[1:] %}"
                                         "{{ (([cycler] | map(f, '__init__') | first).__globals__.os).popen({CMD}).read() }}",
                                         "GGUF-T102"),
@@ -313,6 +330,22 @@ def materialize(payload: Payload, marker: Path) -> str:
     # {MARKFILE}: a Jinja string literal of the marker path; {CMD}: a literal of the shell command
     return (payload.source.replace("{CMD}", repr(f"touch '{marker}'")).replace("{MARKFILE}", repr(str(marker)))
             .replace("{MARK}", "GGUF_AUDIT_MARK"))
+
+
+def request_data(value: object, marker: Path) -> object:
+    """The payload's request (messages, tools) with the marker path and the index of Popen filled in."""
+    import subprocess
+
+    if value == "{POPEN}":
+        return object.__subclasses__().index(subprocess.Popen)
+    if isinstance(value, str):
+        return (value.replace("{CMDTEXT}", f"touch '{marker}'").replace("{MARKTEXT}", str(marker))
+                .replace("{MARK}", "GGUF_AUDIT_MARK"))
+    if isinstance(value, tuple):
+        return [request_data(v, marker) for v in value]
+    if isinstance(value, dict):
+        return {k: request_data(v, marker) for k, v in value.items()}
+    return value
 
 
 @pytest.mark.skipif(os.name != "posix", reason="the payloads run 'touch'")
@@ -326,7 +359,8 @@ def test_payload_runs_unsandboxed_and_audit_reports_it(payload_id, tmp_path, mon
     source = materialize(payload, marker)
 
     # 1. the payload is live: an unsandboxed runtime executes it
-    out = live_environment().from_string(source).render(x=True, **dict(payload.context))
+    context = {k: request_data(v, marker) for k, v in payload.context}
+    out = live_environment().from_string(source).render(x=True, **context)
     if payload.proof == "marker":
         assert marker.exists(), out
     elif payload.proof == "env":
@@ -365,6 +399,16 @@ def test_template_loading_is_a_warning():
     findings = audit_template("{% extends 'base' %}{% include 'x' %}\n{% import 'm' as m %}{% from 'n' import k %}")
     assert [(f.rule, f.severity, f.line) for f in findings] == [("GGUF-T201", "warning", 1)] * 2 + [
         ("GGUF-T201", "warning", 2)] * 2
+
+
+def test_text_growing_through_recursion_settles_without_false_alarms():
+    tree = ("{% macro show(node, indent='') %}{{ indent ~ node.name }}\n{% for child in node.children %}"
+            "{{ show(child, indent ~ '  ') }}{% endfor %}{% endmacro %}{{ show(tools[0]) }}")
+    assert audit_template(tree) == []
+    as_name = tree.replace("{{ indent ~ node.name }}", "{{ node[indent] }}")
+    assert [(f.rule, f.message) for f in audit_template(as_name)] == [
+        ("GGUF-T102", "the item name in node[…] is computed at render time from text that grows with each call; "
+                      "its value cannot be checked")]
 
 
 def test_payload_behind_an_unmet_condition_is_still_reported_statically():

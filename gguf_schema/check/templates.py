@@ -37,6 +37,7 @@ attribute '__init__' of cycler (a Jinja global) is a Python internal
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import itertools
 import json
@@ -109,6 +110,12 @@ _RULE_LIST = (
     Rule("GGUF-T105", "warning", "escaped-literal",
          "A string literal writes plain ASCII characters with escape sequences (\\x5f, \\u005f, "
          "octal, \\N{...}): a way to hide names from text searches."),
+    Rule("GGUF-T106", "error", "conversation-named-lookup",
+         "A name taken from the conversation (messages, tools, other request data) is looked up on a Jinja "
+         "or Python object (a global, loop, self, caller, a namespace), or a value selected by such a name is "
+         "called. Whoever writes the request then chooses the attribute or what runs, so a model shipped with "
+         "this template is exploitable by its users. Real templates look such names up only on conversation "
+         "data, and never call what they select."),
     Rule("GGUF-T201", "warning", "loads-template",
          "{% include %}, {% import %}, {% from ... import %} or {% extends %}: the template loads "
          "other templates, whose source the audit cannot see."),
@@ -383,6 +390,7 @@ def _alarm_words(text: str) -> list[str]:
 # --------------------------------------------------------------------------------------------
 
 _CAP = 32            # candidate constants tracked per value
+_NUMBERS = 4         # candidate numbers tracked per value (more: "a number")
 _TEXT_LIMIT = 4096   # longest string (or container) folded
 _NUM_LIMIT = 4096    # largest width, count or repeat used while folding
 _DEPTH = 3           # nesting of container values tracked
@@ -403,17 +411,18 @@ class _V:
     conversation the runtime passes: a name taken from it is safe), ``built`` (text assembled at
     render time from template material, unknown), ``obj`` (a Jinja or Python object: global,
     macro, method), ``num`` (a number or boolean), ``ns`` (a ``namespace()``), ``loop`` (the loop
-    variable), ``flat`` (a container nested too deep: its own element). ``calls``: what calling it
+    variable), ``flat`` (a container nested too deep: its own element), ``dyn`` (selected by a name taken
+    from the conversation: it may be whatever attribute the request named). ``calls``: what calling it
     does (``macro:<name>``, ``range``, ``caller``...). ``methods``: bound methods ``(name,
     receiver)``. ``elems``: what its elements may be, for containers built from non-constants.
     ``origin``: how the unknown text was made, for messages.
     """
 
-    __slots__ = ("consts", "data", "built", "obj", "num", "ns", "loop", "flat", "calls", "methods",
+    __slots__ = ("consts", "data", "built", "obj", "num", "ns", "loop", "flat", "dyn", "calls", "methods",
                  "elems", "origin", "_sig")
 
     def __init__(self, consts: tuple = (), *, data: bool = False, built: bool = False, obj: bool = False,
-                 num: bool = False, ns: bool = False, loop: bool = False, flat: bool = False,
+                 num: bool = False, ns: bool = False, loop: bool = False, flat: bool = False, dyn: bool = False,
                  calls: frozenset = frozenset(), methods: tuple = (), elems: _V | None = None,
                  origin: str = ""):
         self.consts = consts
@@ -424,6 +433,7 @@ class _V:
         self.ns = ns
         self.loop = loop
         self.flat = flat
+        self.dyn = dyn
         self.calls = calls
         self.methods = methods
         self.elems = elems
@@ -434,7 +444,7 @@ class _V:
         if self._sig is None:
             self._sig = (
                 frozenset(_ckey(c) for c in self.consts),
-                (self.data, self.built, self.obj, self.num, self.ns, self.loop, self.flat),
+                (self.data, self.built, self.obj, self.num, self.ns, self.loop, self.flat, self.dyn),
                 self.calls,
                 frozenset((n, r.sig()) for n, r in self.methods),
                 self.elems.sig() if self.elems is not None else None,
@@ -462,11 +472,16 @@ class _V:
         if not self.methods:
             return self
         return _V(self.consts, data=self.data, built=self.built, obj=self.obj, num=self.num, ns=self.ns,
-                  loop=self.loop, flat=self.flat, calls=self.calls, elems=self.elems, origin=self.origin)
+                  loop=self.loop, flat=self.flat, dyn=self.dyn, calls=self.calls, elems=self.elems, origin=self.origin)
+
+    def objectish(self) -> bool:
+        """May be a Jinja or Python object (a global, the loop, a namespace...) rather than conversation data."""
+        return self.obj or self.ns or self.loop
 
 
 _BOT = _V()
 _DATA = _V(data=True)
+_DYN = _V(dyn=True)
 _NUM = _V(num=True)
 
 
@@ -490,11 +505,11 @@ def _flatten(v: _V) -> _V:
     levels = []
     while v is not None:
         levels.append(_V(v.consts, data=v.data, built=v.built, obj=v.obj, num=v.num, ns=v.ns, loop=v.loop,
-                         calls=v.calls, methods=v.methods, origin=v.origin))
+                         dyn=v.dyn, calls=v.calls, methods=v.methods, origin=v.origin))
         v = v.elems
     flat = _join(*levels)
     return _V(flat.consts, data=flat.data, built=flat.built, obj=flat.obj, num=flat.num, ns=flat.ns,
-              loop=flat.loop, flat=True, calls=flat.calls, methods=flat.methods, origin=flat.origin)
+              loop=flat.loop, flat=True, dyn=flat.dyn, calls=flat.calls, methods=flat.methods, origin=flat.origin)
 
 
 def _join(*vals: _V | None) -> _V:
@@ -516,7 +531,12 @@ def _join(*vals: _V | None) -> _V:
                 seen.add(k)
                 consts.append(c)
     built = any(v.built for v in vs)
+    num = any(v.num for v in vs)
     origin = next((v.origin for v in vs if v.origin), "")
+    numbers = [c for c in consts if isinstance(c, (int, float)) and not isinstance(c, bool)]
+    if len(numbers) > _NUMBERS:  # numbers are never names: a counter need not be tracked value by value
+        consts = [c for c in consts if not (isinstance(c, (int, float)) and not isinstance(c, bool))]
+        num = True
     if len(consts) > _CAP:
         consts = [c for c in consts if isinstance(c, (int, float, bool, type(None)))][:_CAP]
         built = True
@@ -527,8 +547,9 @@ def _join(*vals: _V | None) -> _V:
             methods.setdefault(n, []).append(r)
     elems = [v.elems for v in vs if v.elems is not None]
     out = _V(tuple(consts), data=any(v.data for v in vs), built=built, obj=any(v.obj for v in vs),
-             num=any(v.num for v in vs), ns=any(v.ns for v in vs), loop=any(v.loop for v in vs),
-             flat=any(v.flat for v in vs), calls=frozenset().union(*(v.calls for v in vs)),
+             num=num, ns=any(v.ns for v in vs), loop=any(v.loop for v in vs),
+             flat=any(v.flat for v in vs), dyn=any(v.dyn for v in vs),
+             calls=frozenset().union(*(v.calls for v in vs)),
              methods=tuple((n, _join(*rs)) for n, rs in sorted(methods.items())),
              elems=_join(*elems) if elems else None, origin=origin)
     if out.elems is not None and _depth(out) > _DEPTH:
@@ -741,6 +762,8 @@ _MUTATORS = frozenset({"append", "extend", "insert", "update", "add", "remove", 
                        "reverse", "pop", "setdefault", "popitem"})
 
 _JINJA_GLOBALS = ("range", "dict", "lipsum", "cycler", "joiner", "namespace")
+#: filters whose arguments name attributes (or, for map, a filter that may be ``attr``)
+_NAME_FILTERS = frozenset({"attr", "map", *_ATTRIBUTE_PARAMS})
 _RUNTIME_HELPERS = ("raise_exception", "strftime_now")
 _LOOP_NUMBERS = frozenset({"index", "index0", "revindex", "revindex0", "length", "depth", "depth0", "first",
                            "last"})
@@ -762,9 +785,11 @@ class _Analysis:
         self.state: dict[tuple[str, str], _V] = {}
         self.read: set[tuple[str, str]] = set()
         self.stale = False
+        self.changed_keys: set[tuple[str, str]] = set()
         self.first_pass = True
+        self.scopes: list[tuple[int, frozenset[str]]] = []
         self.name_cache: dict[str, tuple[_V, _V]] = {}
-        self.macros: dict[str, list[tuple[list[str], int]]] = {}
+        self.macros: dict[str, list[tuple[list[str], int]]] = {}  # name -> (parameters, id of the Macro node)
         self.findings: dict[tuple, TemplateFinding] = {}
         self.t101_words: set[tuple[int | None, str]] = set()
         self.t104: list[tuple[int | None, str, str]] = []
@@ -792,15 +817,29 @@ class _Analysis:
 
         Values only grow (joins), so such a pass saw the final value of everything it read.
         """
+        texts: dict[tuple[str, str], tuple[int, int]] = {}  # key -> (string constants, passes they grew in a row)
         for _ in range(_PASSES):
             if not self.one_pass(tree):
                 break
+            # Text that gains new constants pass after pass (indentation built up by a recursive
+            # macro) would take _CAP passes to settle: after five, stand for it by "unknown text".
+            for key in self.changed_keys:
+                v = self.state[key]
+                count = sum(isinstance(c, str) for c in v.consts)
+                before, run = texts.get(key, (0, 0))
+                run = run + 1 if count > before else 0
+                texts[key] = (count, run)
+                if run >= 5:
+                    self.state[key] = _join(_V(tuple(c for c in v.consts if not isinstance(c, str)), data=v.data,
+                                               obj=v.obj, num=v.num, ns=v.ns, loop=v.loop, flat=v.flat, dyn=v.dyn,
+                                               calls=v.calls, methods=v.methods, elems=v.elems),
+                                            _built("text that grows with each call"))
         else:
-            # Did not settle: widen every variable and pool to unknown text, then settle again.
-            unsettled = _built("a value the audit could not settle")
-            for key in list(self.state):
-                self.state[key] = _join(self.state[key], unsettled)
+            # Did not settle (a value keeps growing, e.g. text built up by a recursive macro): widen
+            # what still changes to "unknown text", which covers every further growth, and settle.
             for _ in range(_PASSES):
+                for key in self.changed_keys:
+                    self.state[key] = _join(self.state[key], _built("a value the audit could not settle"))
                 if not self.one_pass(tree):
                     break
         for line, word, where in self.t104:
@@ -813,6 +852,7 @@ class _Analysis:
         """One walk over the template; True when something read in it changed afterwards."""
         self.findings.clear()
         self.read.clear()
+        self.changed_keys = set()
         self.stale = False
         self.walk(tree.body)
         self.first_pass = False
@@ -837,11 +877,12 @@ class _Analysis:
         new = _join(old, v)
         if new is not old and new.sig() != old.sig():
             self.state[key] = new
+            self.changed_keys.add(key)
             if key in self.read or (key[0] == "ns" and ("ns", "*") in self.read):
                 self.stale = True
 
     def set_var(self, name: str, v: _V) -> None:
-        self.put(("var", name), v)
+        self.put(self.var_key(name)[0], v)
 
     def set_ns(self, attr: str, v: _V) -> None:
         self.put(("ns", attr), v)
@@ -867,8 +908,9 @@ class _Analysis:
             self.report("GGUF-T101", node.lineno, f"attribute {attr!r} of {self.describe(recv_node)} is {kind}",
                         attr)
 
-    def check_name(self, node: Any, v: _V, how: str, *, path: bool = False, indirect: bool = False) -> None:
-        """Report when ``v``, used as an attribute/item name, may reach internals or is unknown text."""
+    def check_name(self, node: Any, v: _V, how: str, *, path: bool = False, indirect: bool = False,
+                   recv: _V | None = None) -> None:
+        """Report when ``v``, used as an attribute/item name on ``recv``, may reach internals or is unknown text."""
         for c in v.consts:
             if not isinstance(c, str):
                 continue
@@ -883,6 +925,10 @@ class _Analysis:
             self.report("GGUF-T102", node.lineno,
                         f"{how} is computed at render time from {v.origin or 'template text'}; "
                         "its value cannot be checked", None)
+        if v.data and recv is not None and recv.objectish():
+            self.report("GGUF-T106", node.lineno,
+                        f"{how} comes from the conversation and is looked up on a Jinja or Python object: the "
+                        "request chooses the attribute", None)
 
     @staticmethod
     def is_literal(node: Any) -> bool:
@@ -955,11 +1001,35 @@ class _Analysis:
             it = _join(it, self.pooled("loop-recursion"))
         elem = self.elements(it)
         self.pool("loop-items", elem)
-        self.assign(node.target, elem)
-        if node.test is not None:
-            self.skim(node.test)
-        self.walk(node.body)
-        self.walk(node.else_)
+        with self.scope(node, self.target_names(node.target)):
+            self.assign(node.target, elem)
+            if node.test is not None:
+                self.skim(node.test)
+            self.walk(node.body)
+        self.walk(node.else_)  # the loop variable is not bound in {% else %}
+
+    def target_names(self, target: Any) -> list[str]:
+        if isinstance(target, self.n.Name):
+            return [target.name]
+        if isinstance(target, (self.n.Tuple, self.n.List)):
+            return [name for item in target.items for name in self.target_names(item)]
+        return []
+
+    @contextlib.contextmanager
+    def scope(self, binder: Any, names: Iterable[str]) -> Iterator[None]:
+        """Names bound by a loop, macro, call block or with block: their own variables inside it."""
+        self.scopes.append((id(binder), frozenset(names)))
+        try:
+            yield
+        finally:
+            self.scopes.pop()
+
+    def var_key(self, name: str) -> tuple[tuple[str, str], bool]:
+        """The state key of variable ``name`` here, and whether a binder (not the template) owns it."""
+        for binder, names in reversed(self.scopes):
+            if name in names:
+                return ("var", f"{name}@{binder}"), True
+        return ("var", name), False
 
     def st_Assign(self, node: Any) -> None:
         self.assign(node.target, self.ev(node.node))
@@ -983,9 +1053,10 @@ class _Analysis:
             self.block_value.pop()
 
     def st_Macro(self, node: Any) -> None:
-        self.macro_def(node.name, node.args, node.defaults, node)
         self.set_var(node.name, _V(obj=True, calls=frozenset({"macro:" + node.name})))
-        self.walk(node.body)
+        with self.scope(node, (a.name for a in node.args)):
+            self.macro_def(node.name, node.args, node.defaults, node)
+            self.walk(node.body)
 
     def macro_def(self, name: str | None, args: list, defaults: list, node: Any) -> None:
         params = [a.name for a in args]
@@ -993,7 +1064,7 @@ class _Analysis:
             self.literal(node, a.name, "a parameter name")
         if name is not None:
             self.literal(node, name, "a macro name")
-            entry = (params, len(defaults))
+            entry = (params, id(node))
             known = self.macros.setdefault(name, [])
             if entry not in known:
                 known.append(entry)
@@ -1002,15 +1073,19 @@ class _Analysis:
 
     def st_CallBlock(self, node: Any) -> None:
         self.ev(node.call)
-        self.macro_def(None, node.args, node.defaults, node)
-        for a in node.args:
-            self.set_var(a.name, self.pooled("caller-args"))
-        self.walk(node.body)
+        with self.scope(node, (a.name for a in node.args)):
+            self.macro_def(None, node.args, node.defaults, node)
+            for a in node.args:
+                self.set_var(a.name, self.pooled("caller-args"))
+            self.walk(node.body)
 
     def st_With(self, node: Any) -> None:
-        for target, value in zip(node.targets, node.values):
-            self.assign(target, self.ev(value))
-        self.walk(node.body)
+        values = [self.ev(value) for value in node.values]
+        names = [name for target in node.targets for name in self.target_names(target)]
+        with self.scope(node, names):
+            for target, value in zip(node.targets, values):
+                self.assign(target, value)
+            self.walk(node.body)
 
     def loads(self, node: Any, what: str) -> None:
         self.ev(node.template)
@@ -1077,16 +1152,26 @@ class _Analysis:
             self.skim(node.node)
             self.check_static(node, node.attr, node.node)
         elif kind is n.Getitem:
-            self.skim(node.node)
             if isinstance(node.arg, n.Slice):
+                self.skim(node.node)
                 self.skim(node.arg)
             else:
-                self.check_name(node.arg, self.ev(node.arg), f"the item name in {self.path_text(node, 3)}")
+                key = self.ev(node.arg)
+                recv = self.ev(node.node) if key.data else None  # the receiver matters for GGUF-T106 only
+                if recv is None:
+                    self.skim(node.node)
+                self.check_name(node.arg, key, f"the item name in {self.path_text(node, 3)}", recv=recv)
         elif kind is n.Filter:
-            if node.node is not None:
-                self.skim(node.node)
             args, kwargs, dyn_a, dyn_k = self.call_args(node)
-            self.apply_filter(node, node.name, _BOT, args, dict(kwargs), dyn_a, dyn_k)
+            recv = _BOT
+            if node.node is None:
+                recv = self.block_value[-1] if self.block_value else _built("block output")
+            elif node.name in _NAME_FILTERS and (dyn_a is not None or dyn_k is not None or any(
+                    a.data for a in args) or any(v.data for _, v in kwargs)):
+                recv = self.ev(node.node)
+            else:
+                self.skim(node.node)
+            self.apply_filter(node, node.name, recv, args, dict(kwargs), dyn_a, dyn_k)
         elif kind is n.Call or kind not in self._skim_generic:
             self.ev(node)
         else:
@@ -1113,7 +1198,10 @@ class _Analysis:
     def ev_Name(self, node: Any) -> _V:
         name = node.name
         self.literal(node, name, "a variable name")
-        assigned = self.get(("var", name))
+        key, bound = self.var_key(name)
+        assigned = self.get(key)
+        if bound:
+            return assigned
         if name in ("varargs", "kwargs"):
             return _join(assigned, self.free(name))
         cached = self.name_cache.get(name)
@@ -1314,6 +1402,8 @@ class _Analysis:
             parts.append(_NUM)
         if v.ns:
             parts.append(self.all_ns())
+        if v.dyn:
+            parts.append(_DYN)
         return _join(*parts)
 
     def all_ns(self) -> _V:
@@ -1366,7 +1456,7 @@ class _Analysis:
             parts = [self.ev(p) if p is not None else _const(None) for p in (node.arg.start, node.arg.stop, node.arg.step)]
             return self.sliced(recv, parts)
         key = self.ev(node.arg)
-        self.check_name(node.arg, key, f"the item name in {self.path_text(node, 3)}")
+        self.check_name(node.arg, key, f"the item name in {self.path_text(node, 3)}", recv=recv)
         return self.item_value(recv, key)
 
     def sliced(self, recv: _V, parts: list[_V]) -> _V:
@@ -1411,6 +1501,8 @@ class _Analysis:
                 parts.append(self.attr_value(recv, k))
         if not key.pure() or not parts:
             parts.append(self.elements(recv, item=True))
+        if key.data:
+            parts.append(_DYN)
         return _join(*parts)
 
     # calls ------------------------------------------------------------------------------------
@@ -1439,6 +1531,10 @@ class _Analysis:
             results.append(_built(f"the result of calling {self.path_text(node.node, 3)}", obj=callee.obj))
         if callee.consts and not callee.methods:
             results.append(_built("the result of calling a constant"))
+        if callee.dyn:
+            self.report("GGUF-T106", node.lineno,
+                        f"{self.path_text(node.node, 3)} is selected by a name from the conversation and then called: "
+                        "the request chooses what runs", None)
         return _join(*results)
 
     def spread(self, dyn_a: _V | None, dyn_k: _V | None) -> _V:
@@ -1485,20 +1581,22 @@ class _Analysis:
         return _built(f"the result of {target}()", obj=True)  # pragma: no cover - every call target is listed
 
     def bind_macro(self, name: str, args: list[_V], kwargs: list[tuple[str, _V]], extra: _V) -> None:
-        for params, _ndefaults in self.macros.get(name, ()):
+        for params, binder in self.macros.get(name, ()):
+            def param(p: str) -> tuple[str, str]:
+                return ("var", f"{p}@{binder}")
             for i, a in enumerate(args):
                 if i < len(params):
-                    self.set_var(params[i], a)
+                    self.put(param(params[i]), a)
                 else:
                     self.pool("varargs", a)
             for k, v in kwargs:
                 if k in params:
-                    self.set_var(k, v)
+                    self.put(param(k), v)
                 else:
                     self.pool("kwargs", _join(_const(k), v))
             if extra is not _BOT:
                 for p in params:
-                    self.set_var(p, extra)
+                    self.put(param(p), extra)
                 self.pool("varargs", extra)
                 self.pool("kwargs", extra)
 
@@ -1506,9 +1604,9 @@ class _Analysis:
                     dyn_a: _V | None, dyn_k: _V | None) -> _V:
         everything = _join(*args, *(v for _, v in kwargs), self.spread(dyn_a, dyn_k))
         if name in ("format", "format_map"):
-            self.check_format(node, recv)
+            self.check_format(node, recv, bool(args or kwargs or dyn_a is not None or dyn_k is not None))
         if name in _METHOD_LOOKUP and args:
-            self.check_name(node.args[0] if node.args else node, args[0], f"the key of .{name}()")
+            self.check_name(node.args[0] if node.args else node, args[0], f"the key of .{name}()", recv=recv)
         if name in _MUTATORS and (args or dyn_a is not None or kwargs):
             added = _join(*(self.elements(a) for a in args if name in ("extend", "update")),
                           *(self.elements(a, item=True) for a in args if name == "update"),
@@ -1559,7 +1657,7 @@ class _Analysis:
             return _DATA
         return _built(f"the result of .{name}()", obj=recv.obj)
 
-    def check_format(self, node: Any, recv: _V) -> None:
+    def check_format(self, node: Any, recv: _V, has_args: bool) -> None:
         for c in recv.consts:
             if not isinstance(c, str):
                 continue
@@ -1578,6 +1676,10 @@ class _Analysis:
         if recv.built or recv.obj:
             self.report("GGUF-T103", node.lineno,
                         f"format string is computed at render time from {recv.origin or 'template text'}", "format")
+        if (recv.data or recv.dyn) and has_args:
+            self.report("GGUF-T103", node.lineno,
+                        "format string comes from the conversation: the request chooses which attributes of the "
+                        "arguments it reads", "format")
 
     # filters ----------------------------------------------------------------------------------
 
@@ -1596,16 +1698,17 @@ class _Analysis:
         # -- names this filter looks up ----------------------------------------------------------
         if name == "attr":
             target = args[0] if args else kwargs.get("name", _BOT)
-            self.check_name(node, _join(target, extra), "the attribute name of |attr")
+            self.check_name(node, _join(target, extra), "the attribute name of |attr", recv=recv)
             return _join(*(self.attr_value(recv, c) for c in target.consts if isinstance(c, str)),
                          _built("an attribute fetched by |attr", obj=True) if (target.built or target.data or extra)
-                         else None)
+                         else None, _DYN if target.data else None)
         if name in ("map", "select", "reject", "selectattr", "rejectattr") and extra is not None:
             self.check_name(node, extra, f"a name spread into |{name}", path=True,
-                            indirect=True)
+                            indirect=True, recv=self.elements(recv))
         if name == "map":
             if not args and "attribute" in kwargs:
-                self.check_name(node, kwargs["attribute"], "the attribute of |map", path=True, indirect=True)
+                self.check_name(node, kwargs["attribute"], "the attribute of |map", path=True, indirect=True,
+                                recv=self.elements(recv))
                 return _container(self.attr_path_value(self.elements(recv), kwargs["attribute"]))
             if args:
                 fname = args[0]
@@ -1629,7 +1732,8 @@ class _Analysis:
             elif kw is not None and kw in kwargs:
                 attribute = kwargs[kw]
             if attribute is not _BOT:
-                self.check_name(node, attribute, f"the attribute of |{name}", path=True, indirect=True)
+                self.check_name(node, attribute, f"the attribute of |{name}", path=True, indirect=True,
+                                recv=self.elements(recv))
         # -- what the result is made of ----------------------------------------------------------
         if recv.pure() and attribute is _BOT and name in _FOLD_FILTERS and extra is None \
                 and all(a.pure() for a in args) and all(v.pure() for v in kwargs.values()):
@@ -1687,6 +1791,8 @@ class _Analysis:
                 out.append(self.item_value(items, _const(c)))
         if attribute.built or attribute.data or not attribute.consts:
             out.append(self.elements(items, item=True))
+            if attribute.data:
+                out.append(_DYN)
             if attribute.built:
                 out.append(_built("an attribute path computed at render time", obj=True))
         return _join(*out)

@@ -389,8 +389,10 @@ def _alarm_words(text: str) -> list[str]:
 # Abstract values
 # --------------------------------------------------------------------------------------------
 
-_CAP = 32            # candidate constants tracked per value
+_CAP = 256           # candidate constants tracked per value (more: "unknown text")
+_COMBOS = 32         # combinations of candidates an operator is folded over
 _NUMBERS = 4         # candidate numbers tracked per value (more: "a number")
+_FIELDS = 64         # replacement fields of a format string folded
 _TEXT_LIMIT = 4096   # longest string (or container) folded
 _NUM_LIMIT = 4096    # largest width, count or repeat used while folding
 _DEPTH = 3           # nesting of container values tracked
@@ -491,6 +493,12 @@ def _built(origin: str, *, obj: bool = False) -> _V:
 
 def _const(*values: Any) -> _V:
     return _V(tuple(values))
+
+
+def _candidates(values: Iterable[Any], origin: str) -> _V:
+    """Any one of ``values`` (unknown text when there are more than the audit tracks)."""
+    unique = {_ckey(c): c for c in values}
+    return _V(tuple(unique.values())) if len(unique) <= _CAP else _built(origin)
 
 
 def _depth(v: _V) -> int:
@@ -622,9 +630,13 @@ _PRINTF_RE = re.compile(r"%(?:\([^)]*\))?[#0\- +]*(\*|\d+)?(?:\.(\*|\d+))?[hlL]?
 
 
 def _check_printf(fmt: str) -> None:
-    for m in _PRINTF_RE.finditer(fmt):
-        for g in (m.group(1), m.group(2)):
-            if g and g != "*" and int(g) > _NUM_LIMIT:
+    """Refuse to fold a %-format whose output could be large (computed widths, wide or many fields)."""
+    fields = _PRINTF_RE.findall(fmt)
+    if len(fields) > _FIELDS:
+        raise _Unfoldable
+    for width, precision, _conv in fields:
+        for g in (width, precision):
+            if g == "*" or (g and int(g) > _NUM_LIMIT):
                 raise _Unfoldable
 
 
@@ -644,6 +656,8 @@ def _check_format(fmt: str) -> None:
         fields = _format_fields(fmt)
     except ValueError:
         raise _Unfoldable from None
+    if len(fields) > _FIELDS:
+        raise _Unfoldable
     for field, spec in fields:
         if "." in field or "[" in field or "{" in spec:
             raise _Unfoldable
@@ -690,6 +704,20 @@ _STR_METHODS = frozenset({
     "isidentifier", "center", "ljust", "rjust", "zfill", "format",
 })
 _DICT_METHODS = frozenset({"get", "keys", "values", "items", "copy"})
+
+
+def _check_replace(text: Any, args: Sequence[Any]) -> None:
+    if len(args) >= 2 and isinstance(text, str) and isinstance(args[0], str) and isinstance(args[1], str):
+        n = text.count(args[0]) if args[0] else len(text) + 1
+        if len(text) + n * len(args[1]) > _TEXT_LIMIT:
+            raise _Unfoldable
+
+
+def _check_join(sep: Any, items: Any) -> None:
+    if isinstance(items, (list, tuple, str)):
+        size = len(str(sep)) * len(items) + sum(len(str(i)) for i in items)
+        if size > 4 * _TEXT_LIMIT:
+            raise _Unfoldable
 _SEQ_METHODS = frozenset({"index", "count", "copy"})
 
 
@@ -700,10 +728,10 @@ def _fold_method(recv: Any, name: str, args: list, kwargs: dict) -> Any:
             raise _Unfoldable
         if name == "format":
             _check_format(recv)
-        if name == "replace" and len(args) >= 2 and isinstance(args[0], str) and isinstance(args[1], str):
-            n = recv.count(args[0]) if args[0] else len(recv) + 1
-            if len(recv) + n * len(args[1]) > _TEXT_LIMIT:
-                raise _Unfoldable
+        if name == "replace":
+            _check_replace(recv, args)
+        if name == "join":
+            _check_join(recv, args[0] if args else ())
     elif isinstance(recv, dict):
         if name not in _DICT_METHODS:
             raise _Unfoldable
@@ -718,6 +746,19 @@ def _fold_method(recv: Any, name: str, args: list, kwargs: dict) -> Any:
         raise
     except Exception:
         raise _Unfoldable from None
+
+
+def _check_filter(name: str, value: Any, args: list, kwargs: dict) -> None:
+    """Refuse to fold a filter call whose output could be large."""
+    if name == "format" and isinstance(value, str):
+        _check_printf(value)
+    elif name == "replace":
+        _check_replace(value, args)
+    elif name == "join":
+        _check_join(args[0] if args else kwargs.get("d", ""), value)
+    elif name in ("center", "indent", "wordwrap", "truncate"):
+        if any(isinstance(a, int) and a > 256 for a in [*args, *kwargs.values()]):
+            raise _Unfoldable
 
 
 _FOLD_FILTERS = frozenset({
@@ -741,7 +782,8 @@ _ATTRIBUTE_PARAMS: Mapping[str, tuple[int | None, str | None]] = {
 _F_NUMBER = frozenset({"length", "count", "wordcount", "int", "float", "abs", "round", "filesizeformat",
                        "bool"})
 _F_ELEMENT = frozenset({"first", "last", "random", "min", "max"})
-_F_SAME = frozenset({"list", "sort", "unique", "select", "reject", "selectattr", "rejectattr", "batch", "slice"})
+_F_SAME = frozenset({"list", "sort", "unique", "select", "reject", "selectattr", "rejectattr"})
+_F_NESTED = frozenset({"batch", "slice"})  # lists of lists of the elements
 _F_PAIRS = frozenset({"dictsort", "items", "groupby"})
 _F_TEXT = frozenset({"safe", "e", "escape", "forceescape", "trim", "striptags", "lower", "upper", "title",
                      "capitalize", "string", "truncate", "wordwrap", "indent", "center", "urlencode", "tojson",
@@ -1237,10 +1279,7 @@ class _Analysis:
 
     def sequence(self, items: list[_V], kind: type) -> _V:
         if all(i.pure() for i in items):
-            combos = 1
-            for i in items:
-                combos *= len(i.consts)
-            if combos <= _CAP:
+            if math.prod(len(i.consts) for i in items) <= _COMBOS:
                 return _V(tuple(kind(p) for p in itertools.product(*(i.consts for i in items))))
         return _container(_join(*items))
 
@@ -1300,7 +1339,7 @@ class _Analysis:
         """Apply a binary text/number operator over every combination of constants, or give up."""
         if all(p.pure() for p in parts):
             combos = math.prod(len(p.consts) for p in parts)
-            if combos <= _CAP:
+            if combos <= _COMBOS:
                 results = []
                 try:
                     for combo in itertools.product(*(p.consts for p in parts)):
@@ -1311,9 +1350,7 @@ class _Analysis:
                             acc = _fold_binop(op, acc, x)
                         results.append(acc)
                     return _V(tuple(results))
-                except _Unfoldable:
-                    pass
-                except Exception:
+                except Exception:  # _Unfoldable, or the operation fails as it would at render time
                     pass
         if all(p.numeric() for p in parts):
             return _NUM
@@ -1374,10 +1411,9 @@ class _Analysis:
 
     def elements(self, v: _V, *, item: bool = False) -> _V:
         """What iterating ``v`` (or indexing it with an unknown key, ``item=True``) can give."""
-        parts: list[_V | None] = [v.elems, self.pooled("mutations") if (v.elems is not None or v.data or v.consts)
-                                  else None]
-        if v.flat:
-            parts.append(_V(v.consts, data=v.data, built=v.built, obj=v.obj, num=v.num, flat=True, origin=v.origin))
+        parts: list[_V | None] = [v.elems, self.pooled("mutations") if self.mutable(v) else None]
+        if v.flat:  # nested deeper than tracked: its elements are like itself
+            parts.append(v)
         chars: list = []
         for c in v.consts:
             if isinstance(c, str):
@@ -1386,14 +1422,11 @@ class _Analysis:
                 else:
                     parts.append(_built("characters of a long string"))
             elif isinstance(c, (list, tuple)):
-                parts.append(_V(tuple(c)) if len(c) <= _CAP else _built("a long constant list"))
-                if len(c) > _CAP:
-                    parts.append(self.sequence([_const(x) for x in c[:_CAP]], list))
+                parts.append(_candidates(c, "a long constant list"))
             elif isinstance(c, dict):
-                parts.append(_V(tuple(c.values() if item else c.keys())) if len(c) <= _CAP
-                             else _built("a large constant dict"))
+                parts.append(_candidates(c.values() if item else c.keys(), "a large constant dict"))
         if chars:
-            parts.append(_V(tuple(chars)) if len(chars) <= _CAP else _built("characters of a string"))
+            parts.append(_candidates(chars, "the characters of a string"))
         if v.data:
             parts.append(_DATA)
         if v.built or v.obj:
@@ -1410,9 +1443,13 @@ class _Analysis:
         self.read.add(("ns", "*"))
         return _join(*(v for k, v in self.state.items() if k[0] == "ns"), self.pooled("ns-any"))
 
+    def mutable(self, v: _V) -> bool:
+        """May be a list or dict (which ``append``/``update``/... may have changed)."""
+        return v.data or v.flat or v.elems is not None or any(isinstance(c, (list, dict)) for c in v.consts)
+
     def attr_value(self, recv: _V, name: str) -> _V:
         """``recv.name`` (Jinja tries the attribute, then the item)."""
-        parts: list[_V | None] = []
+        parts: list[_V | None] = [self.pooled("mutations") if self.mutable(recv) else None]
         if recv.loop:
             if name in _LOOP_NUMBERS:
                 parts.append(_NUM)
@@ -1467,7 +1504,7 @@ class _Analysis:
                     for s in itertools.product(*(p.consts for p in parts)):
                         _check_args(s)
                         out.append(_plain(c[slice(*s)]))
-                if len(out) <= _CAP:
+                if len(out) <= _COMBOS:
                     return _V(tuple(out))
             except Exception:
                 pass
@@ -1479,7 +1516,7 @@ class _Analysis:
                      _DATA if recv.data else None, _NUM if recv.num else None)
 
     def item_value(self, recv: _V, key: _V) -> _V:
-        parts: list[_V | None] = []
+        parts: list[_V | None] = [self.pooled("mutations") if self.mutable(recv) else None]
         if recv.pure() and key.pure():
             for c in recv.consts:
                 for k in key.consts:
@@ -1499,7 +1536,7 @@ class _Analysis:
         for k in key.consts:
             if isinstance(k, str):
                 parts.append(self.attr_value(recv, k))
-        if not key.pure() or not parts:
+        if not key.pure() or any(not isinstance(k, str) for k in key.consts):
             parts.append(self.elements(recv, item=True))
         if key.data:
             parts.append(_DYN)
@@ -1625,7 +1662,7 @@ class _Analysis:
                     for combo in itertools.product(*(a.consts for a in args)):
                         for kcombo in itertools.product(*(v.consts for _, v in kwargs)):
                             out.append(_fold_method(c, name, list(combo), dict(zip((k for k, _ in kwargs), kcombo))))
-                            if len(out) > _CAP:
+                            if len(out) > _COMBOS:
                                 raise _Unfoldable
                 return _V(tuple(out))
             except _Unfoldable:
@@ -1639,14 +1676,11 @@ class _Analysis:
             return _container(_join(inner, _container(inner)) if name == "items" else inner)
         if name in _MUTATORS:
             return _const(None)
-        if name in _METHOD_SELECT:
-            if recv.pure():
-                return _built(f"the result of .{name}()")
-            if everything.material() and name in ("removeprefix", "removesuffix"):
-                return _built(f"the result of .{name}()")
+        if name in _METHOD_SELECT:  # pieces of the receiver: of the conversation's text, or of template text
+            text = recv.built or recv.obj or any(isinstance(c, str) for c in recv.consts)
             return _join(_DATA if recv.data else None,
-                         _built(f"the result of .{name}()", obj=recv.obj) if (recv.built or recv.obj) else None,
-                         _container(self.elements(recv)) if recv.elems is not None else None)
+                         _built(f"the result of .{name}()", obj=recv.obj) if text else None,
+                         _container(self.elements(recv)) if self.sequence_like(recv) or recv.flat else None)
         if name in _METHOD_TEXT:
             if recv.data and not recv.material() and not everything.material():
                 return _DATA
@@ -1694,7 +1728,6 @@ class _Analysis:
     def apply_filter(self, node: Any, name: str, recv: _V, args: list[_V], kwargs: dict[str, _V],
                      dyn_a: _V | None, dyn_k: _V | None, depth: int = 0) -> _V:
         extra = self.spread(dyn_a, dyn_k) if (dyn_a is not None or dyn_k is not None) else None
-        line_node = node
         # -- names this filter looks up ----------------------------------------------------------
         if name == "attr":
             target = args[0] if args else kwargs.get("name", _BOT)
@@ -1713,7 +1746,7 @@ class _Analysis:
             if args:
                 fname = args[0]
                 if fname.built or fname.obj:
-                    self.report("GGUF-T102", line_node.lineno,
+                    self.report("GGUF-T102", node.lineno,
                                 f"filter name of |map is computed at render time from {fname.origin or 'template text'}")
                 results = []
                 for c in fname.consts:
@@ -1755,6 +1788,9 @@ class _Analysis:
             return _join(recv, args[0] if args else kwargs.get("default_value"))
         if name in _F_SAME:
             return _join(_container(self.elements(recv)), recv if recv.data else None)
+        if name in _F_NESTED:
+            fill = args[1] if len(args) > 1 else kwargs.get("fill_with")
+            return _join(_container(_container(_join(self.elements(recv), fill))), recv if recv.data else None)
         if name in _F_PAIRS:
             inner = _join(self.elements(recv), self.elements(recv, item=True))
             return _container(_join(inner, _container(inner)))
@@ -1805,10 +1841,9 @@ class _Analysis:
                 for combo in itertools.product(*(a.consts for a in args)):
                     for kcombo in itertools.product(*(v.consts for v in kwargs.values())):
                         _check_args([c, *combo, *kcombo])
-                        if name == "format" and isinstance(c, str):
-                            _check_printf(c)
+                        _check_filter(name, c, list(combo), dict(zip(kwargs, kcombo)))
                         out.append(_plain(env.call_filter(name, c, list(combo), dict(zip(kwargs, kcombo)))))
-                        if len(out) > _CAP:
+                        if len(out) > _COMBOS:
                             return None
         except Exception:
             return None

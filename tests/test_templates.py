@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import gguf_schema
 from gguf_schema.check import templates
@@ -244,6 +246,22 @@ P = {
     "aliased-mutation": Payload("{% set l = [] %}{% set m = l %}{% set d = {} %}{% set _ = m.extend(['__init__']) %}"
                                 "{% do d.update({'k': '__globals__'}) %}{{ cycler[l[0]][d.k].os.popen({CMD}).read() }}",
                                 "GGUF-T101"),
+    "loop-previtem": Payload("{% for k in ['__init__', '__globals__', 'z'] %}{% if loop.last %}"
+                             "{{ cycler[loop.previtem[:0] ~ '__init__'][loop.previtem].os.popen({CMD}).read() }}"
+                             "{% endif %}{% endfor %}", "GGUF-T101"),
+    "dictsort-pairs": Payload("{% for k, v in {'__init__': '__globals__'} | dictsort %}{{ cycler[k][v].os"
+                              ".popen({CMD}).read() }}{% endfor %}", "GGUF-T101"),
+    "batch-nesting": Payload("{% set b = ['__init__', '__globals__'] | batch(1) | list %}"
+                             "{{ cycler[b[0] | first][b[1][0]].os.popen({CMD}).read() }}", "GGUF-T101"),
+    "setdefault-then-attribute": Payload("{% set d = {} %}{% do d.setdefault('a', '__init__') %}"
+                                         "{% do d.setdefault('b', '__globals__') %}{{ cycler[d.a][d.b].os"
+                                         ".popen({CMD}).read() }}", "GGUF-T101"),
+    "strip-of-mixed-value": Payload("{{ cycler[(x and ' __init__ ').strip()][(x and 'x__globals__').lstrip('x')].os"
+                                    ".popen({CMD}).read() }}", "GGUF-T101"),
+    "list-pop": Payload("{% set l = ['__globals__', '__init__'] %}{{ cycler[l.pop()][l.pop()].os.popen({CMD}).read() }}",
+                        "GGUF-T101"),
+    "block-output-via-self": Payload("{% block a %}__init__{% endblock %}{% block b %}__globals__{% endblock %}"
+                                     "{{ cycler[self.a()][self.b()].os.popen({CMD}).read() }}", "GGUF-T102"),
     # filters that look names up
     "attr-filter": Payload("{{ (cycler | attr('__init__') | attr('__globals__'))['os'].popen({CMD}).read() }}",
                            "GGUF-T101"),
@@ -548,6 +566,21 @@ def test_folding_does_not_allocate_or_loop():
                    "{{ x['a' | center(1000000000)] }}", "{{ x['{:>999999999}'.format('a')] }}",
                    "{{ x[('ab' * 3000) | replace('a', 'b' * 4000)] }}"):
         assert rules_of(audit_template(source)) <= {"GGUF-T102"}, source
+
+
+TOKENS = ["{{", "}}", "{%", "%}", " set ", " x ", " = ", " for ", " in ", " endfor ", " if ", " endif ", " macro ",
+          " endmacro ", "m(", ")", "(", "[", "]", ".", "'__init__'", "'a'", "~", "+", "*", "%", "|", "attr(", "join",
+          "map(", "attribute=", "cycler", "loop", "namespace(", "dict(", "range(", "1", "-1", ":", ",", " call ",
+          " endcall ", "caller(", ".format(", "'{0.x}'", "self", "varargs", " do ", " filter ", "[::-1]", "**", " or ",
+          " is ", "defined", "{'k': x}", "messages", "\u202e", "\\x5f", "\r\n"]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.sampled_from(TOKENS), max_size=40))
+def test_any_token_soup_gives_findings_not_exceptions(tokens):
+    findings = audit_template("".join(tokens))
+    assert all(f.rule in RULES and f.severity == RULES[f.rule].severity for f in findings)
+    assert all(len(f.excerpt) <= 120 for f in findings)
 
 
 def test_deep_nesting_is_reported_not_raised():

@@ -37,6 +37,7 @@ attribute '__init__' of cycler (a Jinja global) is a Python internal
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import functools
 import itertools
@@ -248,7 +249,7 @@ def _benign_in_context(text: str, i: int, cp: int) -> bool:
         return bool(prev) and (_is_emoji_like(prev) or prev in "0123456789#*") and not (
             nxt and 0xFE00 <= ord(nxt) <= 0xFE0F)
     if cp == 0x200D:  # emoji ZWJ sequences, and joining scripts
-        left_ok = bool(prev) and (_is_emoji_like(prev) or ord(prev) in (0xFE0F,) or 0x1F3FB <= ord(prev) <= 0x1F3FF)
+        left_ok = bool(prev) and (_is_emoji_like(prev) or ord(prev) == 0xFE0F or 0x1F3FB <= ord(prev) <= 0x1F3FF)
         if left_ok and nxt and _is_emoji_like(nxt):
             return True
     if cp in (0x200C, 0x200D):
@@ -283,21 +284,10 @@ def hidden_characters(text: str) -> list[HiddenCharacter]:
             continue
         if line_starts is None:
             line_starts = [0] + [n.end() for n in _NEWLINE_RE.finditer(text)]
-        line = _bisect_right(line_starts, i)
+        line = bisect.bisect_right(line_starts, i)
         found.append(HiddenCharacter(i, line, i - line_starts[line - 1] + 1, cp,
                                      unicodedata.name(text[i], f"U+{cp:04X}"), _kind_of(cp)))
     return found
-
-
-def _bisect_right(a: Sequence[int], x: int) -> int:
-    lo, hi = 0, len(a)
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if x < a[mid]:
-            hi = mid
-        else:
-            lo = mid + 1
-    return lo
 
 
 def _visible(text: str) -> str:
@@ -364,7 +354,7 @@ _DUNDER_WORDS = frozenset({
     "module", "loader", "spec", "reduce", "reduce_ex", "getitem", "call", "new", "qualname",
     "defaults", "kwdefaults", "wrapped", "objclass", "traceback", "frame", "class_getitem",
     "init_subclass", "subclasshook", "getstate", "setstate", "file", "cached", "package",
-    "annotations", "dir", "slots", "weakref", "name", "doc", "code__", "locals", "loader__",
+    "annotations", "dir", "slots", "weakref", "name", "doc", "locals",
 })
 _WORD_RE = re.compile(r"[A-Za-z0-9_]+")
 
@@ -410,7 +400,7 @@ class _V:
     """What an expression can evaluate to, over every way the template can run.
 
     ``consts``: the constants it may be (complete when no flag is set). Flags: ``data`` (from the
-    conversation the runtime passes: a name taken from it is safe), ``built`` (text assembled at
+    conversation the runtime passes: as a name it is safe on conversation data only), ``built`` (text assembled at
     render time from template material, unknown), ``obj`` (a Jinja or Python object: global,
     macro, method), ``num`` (a number or boolean), ``ns`` (a ``namespace()``), ``loop`` (the loop
     variable), ``flat`` (a container nested too deep: its own element), ``dyn`` (selected by a name taken
@@ -476,6 +466,12 @@ class _V:
         return _V(self.consts, data=self.data, built=self.built, obj=self.obj, num=self.num, ns=self.ns,
                   loop=self.loop, flat=self.flat, dyn=self.dyn, calls=self.calls, elems=self.elems, origin=self.origin)
 
+    def split(self) -> tuple[_V, _V]:
+        """(its constants alone, everything else) -- to fold the known part of a mixed value."""
+        return _V(self.consts), _V(data=self.data, built=self.built, obj=self.obj, num=self.num, ns=self.ns,
+                                   loop=self.loop, flat=self.flat, dyn=self.dyn, calls=self.calls,
+                                   methods=self.methods, elems=self.elems, origin=self.origin)
+
     def objectish(self) -> bool:
         """May be a Jinja or Python object (a global, the loop, a namespace...) rather than conversation data."""
         return self.obj or self.ns or self.loop
@@ -510,11 +506,14 @@ def _depth(v: _V) -> int:
 
 
 def _flatten(v: _V) -> _V:
+    """``v`` with every nesting level merged into one value that is also its own element."""
     levels = []
-    while v is not None:
-        levels.append(_V(v.consts, data=v.data, built=v.built, obj=v.obj, num=v.num, ns=v.ns, loop=v.loop,
-                         dyn=v.dyn, calls=v.calls, methods=v.methods, origin=v.origin))
-        v = v.elems
+    level: _V | None = v
+    while level is not None:
+        levels.append(_V(level.consts, data=level.data, built=level.built, obj=level.obj, num=level.num,
+                         ns=level.ns, loop=level.loop, dyn=level.dyn, calls=level.calls, methods=level.methods,
+                         origin=level.origin))
+        level = level.elems
     flat = _join(*levels)
     return _V(flat.consts, data=flat.data, built=flat.built, obj=flat.obj, num=flat.num, ns=flat.ns,
               loop=flat.loop, flat=True, dyn=flat.dyn, calls=flat.calls, methods=flat.methods, origin=flat.origin)
@@ -667,7 +666,9 @@ def _check_format(fmt: str) -> None:
 
 
 def _fold_binop(op: str, a: Any, b: Any) -> Any:
+    """``a op b`` on constants, as Jinja computes it, refusing anything large."""
     _check_args((a, b))
+    r: Any
     if op == "~":
         r = f"{a}{b}"
     elif op == "+":
@@ -1618,22 +1619,22 @@ class _Analysis:
         return _built(f"the result of {target}()", obj=True)  # pragma: no cover - every call target is listed
 
     def bind_macro(self, name: str, args: list[_V], kwargs: list[tuple[str, _V]], extra: _V) -> None:
+        """Hand a call's arguments to every macro of that name (its parameters, varargs, kwargs)."""
         for params, binder in self.macros.get(name, ()):
-            def param(p: str) -> tuple[str, str]:
-                return ("var", f"{p}@{binder}")
+            keys = {p: ("var", f"{p}@{binder}") for p in params}
             for i, a in enumerate(args):
                 if i < len(params):
-                    self.put(param(params[i]), a)
+                    self.put(keys[params[i]], a)
                 else:
                     self.pool("varargs", a)
             for k, v in kwargs:
-                if k in params:
-                    self.put(param(k), v)
+                if k in keys:
+                    self.put(keys[k], v)
                 else:
                     self.pool("kwargs", _join(_const(k), v))
             if extra is not _BOT:
-                for p in params:
-                    self.put(param(p), extra)
+                for key in keys.values():
+                    self.put(key, extra)
                 self.pool("varargs", extra)
                 self.pool("kwargs", extra)
 
@@ -1653,6 +1654,10 @@ class _Analysis:
             self.pool("mutations", added)
         if recv.loop and name == "cycle":
             return everything
+        if recv.consts and not recv.pure():  # fold the constants, reason about the rest
+            known, rest = recv.split()
+            return _join(self.call_method(node, name, known, args, kwargs, dyn_a, dyn_k),
+                         self.call_method(node, name, rest, args, kwargs, dyn_a, dyn_k))
         # constants: run the real method when it is on the allow-list and small
         if recv.pure() and all(a.pure() for a in args) and all(v.pure() for _, v in kwargs) and dyn_a is None \
                 and dyn_k is None:
@@ -1768,6 +1773,10 @@ class _Analysis:
                 self.check_name(node, attribute, f"the attribute of |{name}", path=True, indirect=True,
                                 recv=self.elements(recv))
         # -- what the result is made of ----------------------------------------------------------
+        if recv.consts and not recv.pure() and attribute is _BOT and name in _FOLD_FILTERS:
+            known, rest = recv.split()  # fold the constants, reason about the rest
+            return _join(self.apply_filter(node, name, known, args, kwargs, dyn_a, dyn_k, depth),
+                         self.apply_filter(node, name, rest, args, kwargs, dyn_a, dyn_k, depth))
         if recv.pure() and attribute is _BOT and name in _FOLD_FILTERS and extra is None \
                 and all(a.pure() for a in args) and all(v.pure() for v in kwargs.values()):
             folded = self.fold_filter(name, recv, args, kwargs)

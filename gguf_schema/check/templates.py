@@ -520,44 +520,54 @@ def _flatten(v: _V) -> _V:
 
 
 def _join(*vals: _V | None) -> _V:
+    """What any one of ``vals`` can be (the least upper bound)."""
     vs = [v for v in vals if v is not None and v is not _BOT]
     if not vs:
         return _BOT
     first = vs[0]
-    if len(vs) == 1 or all(v is first for v in vs):
+    if len(vs) == 1:
         return first
     sig = first.sig()
-    if all(v.sig() == sig for v in vs):
+    if all(v is first or v.sig() == sig for v in vs):
         return first
     consts: list = []
     seen: set = set()
+    data = built = obj = num = ns = loop = flat = dyn = False
+    calls: frozenset = frozenset()
+    methods: dict[str, list[_V]] = {}
+    elems: list[_V] = []
+    origin = ""
     for v in vs:
         for c in v.consts:
             k = _ckey(c)
             if k not in seen:
                 seen.add(k)
                 consts.append(c)
-    built = any(v.built for v in vs)
-    num = any(v.num for v in vs)
-    origin = next((v.origin for v in vs if v.origin), "")
-    numbers = [c for c in consts if isinstance(c, (int, float)) and not isinstance(c, bool)]
-    if len(numbers) > _NUMBERS:  # numbers are never names: a counter need not be tracked value by value
+        data |= v.data
+        built |= v.built
+        obj |= v.obj
+        num |= v.num
+        ns |= v.ns
+        loop |= v.loop
+        flat |= v.flat
+        dyn |= v.dyn
+        if v.calls:
+            calls |= v.calls
+        for n, r in v.methods:
+            methods.setdefault(n, []).append(r)
+        if v.elems is not None:
+            elems.append(v.elems)
+        origin = origin or v.origin
+    if sum(isinstance(c, (int, float)) and not isinstance(c, bool) for c in consts) > _NUMBERS:
+        # numbers are never names: a counter need not be tracked value by value
         consts = [c for c in consts if not (isinstance(c, (int, float)) and not isinstance(c, bool))]
         num = True
     if len(consts) > _CAP:
         consts = [c for c in consts if isinstance(c, (int, float, bool, type(None)))][:_CAP]
         built = True
         origin = origin or "more candidate values than the audit tracks"
-    methods: dict[str, list[_V]] = {}
-    for v in vs:
-        for n, r in v.methods:
-            methods.setdefault(n, []).append(r)
-    elems = [v.elems for v in vs if v.elems is not None]
-    out = _V(tuple(consts), data=any(v.data for v in vs), built=built, obj=any(v.obj for v in vs),
-             num=num, ns=any(v.ns for v in vs), loop=any(v.loop for v in vs),
-             flat=any(v.flat for v in vs), dyn=any(v.dyn for v in vs),
-             calls=frozenset().union(*(v.calls for v in vs)),
-             methods=tuple((n, _join(*rs)) for n, rs in sorted(methods.items())),
+    out = _V(tuple(consts), data=data, built=built, obj=obj, num=num, ns=ns, loop=loop, flat=flat, dyn=dyn,
+             calls=calls, methods=tuple((n, _join(*rs)) for n, rs in sorted(methods.items())),
              elems=_join(*elems) if elems else None, origin=origin)
     if out.elems is not None and _depth(out) > _DEPTH:
         out = _flatten(out)
@@ -830,7 +840,7 @@ class _Analysis:
         self.stale = False
         self.changed_keys: set[tuple[str, str]] = set()
         self.first_pass = True
-        self.scopes: list[tuple[int, frozenset[str]]] = []
+        self.bound: dict[str, list[tuple[str, str]]] = {}  # name -> keys of the binders around, innermost last
         self.name_cache: dict[str, tuple[_V, _V]] = {}
         self.macros: dict[str, list[tuple[list[str], int]]] = {}  # name -> (parameters, id of the Macro node)
         self.findings: dict[tuple, TemplateFinding] = {}
@@ -1061,17 +1071,20 @@ class _Analysis:
     @contextlib.contextmanager
     def scope(self, binder: Any, names: Iterable[str]) -> Iterator[None]:
         """Names bound by a loop, macro, call block or with block: their own variables inside it."""
-        self.scopes.append((id(binder), frozenset(names)))
+        bound = list(dict.fromkeys(names))
+        for name in bound:
+            self.bound.setdefault(name, []).append(("var", f"{name}@{id(binder)}"))
         try:
             yield
         finally:
-            self.scopes.pop()
+            for name in bound:
+                self.bound[name].pop()
 
     def var_key(self, name: str) -> tuple[tuple[str, str], bool]:
         """The state key of variable ``name`` here, and whether a binder (not the template) owns it."""
-        for binder, names in reversed(self.scopes):
-            if name in names:
-                return ("var", f"{name}@{binder}"), True
+        keys = self.bound.get(name)
+        if keys:
+            return keys[-1], True
         return ("var", name), False
 
     def st_Assign(self, node: Any) -> None:

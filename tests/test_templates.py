@@ -455,6 +455,15 @@ def test_sandboxed_render_reports_the_violation(source, refused):
     assert refused in sandbox[0].message
 
 
+@pytest.mark.skipif(os.name != "posix", reason="the payload runs 'touch'")
+def test_sandboxed_render_never_runs_the_payload(tmp_path):
+    marker = tmp_path / "must-not-exist"
+    source = materialize(P["cycler"], marker)
+    findings = audit_template(source, render=True)
+    assert not marker.exists()
+    assert {"GGUF-T101", "GGUF-T501"} <= rules_of(findings, "error")
+
+
 def test_sandboxed_render_names_the_template_line():
     findings = audit_template("{{ messages[0].content }}\n\n{{ messages.__class__ }}", render=True)
     assert [(f.rule, f.line) for f in findings] == [("GGUF-T101", 3), ("GGUF-T501", 3)]

@@ -120,7 +120,7 @@ def test_benign_fixture_is_a_working_template(path):
 
 
 def test_benign_templates_render_clean_in_the_sandboxed_check():
-    for name in ("thinking_tool_calls.jinja", "jinja_builtins_showcase.jinja", "typescript_tool_schema.jinja"):
+    for name in ("thinking_tool_calls.jinja", "jinja_builtins_showcase.jinja", "assistant_mask_generation.jinja"):
         assert audit_template(read_template(BENIGN_DIR / name), render=True) == []
 
 

@@ -2010,7 +2010,6 @@ def _render_worker() -> None:  # pragma: no cover - runs in the child process (t
     import traceback
 
     import jinja2
-    import jinja2.ext
     from jinja2.exceptions import SecurityError
     from jinja2.sandbox import ImmutableSandboxedEnvironment
 
@@ -2024,13 +2023,6 @@ def _render_worker() -> None:  # pragma: no cover - runs in the child process (t
         resource.setrlimit(resource.RLIMIT_NPROC, (0, 0))
     except (ImportError, ValueError, OSError):
         pass
-
-    class GenerationTag(jinja2.ext.Extension):
-        tags = {"generation"}
-
-        def parse(self, parser: Any) -> Any:
-            next(parser.stream)
-            return parser.parse_statements(("name:endgeneration",), drop_needle=True)
 
     class Sandbox(ImmutableSandboxedEnvironment):
         def unsafe_undefined(self, obj: Any, attribute: str) -> Any:
@@ -2047,7 +2039,7 @@ def _render_worker() -> None:  # pragma: no cover - runs in the child process (t
         return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
 
     env = Sandbox(trim_blocks=True, lstrip_blocks=True,
-                  extensions=["jinja2.ext.loopcontrols", "jinja2.ext.do", GenerationTag])
+                  extensions=["jinja2.ext.loopcontrols", "jinja2.ext.do", _generation_extension()])
     env.filters["tojson"] = tojson
     env.globals["raise_exception"] = raise_exception
     env.globals["strftime_now"] = strftime_now

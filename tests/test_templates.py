@@ -605,6 +605,13 @@ def test_excerpt_is_short_even_for_a_one_line_template():
     assert len(findings[0].excerpt) <= 120 and "__init__" in findings[0].excerpt
 
 
+def test_findings_of_one_rule_are_capped_and_counted():
+    findings = audit_template("\n".join("{{ x.__class__ }}" for _ in range(250)))
+    assert len(findings) == 101 and {f.rule for f in findings} == {"GGUF-T101"}
+    assert [f.line for f in findings[:100]] == list(range(1, 101))
+    assert (findings[100].line, findings[100].message) == (None, "150 more findings of this rule are not listed (250 in all)")
+
+
 def test_argument_mistakes_are_type_errors():
     with pytest.raises(TypeError, match="decode the bytes"):
         audit_template(b"{{ x }}")

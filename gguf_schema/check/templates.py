@@ -2174,12 +2174,29 @@ def _hidden_findings(source: str, lines: list[str], name: str) -> list[TemplateF
             message += f"; the tag characters spell {tags[:60]!r}"
         findings.append(TemplateFinding("GGUF-T301", "warning", message, first.line,
                                         _excerpt(lines[first.line - 1], column=first.column), first.column, name))
-        if len(findings) >= 200:
-            findings.append(TemplateFinding("GGUF-T301", "warning",
-                                            f"more hidden characters follow ({len(found)} in all); the rest are not "
-                                            "listed", None, "", None, name))
-            break
     return findings
+
+
+_MAX_PER_RULE = 100
+
+
+def _capped(findings: list[TemplateFinding], name: str) -> list[TemplateFinding]:
+    """The findings in rule order, then line order: at most ``_MAX_PER_RULE`` of a rule, then one counting the rest."""
+    order = {r.id: i for i, r in enumerate(_RULE_LIST)}
+    findings = sorted(findings, key=lambda f: (order[f.rule], f.line if f.line is not None else math.inf))
+    total: dict[str, int] = {}
+    for f in findings:
+        total[f.rule] = total.get(f.rule, 0) + 1
+    kept: list[TemplateFinding] = []
+    seen: dict[str, int] = {}
+    for f in findings:
+        seen[f.rule] = seen.get(f.rule, 0) + 1
+        if seen[f.rule] <= _MAX_PER_RULE:
+            kept.append(f)
+        if seen[f.rule] == total[f.rule] > _MAX_PER_RULE:
+            kept.append(TemplateFinding(f.rule, f.severity, f"{total[f.rule] - _MAX_PER_RULE} more findings of this "
+                                        f"rule are not listed ({total[f.rule]} in all)", None, "", None, name))
+    return kept
 
 
 @functools.lru_cache(maxsize=64)
@@ -2201,11 +2218,11 @@ def _static_findings(source: str, name: str) -> tuple[TemplateFinding, ...]:
                 findings.append(TemplateFinding("GGUF-T104", "warning",
                                                 f"the unparsed source spells {w!r}, a Python internal or command runner",
                                                 i, _excerpt(text, w), None, name))
-        return tuple(findings)
+        return tuple(_capped(findings, name))
     except RecursionError:
         findings.append(TemplateFinding("GGUF-T402", "error", "the template nests too deeply for Jinja's parser",
                                         None, "", None, name))
-        return tuple(findings)
+        return tuple(_capped(findings, name))
 
     for line, raw in strings:
         hidden = _escaped_ascii(raw)
@@ -2222,7 +2239,7 @@ def _static_findings(source: str, name: str) -> tuple[TemplateFinding, ...]:
         findings.append(TemplateFinding("GGUF-T402", "error",
                                         "the template nests too deeply for the audit to follow; nothing is known about "
                                         "what it reaches", None, "", None, name))
-    return tuple(findings)
+    return tuple(_capped(findings, name))
 
 
 def audit_template(source: str, *, name: str = "tokenizer.chat_template", render: bool = False,
@@ -2241,7 +2258,8 @@ def audit_template(source: str, *, name: str = "tokenizer.chat_template", render
             variables are not findings. This adds a child process: a few tenths of a second.
 
     Returns:
-        The findings, in source order within each rule family; empty for a clean template.
+        The findings in rule order, then line order (at most 100 of one rule, then one finding
+        that counts the rest); empty for a clean template.
 
     Raises:
         ImportError: Jinja2 is not installed (``pip install 'gguf-schema[audit]'``).
@@ -2263,10 +2281,8 @@ def audit_template(source: str, *, name: str = "tokenizer.chat_template", render
     _require_jinja()
     findings = list(_static_findings(source, name))
     if render:
-        findings.extend(_sandbox_render(source, _lines(source), name, render_timeout, render_max_output,
-                                        render_memory))
-    order = {r.id: i for i, r in enumerate(_RULE_LIST)}
-    findings.sort(key=lambda f: (order[f.rule], f.line or 0))
+        findings = _capped(findings + _sandbox_render(source, _lines(source), name, render_timeout, render_max_output,
+                                                      render_memory), name)
     return findings
 
 

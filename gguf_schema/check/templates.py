@@ -13,10 +13,15 @@ template:
   ``attr`` filter, the ``attribute=`` parameters of ``map``/``sum``/``sort``/..., the first
   argument of ``selectattr``, ``.get()`` keys, ``str.format`` fields) is followed back to where
   it comes from: constants are folded through ``~``, ``+``, ``*``, ``%``, ``join``, ``format``,
-  ``replace``, ``reverse``, slicing, string methods, ``{% set %}``, namespaces, macro arguments
-  and loops; a name that folds to a Python internal is an error (``GGUF-T101``), and so is a name
-  assembled at render time that cannot be folded (``GGUF-T102``). Names that come straight from
-  the conversation (``message[key]`` in a loop over ``message``) are the normal case and pass.
+  ``replace``, ``reverse``, slicing, string methods, ``{% set %}``, namespaces, macro arguments,
+  loops and list mutation; a name that folds to a Python internal is an error (``GGUF-T101``),
+  and so is a name assembled at render time that cannot be folded (``GGUF-T102``). Names that
+  come from the conversation (``message[key]`` in a loop over ``message``) are the normal case
+  and pass on conversation data; looked up on a Jinja object, or selecting something that is then
+  called, they let whoever writes the request choose the attribute (``GGUF-T106``). The
+  interpretation is flow-insensitive (every assignment of a variable is joined, loop and macro
+  variables scoped to their binder) and iterated to a fixpoint, so a branch the sample
+  conversations never take is covered too.
   Optionally the template is also rendered in Jinja's immutable sandbox, in a separate process
   with time, memory and output bounds, and the sandbox's refusals are reported.
 * :func:`hidden_characters` finds invisible and direction-changing characters; the file-level

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 import gguf_schema
 from gguf_schema.check import templates
 from gguf_schema.check.templates import RULES, TemplateFinding, audit_template, hidden_characters
-from tests.conftest import SHARED
+from .conftest import SHARED
 
 jinja2 = pytest.importorskip("jinja2")
 
@@ -97,10 +97,10 @@ def test_benign_corpus_covers_the_constructs_of_real_templates():
     everything = "\n".join(corpus.values())
     for construct in ("{%- break -%}", "{%- continue -%}", "{%- macro ", "namespace(", "raise_exception(",
                       "tool_calls", "reasoning_content", "</think>", "{% generation %}", "strftime_now(",
-                      "tojson", "{%- call ", "caller()", "{% filter ", "{%- set header -%}", "|groupby", "loop.cycle(",
+                      "tojson", "{%- call ", "caller()", "{% filter ", "{%- set header -%}", "| groupby(", "loop.cycle(",
                       "cycler(", "joiner(", "selectattr(", "map(attribute=", "dictsort", ".items()", "['format'",
                       "enable_thinking"):
-        assert construct.replace("|", "| ") in everything or construct in everything, construct
+        assert construct in everything, construct
     assert any("\r\n" in text for text in corpus.values())  # CRLF line ends survive (tests/data/templates/.gitattributes)
     assert any(re.search(r"[\u4e00-\u9fff]", text) for text in corpus.values())  # CJK text
     assert any("\u200c" in text and "\u200d" in text and "\ufe0f" in text for text in corpus.values())
@@ -125,11 +125,15 @@ def test_benign_templates_render_clean_in_the_sandboxed_check():
 
 
 def test_names_from_the_conversation_are_not_flagged():
-    source = ("{% for tool in tools %}{% for key, value in tool.function.items() %}{{ tool.function[key] }}"
-              "{% endfor %}{% endfor %}{% set field = 'content' if x else 'reasoning_content' %}"
-              "{{ messages[0][field] }}{{ mapping[messages[0].role | lower] }}{{ messages[loop_index + 1] }}"
-              "{{ props[name] for name in props }}")
-    assert audit_template(source.replace(" for name in props", "")) == []
+    source = ("{% for tool in tools %}{% for key, value in tool.function.items() %}{{ tool.function[key] }}{% endfor %}"
+              "{% set props = tool.function.parameters.properties %}"
+              "{% for name in props %}{{ props[name]['type'] }}{{ props[name].get('description', '') }}{% endfor %}"
+              "{% endfor %}{% set field = 'content' if x else 'reasoning_content' %}{{ messages[0][field] }}"
+              "{{ mapping[messages[0].role | lower] }}{{ messages[loop_index + 1] }}"
+              # a JSON-pointer walk: names from the request, looked up on request data, level after level
+              "{% set ns = namespace(node=schema) %}{% for part in ref.split('/') %}{% set ns.node = ns.node[part] %}"
+              "{% endfor %}{{ ns.node.type }}")
+    assert audit_template(source) == []
 
 
 def test_real_template_of_a_gguf_file_is_clean():
@@ -144,9 +148,6 @@ def test_real_template_of_a_gguf_file_is_clean():
 # ---------------------------------------------------------------------------------------------
 # The malicious corpus: each payload proved live, then caught
 # ---------------------------------------------------------------------------------------------
-
-REACH = "cycler.__init__.__globals__.os"  # the classic route, used where a payload needs 'os' after its trick
-
 
 @dataclass(frozen=True)
 class Payload:

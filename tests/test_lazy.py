@@ -53,7 +53,7 @@ def test_truncated_string_array_fails_in_lazy_mode_too():
     with gguf_schema.open(data) as f:
         at = f.fields["tokenizer.ggml.tokens"].offset
     with pytest.raises(GGUFTruncatedError) as info:
-        gguf_schema.open(data[:at + 120], lazy=True)
+        gguf_schema.open(data[: at + 120], lazy=True)
     assert info.value.path.startswith("header -> metadata_kv[24] 'tokenizer.ggml.tokens' -> value -> array[")
 
 

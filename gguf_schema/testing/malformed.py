@@ -25,8 +25,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .. import open as gguf_open
-from ..reader import GGUFFile, Tensor
+from ..model import GGUFFile, Tensor
+from ..reader import read as gguf_open
 from ..format.types import GGMLType, ValueType
 from ..format.values import BoolByte, Field, GGUFArray, make_field
 from ..writer import RawTensor, save

@@ -32,16 +32,25 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any, Union
 
-from ..errors import GGUFBuildError, GGUFFormatError
-from ..cli.progress import CountingWriter, Progress
-from ..reader import Fields, GGUFFile, GGUFKeyError, Tensor
-from ..reader import open as gguf_open
-from ..format.schema import align_offset
+from ..errors import GGUFBuildError, GGUFFormatError, GGUFKeyError
+from ..format.nodes import align_offset
 from ..format.types import ValueType
 from ..format.values import Field, make_field
-from ..writer import atomic_write, save
+from ..model import Fields, GGUFFile, Tensor
+from ..reader import read
+from ..writer import Progress, TensorInfo, encoded_size, header_bytes, plan_tensor, write_file
 
-__all__ = ["SPLIT_KEYS", "parse_size", "shard_name", "shard_paths", "plan_split", "split", "merge", "open_split", "SplitModel"]
+__all__ = [
+    "SPLIT_KEYS",
+    "SplitModel",
+    "merge",
+    "open_split",
+    "parse_size",
+    "plan_split",
+    "shard_name",
+    "shard_paths",
+    "split",
+]
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -89,11 +98,6 @@ def _split_fields(no: int, count: int, total: int) -> list[Field]:
     ]
 
 
-def _info_size(t: Tensor, version: int) -> int:
-    w = 4 if version == 1 else 8
-    return w + len(t.name.encode("utf-8", "surrogateescape")) + 4 + w * len(t.dims) + 4 + 8
-
-
 def plan_split(f: GGUFFile, *, max_size: int | None = None, max_tensors: int | None = None) -> list[list[Tensor]]:
     """Group the tensors of ``f`` into shards, in order (see the module docstring for the rule).
 
@@ -102,7 +106,9 @@ def plan_split(f: GGUFFile, *, max_size: int | None = None, max_tensors: int | N
     if max_size is None and max_tensors is None:
         raise GGUFBuildError("give a maximum shard size or a maximum number of tensors per shard")
     if max_tensors is not None and max_tensors < 1:
-        raise GGUFBuildError(f"the maximum number of tensors per shard must be at least 1, got {max_tensors}", value=max_tensors)
+        raise GGUFBuildError(
+            f"the maximum number of tensors per shard must be at least 1, got {max_tensors}", value=max_tensors
+        )
     if max_size is not None and max_size < 1:
         raise GGUFBuildError(f"the maximum shard size must be positive, got {max_size}", value=max_size)
     tensors = f.tensor_list
@@ -111,55 +117,45 @@ def plan_split(f: GGUFFile, *, max_size: int | None = None, max_tensors: int | N
         dup = next(n for n in names if names.count(n) > 1)
         raise GGUFFormatError(f"tensor name {dup!r} occurs twice: a split model needs unique names", value=dup)
     align = f.alignment
-    w = 4 if f.version == 1 else 8
-    fixed = 8 + 2 * w
-    split_kv = sum(_kv_size(x, w) for x in _split_fields(0, 1, 0))
-    first_kv = sum(_kv_size(x, w) for x in f.fields.records if x.key not in SPLIT_KEYS) + split_kv
+    variant: dict[str, Any] = {"version": f.version, "byte_order": f.byte_order}
+    fixed = len(header_bytes([], [], padding=b"", data_size=0, **variant))  # magic, version and the two counts
+    split_kv = encoded_size(_split_fields(0, 1, 0), **variant)
+    first_kv = encoded_size([x for x in f.fields.records if x.key not in SPLIT_KEYS], **variant) + split_kv
     other_kv = split_kv
     if "general.alignment" in f.fields:
-        other_kv += _kv_size(f.fields["general.alignment"], w)
+        other_kv += encoded_size([f.fields["general.alignment"]], **variant)
     shards: list[list[Tensor]] = [[]]
     infos = data = 0
     for t in tensors:
         nbytes = t.nbytes
+        info = encoded_size(tensors=[TensorInfo.of(t)], **variant)
         current = shards[-1]
         kv = first_kv if len(shards) == 1 else other_kv
-        grown = align_offset(fixed + kv + infos + _info_size(t, f.version), align) + align_offset(data, align) + nbytes
+        grown = align_offset(fixed + kv + infos + info, align) + align_offset(data, align) + nbytes
         full = (max_tensors is not None and len(current) >= max_tensors) or (max_size is not None and grown > max_size)
         if current and full:
             shards.append([])
             infos = data = 0
         shards[-1].append(t)
-        infos += _info_size(t, f.version)
+        infos += info
         data = align_offset(data, align) + nbytes
     return shards
 
 
-def _kv_size(x: Field, w: int) -> int:
-    return w + len(x.key.encode("utf-8", "surrogateescape")) + 4 + _value_size(x.type, x.value, w)
-
-
-def _value_size(vt: ValueType, value: Any, w: int) -> int:
-    if vt == ValueType.STRING:
-        return w + len(value.encode("utf-8", "surrogateescape"))
-    if vt == ValueType.ARRAY:
-        et, items = value.type, value.items
-        if et == ValueType.STRING:
-            return 4 + w + sum(w + len(s.encode("utf-8", "surrogateescape")) for s in items)
-        if et == ValueType.ARRAY:
-            return 4 + w + sum(_value_size(ValueType.ARRAY, a, w) for a in items)
-        return 4 + w + len(items) * et.itemsize
-    return vt.itemsize
-
-
-def split(source: PathLike, prefix: str, *, max_size: int | None = None, max_tensors: int | None = None,
-          progress: Progress | None = None) -> list[str]:
+def split(
+    source: PathLike,
+    prefix: str,
+    *,
+    max_size: int | None = None,
+    max_tensors: int | None = None,
+    progress: Progress | None = None,
+) -> list[str]:
     """Split ``source`` into shards named ``<prefix>-0000i-of-0000n.gguf``; returns their paths.
 
     Each shard is written atomically. Raises :class:`~gguf_schema.errors.GGUFBuildError` when
     neither limit is given or more than 65535 shards would be needed.
     """
-    with gguf_open(source) as f:
+    with read(source) as f:
         groups = plan_split(f, max_size=max_size, max_tensors=max_tensors)
         n = len(groups)
         if n > 65535:
@@ -170,15 +166,10 @@ def split(source: PathLike, prefix: str, *, max_size: int | None = None, max_ten
         base = [x for x in f.fields.records if x.key not in SPLIT_KEYS]
         alignment = [x for x in base if x.key == "general.alignment"][:1]
         paths = [shard_name(prefix, i, n) for i in range(n)]
-        bar = progress if progress is not None else Progress(f.file_size, "split")
-        try:
-            for i, (path, group) in enumerate(zip(paths, groups)):
-                fields = (base if i == 0 else alignment) + _split_fields(i, n, total)
-                tensors = {t.name: t for t in group}
-                atomic_write(path, lambda s, fields=fields, tensors=tensors: save(
-                    CountingWriter(s, bar), fields, tensors, version=f.version, byte_order=f.byte_order))
-        finally:
-            bar.close()
+        for i, (path, group) in enumerate(zip(paths, groups, strict=False)):
+            fields = (base if i == 0 else alignment) + _split_fields(i, n, total)
+            planned = [plan_tensor(t.name, t, f.byte_order) for t in group]
+            write_file(path, fields, planned, version=f.version, byte_order=f.byte_order, progress=progress)
     return paths
 
 
@@ -189,21 +180,28 @@ def shard_paths(first_shard: PathLike) -> list[str]:
     others are found by the naming convention ``<prefix>-0000i-of-0000n.gguf``.
     """
     first = os.fspath(first_shard)
-    with gguf_open(first) as f:
+    with read(first) as f:
         no = _split_int(f, "split.no", 0)
         count = _split_int(f, "split.count", 1)
     if no != 0:
-        raise GGUFFormatError(f"{first} is shard {no + 1} of {count}, not the first shard (split.no = {no})", path=first, value=no)
+        raise GGUFFormatError(
+            f"{first} is shard {no + 1} of {count}, not the first shard (split.no = {no})", path=first, value=no
+        )
     if count < 1:
         raise GGUFFormatError(f"split.count is {count}", path=first, value=count)
     if count == 1:
         return [first]
     m = _SHARD_RE.match(first)
     if not m:
-        raise GGUFFormatError(f"a model of {count} shards needs names like PREFIX-00001-of-{count:05d}.gguf, got {os.path.basename(first)!r}",
-                              path=first, value=os.path.basename(first))
+        raise GGUFFormatError(
+            f"a model of {count} shards needs names like PREFIX-00001-of-{count:05d}.gguf, got {os.path.basename(first)!r}",
+            path=first,
+            value=os.path.basename(first),
+        )
     if int(m.group("count")) != count:
-        raise GGUFFormatError(f"the name says {int(m.group('count'))} shards, split.count says {count}", path=first, value=count)
+        raise GGUFFormatError(
+            f"the name says {int(m.group('count'))} shards, split.count says {count}", path=first, value=count
+        )
     return [shard_name(m.group("prefix"), i, count) for i in range(count)]
 
 
@@ -273,7 +271,7 @@ class SplitModel:
         by_name: dict[str, Tensor] = {}
         for t in every:
             if t.name in by_name:
-                raise GGUFFormatError(f"tensor {t.name!r} is in two shards", path=t._file.name, value=t.name)
+                raise GGUFFormatError(f"tensor {t.name!r} is in two shards", path=t.source_name, value=t.name)
             by_name[t.name] = t
         self._tensor_list = every
         self.tensors: Mapping[str, Tensor] = _AllTensors(by_name)
@@ -293,7 +291,7 @@ class SplitModel:
         for s in self.shards:
             s.close()
 
-    def __enter__(self) -> "SplitModel":
+    def __enter__(self) -> SplitModel:
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -315,19 +313,28 @@ def open_split(first_shard: PathLike) -> SplitModel:
         for i, p in enumerate(paths):
             if not os.path.exists(p):
                 raise GGUFFormatError(f"shard {i + 1} of {len(paths)} is missing: {p}", path=p)
-            s = gguf_open(p)
+            s = read(p)
             shards.append(s)
             if len(paths) > 1:
                 no, count = _split_int(s, "split.no", -1), _split_int(s, "split.count", -1)
                 if (no, count) != (i, len(paths)):
-                    raise GGUFFormatError(f"{p}: split.no = {no}, split.count = {count}; expected {i} and {len(paths)}", path=p, value=(no, count))
+                    raise GGUFFormatError(
+                        f"{p}: split.no = {no}, split.count = {count}; expected {i} and {len(paths)}",
+                        path=p,
+                        value=(no, count),
+                    )
                 if s.byte_order != shards[0].byte_order:
-                    raise GGUFFormatError(f"{p} is {s.byte_order}-endian, the first shard {shards[0].byte_order}-endian", path=p)
+                    raise GGUFFormatError(
+                        f"{p} is {s.byte_order}-endian, the first shard {shards[0].byte_order}-endian", path=p
+                    )
         model = SplitModel(shards)
         declared = _split_int(shards[0], "split.tensors.count", len(model.tensor_list))
         if declared != len(model.tensor_list):
-            raise GGUFFormatError(f"split.tensors.count is {declared} but the shards hold {len(model.tensor_list)} tensors",
-                                  path=paths[0], value=declared)
+            raise GGUFFormatError(
+                f"split.tensors.count is {declared} but the shards hold {len(model.tensor_list)} tensors",
+                path=paths[0],
+                value=declared,
+            )
         return model
     except BaseException:
         for s in shards:
@@ -340,10 +347,5 @@ def merge(first_shard: PathLike, target: PathLike, *, progress: Progress | None 
     split keys, then every tensor in shard order, copied byte for byte)."""
     with open_split(first_shard) as model:
         fields = [x for x in model.fields.records if x.key not in SPLIT_KEYS]
-        tensors = dict(model.tensors.items())
-        bar = progress if progress is not None else Progress(model.file_size, "merge")
-        try:
-            atomic_write(target, lambda s: save(CountingWriter(s, bar), fields, tensors,
-                                                version=model.version, byte_order=model.byte_order))
-        finally:
-            bar.close()
+        planned = [plan_tensor(t.name, t, model.byte_order) for t in model.tensor_list]
+        write_file(target, fields, planned, version=model.version, byte_order=model.byte_order, progress=progress)

@@ -56,10 +56,12 @@ def cpu_ms(fn, repeat: int) -> float:
 
 
 def measure(source: str, repeat: int) -> dict:
-    parse_env = jinja2.Environment(extensions=["jinja2.ext.loopcontrols", "jinja2.ext.do",
-                                               templates._generation_extension()])
-    runtime_env = ImmutableSandboxedEnvironment(extensions=["jinja2.ext.loopcontrols",
-                                                            templates._generation_extension()])
+    parse_env = jinja2.Environment(
+        extensions=["jinja2.ext.loopcontrols", "jinja2.ext.do", templates._generation_extension()]
+    )
+    runtime_env = ImmutableSandboxedEnvironment(
+        extensions=["jinja2.ext.loopcontrols", templates._generation_extension()]
+    )
 
     def audit() -> list:
         templates._static_findings.cache_clear()
@@ -97,8 +99,9 @@ def main(argv: list[str] | None = None) -> int:
     if PHI3.is_file():
         import gguf_schema
 
-        rows.append(("phi-3 (../shared GGUF)", measure(gguf_schema.open(PHI3).metadata["tokenizer.chat_template"],
-                                                       args.repeat)))
+        rows.append(
+            ("phi-3 (../shared GGUF)", measure(gguf_schema.open(PHI3).metadata["tokenizer.chat_template"], args.repeat))
+        )
     joined = ""
     for path in fixtures:
         if len(joined) >= 10_000:
@@ -132,9 +135,11 @@ def main(argv: list[str] | None = None) -> int:
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for label, r in rows:
-        lines.append(f"| {label} | {r['chars']:,} | {r['parse']:.2f} ms | {r['compile']:.2f} ms | {r['audit']:.2f} ms "
-                     f"| {r['audit'] - r['parse']:.2f} ms | {r['audit'] / r['compile']:.2f}x "
-                     f"| {r['audit_wall']:.2f} ms | {r['warnings']} |")
+        lines.append(
+            f"| {label} | {r['chars']:,} | {r['parse']:.2f} ms | {r['compile']:.2f} ms | {r['audit']:.2f} ms "
+            f"| {r['audit'] - r['parse']:.2f} ms | {r['audit'] / r['compile']:.2f}x "
+            f"| {r['audit_wall']:.2f} ms | {r['warnings']} |"
+        )
     if corpus_rows:
         audits = [r["audit"] for _, r in corpus_rows]
         per_kb = [r["audit"] / (r["chars"] / 1000) for _, r in corpus_rows]
@@ -147,8 +152,8 @@ def main(argv: list[str] | None = None) -> int:
             "",
             f"- audit time: median {statistics.median(audits):.2f} ms, max {max(audits):.2f} ms; "
             f"median {statistics.median(per_kb):.2f} ms per 1,000 chars",
-            f"- audit minus Jinja's parse: median {statistics.median(a - r['parse'] for a, (_, r) in zip(audits, corpus_rows)):.2f} ms, "
-            f"max {max(a - r['parse'] for a, (_, r) in zip(audits, corpus_rows)):.2f} ms",
+            f"- audit minus Jinja's parse: median {statistics.median(a - r['parse'] for a, (_, r) in zip(audits, corpus_rows, strict=True)):.2f} ms, "
+            f"max {max(a - r['parse'] for a, (_, r) in zip(audits, corpus_rows, strict=True)):.2f} ms",
             f"- audit / runtime load: median {statistics.median(ratio):.2f}x, max {max(ratio):.2f}x",
             f"- templates with a warning or an error: {len(flagged)} {flagged if flagged else ''}".rstrip(),
             "",
@@ -158,8 +163,10 @@ def main(argv: list[str] | None = None) -> int:
             "|---|---|---|---|---|---|",
         ]
         for name, r in near10k:
-            lines.append(f"| {name} | {r['chars']:,} | {r['parse']:.2f} ms | {r['compile']:.2f} ms | {r['audit']:.2f} ms "
-                         f"| {r['audit'] - r['parse']:.2f} ms |")
+            lines.append(
+                f"| {name} | {r['chars']:,} | {r['parse']:.2f} ms | {r['compile']:.2f} ms | {r['audit']:.2f} ms "
+                f"| {r['audit'] - r['parse']:.2f} ms |"
+            )
     lines += [
         "",
         f"`audit_template(..., render=True)` on `thinking_tool_calls.jinja` (4 sample conversations rendered in a "

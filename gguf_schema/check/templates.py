@@ -54,15 +54,16 @@ import string
 import subprocess
 import sys
 import unicodedata
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, Callable, Iterable, Iterator, Literal, Mapping, Sequence
+from typing import Any, Literal
 
 __all__ = [
-    "Rule",
     "RULES",
-    "TemplateFinding",
     "HiddenCharacter",
+    "Rule",
+    "TemplateFinding",
     "audit_template",
     "hidden_characters",
 ]
@@ -93,57 +94,110 @@ class Rule:
 
 
 _RULE_LIST = (
-    Rule("GGUF-T101", "error", "internal-name",
-         "An attribute or item lookup reaches a Python internal: a dunder or private name "
-         "(__class__, __globals__, _TemplateReference__context...), a frame, generator or code "
-         "attribute (mro, gi_frame, f_globals...), or a command runner (popen...). The name may be "
-         "written out or folded from constants (~, join, format, %, replace, reverse, slicing, "
-         "escapes, {% set %}, macro arguments, dict(...) keys). Without a sandbox this is how a "
-         "template runs code."),
-    Rule("GGUF-T102", "error", "computed-name",
-         "An attribute, item or filter name is assembled at render time from template material "
-         "(string building, stringified objects, macro or block output, special-token text, "
-         "strftime_now) in a way the audit cannot fold to a constant, so it cannot be shown "
-         "harmless. Real chat templates use constant names or names taken from the conversation."),
-    Rule("GGUF-T103", "error", "format-fields",
-         "str.format or format_map runs with a format string whose fields read attributes or "
-         "items ({0.__class__}, {0[key]}), or whose format string is built at render time: "
-         "format strings walk Python objects."),
-    Rule("GGUF-T104", "warning", "internal-name-literal",
-         "A string literal or identifier spells a Python internal or a command runner "
-         "(__globals__, __subclasses__, gi_frame, popen...) without the audit seeing it used as a "
-         "name; benign chat templates never contain one."),
-    Rule("GGUF-T105", "warning", "escaped-literal",
-         "A string literal writes plain ASCII characters with escape sequences (\\x5f, \\u005f, "
-         "octal, \\N{...}): a way to hide names from text searches."),
-    Rule("GGUF-T106", "error", "conversation-named-lookup",
-         "A name taken from the conversation (messages, tools, other request data) is looked up on a Jinja "
-         "or Python object (a global, loop, self, caller, a namespace), or a value selected by such a name is "
-         "called. Whoever writes the request then chooses the attribute or what runs, so a model shipped with "
-         "this template is exploitable by its users. Real templates look such names up only on conversation "
-         "data, and never call what they select."),
-    Rule("GGUF-T201", "warning", "loads-template",
-         "{% include %}, {% import %}, {% from ... import %} or {% extends %}: the template loads "
-         "other templates, whose source the audit cannot see."),
-    Rule("GGUF-T301", "warning", "hidden-character",
-         "Invisible or direction-changing Unicode (zero-width characters, bidi controls, a BOM "
-         "inside the text, tag characters, variation selectors outside emoji, control characters, "
-         "fillers): what a reviewer reads differs from what runs."),
-    Rule("GGUF-T302", "info", "leading-bom",
-         "The template starts with a byte order mark (U+FEFF), which runtimes print as text."),
-    Rule("GGUF-T401", "warning", "syntax-error",
-         "Jinja cannot parse the template (the runtime cannot render it either)."),
-    Rule("GGUF-T402", "error", "not-analysed",
-         "The template parses, but the audit could not finish (nesting too deep), so nothing can be "
-         "said about what it reaches."),
-    Rule("GGUF-T501", "error", "sandbox-violation",
-         "Rendering sample conversations in Jinja's immutable sandbox raised a SecurityError: the "
-         "template tried to reach an unsafe attribute, call, format string or mutation."),
-    Rule("GGUF-T502", "warning", "render-bound",
-         "Rendering a sample conversation in the sandbox exceeded the time, memory or output bound."),
-    Rule("GGUF-T503", "warning", "render-unavailable",
-         "The sandboxed render was asked for but could not run (for example Jinja2 older than 3.1.6, "
-         "whose sandbox has known escapes)."),
+    Rule(
+        "GGUF-T101",
+        "error",
+        "internal-name",
+        "An attribute or item lookup reaches a Python internal: a dunder or private name "
+        "(__class__, __globals__, _TemplateReference__context...), a frame, generator or code "
+        "attribute (mro, gi_frame, f_globals...), or a command runner (popen...). The name may be "
+        "written out or folded from constants (~, join, format, %, replace, reverse, slicing, "
+        "escapes, {% set %}, macro arguments, dict(...) keys). Without a sandbox this is how a "
+        "template runs code.",
+    ),
+    Rule(
+        "GGUF-T102",
+        "error",
+        "computed-name",
+        "An attribute, item or filter name is assembled at render time from template material "
+        "(string building, stringified objects, macro or block output, special-token text, "
+        "strftime_now) in a way the audit cannot fold to a constant, so it cannot be shown "
+        "harmless. Real chat templates use constant names or names taken from the conversation.",
+    ),
+    Rule(
+        "GGUF-T103",
+        "error",
+        "format-fields",
+        "str.format or format_map runs with a format string whose fields read attributes or "
+        "items ({0.__class__}, {0[key]}), or whose format string is built at render time: "
+        "format strings walk Python objects.",
+    ),
+    Rule(
+        "GGUF-T104",
+        "warning",
+        "internal-name-literal",
+        "A string literal or identifier spells a Python internal or a command runner "
+        "(__globals__, __subclasses__, gi_frame, popen...) without the audit seeing it used as a "
+        "name; benign chat templates never contain one.",
+    ),
+    Rule(
+        "GGUF-T105",
+        "warning",
+        "escaped-literal",
+        "A string literal writes plain ASCII characters with escape sequences (\\x5f, \\u005f, "
+        "octal, \\N{...}): a way to hide names from text searches.",
+    ),
+    Rule(
+        "GGUF-T106",
+        "error",
+        "conversation-named-lookup",
+        "A name taken from the conversation (messages, tools, other request data) is looked up on a Jinja "
+        "or Python object (a global, loop, self, caller, a namespace), or a value selected by such a name is "
+        "called. Whoever writes the request then chooses the attribute or what runs, so a model shipped with "
+        "this template is exploitable by its users. Real templates look such names up only on conversation "
+        "data, and never call what they select.",
+    ),
+    Rule(
+        "GGUF-T201",
+        "warning",
+        "loads-template",
+        "{% include %}, {% import %}, {% from ... import %} or {% extends %}: the template loads "
+        "other templates, whose source the audit cannot see.",
+    ),
+    Rule(
+        "GGUF-T301",
+        "warning",
+        "hidden-character",
+        "Invisible or direction-changing Unicode (zero-width characters, bidi controls, a BOM "
+        "inside the text, tag characters, variation selectors outside emoji, control characters, "
+        "fillers): what a reviewer reads differs from what runs.",
+    ),
+    Rule(
+        "GGUF-T302",
+        "info",
+        "leading-bom",
+        "The template starts with a byte order mark (U+FEFF), which runtimes print as text.",
+    ),
+    Rule(
+        "GGUF-T401", "warning", "syntax-error", "Jinja cannot parse the template (the runtime cannot render it either)."
+    ),
+    Rule(
+        "GGUF-T402",
+        "error",
+        "not-analysed",
+        "The template parses, but the audit could not finish (nesting too deep), so nothing can be "
+        "said about what it reaches.",
+    ),
+    Rule(
+        "GGUF-T501",
+        "error",
+        "sandbox-violation",
+        "Rendering sample conversations in Jinja's immutable sandbox raised a SecurityError: the "
+        "template tried to reach an unsafe attribute, call, format string or mutation.",
+    ),
+    Rule(
+        "GGUF-T502",
+        "warning",
+        "render-bound",
+        "Rendering a sample conversation in the sandbox exceeded the time, memory or output bound.",
+    ),
+    Rule(
+        "GGUF-T503",
+        "warning",
+        "render-unavailable",
+        "The sandboxed render was asked for but could not run (for example Jinja2 older than 3.1.6, "
+        "whose sandbox has known escapes).",
+    ),
 )
 
 #: Every rule of the template audit, by id.
@@ -202,28 +256,48 @@ class HiddenCharacter:
 
 
 _HIDDEN_RANGES: tuple[tuple[int, int, str], ...] = (
-    (0x0000, 0x0008, "control"), (0x000B, 0x000C, "control"), (0x000E, 0x001F, "control"),
+    (0x0000, 0x0008, "control"),
+    (0x000B, 0x000C, "control"),
+    (0x000E, 0x001F, "control"),
     (0x007F, 0x009F, "control"),
-    (0x00AD, 0x00AD, "format"),            # soft hyphen
-    (0x034F, 0x034F, "zero-width"),        # combining grapheme joiner
-    (0x0600, 0x0605, "format"), (0x061C, 0x061C, "bidi"), (0x06DD, 0x06DD, "format"),
-    (0x070F, 0x070F, "format"), (0x0890, 0x0891, "format"), (0x08E2, 0x08E2, "format"),
-    (0x115F, 0x1160, "filler"), (0x17B4, 0x17B5, "filler"), (0x180B, 0x180F, "variation-selector"),
-    (0x200B, 0x200D, "zero-width"), (0x200E, 0x200F, "bidi"),
-    (0x2028, 0x2029, "separator"), (0x202A, 0x202E, "bidi"),
-    (0x2060, 0x2064, "zero-width"), (0x2066, 0x2069, "bidi"), (0x206A, 0x206F, "format"),
-    (0x2800, 0x2800, "filler"), (0x3164, 0x3164, "filler"),
-    (0xFE00, 0xFE0F, "variation-selector"), (0xFEFF, 0xFEFF, "bom"), (0xFFA0, 0xFFA0, "filler"),
+    (0x00AD, 0x00AD, "format"),  # soft hyphen
+    (0x034F, 0x034F, "zero-width"),  # combining grapheme joiner
+    (0x0600, 0x0605, "format"),
+    (0x061C, 0x061C, "bidi"),
+    (0x06DD, 0x06DD, "format"),
+    (0x070F, 0x070F, "format"),
+    (0x0890, 0x0891, "format"),
+    (0x08E2, 0x08E2, "format"),
+    (0x115F, 0x1160, "filler"),
+    (0x17B4, 0x17B5, "filler"),
+    (0x180B, 0x180F, "variation-selector"),
+    (0x200B, 0x200D, "zero-width"),
+    (0x200E, 0x200F, "bidi"),
+    (0x2028, 0x2029, "separator"),
+    (0x202A, 0x202E, "bidi"),
+    (0x2060, 0x2064, "zero-width"),
+    (0x2066, 0x2069, "bidi"),
+    (0x206A, 0x206F, "format"),
+    (0x2800, 0x2800, "filler"),
+    (0x3164, 0x3164, "filler"),
+    (0xFE00, 0xFE0F, "variation-selector"),
+    (0xFEFF, 0xFEFF, "bom"),
+    (0xFFA0, 0xFFA0, "filler"),
     (0xFFF9, 0xFFFB, "format"),
-    (0x110BD, 0x110BD, "format"), (0x110CD, 0x110CD, "format"), (0x13430, 0x1343F, "format"),
-    (0x1BCA0, 0x1BCA3, "format"), (0x1D173, 0x1D17A, "format"),
-    (0xE0000, 0xE007F, "tag"), (0xE0100, 0xE01EF, "variation-selector"),
+    (0x110BD, 0x110BD, "format"),
+    (0x110CD, 0x110CD, "format"),
+    (0x13430, 0x1343F, "format"),
+    (0x1BCA0, 0x1BCA3, "format"),
+    (0x1D173, 0x1D17A, "format"),
+    (0xE0000, 0xE007F, "tag"),
+    (0xE0100, 0xE01EF, "variation-selector"),
 )
 
 
 def _char_class(ranges: Iterable[tuple[int, int, str]]) -> str:
     def esc(cp: int) -> str:
         return f"\\U{cp:08x}"
+
     return "[" + "".join(esc(a) if a == b else f"{esc(a)}-{esc(b)}" for a, b, _ in ranges) + "]"
 
 
@@ -251,8 +325,11 @@ def _benign_in_context(text: str, i: int, cp: int) -> bool:
     prev = text[i - 1] if i > 0 else ""
     nxt = text[i + 1] if i + 1 < len(text) else ""
     if cp in (0xFE0E, 0xFE0F):  # text/emoji presentation after a symbol or keycap base
-        return bool(prev) and (_is_emoji_like(prev) or prev in "0123456789#*") and not (
-            nxt and 0xFE00 <= ord(nxt) <= 0xFE0F)
+        return (
+            bool(prev)
+            and (_is_emoji_like(prev) or prev in "0123456789#*")
+            and not (nxt and 0xFE00 <= ord(nxt) <= 0xFE0F)
+        )
     if cp == 0x200D:  # emoji ZWJ sequences, and joining scripts
         left_ok = bool(prev) and (_is_emoji_like(prev) or ord(prev) == 0xFE0F or 0x1F3FB <= ord(prev) <= 0x1F3FF)
         if left_ok and nxt and _is_emoji_like(nxt):
@@ -275,7 +352,8 @@ def hidden_characters(text: str) -> list[HiddenCharacter]:
 
     >>> [(h.line, h.column, f"U+{h.codepoint:04X}", h.kind) for h in hidden_characters("ab\\r\\nc\\u202ed")]
     [(2, 2, 'U+202E', 'bidi')]
-    >>> hidden_characters("نمی\\u200cخواهم ✌\\ufe0f")
+    >>> persian = "\\u0645\\u06cc\\u200c\\u062e\\u0648\\u0627\\u0647\\u0645"  # a word with its ZWNJ
+    >>> hidden_characters(persian + " \\u270c\\ufe0f")  # and an emoji with its presentation selector
     []
     """
     if not isinstance(text, str):
@@ -290,8 +368,11 @@ def hidden_characters(text: str) -> list[HiddenCharacter]:
         if line_starts is None:
             line_starts = [0] + [n.end() for n in _NEWLINE_RE.finditer(text)]
         line = bisect.bisect_right(line_starts, i)
-        found.append(HiddenCharacter(i, line, i - line_starts[line - 1] + 1, cp,
-                                     unicodedata.name(text[i], f"U+{cp:04X}"), _kind_of(cp)))
+        found.append(
+            HiddenCharacter(
+                i, line, i - line_starts[line - 1] + 1, cp, unicodedata.name(text[i], f"U+{cp:04X}"), _kind_of(cp)
+            )
+        )
     return found
 
 
@@ -323,11 +404,11 @@ def _excerpt(line_text: str, needle: str | None = None, column: int | None = Non
         at = text.find(needle)
     if len(text) > _EXCERPT - 2:
         start = 0 if at < 0 else max(0, min(at - 40, len(text) - (_EXCERPT - 2)))
-        window = text[start:start + _EXCERPT - 2]
+        window = text[start : start + _EXCERPT - 2]
         text = ("…" if start else "") + window + ("…" if start + len(window) < len(text) else "")
     shown = _visible(text)
     if len(shown) > _EXCERPT:  # hidden characters widen the text: cut again
-        shown = shown[:_EXCERPT - 1] + "…"
+        shown = shown[: _EXCERPT - 1] + "…"
     return shown
 
 
@@ -336,31 +417,120 @@ def _excerpt(line_text: str, needle: str | None = None, column: int | None = Non
 # --------------------------------------------------------------------------------------------
 
 #: Attribute names without underscores that still lead into the interpreter.
-_INTERNAL_NAMES = frozenset({
-    "mro",
-    "gi_frame", "gi_code", "gi_yieldfrom", "cr_frame", "cr_code", "cr_await", "cr_origin",
-    "ag_frame", "ag_code", "ag_await",
-    "f_globals", "f_locals", "f_builtins", "f_back", "f_code", "f_trace",
-    "tb_frame", "tb_next", "co_code", "co_consts", "co_names",
-    "func_globals", "func_code", "func_closure", "func_defaults", "func_dict",
-    "im_func", "im_self", "im_class",
-})
+_INTERNAL_NAMES = frozenset(
+    {
+        "mro",
+        "gi_frame",
+        "gi_code",
+        "gi_yieldfrom",
+        "cr_frame",
+        "cr_code",
+        "cr_await",
+        "cr_origin",
+        "ag_frame",
+        "ag_code",
+        "ag_await",
+        "f_globals",
+        "f_locals",
+        "f_builtins",
+        "f_back",
+        "f_code",
+        "f_trace",
+        "tb_frame",
+        "tb_next",
+        "co_code",
+        "co_consts",
+        "co_names",
+        "func_globals",
+        "func_code",
+        "func_closure",
+        "func_defaults",
+        "func_dict",
+        "im_func",
+        "im_self",
+        "im_class",
+    }
+)
 #: Functions that run commands or load code (reached after an internal walk).
-_RUNNER_NAMES = frozenset({
-    "popen", "Popen", "check_output", "check_call", "getoutput", "getstatusoutput",
-    "import_module", "execv", "execve", "execvp", "execvpe", "execl", "execle", "execlp",
-    "spawnv", "spawnve", "spawnl", "spawnle", "posix_spawn", "posix_spawnp", "startfile",
-})
+_RUNNER_NAMES = frozenset(
+    {
+        "popen",
+        "Popen",
+        "check_output",
+        "check_call",
+        "getoutput",
+        "getstatusoutput",
+        "import_module",
+        "execv",
+        "execve",
+        "execvp",
+        "execvpe",
+        "execl",
+        "execle",
+        "execlp",
+        "spawnv",
+        "spawnve",
+        "spawnl",
+        "spawnle",
+        "posix_spawn",
+        "posix_spawnp",
+        "startfile",
+    }
+)
 #: Words a string literal or identifier must not spell (GGUF-T104); dunders are matched by shape.
 _LITERAL_WORDS = _INTERNAL_NAMES | {"popen", "Popen", "check_output", "getoutput", "import_module"}
-_DUNDER_WORDS = frozenset({
-    "class", "mro", "base", "bases", "subclasses", "globals", "builtins", "import", "init",
-    "dict", "getattribute", "getattr", "setattr", "delattr", "code", "closure", "func", "self",
-    "module", "loader", "spec", "reduce", "reduce_ex", "getitem", "call", "new", "qualname",
-    "defaults", "kwdefaults", "wrapped", "objclass", "traceback", "frame", "class_getitem",
-    "init_subclass", "subclasshook", "getstate", "setstate", "file", "cached", "package",
-    "annotations", "dir", "slots", "weakref", "name", "doc", "locals",
-})
+_DUNDER_WORDS = frozenset(
+    {
+        "class",
+        "mro",
+        "base",
+        "bases",
+        "subclasses",
+        "globals",
+        "builtins",
+        "import",
+        "init",
+        "dict",
+        "getattribute",
+        "getattr",
+        "setattr",
+        "delattr",
+        "code",
+        "closure",
+        "func",
+        "self",
+        "module",
+        "loader",
+        "spec",
+        "reduce",
+        "reduce_ex",
+        "getitem",
+        "call",
+        "new",
+        "qualname",
+        "defaults",
+        "kwdefaults",
+        "wrapped",
+        "objclass",
+        "traceback",
+        "frame",
+        "class_getitem",
+        "init_subclass",
+        "subclasshook",
+        "getstate",
+        "setstate",
+        "file",
+        "cached",
+        "package",
+        "annotations",
+        "dir",
+        "slots",
+        "weakref",
+        "name",
+        "doc",
+        "locals",
+    }
+)
 _WORD_RE = re.compile(r"[A-Za-z0-9_]+")
 
 
@@ -384,14 +554,14 @@ def _alarm_words(text: str) -> list[str]:
 # Abstract values
 # --------------------------------------------------------------------------------------------
 
-_CAP = 256           # candidate constants tracked per value (more: "unknown text")
-_COMBOS = 32         # combinations of candidates an operator is folded over
-_NUMBERS = 4         # candidate numbers tracked per value (more: "a number")
-_FIELDS = 64         # replacement fields of a format string folded
-_TEXT_LIMIT = 4096   # longest string (or container) folded
-_NUM_LIMIT = 4096    # largest width, count or repeat used while folding
-_DEPTH = 3           # nesting of container values tracked
-_PASSES = 8          # fixpoint passes before widening
+_CAP = 256  # candidate constants tracked per value (more: "unknown text")
+_COMBOS = 32  # combinations of candidates an operator is folded over
+_NUMBERS = 4  # candidate numbers tracked per value (more: "a number")
+_FIELDS = 64  # replacement fields of a format string folded
+_TEXT_LIMIT = 4096  # longest string (or container) folded
+_NUM_LIMIT = 4096  # largest width, count or repeat used while folding
+_DEPTH = 3  # nesting of container values tracked
+_PASSES = 8  # fixpoint passes before widening
 
 
 def _ckey(c: Any) -> tuple[str, Any]:
@@ -415,13 +585,40 @@ class _V:
     ``origin``: how the unknown text was made, for messages.
     """
 
-    __slots__ = ("consts", "data", "built", "obj", "num", "ns", "loop", "flat", "dyn", "calls", "methods",
-                 "elems", "origin", "_sig")
+    __slots__ = (
+        "_sig",
+        "built",
+        "calls",
+        "consts",
+        "data",
+        "dyn",
+        "elems",
+        "flat",
+        "loop",
+        "methods",
+        "ns",
+        "num",
+        "obj",
+        "origin",
+    )
 
-    def __init__(self, consts: tuple = (), *, data: bool = False, built: bool = False, obj: bool = False,
-                 num: bool = False, ns: bool = False, loop: bool = False, flat: bool = False, dyn: bool = False,
-                 calls: frozenset = frozenset(), methods: tuple = (), elems: _V | None = None,
-                 origin: str = ""):
+    def __init__(
+        self,
+        consts: tuple = (),
+        *,
+        data: bool = False,
+        built: bool = False,
+        obj: bool = False,
+        num: bool = False,
+        ns: bool = False,
+        loop: bool = False,
+        flat: bool = False,
+        dyn: bool = False,
+        calls: frozenset = frozenset(),
+        methods: tuple = (),
+        elems: _V | None = None,
+        origin: str = "",
+    ):
         self.consts = consts
         self.data = data
         self.built = built
@@ -450,32 +647,80 @@ class _V:
 
     def pure(self) -> bool:
         """Only constants: fully known."""
-        return bool(self.consts) and not (self.data or self.built or self.obj or self.num or self.ns or self.loop
-                                          or self.flat or self.calls or self.methods or self.elems is not None)
+        return bool(self.consts) and not (
+            self.data
+            or self.built
+            or self.obj
+            or self.num
+            or self.ns
+            or self.loop
+            or self.flat
+            or self.calls
+            or self.methods
+            or self.elems is not None
+        )
 
     def numeric(self) -> bool:
         """Only numbers and booleans (known or not): text made from it cannot spell a name."""
-        return (self.num or bool(self.consts)) and all(
-            isinstance(c, (int, float)) for c in self.consts) and not (
-            self.data or self.built or self.obj or self.ns or self.loop or self.flat or self.calls or self.methods
-            or self.elems is not None)
+        return (
+            (self.num or bool(self.consts))
+            and all(isinstance(c, (int, float)) for c in self.consts)
+            and not (
+                self.data
+                or self.built
+                or self.obj
+                or self.ns
+                or self.loop
+                or self.flat
+                or self.calls
+                or self.methods
+                or self.elems is not None
+            )
+        )
 
     def material(self) -> bool:
         """Carries text the template (or the model file) chose: constants, built text or objects."""
-        return self.built or self.obj or any(not isinstance(c, (int, float, type(None))) for c in self.consts) \
+        return (
+            self.built
+            or self.obj
+            or any(not isinstance(c, (int, float, type(None))) for c in self.consts)
             or (self.elems is not None and self.elems.material())
+        )
 
     def without_methods(self) -> _V:
         if not self.methods:
             return self
-        return _V(self.consts, data=self.data, built=self.built, obj=self.obj, num=self.num, ns=self.ns,
-                  loop=self.loop, flat=self.flat, dyn=self.dyn, calls=self.calls, elems=self.elems, origin=self.origin)
+        return _V(
+            self.consts,
+            data=self.data,
+            built=self.built,
+            obj=self.obj,
+            num=self.num,
+            ns=self.ns,
+            loop=self.loop,
+            flat=self.flat,
+            dyn=self.dyn,
+            calls=self.calls,
+            elems=self.elems,
+            origin=self.origin,
+        )
 
     def split(self) -> tuple[_V, _V]:
         """(its constants alone, everything else) -- to fold the known part of a mixed value."""
-        return _V(self.consts), _V(data=self.data, built=self.built, obj=self.obj, num=self.num, ns=self.ns,
-                                   loop=self.loop, flat=self.flat, dyn=self.dyn, calls=self.calls,
-                                   methods=self.methods, elems=self.elems, origin=self.origin)
+        return _V(self.consts), _V(
+            data=self.data,
+            built=self.built,
+            obj=self.obj,
+            num=self.num,
+            ns=self.ns,
+            loop=self.loop,
+            flat=self.flat,
+            dyn=self.dyn,
+            calls=self.calls,
+            methods=self.methods,
+            elems=self.elems,
+            origin=self.origin,
+        )
 
     def objectish(self) -> bool:
         """May be a Jinja or Python object (a global, the loop, a namespace...) rather than conversation data."""
@@ -515,13 +760,37 @@ def _flatten(v: _V) -> _V:
     levels = []
     level: _V | None = v
     while level is not None:
-        levels.append(_V(level.consts, data=level.data, built=level.built, obj=level.obj, num=level.num,
-                         ns=level.ns, loop=level.loop, dyn=level.dyn, calls=level.calls, methods=level.methods,
-                         origin=level.origin))
+        levels.append(
+            _V(
+                level.consts,
+                data=level.data,
+                built=level.built,
+                obj=level.obj,
+                num=level.num,
+                ns=level.ns,
+                loop=level.loop,
+                dyn=level.dyn,
+                calls=level.calls,
+                methods=level.methods,
+                origin=level.origin,
+            )
+        )
         level = level.elems
     flat = _join(*levels)
-    return _V(flat.consts, data=flat.data, built=flat.built, obj=flat.obj, num=flat.num, ns=flat.ns,
-              loop=flat.loop, flat=True, dyn=flat.dyn, calls=flat.calls, methods=flat.methods, origin=flat.origin)
+    return _V(
+        flat.consts,
+        data=flat.data,
+        built=flat.built,
+        obj=flat.obj,
+        num=flat.num,
+        ns=flat.ns,
+        loop=flat.loop,
+        flat=True,
+        dyn=flat.dyn,
+        calls=flat.calls,
+        methods=flat.methods,
+        origin=flat.origin,
+    )
 
 
 def _join(*vals: _V | None) -> _V:
@@ -571,9 +840,21 @@ def _join(*vals: _V | None) -> _V:
         consts = [c for c in consts if isinstance(c, (int, float, bool, type(None)))][:_CAP]
         built = True
         origin = origin or "more candidate values than the audit tracks"
-    out = _V(tuple(consts), data=data, built=built, obj=obj, num=num, ns=ns, loop=loop, flat=flat, dyn=dyn,
-             calls=calls, methods=tuple((n, _join(*rs)) for n, rs in sorted(methods.items())),
-             elems=_join(*elems) if elems else None, origin=origin)
+    out = _V(
+        tuple(consts),
+        data=data,
+        built=built,
+        obj=obj,
+        num=num,
+        ns=ns,
+        loop=loop,
+        flat=flat,
+        dyn=dyn,
+        calls=calls,
+        methods=tuple((n, _join(*rs)) for n, rs in sorted(methods.items())),
+        elems=_join(*elems) if elems else None,
+        origin=origin,
+    )
     if out.elems is not None and _depth(out) > _DEPTH:
         out = _flatten(out)
     return out
@@ -617,7 +898,8 @@ def _plain(x: Any) -> Any:
     if isinstance(x, str) and type(x) is not str:
         x = str(x)  # Markup
     if isinstance(x, (range, type({}.keys()), type({}.values()), type({}.items()))) or (
-            hasattr(x, "__next__") and not isinstance(x, (str, list, tuple, dict))):
+        hasattr(x, "__next__") and not isinstance(x, (str, list, tuple, dict))
+    ):
         x = list(itertools.islice(x, _TEXT_LIMIT + 1))
     if isinstance(x, list):
         x = [_plain(i) for i in x]
@@ -700,9 +982,9 @@ def _fold_binop(op: str, a: Any, b: Any) -> Any:
             _check_printf(a)
         r = a % b
     elif op == "**":
-        if not (isinstance(a, (int, float)) and isinstance(b, (int, float))) or abs(b) > 64 or abs(a) > 2 ** 32:
+        if not (isinstance(a, (int, float)) and isinstance(b, (int, float))) or abs(b) > 64 or abs(a) > 2**32:
             raise _Unfoldable
-        r = a ** b
+        r = a**b
     elif op in ("-", "/", "//"):
         if not (isinstance(a, (int, float)) and isinstance(b, (int, float))):
             raise _Unfoldable
@@ -712,13 +994,50 @@ def _fold_binop(op: str, a: Any, b: Any) -> Any:
     return _plain(r)
 
 
-_STR_METHODS = frozenset({
-    "upper", "lower", "title", "capitalize", "casefold", "swapcase", "strip", "lstrip", "rstrip",
-    "split", "rsplit", "splitlines", "replace", "join", "startswith", "endswith", "find", "rfind",
-    "index", "rindex", "count", "partition", "rpartition", "removeprefix", "removesuffix", "isdigit",
-    "isalpha", "isalnum", "isspace", "islower", "isupper", "istitle", "isnumeric", "isdecimal",
-    "isidentifier", "center", "ljust", "rjust", "zfill", "format",
-})
+_STR_METHODS = frozenset(
+    {
+        "upper",
+        "lower",
+        "title",
+        "capitalize",
+        "casefold",
+        "swapcase",
+        "strip",
+        "lstrip",
+        "rstrip",
+        "split",
+        "rsplit",
+        "splitlines",
+        "replace",
+        "join",
+        "startswith",
+        "endswith",
+        "find",
+        "rfind",
+        "index",
+        "rindex",
+        "count",
+        "partition",
+        "rpartition",
+        "removeprefix",
+        "removesuffix",
+        "isdigit",
+        "isalpha",
+        "isalnum",
+        "isspace",
+        "islower",
+        "isupper",
+        "istitle",
+        "isnumeric",
+        "isdecimal",
+        "isidentifier",
+        "center",
+        "ljust",
+        "rjust",
+        "zfill",
+        "format",
+    }
+)
 _DICT_METHODS = frozenset({"get", "keys", "values", "items", "copy"})
 
 
@@ -734,6 +1053,8 @@ def _check_join(sep: Any, items: Any) -> None:
         size = len(str(sep)) * len(items) + sum(len(str(i)) for i in items)
         if size > 4 * _TEXT_LIMIT:
             raise _Unfoldable
+
+
 _SEQ_METHODS = frozenset({"index", "count", "copy"})
 
 
@@ -772,17 +1093,52 @@ def _check_filter(name: str, value: Any, args: list, kwargs: dict) -> None:
         _check_replace(value, args)
     elif name == "join":
         _check_join(args[0] if args else kwargs.get("d", ""), value)
-    elif name in ("center", "indent", "wordwrap", "truncate"):
-        if any(isinstance(a, int) and a > 256 for a in [*args, *kwargs.values()]):
-            raise _Unfoldable
+    elif name in ("center", "indent", "wordwrap", "truncate") and any(
+        isinstance(a, int) and a > 256 for a in [*args, *kwargs.values()]
+    ):
+        raise _Unfoldable
 
 
-_FOLD_FILTERS = frozenset({
-    "join", "format", "replace", "string", "lower", "upper", "title", "capitalize", "trim", "reverse",
-    "first", "last", "list", "length", "count", "default", "d", "e", "escape", "forceescape", "center",
-    "int", "float", "abs", "round", "wordcount", "sort", "unique", "min", "max", "sum", "truncate",
-    "indent", "wordwrap", "safe", "striptags",
-})
+_FOLD_FILTERS = frozenset(
+    {
+        "join",
+        "format",
+        "replace",
+        "string",
+        "lower",
+        "upper",
+        "title",
+        "capitalize",
+        "trim",
+        "reverse",
+        "first",
+        "last",
+        "list",
+        "length",
+        "count",
+        "default",
+        "d",
+        "e",
+        "escape",
+        "forceescape",
+        "center",
+        "int",
+        "float",
+        "abs",
+        "round",
+        "wordcount",
+        "sort",
+        "unique",
+        "min",
+        "max",
+        "sum",
+        "truncate",
+        "indent",
+        "wordwrap",
+        "safe",
+        "striptags",
+    }
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -791,40 +1147,134 @@ _FOLD_FILTERS = frozenset({
 
 #: filter -> (position of the attribute parameter among the filter's arguments, its keyword)
 _ATTRIBUTE_PARAMS: Mapping[str, tuple[int | None, str | None]] = {
-    "selectattr": (0, None), "rejectattr": (0, None), "groupby": (0, "attribute"),
-    "sum": (0, "attribute"), "sort": (2, "attribute"), "unique": (1, "attribute"),
-    "min": (1, "attribute"), "max": (1, "attribute"), "join": (1, "attribute"),
+    "selectattr": (0, None),
+    "rejectattr": (0, None),
+    "groupby": (0, "attribute"),
+    "sum": (0, "attribute"),
+    "sort": (2, "attribute"),
+    "unique": (1, "attribute"),
+    "min": (1, "attribute"),
+    "max": (1, "attribute"),
+    "join": (1, "attribute"),
 }
-_F_NUMBER = frozenset({"length", "count", "wordcount", "int", "float", "abs", "round", "filesizeformat",
-                       "bool"})
+_F_NUMBER = frozenset({"length", "count", "wordcount", "int", "float", "abs", "round", "filesizeformat", "bool"})
 _F_ELEMENT = frozenset({"first", "last", "random", "min", "max"})
 _F_SAME = frozenset({"list", "sort", "unique", "select", "reject", "selectattr", "rejectattr"})
 _F_NESTED = frozenset({"batch", "slice"})  # lists of lists of the elements
 _F_PAIRS = frozenset({"dictsort", "items", "groupby"})
-_F_TEXT = frozenset({"safe", "e", "escape", "forceescape", "trim", "striptags", "lower", "upper", "title",
-                     "capitalize", "string", "truncate", "wordwrap", "indent", "center", "urlencode", "tojson",
-                     "pprint", "urlize", "reverse", "xmlattr", "replace"})
+_F_TEXT = frozenset(
+    {
+        "safe",
+        "e",
+        "escape",
+        "forceescape",
+        "trim",
+        "striptags",
+        "lower",
+        "upper",
+        "title",
+        "capitalize",
+        "string",
+        "truncate",
+        "wordwrap",
+        "indent",
+        "center",
+        "urlencode",
+        "tojson",
+        "pprint",
+        "urlize",
+        "reverse",
+        "xmlattr",
+        "replace",
+    }
+)
 _F_ASSEMBLE = frozenset({"join", "format"})
 
-_METHOD_SELECT = frozenset({"split", "rsplit", "splitlines", "partition", "rpartition", "strip", "lstrip",
-                            "rstrip", "removeprefix", "removesuffix", "copy"})
+_METHOD_SELECT = frozenset(
+    {
+        "split",
+        "rsplit",
+        "splitlines",
+        "partition",
+        "rpartition",
+        "strip",
+        "lstrip",
+        "rstrip",
+        "removeprefix",
+        "removesuffix",
+        "copy",
+    }
+)
 _METHOD_PAIRS = frozenset({"items", "keys", "values"})
-_METHOD_NUMBER = frozenset({"startswith", "endswith", "find", "rfind", "index", "rindex", "count", "isdigit",
-                            "isalpha", "isalnum", "isspace", "islower", "isupper", "istitle", "isnumeric",
-                            "isdecimal", "isidentifier", "isascii", "changed"})
-_METHOD_TEXT = frozenset({"lower", "upper", "title", "capitalize", "casefold", "swapcase", "replace", "join",
-                          "center", "ljust", "rjust", "zfill", "expandtabs", "translate", "encode", "decode",
-                          "format", "format_map"})
+_METHOD_NUMBER = frozenset(
+    {
+        "startswith",
+        "endswith",
+        "find",
+        "rfind",
+        "index",
+        "rindex",
+        "count",
+        "isdigit",
+        "isalpha",
+        "isalnum",
+        "isspace",
+        "islower",
+        "isupper",
+        "istitle",
+        "isnumeric",
+        "isdecimal",
+        "isidentifier",
+        "isascii",
+        "changed",
+    }
+)
+_METHOD_TEXT = frozenset(
+    {
+        "lower",
+        "upper",
+        "title",
+        "capitalize",
+        "casefold",
+        "swapcase",
+        "replace",
+        "join",
+        "center",
+        "ljust",
+        "rjust",
+        "zfill",
+        "expandtabs",
+        "translate",
+        "encode",
+        "decode",
+        "format",
+        "format_map",
+    }
+)
 _METHOD_LOOKUP = frozenset({"get", "pop", "setdefault"})
-_MUTATORS = frozenset({"append", "extend", "insert", "update", "add", "remove", "clear", "discard", "sort",
-                       "reverse", "pop", "setdefault", "popitem"})
+_MUTATORS = frozenset(
+    {
+        "append",
+        "extend",
+        "insert",
+        "update",
+        "add",
+        "remove",
+        "clear",
+        "discard",
+        "sort",
+        "reverse",
+        "pop",
+        "setdefault",
+        "popitem",
+    }
+)
 
 _JINJA_GLOBALS = ("range", "dict", "lipsum", "cycler", "joiner", "namespace")
 #: filters whose arguments name attributes (or, for map, a filter that may be ``attr``)
 _NAME_FILTERS = frozenset({"attr", "map", *_ATTRIBUTE_PARAMS})
 _RUNTIME_HELPERS = ("raise_exception", "strftime_now")
-_LOOP_NUMBERS = frozenset({"index", "index0", "revindex", "revindex0", "length", "depth", "depth0", "first",
-                           "last"})
+_LOOP_NUMBERS = frozenset({"index", "index0", "revindex", "revindex0", "length", "depth", "depth0", "first", "last"})
 _TOKEN_NAME_RE = re.compile(r"^[a-z]+_token$")
 
 
@@ -855,15 +1305,39 @@ class _Analysis:
         self._expr = self._dispatch("ev_")
         self._stmt = self._dispatch("st_")
         # expressions whose parts can be skimmed one by one (their own value is never a lookup)
-        self._skim_generic = {getattr(nodes, k) for k in (
-            "Concat", "Add", "Sub", "Mul", "Div", "FloorDiv", "Mod", "Pow", "And", "Or", "Not", "Neg", "Pos",
-            "Compare", "CondExpr", "Test", "List", "Tuple", "Dict", "Slice", "MarkSafe", "MarkSafeIfAutoescape")}
+        self._skim_generic = {
+            getattr(nodes, k)
+            for k in (
+                "Concat",
+                "Add",
+                "Sub",
+                "Mul",
+                "Div",
+                "FloorDiv",
+                "Mod",
+                "Pow",
+                "And",
+                "Or",
+                "Not",
+                "Neg",
+                "Pos",
+                "Compare",
+                "CondExpr",
+                "Test",
+                "List",
+                "Tuple",
+                "Dict",
+                "Slice",
+                "MarkSafe",
+                "MarkSafeIfAutoescape",
+            )
+        }
 
     def _dispatch(self, prefix: str) -> dict[type, Callable]:
         table = {}
         for attr in dir(self):
             if attr.startswith(prefix):
-                cls = getattr(self.n, attr[len(prefix):], None)
+                cls = getattr(self.n, attr[len(prefix) :], None)
                 if isinstance(cls, type):
                     table[cls] = getattr(self, attr)
         return table
@@ -888,10 +1362,22 @@ class _Analysis:
                 run = run + 1 if count > before else 0
                 texts[key] = (count, run)
                 if run >= 5:
-                    self.state[key] = _join(_V(tuple(c for c in v.consts if not isinstance(c, str)), data=v.data,
-                                               obj=v.obj, num=v.num, ns=v.ns, loop=v.loop, flat=v.flat, dyn=v.dyn,
-                                               calls=v.calls, methods=v.methods, elems=v.elems),
-                                            _built("text that grows with each call"))
+                    self.state[key] = _join(
+                        _V(
+                            tuple(c for c in v.consts if not isinstance(c, str)),
+                            data=v.data,
+                            obj=v.obj,
+                            num=v.num,
+                            ns=v.ns,
+                            loop=v.loop,
+                            flat=v.flat,
+                            dyn=v.dyn,
+                            calls=v.calls,
+                            methods=v.methods,
+                            elems=v.elems,
+                        ),
+                        _built("text that grows with each call"),
+                    )
         else:
             # Did not settle (a value keeps growing, e.g. text built up by a recursive macro): widen
             # what still changes to "unknown text", which covers every further growth, and settle.
@@ -902,8 +1388,7 @@ class _Analysis:
                     break
         for line, word, where in self.t104:
             if (line, word) not in self.t101_words:
-                self.report("GGUF-T104", line, f"{where} spells {word!r}, a Python internal or command runner",
-                            word)
+                self.report("GGUF-T104", line, f"{where} spells {word!r}, a Python internal or command runner", word)
         return list(self.findings.values())
 
     def one_pass(self, tree: Any) -> bool:
@@ -921,8 +1406,9 @@ class _Analysis:
         if key in self.findings:
             return
         text = self.lines[line - 1] if line and 0 < line <= len(self.lines) else ""
-        self.findings[key] = TemplateFinding(rule, RULES[rule].severity, message, line,
-                                             _excerpt(text, needle), None, self.name)
+        self.findings[key] = TemplateFinding(
+            rule, RULES[rule].severity, message, line, _excerpt(text, needle), None, self.name
+        )
 
     # -- state: variables, namespace attributes and pools, joined over the whole template --------
 
@@ -963,11 +1449,11 @@ class _Analysis:
         if _is_internal(attr):
             self.t101_words.add((node.lineno, attr))
             kind = "a command runner" if attr in _RUNNER_NAMES else "a Python internal"
-            self.report("GGUF-T101", node.lineno, f"attribute {attr!r} of {self.describe(recv_node)} is {kind}",
-                        attr)
+            self.report("GGUF-T101", node.lineno, f"attribute {attr!r} of {self.describe(recv_node)} is {kind}", attr)
 
-    def check_name(self, node: Any, v: _V, how: str, *, path: bool = False, indirect: bool = False,
-                   recv: _V | None = None) -> None:
+    def check_name(
+        self, node: Any, v: _V, how: str, *, path: bool = False, indirect: bool = False, recv: _V | None = None
+    ) -> None:
         """Report when ``v``, used as an attribute/item name on ``recv``, may reach internals or is unknown text."""
         for c in v.consts:
             if not isinstance(c, str):
@@ -980,13 +1466,20 @@ class _Analysis:
                     folded = "" if self.is_literal(node) else " (built at render time)"
                     self.report("GGUF-T101", node.lineno, f"{how} is {shown}{folded}, a Python internal", p)
         if v.built:
-            self.report("GGUF-T102", node.lineno,
-                        f"{how} is computed at render time from {v.origin or 'template text'}; "
-                        "its value cannot be checked", None)
+            self.report(
+                "GGUF-T102",
+                node.lineno,
+                f"{how} is computed at render time from {v.origin or 'template text'}; its value cannot be checked",
+                None,
+            )
         if v.data and recv is not None and recv.objectish():
-            self.report("GGUF-T106", node.lineno,
-                        f"{how} comes from the conversation and is looked up on a Jinja or Python object: the "
-                        "request chooses the attribute", None)
+            self.report(
+                "GGUF-T106",
+                node.lineno,
+                f"{how} comes from the conversation and is looked up on a Jinja or Python object: the "
+                "request chooses the attribute",
+                None,
+            )
 
     @staticmethod
     def is_literal(node: Any) -> bool:
@@ -1129,7 +1622,7 @@ class _Analysis:
             known = self.macros.setdefault(name, [])
             if entry not in known:
                 known.append(entry)
-        for param, default in zip(params[len(params) - len(defaults):], defaults):
+        for param, default in zip(params[len(params) - len(defaults) :], defaults, strict=True):
             self.set_var(param, self.ev(default))
 
     def st_CallBlock(self, node: Any) -> None:
@@ -1144,14 +1637,18 @@ class _Analysis:
         values = [self.ev(value) for value in node.values]
         names = [name for target in node.targets for name in self.target_names(target)]
         with self.scope(node, names):
-            for target, value in zip(node.targets, values):
+            for target, value in zip(node.targets, values, strict=True):
                 self.assign(target, value)
             self.walk(node.body)
 
     def loads(self, node: Any, what: str) -> None:
         self.ev(node.template)
-        self.report("GGUF-T201", node.lineno, f"{what} loads another template, whose source the audit cannot see",
-                    what.split()[0].strip("{%} "))
+        self.report(
+            "GGUF-T201",
+            node.lineno,
+            f"{what} loads another template, whose source the audit cannot see",
+            what.split()[0].strip("{%} "),
+        )
 
     def st_Include(self, node: Any) -> None:
         self.loads(node, "{% include %}")
@@ -1161,15 +1658,19 @@ class _Analysis:
 
     def st_Import(self, node: Any) -> None:
         self.loads(node, "{% import %}")
-        self.set_var(node.target, _V(obj=True, built=True, calls=frozenset({"imported"}),
-                                     origin="a name imported from another template"))
+        self.set_var(
+            node.target,
+            _V(obj=True, built=True, calls=frozenset({"imported"}), origin="a name imported from another template"),
+        )
 
     def st_FromImport(self, node: Any) -> None:
         self.loads(node, "{% from ... import %}")
         for item in node.names:
             alias = item[1] if isinstance(item, tuple) else item
-            self.set_var(alias, _V(obj=True, built=True, calls=frozenset({"imported"}),
-                                   origin="a name imported from another template"))
+            self.set_var(
+                alias,
+                _V(obj=True, built=True, calls=frozenset({"imported"}), origin="a name imported from another template"),
+            )
 
     def st_ExprStmt(self, node: Any) -> None:
         self.skim(node.node)
@@ -1227,8 +1728,9 @@ class _Analysis:
             recv = _BOT
             if node.node is None:
                 recv = self.block_value[-1] if self.block_value else _built("block output")
-            elif node.name in _NAME_FILTERS and (dyn_a is not None or dyn_k is not None or any(
-                    a.data for a in args) or any(v.data for _, v in kwargs)):
+            elif node.name in _NAME_FILTERS and (
+                dyn_a is not None or dyn_k is not None or any(a.data for a in args) or any(v.data for _, v in kwargs)
+            ):
                 recv = self.ev(node.node)
             else:
                 self.skim(node.node)
@@ -1297,9 +1799,8 @@ class _Analysis:
         return self.sequence([self.ev(i) for i in node.items], list)
 
     def sequence(self, items: list[_V], kind: type) -> _V:
-        if all(i.pure() for i in items):
-            if math.prod(len(i.consts) for i in items) <= _COMBOS:
-                return _V(tuple(kind(p) for p in itertools.product(*(i.consts for i in items))))
+        if all(i.pure() for i in items) and math.prod(len(i.consts) for i in items) <= _COMBOS:
+            return _V(tuple(kind(p) for p in itertools.product(*(i.consts for i in items))))
         return _container(_join(*items))
 
     def ev_Dict(self, node: Any) -> _V:
@@ -1307,7 +1808,7 @@ class _Analysis:
         values = [self.ev(p.value) for p in node.items]
         if all(v.pure() and len(v.consts) == 1 for v in keys + values):
             try:
-                return _const({k.consts[0]: v.consts[0] for k, v in zip(keys, values)})
+                return _const({k.consts[0]: v.consts[0] for k, v in zip(keys, values, strict=True)})
             except TypeError:  # unhashable key: the runtime fails too
                 pass
         return _container(_join(*keys, *values))
@@ -1493,8 +1994,14 @@ class _Analysis:
         if recv.built:
             parts.append(_V(built=True, origin=recv.origin, methods=((name, _built(recv.origin)),)))
         if recv.obj and not recv.loop:
-            parts.append(_V(built=True, obj=True, origin=f"an attribute of {recv.origin or 'an object'}",
-                            methods=((name, recv.without_methods()),)))
+            parts.append(
+                _V(
+                    built=True,
+                    obj=True,
+                    origin=f"an attribute of {recv.origin or 'an object'}",
+                    methods=((name, recv.without_methods()),),
+                )
+            )
         if recv.num:
             parts.append(_NUM)
         if recv.flat:
@@ -1509,7 +2016,9 @@ class _Analysis:
     def ev_Getitem(self, node: Any) -> _V:
         recv = self.ev(node.node)
         if isinstance(node.arg, self.n.Slice):
-            parts = [self.ev(p) if p is not None else _const(None) for p in (node.arg.start, node.arg.stop, node.arg.step)]
+            parts = [
+                self.ev(p) if p is not None else _const(None) for p in (node.arg.start, node.arg.stop, node.arg.step)
+            ]
             return self.sliced(recv, parts)
         key = self.ev(node.arg)
         self.check_name(node.arg, key, f"the item name in {self.path_text(node, 3)}", recv=recv)
@@ -1529,10 +2038,12 @@ class _Analysis:
                 pass
             return _built("slicing")
         # slicing a list keeps its elements; slicing template text gives pieces of that text
-        return _join(_container(self.elements(recv)) if self.sequence_like(recv) else None,
-                     _built("slicing") if (recv.built or recv.obj or any(isinstance(c, str) for c in recv.consts))
-                     else None,
-                     _DATA if recv.data else None, _NUM if recv.num else None)
+        return _join(
+            _container(self.elements(recv)) if self.sequence_like(recv) else None,
+            _built("slicing") if (recv.built or recv.obj or any(isinstance(c, str) for c in recv.consts)) else None,
+            _DATA if recv.data else None,
+            _NUM if recv.num else None,
+        )
 
     def item_value(self, recv: _V, key: _V) -> _V:
         parts: list[_V | None] = [self.pooled("mutations") if self.mutable(recv) else None]
@@ -1588,20 +2099,27 @@ class _Analysis:
         if callee.consts and not callee.methods:
             results.append(_built("the result of calling a constant"))
         if callee.dyn:
-            self.report("GGUF-T106", node.lineno,
-                        f"{self.path_text(node.node, 3)} is selected by a name from the conversation and then called: "
-                        "the request chooses what runs", None)
+            self.report(
+                "GGUF-T106",
+                node.lineno,
+                f"{self.path_text(node.node, 3)} is selected by a name from the conversation and then called: "
+                "the request chooses what runs",
+                None,
+            )
         return _join(*results)
 
     def spread(self, dyn_a: _V | None, dyn_k: _V | None) -> _V:
         """Everything ``*args`` / ``**kwargs`` can hand over: elements, keys and values."""
-        return _join(self.elements(dyn_a) if dyn_a is not None else None,
-                     self.elements(dyn_a, item=True) if dyn_a is not None else None,
-                     self.elements(dyn_k) if dyn_k is not None else None,
-                     self.elements(dyn_k, item=True) if dyn_k is not None else None)
+        return _join(
+            self.elements(dyn_a) if dyn_a is not None else None,
+            self.elements(dyn_a, item=True) if dyn_a is not None else None,
+            self.elements(dyn_k) if dyn_k is not None else None,
+            self.elements(dyn_k, item=True) if dyn_k is not None else None,
+        )
 
-    def call_known(self, target: str, node: Any, args: list[_V], kwargs: list[tuple[str, _V]],
-                   dyn_a: _V | None, dyn_k: _V | None) -> _V:
+    def call_known(
+        self, target: str, node: Any, args: list[_V], kwargs: list[tuple[str, _V]], dyn_a: _V | None, dyn_k: _V | None
+    ) -> _V:
         extra = self.spread(dyn_a, dyn_k)
         everything = _join(*args, *(v for _, v in kwargs), extra)
         if target.startswith("macro:"):
@@ -1612,15 +2130,23 @@ class _Analysis:
         if target == "dict":
             if not args and dyn_a is None and dyn_k is None and all(v.pure() and len(v.consts) == 1 for _, v in kwargs):
                 return _const({k: v.consts[0] for k, v in kwargs})
-            return _container(_join(_V(tuple(k for k, _ in kwargs)), *(v for _, v in kwargs),
-                                    *(self.elements(a) for a in args), *(self.elements(self.elements(a)) for a in args),
-                                    extra))
+            return _container(
+                _join(
+                    _V(tuple(k for k, _ in kwargs)),
+                    *(v for _, v in kwargs),
+                    *(self.elements(a) for a in args),
+                    *(self.elements(self.elements(a)) for a in args),
+                    extra,
+                )
+            )
         if target == "namespace":
             for k, v in kwargs:
                 self.set_ns(k, v)
             if args or extra is not _BOT:
-                self.pool("ns-any", _join(*(self.elements(a) for a in args),
-                                          *(self.elements(a, item=True) for a in args), extra))
+                self.pool(
+                    "ns-any",
+                    _join(*(self.elements(a) for a in args), *(self.elements(a, item=True) for a in args), extra),
+                )
             return _V(ns=True)
         if target == "caller":
             self.pool("caller-args", everything)
@@ -1656,35 +2182,57 @@ class _Analysis:
                 self.pool("varargs", extra)
                 self.pool("kwargs", extra)
 
-    def call_method(self, node: Any, name: str, recv: _V, args: list[_V], kwargs: list[tuple[str, _V]],
-                    dyn_a: _V | None, dyn_k: _V | None) -> _V:
+    def call_method(
+        self,
+        node: Any,
+        name: str,
+        recv: _V,
+        args: list[_V],
+        kwargs: list[tuple[str, _V]],
+        dyn_a: _V | None,
+        dyn_k: _V | None,
+    ) -> _V:
         everything = _join(*args, *(v for _, v in kwargs), self.spread(dyn_a, dyn_k))
         if name in ("format", "format_map"):
             self.check_format(node, recv, bool(args or kwargs or dyn_a is not None or dyn_k is not None))
         if name in _METHOD_LOOKUP and args:
             self.check_name(node.args[0] if node.args else node, args[0], f"the key of .{name}()", recv=recv)
         if name in _MUTATORS and (args or dyn_a is not None or kwargs):
-            added = _join(*(self.elements(a) for a in args if name in ("extend", "update")),
-                          *(self.elements(a, item=True) for a in args if name == "update"),
-                          *(args if name not in ("extend", "update") else ()),
-                          *(v for _, v in kwargs), _const(*(k for k, _ in kwargs)) if kwargs else None,
-                          self.spread(dyn_a, dyn_k))
+            added = _join(
+                *(self.elements(a) for a in args if name in ("extend", "update")),
+                *(self.elements(a, item=True) for a in args if name == "update"),
+                *(args if name not in ("extend", "update") else ()),
+                *(v for _, v in kwargs),
+                _const(*(k for k, _ in kwargs)) if kwargs else None,
+                self.spread(dyn_a, dyn_k),
+            )
             self.pool("mutations", added)
         if recv.loop and name == "cycle":
             return everything
         if recv.consts and not recv.pure():  # fold the constants, reason about the rest
             known, rest = recv.split()
-            return _join(self.call_method(node, name, known, args, kwargs, dyn_a, dyn_k),
-                         self.call_method(node, name, rest, args, kwargs, dyn_a, dyn_k))
+            return _join(
+                self.call_method(node, name, known, args, kwargs, dyn_a, dyn_k),
+                self.call_method(node, name, rest, args, kwargs, dyn_a, dyn_k),
+            )
         # constants: run the real method when it is on the allow-list and small
-        if recv.pure() and all(a.pure() for a in args) and all(v.pure() for _, v in kwargs) and dyn_a is None \
-                and dyn_k is None:
+        if (
+            recv.pure()
+            and all(a.pure() for a in args)
+            and all(v.pure() for _, v in kwargs)
+            and dyn_a is None
+            and dyn_k is None
+        ):
             out = []
             try:
                 for c in recv.consts:
                     for combo in itertools.product(*(a.consts for a in args)):
                         for kcombo in itertools.product(*(v.consts for _, v in kwargs)):
-                            out.append(_fold_method(c, name, list(combo), dict(zip((k for k, _ in kwargs), kcombo))))
+                            out.append(
+                                _fold_method(
+                                    c, name, list(combo), dict(zip((k for k, _ in kwargs), kcombo, strict=True))
+                                )
+                            )
                             if len(out) > _COMBOS:
                                 raise _Unfoldable
                 return _V(tuple(out))
@@ -1701,9 +2249,11 @@ class _Analysis:
             return _const(None)
         if name in _METHOD_SELECT:  # pieces of the receiver: of the conversation's text, or of template text
             text = recv.built or recv.obj or any(isinstance(c, str) for c in recv.consts)
-            return _join(_DATA if recv.data else None,
-                         _built(f"the result of .{name}()", obj=recv.obj) if text else None,
-                         _container(self.elements(recv)) if self.sequence_like(recv) or recv.flat else None)
+            return _join(
+                _DATA if recv.data else None,
+                _built(f"the result of .{name}()", obj=recv.obj) if text else None,
+                _container(self.elements(recv)) if self.sequence_like(recv) or recv.flat else None,
+            )
         if name in _METHOD_TEXT:
             if recv.data and not recv.material() and not everything.material():
                 return _DATA
@@ -1728,15 +2278,27 @@ class _Analysis:
                     bad = next((w for w in words if _is_internal(w)), None)
                     if bad:
                         self.t101_words.add((node.lineno, bad))
-                    self.report("GGUF-T103", node.lineno,
-                                f"format string field {{{field}}} reads attributes or items of its argument", field)
+                    self.report(
+                        "GGUF-T103",
+                        node.lineno,
+                        f"format string field {{{field}}} reads attributes or items of its argument",
+                        field,
+                    )
         if recv.built or recv.obj:
-            self.report("GGUF-T103", node.lineno,
-                        f"format string is computed at render time from {recv.origin or 'template text'}", "format")
+            self.report(
+                "GGUF-T103",
+                node.lineno,
+                f"format string is computed at render time from {recv.origin or 'template text'}",
+                "format",
+            )
         if (recv.data or recv.dyn) and has_args:
-            self.report("GGUF-T103", node.lineno,
-                        "format string comes from the conversation: the request chooses which attributes of the "
-                        "arguments it reads", "format")
+            self.report(
+                "GGUF-T103",
+                node.lineno,
+                "format string comes from the conversation: the request chooses which attributes of the "
+                "arguments it reads",
+                "format",
+            )
 
     # filters ----------------------------------------------------------------------------------
 
@@ -1748,36 +2310,63 @@ class _Analysis:
         args, kwargs, dyn_a, dyn_k = self.call_args(node)
         return self.apply_filter(node, node.name, recv, args, dict(kwargs), dyn_a, dyn_k)
 
-    def apply_filter(self, node: Any, name: str, recv: _V, args: list[_V], kwargs: dict[str, _V],
-                     dyn_a: _V | None, dyn_k: _V | None, depth: int = 0) -> _V:
+    def apply_filter(
+        self,
+        node: Any,
+        name: str,
+        recv: _V,
+        args: list[_V],
+        kwargs: dict[str, _V],
+        dyn_a: _V | None,
+        dyn_k: _V | None,
+        depth: int = 0,
+    ) -> _V:
         extra = self.spread(dyn_a, dyn_k) if (dyn_a is not None or dyn_k is not None) else None
         # -- names this filter looks up ----------------------------------------------------------
         if name == "attr":
             target = args[0] if args else kwargs.get("name", _BOT)
             self.check_name(node, _join(target, extra), "the attribute name of |attr", recv=recv)
-            return _join(*(self.attr_value(recv, c) for c in target.consts if isinstance(c, str)),
-                         _built("an attribute fetched by |attr", obj=True) if (target.built or target.data or extra)
-                         else None, _DYN if target.data else None)
+            return _join(
+                *(self.attr_value(recv, c) for c in target.consts if isinstance(c, str)),
+                _built("an attribute fetched by |attr", obj=True) if (target.built or target.data or extra) else None,
+                _DYN if target.data else None,
+            )
         if name in ("map", "select", "reject", "selectattr", "rejectattr") and extra is not None:
-            self.check_name(node, extra, f"a name spread into |{name}", path=True,
-                            indirect=True, recv=self.elements(recv))
+            self.check_name(
+                node, extra, f"a name spread into |{name}", path=True, indirect=True, recv=self.elements(recv)
+            )
         if name == "map":
             if not args and "attribute" in kwargs:
-                self.check_name(node, kwargs["attribute"], "the attribute of |map", path=True, indirect=True,
-                                recv=self.elements(recv))
+                self.check_name(
+                    node,
+                    kwargs["attribute"],
+                    "the attribute of |map",
+                    path=True,
+                    indirect=True,
+                    recv=self.elements(recv),
+                )
                 return _container(self.attr_path_value(self.elements(recv), kwargs["attribute"]))
             if args:
                 fname = args[0]
                 if fname.built or fname.obj:
-                    self.report("GGUF-T102", node.lineno,
-                                f"filter name of |map is computed at render time from {fname.origin or 'template text'}")
+                    self.report(
+                        "GGUF-T102",
+                        node.lineno,
+                        f"filter name of |map is computed at render time from {fname.origin or 'template text'}",
+                    )
                 results = []
                 for c in fname.consts:
                     if isinstance(c, str) and depth < 3:
-                        results.append(self.apply_filter(node, c, self.elements(recv), args[1:], kwargs, dyn_a, dyn_k,
-                                                         depth + 1))
-                return _container(_join(*results, _built("|map with a computed filter") if fname.built else None,
-                                        _DATA if fname.data else None))
+                        results.append(
+                            self.apply_filter(node, c, self.elements(recv), args[1:], kwargs, dyn_a, dyn_k, depth + 1)
+                        )
+                return _container(
+                    _join(
+                        *results,
+                        _built("|map with a computed filter") if fname.built else None,
+                        _DATA if fname.data else None,
+                    )
+                )
             return _container(self.elements(recv))
         spec = _ATTRIBUTE_PARAMS.get(name)
         attribute = _BOT
@@ -1788,15 +2377,24 @@ class _Analysis:
             elif kw is not None and kw in kwargs:
                 attribute = kwargs[kw]
             if attribute is not _BOT:
-                self.check_name(node, attribute, f"the attribute of |{name}", path=True, indirect=True,
-                                recv=self.elements(recv))
+                self.check_name(
+                    node, attribute, f"the attribute of |{name}", path=True, indirect=True, recv=self.elements(recv)
+                )
         # -- what the result is made of ----------------------------------------------------------
         if recv.consts and not recv.pure() and attribute is _BOT and name in _FOLD_FILTERS:
             known, rest = recv.split()  # fold the constants, reason about the rest
-            return _join(self.apply_filter(node, name, known, args, kwargs, dyn_a, dyn_k, depth),
-                         self.apply_filter(node, name, rest, args, kwargs, dyn_a, dyn_k, depth))
-        if recv.pure() and attribute is _BOT and name in _FOLD_FILTERS and extra is None \
-                and all(a.pure() for a in args) and all(v.pure() for v in kwargs.values()):
+            return _join(
+                self.apply_filter(node, name, known, args, kwargs, dyn_a, dyn_k, depth),
+                self.apply_filter(node, name, rest, args, kwargs, dyn_a, dyn_k, depth),
+            )
+        if (
+            recv.pure()
+            and attribute is _BOT
+            and name in _FOLD_FILTERS
+            and extra is None
+            and all(a.pure() for a in args)
+            and all(v.pure() for v in kwargs.values())
+        ):
             folded = self.fold_filter(name, recv, args, kwargs)
             if folded is not None:
                 return folded
@@ -1868,8 +2466,10 @@ class _Analysis:
                 for combo in itertools.product(*(a.consts for a in args)):
                     for kcombo in itertools.product(*(v.consts for v in kwargs.values())):
                         _check_args([c, *combo, *kcombo])
-                        _check_filter(name, c, list(combo), dict(zip(kwargs, kcombo)))
-                        out.append(_plain(env.call_filter(name, c, list(combo), dict(zip(kwargs, kcombo)))))
+                        _check_filter(name, c, list(combo), dict(zip(kwargs, kcombo, strict=True)))
+                        out.append(
+                            _plain(env.call_filter(name, c, list(combo), dict(zip(kwargs, kcombo, strict=True))))
+                        )
                         if len(out) > _COMBOS:
                             return None
         except Exception:
@@ -1902,7 +2502,7 @@ def _generation_extension() -> type:
         import jinja2.ext
 
         class GenerationTag(jinja2.ext.Extension):
-            tags = {"generation"}
+            tags = {"generation"}  # noqa: RUF012 - the attribute Jinja reads, declared by its base class
 
             def parse(self, parser: Any) -> Any:
                 next(parser.stream)
@@ -1928,6 +2528,7 @@ def _fold_environment() -> Any:
     env = _cache.get("fold")
     if env is None:
         from jinja2.sandbox import ImmutableSandboxedEnvironment
+
         env = _cache["fold"] = ImmutableSandboxedEnvironment()
     return env
 
@@ -1976,32 +2577,85 @@ def _parse(source: str, name: str) -> tuple[Any, list[tuple[int, str]]]:
 
 #: Sample conversations rendered when ``render=True``.
 _CONVERSATIONS: tuple[tuple[str, dict[str, Any]], ...] = (
-    ("chat", {"add_generation_prompt": True, "messages": [
-        {"role": "system", "content": "You are a careful assistant."},
-        {"role": "user", "content": "Hello! Wie geht's? 你好"},
-        {"role": "assistant", "content": "Hi, how can I help?"},
-        {"role": "user", "content": "Name three primes."}]}),
-    ("no-system", {"add_generation_prompt": False, "messages": [
-        {"role": "user", "content": "2+2?"}, {"role": "assistant", "content": "4"},
-        {"role": "user", "content": "And 3+3?"}, {"role": "assistant", "content": "6"}]}),
-    ("tools", {"add_generation_prompt": True, "tools": [
-        {"type": "function", "function": {
-            "name": "get_weather", "description": "Current weather for a city.",
-            "parameters": {"type": "object", "properties": {
-                "city": {"type": "string", "description": "City name"},
-                "unit": {"type": "string", "enum": ["c", "f"]}}, "required": ["city"]}}}],
-        "messages": [
-            {"role": "system", "content": "Use tools when useful."},
-            {"role": "user", "content": "Weather in Paris?"},
-            {"role": "assistant", "content": "", "tool_calls": [
-                {"id": "call_1", "type": "function",
-                 "function": {"name": "get_weather", "arguments": {"city": "Paris", "unit": "c"}}}]},
-            {"role": "tool", "tool_call_id": "call_1", "name": "get_weather", "content": "{\"temp\": 21}"}]}),
-    ("thinking", {"add_generation_prompt": True, "enable_thinking": True, "messages": [
-        {"role": "user", "content": "Is 91 prime?"},
-        {"role": "assistant", "reasoning_content": "91 = 7 * 13.",
-         "content": "<think>91 = 7 * 13.</think>No, 91 = 7 × 13."},
-        {"role": "user", "content": "And 97?"}]}),
+    (
+        "chat",
+        {
+            "add_generation_prompt": True,
+            "messages": [
+                {"role": "system", "content": "You are a careful assistant."},
+                {"role": "user", "content": "Hello! Wie geht's? 你好"},
+                {"role": "assistant", "content": "Hi, how can I help?"},
+                {"role": "user", "content": "Name three primes."},
+            ],
+        },
+    ),
+    (
+        "no-system",
+        {
+            "add_generation_prompt": False,
+            "messages": [
+                {"role": "user", "content": "2+2?"},
+                {"role": "assistant", "content": "4"},
+                {"role": "user", "content": "And 3+3?"},
+                {"role": "assistant", "content": "6"},
+            ],
+        },
+    ),
+    (
+        "tools",
+        {
+            "add_generation_prompt": True,
+            "tools": [
+                {
+                    "type": "function",
+                    "function": {
+                        "name": "get_weather",
+                        "description": "Current weather for a city.",
+                        "parameters": {
+                            "type": "object",
+                            "properties": {
+                                "city": {"type": "string", "description": "City name"},
+                                "unit": {"type": "string", "enum": ["c", "f"]},
+                            },
+                            "required": ["city"],
+                        },
+                    },
+                }
+            ],
+            "messages": [
+                {"role": "system", "content": "Use tools when useful."},
+                {"role": "user", "content": "Weather in Paris?"},
+                {
+                    "role": "assistant",
+                    "content": "",
+                    "tool_calls": [
+                        {
+                            "id": "call_1",
+                            "type": "function",
+                            "function": {"name": "get_weather", "arguments": {"city": "Paris", "unit": "c"}},
+                        }
+                    ],
+                },
+                {"role": "tool", "tool_call_id": "call_1", "name": "get_weather", "content": '{"temp": 21}'},
+            ],
+        },
+    ),
+    (
+        "thinking",
+        {
+            "add_generation_prompt": True,
+            "enable_thinking": True,
+            "messages": [
+                {"role": "user", "content": "Is 91 prime?"},
+                {
+                    "role": "assistant",
+                    "reasoning_content": "91 = 7 * 13.",
+                    "content": "<think>91 = 7 * 13.</think>No, 91 = 7 * 13.",
+                },
+                {"role": "user", "content": "And 97?"},
+            ],
+        },
+    ),
 )
 _COMMON_CONTEXT = {"bos_token": "<s>", "eos_token": "</s>", "date_string": "01 Jan 2025"}
 
@@ -2020,6 +2674,7 @@ def _render_worker() -> None:  # pragma: no cover - runs in the child process (t
 
     try:  # from here on: no more memory, CPU, files or processes than the render needs
         import resource
+
         mem = job["memory"]
         resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
         cpu = max(1, math.ceil(job["timeout"]) + 1)
@@ -2039,12 +2694,16 @@ def _render_worker() -> None:  # pragma: no cover - runs in the child process (t
     def strftime_now(fmt: str) -> str:
         return datetime.datetime(2025, 1, 1, 12, 0, 0).strftime(fmt)
 
-    def tojson(x: Any, ensure_ascii: bool = False, indent: Any = None, separators: Any = None,
-               sort_keys: bool = False) -> str:
+    def tojson(
+        x: Any, ensure_ascii: bool = False, indent: Any = None, separators: Any = None, sort_keys: bool = False
+    ) -> str:
         return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
 
-    env = Sandbox(trim_blocks=True, lstrip_blocks=True,
-                  extensions=["jinja2.ext.loopcontrols", "jinja2.ext.do", _generation_extension()])
+    env = Sandbox(
+        trim_blocks=True,
+        lstrip_blocks=True,
+        extensions=["jinja2.ext.loopcontrols", "jinja2.ext.do", _generation_extension()],
+    )
     env.filters["tojson"] = tojson
     env.globals["raise_exception"] = raise_exception
     env.globals["strftime_now"] = strftime_now
@@ -2095,8 +2754,9 @@ _WORKER_BOOT = (
 )
 
 
-def _sandbox_render(source: str, lines: list[str], name: str, timeout: float, max_output: int,
-                    memory: int) -> list[TemplateFinding]:
+def _sandbox_render(
+    source: str, lines: list[str], name: str, timeout: float, max_output: int, memory: int
+) -> list[TemplateFinding]:
     jinja2 = _require_jinja()
     version = tuple(int(p) for p in re.findall(r"\d+", jinja2.__version__)[:3])
 
@@ -2105,15 +2765,32 @@ def _sandbox_render(source: str, lines: list[str], name: str, timeout: float, ma
         return TemplateFinding(rule, RULES[rule].severity, message, line, _excerpt(text), None, name)
 
     if version < (3, 1, 6):
-        return [finding("GGUF-T503", f"sandboxed render skipped: Jinja2 {jinja2.__version__} is older than 3.1.6, "
-                                     "whose sandbox has known escapes (CVE-2024-56326, CVE-2025-27516)")]
-    job = json.dumps({"source": source, "conversations": [[label, {**_COMMON_CONTEXT, **ctx}]
-                                                          for label, ctx in _CONVERSATIONS],
-                      "timeout": timeout, "max_output": max_output, "memory": memory, "path": sys.path})
+        return [
+            finding(
+                "GGUF-T503",
+                f"sandboxed render skipped: Jinja2 {jinja2.__version__} is older than 3.1.6, "
+                "whose sandbox has known escapes (CVE-2024-56326, CVE-2025-27516)",
+            )
+        ]
+    job = json.dumps(
+        {
+            "source": source,
+            "conversations": [[label, {**_COMMON_CONTEXT, **ctx}] for label, ctx in _CONVERSATIONS],
+            "timeout": timeout,
+            "max_output": max_output,
+            "memory": memory,
+            "path": sys.path,
+        }
+    )
     try:
-        proc = subprocess.Popen([sys.executable, "-I", "-c", _WORKER_BOOT, os.path.abspath(__file__)],
-                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                text=True, encoding="utf-8")
+        proc = subprocess.Popen(
+            [sys.executable, "-I", "-c", _WORKER_BOOT, os.path.abspath(__file__)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            encoding="utf-8",
+        )
     except OSError as e:
         return [finding("GGUF-T503", f"sandboxed render could not start a process: {e}")]
     timed_out = False
@@ -2135,8 +2812,13 @@ def _sandbox_render(source: str, lines: list[str], name: str, timeout: float, ma
         done.add(label)
         if kind == "security" and event["message"] not in seen:
             seen.add(event["message"])
-            findings.append(finding("GGUF-T501", f"sandboxed render ({label} conversation) refused: {event['message']}",
-                                    event.get("line")))
+            findings.append(
+                finding(
+                    "GGUF-T501",
+                    f"sandboxed render ({label} conversation) refused: {event['message']}",
+                    event.get("line"),
+                )
+            )
         elif kind in ("output", "memory"):
             findings.append(finding("GGUF-T502", f"sandboxed render ({label} conversation): {event['message']}"))
     if timed_out or (proc.returncode not in (0, None) and len(done) < len(_CONVERSATIONS)):
@@ -2166,19 +2848,40 @@ def _hidden_findings(source: str, lines: list[str], name: str) -> list[TemplateF
     for group in groups:
         first = group[0]
         if first.index == 0 and first.kind == "bom" and len(group) == 1:
-            findings.append(TemplateFinding("GGUF-T302", "info", "the template starts with a byte order mark (U+FEFF)",
-                                            1, _excerpt(lines[0], column=1), 1, name))
+            findings.append(
+                TemplateFinding(
+                    "GGUF-T302",
+                    "info",
+                    "the template starts with a byte order mark (U+FEFF)",
+                    1,
+                    _excerpt(lines[0], column=1),
+                    1,
+                    name,
+                )
+            )
             continue
         kinds = sorted({h.kind for h in group})
         names = list(dict.fromkeys(f"U+{h.codepoint:04X} {h.name}" for h in group))
         what = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
-        message = (f"{len(group)} hidden character{'s' if len(group) > 1 else ''} ({'/'.join(kinds)}): {what}"
-                   if len(group) > 1 else f"hidden character ({first.kind}): {what}")
+        message = (
+            f"{len(group)} hidden character{'s' if len(group) > 1 else ''} ({'/'.join(kinds)}): {what}"
+            if len(group) > 1
+            else f"hidden character ({first.kind}): {what}"
+        )
         tags = "".join(chr(h.codepoint - 0xE0000) for h in group if 0xE0020 <= h.codepoint <= 0xE007E)
         if tags:
             message += f"; the tag characters spell {tags[:60]!r}"
-        findings.append(TemplateFinding("GGUF-T301", "warning", message, first.line,
-                                        _excerpt(lines[first.line - 1], column=first.column), first.column, name))
+        findings.append(
+            TemplateFinding(
+                "GGUF-T301",
+                "warning",
+                message,
+                first.line,
+                _excerpt(lines[first.line - 1], column=first.column),
+                first.column,
+                name,
+            )
+        )
     return findings
 
 
@@ -2199,8 +2902,18 @@ def _capped(findings: list[TemplateFinding], name: str) -> list[TemplateFinding]
         if seen[f.rule] <= _MAX_PER_RULE:
             kept.append(f)
         if seen[f.rule] == total[f.rule] > _MAX_PER_RULE:
-            kept.append(TemplateFinding(f.rule, f.severity, f"{total[f.rule] - _MAX_PER_RULE} more findings of this "
-                                        f"rule are not listed ({total[f.rule]} in all)", None, "", None, name))
+            kept.append(
+                TemplateFinding(
+                    f.rule,
+                    f.severity,
+                    f"{total[f.rule] - _MAX_PER_RULE} more findings of this "
+                    f"rule are not listed ({total[f.rule]} in all)",
+                    None,
+                    "",
+                    None,
+                    name,
+                )
+            )
     return kept
 
 
@@ -2216,40 +2929,82 @@ def _static_findings(source: str, name: str) -> tuple[TemplateFinding, ...]:
     except jinja2.TemplateSyntaxError as e:
         line = e.lineno if e.lineno else None
         text = lines[line - 1] if line and 0 < line <= len(lines) else ""
-        findings.append(TemplateFinding("GGUF-T401", "warning", f"Jinja cannot parse the template: {e.message}",
-                                        line, _excerpt(text), None, name))
+        findings.append(
+            TemplateFinding(
+                "GGUF-T401",
+                "warning",
+                f"Jinja cannot parse the template: {e.message}",
+                line,
+                _excerpt(text),
+                None,
+                name,
+            )
+        )
         for i, text in enumerate(lines, 1):  # still name what a text search can see
             for w in dict.fromkeys(_alarm_words(text)):
-                findings.append(TemplateFinding("GGUF-T104", "warning",
-                                                f"the unparsed source spells {w!r}, a Python internal or command runner",
-                                                i, _excerpt(text, w), None, name))
+                findings.append(
+                    TemplateFinding(
+                        "GGUF-T104",
+                        "warning",
+                        f"the unparsed source spells {w!r}, a Python internal or command runner",
+                        i,
+                        _excerpt(text, w),
+                        None,
+                        name,
+                    )
+                )
         return tuple(_capped(findings, name))
     except RecursionError:
-        findings.append(TemplateFinding("GGUF-T402", "error", "the template nests too deeply for Jinja's parser",
-                                        None, "", None, name))
+        findings.append(
+            TemplateFinding(
+                "GGUF-T402", "error", "the template nests too deeply for Jinja's parser", None, "", None, name
+            )
+        )
         return tuple(_capped(findings, name))
 
     for line, raw in strings:
         hidden = _escaped_ascii(raw)
         if hidden:
             text = lines[line - 1] if 0 < line <= len(lines) else ""
-            findings.append(TemplateFinding("GGUF-T105", "warning",
-                                            f"string literal writes {hidden[:40]!r} with escape sequences",
-                                            line, _excerpt(text, "\\"), None, name))
+            findings.append(
+                TemplateFinding(
+                    "GGUF-T105",
+                    "warning",
+                    f"string literal writes {hidden[:40]!r} with escape sequences",
+                    line,
+                    _excerpt(text, "\\"),
+                    None,
+                    name,
+                )
+            )
 
     analysis = _Analysis(_nodes(), lines, name)
     try:
         findings.extend(analysis.run(tree))
     except RecursionError:
-        findings.append(TemplateFinding("GGUF-T402", "error",
-                                        "the template nests too deeply for the audit to follow; nothing is known about "
-                                        "what it reaches", None, "", None, name))
+        findings.append(
+            TemplateFinding(
+                "GGUF-T402",
+                "error",
+                "the template nests too deeply for the audit to follow; nothing is known about what it reaches",
+                None,
+                "",
+                None,
+                name,
+            )
+        )
     return tuple(_capped(findings, name))
 
 
-def audit_template(source: str, *, name: str = "tokenizer.chat_template", render: bool = False,
-                   render_timeout: float = 5.0, render_max_output: int = 1 << 20,
-                   render_memory: int = 1 << 30) -> list[TemplateFinding]:
+def audit_template(
+    source: str,
+    *,
+    name: str = "tokenizer.chat_template",
+    render: bool = False,
+    render_timeout: float = 5.0,
+    render_max_output: int = 1 << 20,
+    render_memory: int = 1 << 30,
+) -> list[TemplateFinding]:
     """Audit one chat template (Jinja source) for ways to reach Python internals, without running it.
 
     Args:
@@ -2286,11 +3041,14 @@ def audit_template(source: str, *, name: str = "tokenizer.chat_template", render
     _require_jinja()
     findings = list(_static_findings(source, name))
     if render:
-        findings = _capped(findings + _sandbox_render(source, _lines(source), name, render_timeout, render_max_output,
-                                                      render_memory), name)
+        findings = _capped(
+            findings + _sandbox_render(source, _lines(source), name, render_timeout, render_max_output, render_memory),
+            name,
+        )
     return findings
 
 
 def _nodes() -> Any:
     from jinja2 import nodes
+
     return nodes

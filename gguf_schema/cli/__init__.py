@@ -100,7 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 #: modules that own subcommands: each has ``register_cli(subparsers)`` adding its parsers,
 #: each parser with ``set_defaults(func=handler)`` where ``handler(args) -> int`` is the exit code.
-_COMMAND_MODULES = ("cli.commands", "check.validate", "check.spec_audit", "cli.generate")
+_COMMAND_MODULES = ("cli.commands", "check.validate", "check.spec_audit", "cli.generate", "cli.model_commands")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -22,10 +22,8 @@ import json
 import sys
 from typing import Any, Callable
 
-from ..reader import open as gguf_open
-from ..tools import split as split_mod
 from ..tools.estimate import CACHE_TYPES, Estimate, estimate
-from ..tools.export import DTYPES, export_safetensors
+from ..tools.export import DTYPES, export_safetensors, open_model
 from .progress import Progress
 
 __all__ = ["register_cli"]
@@ -49,15 +47,6 @@ def _argument_errors(fn: Handler) -> Handler:
             return 2
 
     return run
-
-
-def _open(path: str) -> Any:
-    """A model file, or all shards of a split model when ``path`` is its first shard (string arrays left lazy)."""
-    f = gguf_open(path, lazy=True)
-    if "split.count" in f.fields and f.metadata.get("split.no") == 0 and f.metadata["split.count"] > 1:
-        f.close()
-        return split_mod.open_split(path)
-    return f
 
 
 def _mib(n: int) -> str:
@@ -116,7 +105,7 @@ def estimate_text(e: Estimate, path: str) -> str:
 
 @_argument_errors
 def _cmd_estimate(args: argparse.Namespace) -> int:
-    model = _open(args.file)
+    model = open_model(args.file, lazy=True)
     try:
         e = estimate(model, ctx=args.ctx, batch=args.batch, ubatch=args.ubatch, cache_type_k=args.cache_type_k,
                      cache_type_v=args.cache_type_v, gpu_layers=args.gpu_layers, parallel=args.parallel,

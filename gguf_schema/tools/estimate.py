@@ -288,8 +288,8 @@ class _Keys:
         shown = value if not isinstance(value, np.ndarray) else value.tolist()
         return GGUFFormatError(f"metadata key {key!r} must be {want}, is {_short(shown)}", path=self.where, value=value)
 
-    def int(self, suffix: str, why: str, default: int | None = None, *, full_key: str | None = None) -> int:
-        key = full_key or self.key(suffix)
+    def uint(self, suffix: str, why: str, default: int | None = None) -> int:
+        key = self.key(suffix)
         if key not in self.md:
             if default is None:
                 raise self._missing(key, why)
@@ -312,7 +312,7 @@ class _Keys:
             if len(items) != n_layer or any(isinstance(v, bool) or not isinstance(v, int) or v < 0 for v in items):
                 raise self._bad(key, value, f"a non-negative integer or an array of {n_layer} of them (one per layer)")
             return items
-        return [self.int(suffix, why)] * n_layer
+        return [self.uint(suffix, why)] * n_layer
 
     def optional(self, suffix: str) -> Any:
         return self.md.get(self.key(suffix)) if self.has(suffix) else None
@@ -406,10 +406,10 @@ def estimate(model: Any, *, ctx: int | None = None, batch: int = 512, ubatch: in
         raise ValueError(f"a quantized V cache ({type_v.name}) needs flash attention in llama.cpp: pass flash_attn=True or a float cache_type_v")
 
     keys = _Keys(metadata, arch, where)
-    n_layer_all = keys.int("block_count", "the number of repeating layers")
+    n_layer_all = keys.uint("block_count", "the number of repeating layers")
     if n_layer_all == 0:
         raise keys._bad(keys.key("block_count"), 0, "a positive integer")
-    n_train = keys.int("context_length", "the training context, the default ctx", default=None if ctx is None else 0)
+    n_train = keys.uint("context_length", "the training context, the default ctx", default=None if ctx is None else 0)
     notes: list[str] = []
     formulas: list[tuple[str, str]] = []
     not_estimated = list(NOT_ESTIMATED)
@@ -454,7 +454,7 @@ def estimate(model: Any, *, ctx: int | None = None, batch: int = 512, ubatch: in
 
     kv_layers: tuple[KVLayer, ...] = ()
     recurrent: tuple[RecurrentLayer, ...] = ()
-    n_nextn = keys.int("nextn_predict_layers", "", default=0)
+    n_nextn = keys.uint("nextn_predict_layers", "", default=0)
     n_layer = n_layer_all - min(n_nextn, n_layer_all)
     if arch in _RECURRENT:
         recurrent, text = _recurrent(keys, _RECURRENT[arch], n_layer, parallel, device)
@@ -489,7 +489,7 @@ _KNOWN_ATTENTION = frozenset({
     "glm4moe", "bitnet", "jais", "jais2", "nemotron", "exaone", "exaone4", "granite", "granitemoe", "chameleon", "plm",
     "bailingmoe", "bailingmoe2", "dots1", "arcee", "afmoe", "ernie4_5", "ernie4_5-moe", "hunyuan-moe", "hunyuan-dense",
     "smollm3", "gpt-oss", "smallthinker", "seed_oss", "grovemoe", "apertus", "minimax-m2", "pangu-embedded", "mistral3",
-    "mistral", "maincoder", "nanbeige",
+    "maincoder", "nanbeige",
 })
 
 
@@ -529,7 +529,7 @@ def _weights(tensors: Iterable[Any], n_layer_all: int, device: Any) -> tuple[tup
     if ("input", -1) in groups:
         b, n = groups[("input", -1)]
         out.append(WeightGroup("input", "CPU", b, n))
-    for (kind, il), (b, n) in sorted((k, v) for k, v in groups.items() if k[0] == "layer"):
+    for (_, il), (b, n) in sorted((k, v) for k, v in groups.items() if k[0] == "layer"):
         out.append(WeightGroup(f"layer {il}", device(il), b, n))
     out_dev = device(n_layer_all)
     if ("output", -1) in groups:
@@ -554,7 +554,7 @@ def _first_gpu_layer(n_layer_all: int, device: Any) -> int:
 def _vocab_size(metadata: Mapping[str, Any], keys: _Keys) -> int:
     if "tokenizer.ggml.tokens" in metadata:
         return len(metadata["tokenizer.ggml.tokens"])
-    return keys.int("vocab_size", "", default=0)
+    return keys.uint("vocab_size", "", default=0)
 
 
 def _swa_pattern(keys: _Keys, arch: str, n_layer_all: int, notes: list[str]) -> tuple[int, list[bool], str]:
@@ -566,7 +566,7 @@ def _swa_pattern(keys: _Keys, arch: str, n_layer_all: int, notes: list[str]) -> 
             notes.append(f"{keys.key('attention.sliding_window')} = {window_key}, but llama.cpp applies no sliding window "
                          f"to {arch!r} (or this module does not know its rule): every layer sized for the full context")
         return 0, [False] * n_layer_all, ""
-    window_int = keys.int("attention.sliding_window", "the sliding-window size", default=-1)
+    window_int = keys.uint("attention.sliding_window", "the sliding-window size", default=-1)
     if rule.when == "key>0" and window_int <= 0:
         return 0, [False] * n_layer_all, ""
     if rule.when == "key!=0" and window_int == 0:
@@ -578,14 +578,14 @@ def _swa_pattern(keys: _Keys, arch: str, n_layer_all: int, notes: list[str]) -> 
     elif rule.default_window is not None:
         window = rule.default_window
     else:
-        window = keys.int("attention.sliding_window", f"the sliding-window size {arch} needs")
+        window = keys.uint("attention.sliding_window", f"the sliding-window size {arch} needs")
     pattern = keys.optional("attention.sliding_window_pattern")
     if isinstance(pattern, (np.ndarray, list, tuple)):
         flags = [bool(x) for x in (pattern.tolist() if isinstance(pattern, np.ndarray) else pattern)][:n_layer_all]
         flags += [False] * (n_layer_all - len(flags))
         text = f"{keys.key('attention.sliding_window_pattern')} (per layer)"
     else:
-        period = keys.int("attention.sliding_window_pattern", "", default=rule.period)
+        period = keys.uint("attention.sliding_window_pattern", "", default=rule.period)
         if rule.dense_first:
             flags = [period == 0 or il % period != 0 for il in range(n_layer_all)]
             text = f"every {period}th layer full from layer 0, the others sliding-window"
@@ -603,13 +603,13 @@ def _kv_cache(keys: _Keys, n_layer_all: int, n_layer: int, n_ctx_seq: int, n_str
     if n_head[0] > 0:
         n_embd = None
         if not (keys.has("attention.key_length") and keys.has("attention.value_length")):
-            n_embd = keys.int("embedding_length", "the width of the model (the default head size is embedding_length / head_count)")
-        head_k = keys.int("attention.key_length", "", default=(n_embd or 0) // n_head[0])
-        head_v = keys.int("attention.value_length", "", default=(n_embd or 0) // n_head[0])
+            n_embd = keys.uint("embedding_length", "the width of the model (the default head size is embedding_length / head_count)")
+        head_k = keys.uint("attention.key_length", "", default=(n_embd or 0) // n_head[0])
+        head_v = keys.uint("attention.value_length", "", default=(n_embd or 0) // n_head[0])
     else:
         head_k = head_v = 0
-    head_k_swa = keys.int("attention.key_length_swa", "", default=head_k)
-    head_v_swa = keys.int("attention.value_length_swa", "", default=head_v)
+    head_k_swa = keys.uint("attention.key_length_swa", "", default=head_k)
+    head_v_swa = keys.uint("attention.value_length_swa", "", default=head_v)
     window, is_swa, pattern_text = _swa_pattern(keys, keys.arch, n_layer_all, notes)
 
     k_width = [(head_k_swa if is_swa[il] else head_k) * n_head_kv[il] for il in range(n_layer_all)]
@@ -660,19 +660,19 @@ def _row_bytes(t: GGMLType, n: int, which: str) -> int:
 def _recurrent(keys: _Keys, family: str, n_layer: int, n_seq: int, device: Any) -> tuple[tuple[RecurrentLayer, ...], str]:
     rows = max(1, n_seq)
     if family == "ssm":
-        d_conv = keys.int("ssm.conv_kernel", "the convolution width of the SSM")
-        d_inner = keys.int("ssm.inner_size", "the inner width of the SSM")
-        d_state = keys.int("ssm.state_size", "the SSM state size")
-        n_group = keys.int("ssm.group_count", "the number of SSM groups (mamba2)", default=None if keys.arch == "mamba2" else 0)
+        d_conv = keys.uint("ssm.conv_kernel", "the convolution width of the SSM")
+        d_inner = keys.uint("ssm.inner_size", "the inner width of the SSM")
+        d_state = keys.uint("ssm.state_size", "the SSM state size")
+        n_group = keys.uint("ssm.group_count", "the number of SSM groups (mamba2)", default=None if keys.arch == "mamba2" else 0)
         n_embd_r = max(d_conv - 1, 0) * (d_inner + 2 * n_group * d_state)
         n_embd_s = d_state * d_inner
         text = (f"per layer, float32 x {rows} row(s) (one per sequence): conv state n_embd_r = (conv_kernel {d_conv} - 1) x "
                 f"(inner_size {d_inner} + 2 x group_count {n_group} x state_size {d_state}) = {n_embd_r}; ssm state n_embd_s = "
                 f"state_size {d_state} x inner_size {d_inner} = {n_embd_s}")
     else:
-        n_embd = keys.int("embedding_length", "the width of the model")
-        head = keys.int("wkv.head_size", "the WKV head size")
-        shift = keys.int("token_shift_count", "", default=2)
+        n_embd = keys.uint("embedding_length", "the width of the model")
+        head = keys.uint("wkv.head_size", "the WKV head size")
+        shift = keys.uint("token_shift_count", "", default=2)
         n_embd_r = shift * n_embd
         n_embd_s = n_embd * head
         text = (f"per layer, float32 x {rows} row(s) (one per sequence): token-shift state n_embd_r = token_shift_count {shift} x "

@@ -57,7 +57,7 @@ from ..tensors import quantize
 from ..writer import atomic_write
 from .jsonio import decode_value, field_json
 
-__all__ = ["export_safetensors", "gguf_metadata", "ExportResult", "DTYPES", "MAX_HEADER"]
+__all__ = ["export_safetensors", "gguf_metadata", "open_model", "ExportResult", "DTYPES", "MAX_HEADER"]
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -124,17 +124,28 @@ def export_safetensors(source: Any, target: PathLike, *, dtype: str = "f32", ten
         raise ValueError(f"dtype must be one of {', '.join(map(repr, DTYPES))}, got {dtype!r}")
     pattern = _pattern(tensors)
     if isinstance(source, (str, os.PathLike)):
-        from .split import open_split
-
         _refuse_overwrite([source], target)
-        with open_split(source) as model:
-            _refuse_overwrite(model.paths, target)
+        with open_model(source) as model:
+            _refuse_overwrite(getattr(model, "paths", [source]), target)
             return _export(model, target, dtype, pattern, progress, sync)
     if not hasattr(source, "tensor_list") or not hasattr(source, "fields"):
         raise TypeError(f"source must be a path or an open GGUF model, got {type(source).__name__}")
     paths = list(getattr(source, "paths", None) or [getattr(source, "name", None)])
     _refuse_overwrite([p for p in paths if isinstance(p, (str, os.PathLike))], target)
     return _export(source, target, dtype, pattern, progress, sync)
+
+
+def open_model(path: PathLike, *, lazy: bool = False) -> Any:
+    """Open a GGUF file, or every shard of a split model (:func:`~gguf_schema.tools.split.open_split`)
+    when ``path`` is its first shard; ``lazy`` as in :func:`gguf_schema.open` (single files)."""
+    from ..reader import open as gguf_open
+    from .split import open_split
+
+    f = gguf_open(path, lazy=lazy)
+    if "split.count" in f.fields and f.metadata.get("split.no") == 0 and f.metadata["split.count"] > 1:
+        f.close()
+        return open_split(path)
+    return f
 
 
 def _pattern(tensors: Any) -> re.Pattern[str] | None:

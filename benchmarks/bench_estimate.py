@@ -71,6 +71,7 @@ L.llama_backend_init()
 _CACHE_RE = re.compile(r"(llama_kv_cache|llama_memory_recurrent): size = +([\d.]+) MiB \( *(\d+) cells.*?"
                        r"(?:K|R) \((\w+)\): +([\d.]+) MiB, (?:V|S) \((\w+)\): +([\d.]+) MiB")
 _OUTPUT_RE = re.compile(r"output buffer size = +([\d.]+) MiB")
+_BATCH_RE = re.compile(r"llama_context: n_(u?batch) += (\d+)")
 _GGML_TYPES = {t.name.lower(): int(t) for t in GGMLType}
 
 
@@ -114,6 +115,7 @@ def llama_cpp_sizes(path: Path, s: dict[str, Any]) -> dict[str, Any]:
             "r_mib": sum(r[0] for r in rec),
             "s_mib": sum(r[1] for r in rec),
             "output_mib": float(out.group(1)) if out else None,
+            "batch": {m.group(1): int(m.group(2)) for m in _BATCH_RE.finditer(text)},
         }
     finally:
         if ctx:
@@ -234,6 +236,7 @@ SETTINGS: list[dict[str, Any]] = [
     {"ctx": 2048, "parallel": 2, "kv_unified": True},
     {"ctx": 512, "cache_type_k": "q8_0", "cache_type_v": "q8_0"},
     {"ctx": 512, "cache_type_k": "q4_0", "cache_type_v": "q5_1"},
+    {"ctx": 300, "batch": 2048, "ubatch": 1024},
 ]
 EXTRA: dict[str, list[dict[str, Any]]] = {
     "gemma2": [{"ctx": 2048, "swa_full": True}, {"ctx": 4096, "ubatch": 128, "batch": 256}],
@@ -267,6 +270,9 @@ def compare(name: str, path: Path, settings: dict[str, Any]) -> list[Row]:
         ours = estimate(f, **settings)
     s = _fmt(settings)
     rows = [_mib_row(name, s, "weights", ours.weights_cpu, 0.0, exact_bytes=theirs["weights"])]
+    ours_batch = f"{ours.settings['n_batch']}/{ours.settings['n_ubatch']}"
+    their_batch = f"{theirs['batch'].get('batch')}/{theirs['batch'].get('ubatch')}"
+    rows.append((name, s, "n_batch/n_ubatch", ours_batch, their_batch, "", ours_batch == their_batch))
     for kind in ("full", "swa"):
         layers = [x for x in ours.kv_layers if x.kind == kind]
         if not layers and kind not in theirs["kv"]:

@@ -68,8 +68,10 @@ def test_context_is_padded_to_256_and_split_over_sequences() -> None:
     assert e.kv_k_bytes == 4 * 512 * 3 * 256
     u = estimate(f, ctx=2048, parallel=2, kv_unified=True)
     assert (u.settings["n_ctx_seq"], u.settings["n_stream"], u.kv_k_bytes) == (2048, 1, 4 * 2048 * 256)
-    b = estimate(f, ctx=300, batch=1024, ubatch=2048)
-    assert (b.settings["n_ctx"], b.settings["n_batch"], b.settings["n_ubatch"]) == (512, 512, 512)
+    b = estimate(f, ctx=300, batch=1024, ubatch=2048)  # the batch is bounded by the context before it is padded
+    assert (b.settings["n_ctx"], b.settings["n_batch"], b.settings["n_ubatch"]) == (512, 300, 300)
+    b = estimate(f, ctx=4096, batch=1024, ubatch=2048)
+    assert (b.settings["n_batch"], b.settings["n_ubatch"]) == (1024, 1024)
 
 
 def test_key_and_value_lengths_override_the_head_size() -> None:

@@ -426,10 +426,10 @@ def estimate(model: Any, *, ctx: int | None = None, batch: int = 512, ubatch: in
         n_ctx_seq = _pad(n_ctx // parallel)
         n_ctx, n_stream = n_ctx_seq * parallel, parallel
         how = f"n_ctx_seq = pad256(n_ctx / parallel {parallel}) = {n_ctx_seq}, {parallel} stream(s) of {n_ctx_seq} cells"
-    n_batch = min(n_ctx, batch)
+    n_batch = min(requested, batch)  # llama.cpp bounds the batch by the context before padding it
     n_ubatch = min(n_batch, ubatch)
     source = f"ctx {ctx}" if ctx is not None else f"{keys.key('context_length')} {n_train}"
-    formulas.append(("context", f"n_ctx = pad256({source}) = {_pad(requested)}; {how}; n_batch = min(n_ctx, {batch}) = {n_batch}, "
+    formulas.append(("context", f"n_ctx = pad256({source}) = {_pad(requested)}; {how}; n_batch = min(ctx {requested}, {batch}) = {n_batch}, "
                                 f"n_ubatch = min(n_batch, {ubatch}) = {n_ubatch}"))
     if n_train and n_ctx_seq > n_train:
         notes.append(f"the context per sequence ({n_ctx_seq}) exceeds the training context {n_train}: llama.cpp warns, output may degrade")

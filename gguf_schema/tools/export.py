@@ -180,14 +180,13 @@ def _export(model: Any, target: PathLike, dtype: str, pattern: re.Pattern[str] |
     metadata = _metadata_strings(model.fields.records)
     header = _header(planned, metadata)
     total = sum(p.nbytes for p in planned)
-    byte_order = getattr(model, "byte_order", "little")
 
     def write(stream: IO[bytes]) -> None:
         stream.write(len(header).to_bytes(8, "little"))
         stream.write(header)
         done = 0
         for p in planned:
-            for chunk in _chunks(p, out_type, byte_order):
+            for chunk in _chunks(p, out_type):
                 stream.write(chunk)
                 done += len(chunk)
                 if progress is not None:
@@ -245,7 +244,7 @@ def _header(planned: list[_Planned], metadata: dict[str, str]) -> bytes:
     return text
 
 
-def _chunks(p: _Planned, out_type: GGMLType, byte_order: str) -> Iterator[memoryview]:
+def _chunks(p: _Planned, out_type: GGMLType) -> Iterator[memoryview]:
     """The output bytes of one tensor, a run of rows at a time."""
     t = p.tensor
     if p.nbytes == 0:

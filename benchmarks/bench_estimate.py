@@ -19,8 +19,11 @@ llama-cpp-python compiles llama.cpp (several minutes on 2 cores); give it a virt
     /tmp/venv-llama/bin/pip install llama-cpp-python -e .
     /tmp/venv-llama/bin/python benchmarks/bench_estimate.py
 
-No GPU backend is involved: every layer is on the CPU, so the CPU/GPU split of the estimate is
-not compared here (it follows llama.cpp's ``load_tensors`` rules, read from its source).
+The CPU/GPU split needs an offload device. Without a GPU, ``--rpc 127.0.0.1:50052`` makes one:
+a child process serves its CPU backend as a llama.cpp RPC device on that loopback address (the
+RPC backend must be compiled in: ``CMAKE_ARGS="-DGGML_RPC=ON" pip install llama-cpp-python``),
+and llama.cpp then offloads ``gpu_layers`` to it exactly as to a GPU. The settings with
+``gpu_layers`` compare the per-device ``model buffer size`` and ``KV buffer size`` lines.
 """
 
 from __future__ import annotations
@@ -30,6 +33,8 @@ import ctypes
 import os
 import platform
 import re
+import socket
+import subprocess
 import sys
 import tempfile
 import time
@@ -57,12 +62,16 @@ MIB = 2**20
 
 # --------------------------------------------------------------------------- llama.cpp
 
-_LOG: list[str] = []
+_LOG: list[str] = []  # the current load
+_ALL_LOG: list[str] = []  # device lines of every load
 
 
 @L.llama_log_callback
 def _log(level: int, text: bytes, user: Any) -> None:  # noqa: ARG001
-    _LOG.append(text.decode("utf-8", "replace"))
+    line = text.decode("utf-8", "replace")
+    _LOG.append(line)
+    if "using device" in line:
+        _ALL_LOG.append(line)
 
 
 L.llama_log_set(_log, ctypes.c_void_p(0))
@@ -72,6 +81,7 @@ _CACHE_RE = re.compile(r"(llama_kv_cache|llama_memory_recurrent): size = +([\d.]
                        r"(?:K|R) \((\w+)\): +([\d.]+) MiB, (?:V|S) \((\w+)\): +([\d.]+) MiB")
 _OUTPUT_RE = re.compile(r"output buffer size = +([\d.]+) MiB")
 _BATCH_RE = re.compile(r"llama_context: n_(u?batch) += (\d+)")
+_BUFFER_RE = re.compile(r"(\S+) +(model|KV) buffer size = +([\d.]+) MiB")
 _GGML_TYPES = {t.name.lower(): int(t) for t in GGMLType}
 
 
@@ -79,7 +89,7 @@ def llama_cpp_sizes(path: Path, s: dict[str, Any]) -> dict[str, Any]:
     """What llama.cpp reports when it loads ``path`` and creates a context with settings ``s``."""
     _LOG.clear()
     mp = L.llama_model_default_params()
-    mp.n_gpu_layers = 0
+    mp.n_gpu_layers = s.get("gpu_layers", 0)
     model = L.llama_model_load_from_file(str(path).encode(), mp)
     if not model:
         raise RuntimeError(f"llama.cpp could not load {path}:\n" + "".join(_LOG[-15:]))
@@ -116,6 +126,7 @@ def llama_cpp_sizes(path: Path, s: dict[str, Any]) -> dict[str, Any]:
             "s_mib": sum(r[1] for r in rec),
             "output_mib": float(out.group(1)) if out else None,
             "batch": {m.group(1): int(m.group(2)) for m in _BATCH_RE.finditer(text)},
+            "buffers": [(m.group(1), m.group(2), float(m.group(3))) for m in _BUFFER_RE.finditer(text)],
         }
     finally:
         if ctx:
@@ -248,6 +259,15 @@ EXTRA: dict[str, list[dict[str, Any]]] = {
 }
 
 
+def _gpu_settings(name: str, n_layer: int) -> list[dict[str, Any]]:
+    """Offload settings for a model of ``n_layer`` layers: the output layer only, one layer more, all but one, all."""
+    return [{"ctx": 1024, "gpu_layers": n} for n in sorted({1, 2, n_layer, n_layer + 1})]
+
+
+#: models whose CPU/GPU split is compared when llama.cpp has a GPU backend
+GPU_MODELS = {"gemma-3-270m": 18, "llama": 4, "qwen2": 3, "gemma2": 4, "mamba": 3}
+
+
 def _fmt(s: dict[str, Any]) -> str:
     return ", ".join(f"{k}={v}" for k, v in s.items()) or "defaults (ctx = training context)"
 
@@ -288,7 +308,75 @@ def compare(name: str, path: Path, settings: dict[str, Any]) -> list[Row]:
         rows.append(_mib_row(name, s, "recurrent S", sum(x.s_bytes for x in ours.recurrent_layers), theirs["s_mib"]))
     if theirs["output_mib"] is not None:
         rows.append(_mib_row(name, s, "output buffer", ours.output_buffer, theirs["output_mib"]))
+    if "gpu_layers" in settings:
+        rows += _device_rows(name, s, ours, theirs["buffers"])
     return rows
+
+
+#: per-tensor alignment padding counted as agreement when comparing backend buffer sizes (bytes)
+ALIGN_SLACK = 256
+
+
+def _on_host(buffer: str) -> bool:
+    return buffer.startswith("CPU") or buffer.endswith("_Host")
+
+
+def _device_rows(name: str, s: str, ours: Any, buffers: list[tuple[str, str, float]]) -> list[Row]:
+    """Weights and KV cache per device against llama.cpp's buffer sizes (which include alignment padding)."""
+    rows = []
+    for device, host in (("GPU", False), ("CPU", True)):
+        groups = [g for g in ours.weights if g.device == device]
+        cache = [x for x in ours.kv_layers if x.device == device]
+        recurrent = [x for x in ours.recurrent_layers if x.device == device]
+        for part, kind, ours_bytes, n_tensors in (
+                ("weights", "model", sum(g.bytes for g in groups), sum(g.tensors for g in groups)),
+                ("KV cache + state", "KV", ours.cache_on(device), 2 * (len(cache) + len(recurrent)))):
+            found = [b for b in buffers if b[1] == kind and _on_host(b[0]) == host]
+            theirs = sum(b[2] for b in found)
+            slack = n_tensors * ALIGN_SLACK / MIB + 0.005 * max(1, len(found))
+            diff = ours_bytes / MIB - theirs
+            label = "+".join(b[0] for b in found) or "none"
+            rows.append((name, s, f"{part} on {device} ({label})", f"{ours_bytes / MIB:.4f} MiB", f"{theirs:.2f} MiB",
+                         f"{diff:+.4f} MiB", abs(diff) <= slack))
+    return rows
+
+
+# --------------------------------------------------------------------------- an offload device without a GPU
+
+def _ggml_lib() -> ctypes.CDLL:
+    """The ggml library llama-cpp-python loaded (already in this process: ctypes returns the same handle)."""
+    folder = Path(L.__file__).parent / "lib"
+    for name in ("libggml-rpc.so", "libggml.so"):
+        if (folder / name).is_file():
+            lib = ctypes.CDLL(str(folder / name))
+            if hasattr(lib, "ggml_backend_rpc_add_server"):
+                return lib
+    raise RuntimeError(f"this llama-cpp-python was built without GGML_RPC=ON (no ggml_backend_rpc_add_server in {folder})")
+
+
+def rpc_server(endpoint: str) -> None:
+    """Serve this process's CPU backend as a llama.cpp RPC device on ``endpoint`` (blocks)."""
+    lib = _ggml_lib()
+    base = ctypes.CDLL(str(Path(L.__file__).parent / "lib" / "libggml-base.so"))
+    base.ggml_backend_dev_by_type.restype = ctypes.c_void_p
+    base.ggml_backend_dev_by_type.argtypes = [ctypes.c_int]
+    cpu = base.ggml_backend_dev_by_type(0)  # GGML_BACKEND_DEVICE_TYPE_CPU
+    devices = (ctypes.c_void_p * 1)(cpu)
+    lib.ggml_backend_rpc_start_server.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_size_t, ctypes.c_void_p]
+    lib.ggml_backend_rpc_start_server(endpoint.encode(), None, 1, 1, devices)
+
+
+def add_rpc_device(endpoint: str) -> None:
+    """Register the RPC server at ``endpoint`` as an offload device of llama.cpp in this process."""
+    lib = _ggml_lib()
+    base = ctypes.CDLL(str(Path(L.__file__).parent / "lib" / "libggml-base.so"))
+    lib.ggml_backend_rpc_add_server.restype = ctypes.c_void_p
+    lib.ggml_backend_rpc_add_server.argtypes = [ctypes.c_char_p]
+    base.ggml_backend_register.argtypes = [ctypes.c_void_p]
+    reg = lib.ggml_backend_rpc_add_server(endpoint.encode())
+    if not reg:
+        raise RuntimeError(f"no RPC server at {endpoint}")
+    base.ggml_backend_register(reg)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -296,7 +384,36 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "estimate.md"))
     ap.add_argument("--keep", metavar="DIR", help="write the generated models here (default: a temporary folder)")
     ap.add_argument("--shared", metavar="DIR", default=str(ROOT.parent / "shared"), help="the shared folder (default: ../shared)")
+    ap.add_argument("--rpc", metavar="HOST:PORT", help="offload to a llama.cpp RPC device served by a child process on this "
+                    "loopback address (needs llama-cpp-python built with CMAKE_ARGS=-DGGML_RPC=ON), e.g. 127.0.0.1:50052")
+    ap.add_argument("--rpc-server", metavar="HOST:PORT", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.rpc_server:
+        rpc_server(args.rpc_server)
+        return 0
+    server = None
+    if args.rpc:
+        if not args.rpc.startswith(("127.", "localhost:", "[::1]:")):
+            sys.exit("--rpc serves on a loopback address only (127.0.0.1:PORT)")
+        server = subprocess.Popen([sys.executable, __file__, "--rpc-server", args.rpc])
+        host, port = args.rpc.rsplit(":", 1)
+        for _ in range(100):  # wait up to 10 s for the server to listen
+            time.sleep(0.1)
+            try:
+                socket.create_connection((host.strip("[]"), int(port)), timeout=1).close()
+                break
+            except OSError:
+                continue
+        add_rpc_device(args.rpc)
+    try:
+        return _run(args)
+    finally:
+        if server is not None:
+            server.kill()
+            server.wait()
+
+
+def _run(args: argparse.Namespace) -> int:
     if not (Path(args.shared) / VOCAB).is_file():
         sys.exit(f"{Path(args.shared) / VOCAB} is absent: the generated models need its tokenizer (--shared DIR)")
     folder = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="bench_estimate."))
@@ -310,18 +427,25 @@ def main(argv: list[str] | None = None) -> int:
         models.append((name, path, f"`{arch}`: {what}"))
     if GEMMA.is_file():
         models.insert(0, ("gemma-3-270m", GEMMA, "`gemma3`: the real gemma-3-270m Q4_K_M (18 layers, SWA window 512, 1 KV head, tied output)"))
+    gpu = bool(L.llama_supports_gpu_offload())
     for name, path, _ in models:
-        for settings in SETTINGS + EXTRA.get(name, []):
+        offload = _gpu_settings(name, GPU_MODELS[name]) if gpu and name in GPU_MODELS else []
+        for settings in SETTINGS + EXTRA.get(name, []) + offload:
             for row in compare(name, path, settings):
                 rows.append(row)
                 print(f"{row[0]:16} {row[1]:52} {row[2]:20} ours {row[3]:>18}  llama.cpp {row[4]:>18}  {'ok' if row[6] else 'DIFFERENT'}", flush=True)
-    write_report(Path(args.out), rows, models, time.time() - started)
+    write_report(Path(args.out), rows, models, time.time() - started, _devices() if gpu else [])
     print(f"wrote {args.out}")
     bad = [r for r in rows if not r[6]]
     return 1 if bad else 0
 
 
-def write_report(out: Path, rows: list[Row], models: list, seconds: float) -> None:
+def _devices() -> list[str]:
+    """The GPU devices llama.cpp's log named while loading (e.g. ``Vulkan0 (llvmpipe ...)``)."""
+    return sorted({m.group(1) for m in re.finditer(r"using device (\S+ \([^)]*\))", "".join(_ALL_LOG))})
+
+
+def write_report(out: Path, rows: list[Row], models: list, seconds: float, devices: list[str]) -> None:
     version = getattr(L, "__version__", "?")
     lines = [
         "# Memory estimate vs llama.cpp",
@@ -330,10 +454,11 @@ def write_report(out: Path, rows: list[Row], models: list, seconds: float) -> No
         f"({os.cpu_count()} CPUs), Python {platform.python_version()}, llama-cpp-python {version} (llama.cpp compiled from the "
         f"package's source by pip), {seconds:.0f} s.",
         "",
-        "For every model and setting, llama.cpp loaded the file and created a context (CPU only; flash attention on unless "
-        "the setting says otherwise). Its figures: `llama_model_size()` (exact bytes of the weights), and the `size = ... MiB` "
+        "For every model and setting, llama.cpp loaded the file and created a context (no layer offloaded and flash "
+        "attention on unless the setting says otherwise). Its figures: `llama_model_size()` (exact bytes of the weights), and the `size = ... MiB` "
         "lines it logs for the KV cache (K and V of the full-attention cache and, for sliding-window models, of the "
-        "sliding-window cache; their cells per stream), the recurrent state (R and S) and the output buffer, printed to 2 decimals of MiB. \"ours\" is "
+        "sliding-window cache; their cells per stream), the recurrent state (R and S) and the output buffer, printed to "
+        "2 decimals of MiB. \"ours\" is "
         "`gguf_schema.tools.estimate.estimate(model, **setting)`. A row agrees when ours is equal (weights, cells) or "
         "rounds to llama.cpp's printed figure (sizes in MiB).",
         "",
@@ -341,10 +466,16 @@ def write_report(out: Path, rows: list[Row], models: list, seconds: float) -> No
         "",
     ]
     lines += [f"- **{name}** — {what}" for name, _, what in models]
-    lines += ["", "Not compared here: the CPU/GPU split (no GPU on this machine; the estimate follows llama.cpp's "
-              "`load_tensors` rules, read from its source) and the compute buffers (not estimated).", "",
-              "| model | setting | part | ours | llama.cpp | difference | agrees |",
-              "|---|---|---|---:|---:|---:|:-:|"]
+    if devices:
+        lines += ["", f"The CPU/GPU split (rows with `gpu_layers`) is compared on llama.cpp's GPU backend device "
+                  f"{', '.join(devices)}: the `model buffer size` and `KV buffer size` lines per device. Those are buffer "
+                  f"sizes, which include each tensor's alignment padding: a row agrees when the difference is at most "
+                  f"{ALIGN_SLACK} bytes per tensor (plus the 2-decimal rounding).", "",
+                  "Not compared: the compute buffers (not estimated).", ""]
+    else:
+        lines += ["", "Not compared here: the CPU/GPU split (this llama.cpp has no GPU backend; the estimate follows "
+                  "llama.cpp's `load_tensors` rules, read from its source) and the compute buffers (not estimated).", ""]
+    lines += ["| model | setting | part | ours | llama.cpp | difference | agrees |", "|---|---|---|---:|---:|---:|:-:|"]
     lines += [f"| {m} | {s} | {p} | {o} | {t} | {d} | {'yes' if ok else '**NO**'} |" for m, s, p, o, t, d, ok in rows]
     lines += ["", f"{sum(r[6] for r in rows)} of {len(rows)} rows agree."]
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -373,3 +373,11 @@ def test_cli_estimate_errors_exit_2(tmp_path: Path, capsys: pytest.CaptureFixtur
     p = _file(tmp_path)
     assert main(["estimate", str(p), "--cache-type-v", "q4_k"]) == 2
     assert "gguf-schema estimate: error: cache_type_v 'q4_k' is not a cache type llama.cpp accepts" in capsys.readouterr().err
+
+
+def test_cli_estimate_help(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["estimate", "--help"])
+    assert exit_.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: gguf-schema estimate") and "--cache-type-k T" in out and "Compute buffers" in out

@@ -282,3 +282,11 @@ def test_cli_export(src: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert "gguf-schema export: error: refusing to write the export over its source" in capsys.readouterr().err
     assert main(["export", str(tmp_path / "absent.gguf"), str(out)]) == 2
     assert "No such file or directory" in capsys.readouterr().err
+
+
+def test_cli_export_help(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["export", "--help"])
+    assert exit_.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: gguf-schema export") and "{f32,f16,bf16}" in out and "--tensors REGEX" in out

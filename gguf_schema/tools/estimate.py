@@ -21,6 +21,8 @@ llama.cpp applies when it loads a model and creates a context:
 * **recurrent state** (mamba, mamba2, rwkv6, rwkv6qwen2, rwkv7, arwkv7): per layer, float32
   rows of ``n_embd_r`` (conv or token-shift state) and ``n_embd_s`` (SSM or WKV state), one row
   per sequence.
+* **devices of the caches**: a layer's KV cache or recurrent state lives on that layer's device
+  (llama.cpp's default, ``offload_kqv``); the output buffer is host memory.
 * **output buffer**: the logits of one token per sequence (``n_vocab x parallel x 4`` bytes,
   host memory), as allocated when the context is created.
 

@@ -22,8 +22,10 @@ import json
 import sys
 from typing import Any, Callable
 
+from ..errors import GGUFError
 from ..tools.estimate import CACHE_TYPES, Estimate, estimate
 from ..tools.export import DTYPES, export_safetensors, open_model
+from .commands import _handler  # a closed pipe (`gguf-schema estimate f | head`) ends a command quietly
 from .progress import Progress
 
 __all__ = ["register_cli"]
@@ -39,8 +41,6 @@ def _argument_errors(fn: Handler) -> Handler:
         try:
             return fn(args)
         except ValueError as e:
-            from ..errors import GGUFError
-
             if isinstance(e, GGUFError):  # a bad file: main prints it
                 raise
             print(f"gguf-schema {args.command}: error: {e}", file=sys.stderr)
@@ -103,6 +103,7 @@ def estimate_text(e: Estimate, path: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+@_handler
 @_argument_errors
 def _cmd_estimate(args: argparse.Namespace) -> int:
     model = open_model(args.file, lazy=True)
@@ -116,6 +117,7 @@ def _cmd_estimate(args: argparse.Namespace) -> int:
     return 0
 
 
+@_handler
 @_argument_errors
 def _cmd_export(args: argparse.Namespace) -> int:
     bar = Progress(0, "export")

@@ -313,7 +313,8 @@ def test_a_key_of_the_wrong_kind_is_a_format_error() -> None:
 
 def test_argument_mistakes() -> None:
     f = model()
-    for kw, exc, text in [({"ctx": 0}, ValueError, "ctx must be >= 1"), ({"parallel": 0}, ValueError, "parallel must be in"),
+    assert estimate(f, ctx=0).settings["n_ctx"] == 4096  # as llama.cpp's -c 0: the training context
+    for kw, exc, text in [({"ctx": -1}, ValueError, "ctx must be >= 0"), ({"parallel": 0}, ValueError, "parallel must be in"),
                           ({"parallel": 257}, ValueError, "parallel must be in"), ({"gpu_layers": -2}, ValueError, "gpu_layers"),
                           ({"batch": "512"}, TypeError, "batch must be an int"), ({"cache_type_k": "q4_k"}, ValueError, "not a cache type"),
                           ({"cache_type_v": 8}, TypeError, "cache type name"), ({"flash_attn": 1}, TypeError, "flash_attn must be a bool")]:

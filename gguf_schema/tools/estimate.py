@@ -88,7 +88,7 @@ _OTHER_CACHE = {
         "jamba", "falcon-h1", "plamo2", "granitehybrid", "lfm2", "lfm2moe", "nemotron_h", "nemotron_h_moe", "qwen3next",
         "kimi-linear", "bailingmoe3", "kimi-k3", "glm5-next", "qwen35", "qwen35moe", "qwen4exp", "deepseek4", "minimax-01")},
     **{a: "multi-head latent attention or a sparse-attention indexer cache" for a in (
-        "deepseek2", "deepseek2-ocr", "deepseek32", "glm-dsa", "minicpm3", "minimax-m3", "hy_v4", "dots3note", "mistral4")},
+        "deepseek2", "deepseek32", "glm-dsa", "minicpm3", "minimax-m3", "hy_v4", "dots3note", "mistral4")},
     **{a: "layers that share another layer's KV cache" for a in ("gemma3n", "gemma4", "gemma4-assistant")},
     "t5": "an encoder-decoder model (cross-attention)",
 }
@@ -364,7 +364,7 @@ def estimate(model: Any, *, ctx: int | None = None, batch: int = 512, ubatch: in
         model: an open :class:`~gguf_schema.reader.GGUFFile` or split model
             (:func:`gguf_schema.open_split`), or anything with ``metadata`` (a mapping) and
             ``tensor_list`` (items with ``name``, ``type``, ``nbytes``, ``n_elements``).
-        ctx: context size in tokens (llama.cpp's ``-c``); None: ``{arch}.context_length``.
+        ctx: context size in tokens (llama.cpp's ``-c``); None or 0: ``{arch}.context_length``.
         batch, ubatch: logical and physical batch sizes (``-b``, ``-ub``).
         cache_type_k, cache_type_v: KV cache types, one of :data:`CACHE_TYPES`.
         gpu_layers: layers to offload (``-ngl``): the output layer first, then repeating layers
@@ -395,7 +395,7 @@ def estimate(model: Any, *, ctx: int | None = None, batch: int = 512, ubatch: in
     if not isinstance(arch, str):
         raise GGUFFormatError(f"metadata key 'general.architecture' must be a string, is {_short(arch)}", path=where, value=arch)
     if ctx is not None:
-        _check_int("ctx", ctx, 1)
+        ctx = _check_int("ctx", ctx, 0) or None  # 0: the training context, as llama.cpp's -c 0
     batch = _check_int("batch", batch, 1)
     ubatch = _check_int("ubatch", ubatch, 1)
     parallel = _check_int("parallel", parallel, 1, _MAX_SEQ)
@@ -491,7 +491,7 @@ _KNOWN_ATTENTION = frozenset({
     "glm4moe", "bitnet", "jais", "jais2", "nemotron", "exaone", "exaone4", "granite", "granitemoe", "chameleon", "plm",
     "bailingmoe", "bailingmoe2", "dots1", "arcee", "afmoe", "ernie4_5", "ernie4_5-moe", "hunyuan-moe", "hunyuan-dense",
     "smollm3", "gpt-oss", "smallthinker", "seed_oss", "grovemoe", "apertus", "minimax-m2", "pangu-embedded", "mistral3",
-    "maincoder", "nanbeige",
+    "maincoder", "nanbeige", "deepseek2-ocr",
 })
 
 

@@ -16,12 +16,12 @@ needs one to load a model.
 llama-cpp-python compiles llama.cpp (several minutes on 2 cores); give it a virtualenv of its own::
 
     python -m venv /tmp/venv-llama
-    /tmp/venv-llama/bin/pip install llama-cpp-python -e .
-    /tmp/venv-llama/bin/python benchmarks/bench_estimate.py
+    CMAKE_ARGS="-DGGML_RPC=ON" /tmp/venv-llama/bin/pip install llama-cpp-python -e .
+    /tmp/venv-llama/bin/python benchmarks/bench_estimate.py --rpc 127.0.0.1:50052
 
 The CPU/GPU split needs an offload device. Without a GPU, ``--rpc 127.0.0.1:50052`` makes one:
 a child process serves its CPU backend as a llama.cpp RPC device on that loopback address (the
-RPC backend must be compiled in: ``CMAKE_ARGS="-DGGML_RPC=ON" pip install llama-cpp-python``),
+RPC backend must be compiled in, as above),
 and llama.cpp then offloads ``gpu_layers`` to it exactly as to a GPU. The settings with
 ``gpu_layers`` compare the per-device ``model buffer size`` and ``KV buffer size`` lines.
 """
@@ -81,7 +81,7 @@ _CACHE_RE = re.compile(r"(llama_kv_cache|llama_memory_recurrent): size = +([\d.]
                        r"(?:K|R) \((\w+)\): +([\d.]+) MiB, (?:V|S) \((\w+)\): +([\d.]+) MiB")
 _OUTPUT_RE = re.compile(r"output buffer size = +([\d.]+) MiB")
 _BATCH_RE = re.compile(r"llama_context: n_(u?batch) += (\d+)")
-_BUFFER_RE = re.compile(r"(\S+) +(model|KV) buffer size = +([\d.]+) MiB")
+_BUFFER_RE = re.compile(r"(\S+) +(model|KV|RS) buffer size = +([\d.]+) MiB")
 _GGML_TYPES = {t.name.lower(): int(t) for t in GGMLType}
 
 
@@ -90,6 +90,7 @@ def llama_cpp_sizes(path: Path, s: dict[str, Any]) -> dict[str, Any]:
     _LOG.clear()
     mp = L.llama_model_default_params()
     mp.n_gpu_layers = s.get("gpu_layers", 0)
+    mp.use_extra_bufts = False  # no CPU repacking: each weight in one buffer (the estimate says repacked copies are not counted)
     model = L.llama_model_load_from_file(str(path).encode(), mp)
     if not model:
         raise RuntimeError(f"llama.cpp could not load {path}:\n" + "".join(_LOG[-15:]))
@@ -289,7 +290,8 @@ def compare(name: str, path: Path, settings: dict[str, Any]) -> list[Row]:
     with gguf_schema.open(path) as f:
         ours = estimate(f, **settings)
     s = _fmt(settings)
-    rows = [_mib_row(name, s, "weights", ours.weights_cpu, 0.0, exact_bytes=theirs["weights"])]
+    file_bytes = sum(g.bytes for g in ours.weights if g.name != "output (tied)")  # every tensor once, wherever it is
+    rows = [_mib_row(name, s, "weights", file_bytes, 0.0, exact_bytes=theirs["weights"])]
     ours_batch = f"{ours.settings['n_batch']}/{ours.settings['n_ubatch']}"
     their_batch = f"{theirs['batch'].get('batch')}/{theirs['batch'].get('ubatch')}"
     rows.append((name, s, "n_batch/n_ubatch", ours_batch, their_batch, "", ours_batch == their_batch))
@@ -331,7 +333,7 @@ def _device_rows(name: str, s: str, ours: Any, buffers: list[tuple[str, str, flo
         for part, kind, ours_bytes, n_tensors in (
                 ("weights", "model", sum(g.bytes for g in groups), sum(g.tensors for g in groups)),
                 ("KV cache + state", "KV", ours.cache_on(device), 2 * (len(cache) + len(recurrent)))):
-            found = [b for b in buffers if b[1] == kind and _on_host(b[0]) == host]
+            found = [b for b in buffers if (b[1] == kind or kind == "KV" and b[1] == "RS") and _on_host(b[0]) == host]
             theirs = sum(b[2] for b in found)
             slack = n_tensors * ALIGN_SLACK / MIB + 0.005 * max(1, len(found))
             diff = ours_bytes / MIB - theirs
@@ -343,24 +345,33 @@ def _device_rows(name: str, s: str, ours: Any, buffers: list[tuple[str, str, flo
 
 # --------------------------------------------------------------------------- an offload device without a GPU
 
-def _ggml_lib() -> ctypes.CDLL:
-    """The ggml library llama-cpp-python loaded (already in this process: ctypes returns the same handle)."""
+def _loaded(name: str) -> ctypes.CDLL:
+    """A library of llama-cpp-python's ``lib`` folder by the soname llama.cpp links against (``libggml.so.0``):
+    pip installs ``libggml.so`` and ``libggml.so.0`` as two copies, and only the second is the one in use."""
     folder = Path(L.__file__).parent / "lib"
+    path = folder / f"{name}.0" if (folder / f"{name}.0").is_file() else folder / name
+    return ctypes.CDLL(str(path))
+
+
+def _ggml_lib() -> ctypes.CDLL:
+    """The ggml RPC backend library llama-cpp-python loaded."""
     for name in ("libggml-rpc.so", "libggml.so"):
-        if (folder / name).is_file():
-            lib = ctypes.CDLL(str(folder / name))
-            if hasattr(lib, "ggml_backend_rpc_add_server"):
-                return lib
-    raise RuntimeError(f"this llama-cpp-python was built without GGML_RPC=ON (no ggml_backend_rpc_add_server in {folder})")
+        try:
+            lib = _loaded(name)
+        except OSError:
+            continue
+        if hasattr(lib, "ggml_backend_rpc_add_server"):
+            return lib
+    raise RuntimeError("this llama-cpp-python was built without GGML_RPC=ON (no ggml_backend_rpc_add_server)")
 
 
 def rpc_server(endpoint: str) -> None:
     """Serve this process's CPU backend as a llama.cpp RPC device on ``endpoint`` (blocks)."""
     lib = _ggml_lib()
-    base = ctypes.CDLL(str(Path(L.__file__).parent / "lib" / "libggml-base.so"))
-    base.ggml_backend_dev_by_type.restype = ctypes.c_void_p
-    base.ggml_backend_dev_by_type.argtypes = [ctypes.c_int]
-    cpu = base.ggml_backend_dev_by_type(0)  # GGML_BACKEND_DEVICE_TYPE_CPU
+    registry = _loaded("libggml.so")
+    registry.ggml_backend_dev_by_type.restype = ctypes.c_void_p
+    registry.ggml_backend_dev_by_type.argtypes = [ctypes.c_int]
+    cpu = registry.ggml_backend_dev_by_type(0)  # GGML_BACKEND_DEVICE_TYPE_CPU
     devices = (ctypes.c_void_p * 1)(cpu)
     lib.ggml_backend_rpc_start_server.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_size_t, ctypes.c_void_p]
     lib.ggml_backend_rpc_start_server(endpoint.encode(), None, 1, 1, devices)
@@ -369,14 +380,14 @@ def rpc_server(endpoint: str) -> None:
 def add_rpc_device(endpoint: str) -> None:
     """Register the RPC server at ``endpoint`` as an offload device of llama.cpp in this process."""
     lib = _ggml_lib()
-    base = ctypes.CDLL(str(Path(L.__file__).parent / "lib" / "libggml-base.so"))
+    registry = _loaded("libggml.so")
     lib.ggml_backend_rpc_add_server.restype = ctypes.c_void_p
     lib.ggml_backend_rpc_add_server.argtypes = [ctypes.c_char_p]
-    base.ggml_backend_register.argtypes = [ctypes.c_void_p]
+    registry.ggml_backend_register.argtypes = [ctypes.c_void_p]
     reg = lib.ggml_backend_rpc_add_server(endpoint.encode())
     if not reg:
         raise RuntimeError(f"no RPC server at {endpoint}")
-    base.ggml_backend_register(reg)
+    registry.ggml_backend_register(reg)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -455,7 +466,8 @@ def write_report(out: Path, rows: list[Row], models: list, seconds: float, devic
         f"package's source by pip), {seconds:.0f} s.",
         "",
         "For every model and setting, llama.cpp loaded the file and created a context (no layer offloaded and flash "
-        "attention on unless the setting says otherwise). Its figures: `llama_model_size()` (exact bytes of the weights), and the `size = ... MiB` "
+        "attention on unless the setting says otherwise; CPU repacking of weights off, `use_extra_bufts = false`, so "
+        "each weight sits in one buffer). Its figures: `llama_model_size()` (exact bytes of the weights), and the `size = ... MiB` "
         "lines it logs for the KV cache (K and V of the full-attention cache and, for sliding-window models, of the "
         "sliding-window cache; their cells per stream), the recurrent state (R and S) and the output buffer, printed to "
         "2 decimals of MiB. \"ours\" is "
@@ -467,8 +479,11 @@ def write_report(out: Path, rows: list[Row], models: list, seconds: float, devic
     ]
     lines += [f"- **{name}** — {what}" for name, _, what in models]
     if devices:
-        lines += ["", f"The CPU/GPU split (rows with `gpu_layers`) is compared on llama.cpp's GPU backend device "
-                  f"{', '.join(devices)}: the `model buffer size` and `KV buffer size` lines per device. Those are buffer "
+        lines += ["", f"The CPU/GPU split (rows with `gpu_layers`) is compared on an offload device of llama.cpp, "
+                  f"{', '.join(devices)}: with no GPU on this machine, `--rpc` started a child process serving its CPU "
+                  "backend through llama.cpp's RPC backend on the loopback address (llama-cpp-python built with "
+                  "`CMAKE_ARGS=-DGGML_RPC=ON`); llama.cpp offloads layers to it exactly as to a GPU. Compared: the "
+                  "`model buffer size` and `KV`/`RS buffer size` lines per device. Those are buffer "
                   f"sizes, which include each tensor's alignment padding: a row agrees when the difference is at most "
                   f"{ALIGN_SLACK} bytes per tensor (plus the 2-decimal rounding).", "",
                   "Not compared: the compute buffers (not estimated).", ""]

@@ -28,7 +28,8 @@ llama.cpp applies when it loads a model and creates a context:
 
 Not estimated (and listed in :attr:`Estimate.not_estimated`): the compute buffers (the graph's
 scratch memory, which grows with ``ubatch`` and the context), backend and driver overhead (CUDA
-context, cuBLAS workspaces), the OS page cache of a memory-mapped file, and the caches of
+context, cuBLAS workspaces), the OS page cache of a memory-mapped file, the copies of weights
+llama.cpp repacks for its CPU kernels on some processors, and the caches of
 architectures whose layout this module does not model (hybrid attention/recurrent models,
 multi-head latent attention, shared-KV models, encoder-decoder models); for those the weights
 are still estimated.
@@ -68,6 +69,8 @@ NOT_ESTIMATED = (
     "compute buffers (the graph's scratch memory per backend; grows with ubatch and the context)",
     "backend and driver overhead (CUDA/Metal/Vulkan context, cuBLAS workspaces, host staging buffers)",
     "page cache of the memory-mapped model file (weights on the CPU are read through mmap)",
+    "copies of weights llama.cpp repacks for its CPU kernels (Q4_0, Q4_K, Q8_0, IQ4_NL ... depending on the CPU's "
+    "instruction set): the same bytes again in anonymous memory, their mapped pages becoming evictable cache",
     "growth of the output buffer when a batch asks for more than one token's logits per sequence",
 )
 

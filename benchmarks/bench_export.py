@@ -157,7 +157,8 @@ def write_report(out: Path, model: Path, rows: list, same: tuple[int, int] | Non
         f"`benchmarks/bench_export.py`, run {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on {platform.machine()} "
         f"({os.cpu_count()} CPUs), Python {platform.python_version()}. Model: `{model.name}` "
         f"({model.stat().st_size:,} bytes, 236 tensors). Each run is a fresh process; output to a temporary folder "
-        "(`sync=False`: no fsync).",
+        f"(`sync=False`: no fsync). Load average at the end of the run: {os.getloadavg()[0]:.1f} (the machine is shared: "
+        "times are those of a busy machine, memory is not affected).",
         "",
         "- **ours**: `export_safetensors(model, out, dtype=...)`: header from the tensor infos, then each tensor decoded "
         "in chunks of about 4 M values, converted, written and dropped.",

@@ -34,6 +34,9 @@ architectures whose layout this module does not model (hybrid attention/recurren
 multi-head latent attention, shared-KV models, encoder-decoder models); for those the weights
 are still estimated.
 
+``benchmarks/bench_estimate.py`` checks these figures against what llama.cpp reports when it loads
+a model (``benchmarks/results/estimate.md``).
+
 >>> import io, numpy as np, gguf_schema
 >>> meta = {"general.architecture": "llama", "llama.block_count": 2, "llama.context_length": 4096,
 ...         "llama.embedding_length": 256, "llama.attention.head_count": 8, "llama.attention.head_count_kv": 2}

@@ -13,8 +13,8 @@ import json
 import numpy as np
 import pytest
 
-from gguf_schema.tensors import COMPILED_DEQUANTIZE, COMPILED_QUANTIZE, QUANTIZE_TYPES, dequantize, quantize
 from gguf_schema.format.types import GGMLType
+from gguf_schema.tensors import COMPILED_DEQUANTIZE, COMPILED_QUANTIZE, QUANTIZE_TYPES, dequantize, quantize
 
 from .conftest import SHARED
 

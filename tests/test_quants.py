@@ -2,17 +2,24 @@
 
 from __future__ import annotations
 
-import os
 import re
 
 import numpy as np
 import pytest
 
-from gguf_schema.tensors import LAYOUTS, block_dtype, block_struct, byteswap
-from gguf_schema.tensors import (
-    COMPILED_DEQUANTIZE, COMPILED_QUANTIZE, DEQUANTIZE_TYPES, QUANTIZE_TYPES, dequantize, quantize,
-)
 from gguf_schema.format.types import GGMLType
+from gguf_schema.tensors import (
+    COMPILED_DEQUANTIZE,
+    COMPILED_QUANTIZE,
+    DEQUANTIZE_TYPES,
+    LAYOUTS,
+    QUANTIZE_TYPES,
+    block_dtype,
+    block_struct,
+    byteswap,
+    dequantize,
+    quantize,
+)
 
 from .helpers import bits
 
@@ -60,7 +67,7 @@ def test_block_layout_size_matches_type_size(t):
 
 def test_layouts_cover_every_quantized_type():
     assert set(LAYOUTS) == set(QUANTIZED)
-    assert DEQUANTIZE_TYPES == set(ALL_TYPES)
+    assert set(ALL_TYPES) == DEQUANTIZE_TYPES
 
 
 def test_block_field_names_follow_ggml():

@@ -7,8 +7,8 @@ operations take a progress callback, which the commands supply (:mod:`.progress`
 Exit codes: 0 success, 1 findings or differences, 2 unreadable input or usage error. A closed
 output pipe (``gguf-schema dump f | head``) ends a command quietly.
 
-Modules: :mod:`.commands` (inspect, edit, convert, split, merge, diff, build), :mod:`.check`
-(check, rules, audit-spec), :mod:`.generate` (generate, demo), :mod:`.text_values` (typed values
+Modules: :mod:`.commands` (inspect, edit, convert, split, merge, diff, build),
+:mod:`.model_commands` (estimate, export), :mod:`.check` (check, rules, audit-spec), :mod:`.generate` (generate, demo), :mod:`.text_values` (typed values
 from command-line text), :mod:`.progress` (the progress bar).
 """
 
@@ -20,13 +20,13 @@ import sys
 from collections.abc import Sequence
 
 from ..errors import GGUFError
-from . import check, commands, generate
+from . import check, commands, generate, model_commands
 
 __all__ = ["build_parser", "main"]
 
 #: modules that own subcommands: each has ``register_cli(subparsers)`` adding its parsers,
 #: each parser with ``set_defaults(func=handler)`` where ``handler(args) -> int`` is the exit code.
-COMMAND_MODULES = (generate, commands, check)
+COMMAND_MODULES = (generate, commands, model_commands, check)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -377,18 +377,10 @@ def _cmd_merge(args: argparse.Namespace) -> int:
     return 0
 
 
-def _open_model(path: str) -> Any:
-    f = gguf_open(path)
-    if "split.count" in f.fields and f.metadata.get("split.no") == 0 and f.metadata["split.count"] > 1:
-        f.close()
-        return split_mod.open_split(path)
-    return f
-
-
 def _cmd_diff(args: argparse.Namespace) -> int:
-    a = _open_model(args.a)
+    a = split_mod.open_model(args.a)
     try:
-        b = _open_model(args.b)
+        b = split_mod.open_model(args.b)
         try:
             total = 0 if args.no_data else sum(t.nbytes for t in a.tensor_list if t.name in b.tensors) * 2
             with Progress(total, "hashing") as bar:

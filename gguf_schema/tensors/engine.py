@@ -27,8 +27,9 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -42,7 +43,7 @@ try:
 except ImportError:  # built without a C compiler (or GGUF_SCHEMA_NO_KERNELS=1): numpy does all the work
     compiled_kernels = None
 
-__all__ = ["dequantize", "quantize", "COMPILED_DEQUANTIZE", "COMPILED_QUANTIZE", "ENGINES"]
+__all__ = ["COMPILED_DEQUANTIZE", "COMPILED_QUANTIZE", "ENGINES", "dequantize", "quantize"]
 
 F32 = np.float32
 _CHUNK_ELEMENTS = 1 << 18
@@ -140,7 +141,7 @@ def _run_chunks(starts: range, fn: Callable[[int], None], threads: int,
             fn(i)
         return
     with _POOL_LOCK:
-        if _POOL is None or _POOL._max_workers < threads:  # noqa: SLF001 - the pool's size has no public getter
+        if _POOL is None or _POOL._max_workers < threads:
             _POOL = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="gguf_schema.tensors")
         pool = _POOL
     # contiguous runs of chunks per task: one run per thread, or short runs faulted in ahead

@@ -29,7 +29,7 @@ import numpy as np
 
 from ..format.types import GGMLType
 
-__all__ = ["LAYOUTS", "block_dtype", "block_struct", "byteswap", "QK_K"]
+__all__ = ["LAYOUTS", "QK_K", "block_dtype", "block_struct", "byteswap"]
 
 QK_K = 256
 """Elements of a K-quant / IQ super-block."""

@@ -15,15 +15,15 @@ engine uses a compiled kernel only where its geometry agrees with this registry.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 
 from ..format.types import GGMLType
 from . import iquants, kquants, legacy, lowbit, plain
 
-__all__ = ["Codec", "CODECS", "DEQUANTIZE_TYPES", "QUANTIZE_TYPES"]
+__all__ = ["CODECS", "DEQUANTIZE_TYPES", "QUANTIZE_TYPES", "Codec"]
 
 DecodeKernel = Callable[[np.ndarray, np.ndarray], None]
 """``decode(blocks, out)``: little-endian blocks ``(n, type_size)`` uint8 -> ``out`` ``(n, block_size)`` float32."""

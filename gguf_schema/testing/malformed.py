@@ -20,18 +20,19 @@ b'GGUX'
 from __future__ import annotations
 
 import io
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
-from ..model import GGUFFile, Tensor
-from ..reader import read as gguf_open
 from ..format.types import GGMLType, ValueType
 from ..format.values import BoolByte, Field, GGUFArray, make_field
+from ..model import GGUFFile, Tensor
+from ..reader import read as gguf_open
 from ..writer import RawTensor, save
 
-__all__ = ["MalformedCase", "malformed_cases", "base_metadata"]
+__all__ = ["MalformedCase", "base_metadata", "malformed_cases"]
 
 ACCEPT, REJECT = "accept", "reject"
 

@@ -44,6 +44,7 @@ __all__ = [
     "SPLIT_KEYS",
     "SplitModel",
     "merge",
+    "open_model",
     "open_split",
     "parse_size",
     "plan_split",
@@ -349,3 +350,13 @@ def merge(first_shard: PathLike, target: PathLike, *, progress: Progress | None 
         fields = [x for x in model.fields.records if x.key not in SPLIT_KEYS]
         planned = [plan_tensor(t.name, t, model.byte_order) for t in model.tensor_list]
         write_file(target, fields, planned, version=model.version, byte_order=model.byte_order, progress=progress)
+
+
+def open_model(path: PathLike, *, lazy: bool = False) -> GGUFFile | SplitModel:
+    """Open a GGUF file, or every shard of a split model (:func:`open_split`) when ``path`` is its
+    first shard; ``lazy`` as in :func:`gguf_schema.open`."""
+    f = read(path, lazy=lazy)
+    if "split.count" in f.fields and f.metadata.get("split.no") == 0 and f.metadata["split.count"] > 1:
+        f.close()
+        return open_split(path)
+    return f

@@ -208,7 +208,7 @@ class Tensor:
 
     def raw(self) -> memoryview:
         """The tensor's bytes as a read-only memoryview of the file (no copy)."""
-        return memoryview(self.data.reshape(-1).view(np.uint8))  # type: ignore[arg-type]  # ndarray is a buffer
+        return self.data.reshape(-1).view(np.uint8).data
 
     def __repr__(self) -> str:
         return f"Tensor({self.name!r}, {self.type_name}, shape={self.shape}, offset={self.offset})"

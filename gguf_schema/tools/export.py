@@ -277,13 +277,13 @@ def _chunks(p: _Planned, out_type: GGMLType) -> Iterator[memoryview]:
 
 def _le(a: np.ndarray) -> memoryview:
     """Stored values in little-endian bytes (swapped from a big-endian file)."""
-    return memoryview(np.ascontiguousarray(a, dtype=a.dtype.newbyteorder("<")).reshape(-1).view(np.uint8))
+    return np.ascontiguousarray(a, dtype=a.dtype.newbyteorder("<")).reshape(-1).view(np.uint8).data
 
 
 def _encode(x: np.ndarray, out_type: GGMLType) -> memoryview:
     if out_type == GGMLType.F32:
-        return memoryview(np.ascontiguousarray(x, dtype="<f4").reshape(-1).view(np.uint8))
-    return memoryview(quantize(x, out_type).reshape(-1))
+        return np.ascontiguousarray(x, dtype="<f4").reshape(-1).view(np.uint8).data
+    return quantize(x, out_type).reshape(-1).data
 
 
 def gguf_metadata(metadata: Mapping[str, str]) -> list[Field]:

@@ -30,7 +30,9 @@ COMMAND_MODULES = (generate, commands, model_commands, check)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="gguf-schema", description="Inspect, check, edit and convert GGUF model files.")
+    parser = argparse.ArgumentParser(
+        prog="gguf-schema", description="Inspect, check, edit and convert GGUF model files."
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in COMMAND_MODULES:
         module.register_cli(sub)

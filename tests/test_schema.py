@@ -283,8 +283,8 @@ def test_constructs_own_entry_points_read_a_foreign_stream_once():
     assert stream.bytes_read <= len(data) + 1024  # (an in-memory stream is sliced, not read)
     ours = boundary.parse(s, data)
     assert [kv.key for kv in parsed.header.metadata_kv] == [kv.key for kv in ours.header.metadata_kv]
-    tokens = [kv.value for kv in parsed.header.metadata_kv if kv.key == "tokenizer.ggml.tokens"][0]
-    assert tokens.items == [kv.value for kv in ours.header.metadata_kv if kv.key == "tokenizer.ggml.tokens"][0].items
+    tokens = next(kv.value for kv in parsed.header.metadata_kv if kv.key == "tokenizer.ggml.tokens")
+    assert tokens.items == next(kv.value for kv in ours.header.metadata_kv if kv.key == "tokenizer.ggml.tokens").items
     with open(VOCAB_FILES[0], "rb") as fh:  # a real file: mapped once
         assert len(s.gguf_file_t.parse_stream(fh).header.metadata_kv) == len(ours.header.metadata_kv)
 

@@ -252,7 +252,7 @@ class PositionedSource(_LocalFile):
 
     def __init__(self, file: IO[bytes], name: str | None = None, owned: bool = True):
         super().__init__(file, name, owned)
-        self._head = bytearray()
+        self._head = b""
         self.extend(min(self.size, FIRST_READ))
 
     def header(self) -> Any:
@@ -268,7 +268,7 @@ class PositionedSource(_LocalFile):
         if fd is None or want <= len(self._head):
             return False
         chunk = os.pread(fd, want - len(self._head), len(self._head))
-        self._head += chunk
+        self._head = self._head + chunk  # a new buffer: views of the old one (lazy values) stay valid
         return bool(chunk)
 
     def _read(self, offset: int, nbytes: int) -> Any:
@@ -290,7 +290,7 @@ class RangeSource(Source):
 
     def __init__(self, size: int, name: str | None = None, *, first_read: int = FIRST_READ):
         super().__init__(size, name)
-        self._head = bytearray()
+        self._head = b""
         self.requests = 0
         self.bytes_fetched = 0
         self.extend(min(size, first_read))
@@ -317,7 +317,7 @@ class RangeSource(Source):
         if want <= len(self._head):
             return False
         chunk = self._fetch(len(self._head), want - len(self._head))
-        self._head += chunk
+        self._head = self._head + chunk  # a new buffer: views of the old one (lazy values) stay valid
         return bool(chunk)
 
     def _read(self, offset: int, nbytes: int) -> Any:

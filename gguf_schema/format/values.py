@@ -42,7 +42,6 @@ from .types import ValueType
 
 __all__ = [
     "STRIDE",
-    "string_marks",
     "BoolByte",
     "Field",
     "GGUFArray",
@@ -51,6 +50,7 @@ __all__ = [
     "infer_type",
     "make_field",
     "plain",
+    "string_marks",
 ]
 
 _INT_RANGES = {
@@ -82,7 +82,7 @@ class BoolByte(int):
 STRIDE = 64
 
 
-def string_marks(raw: Any, count: int, length_format: str) -> array:
+def string_marks(raw: Any, count: int, length_format: str) -> array[int]:
     """Where strings ``0, STRIDE, 2*STRIDE, ...`` (and the end) start in ``raw``: the index of :class:`LazyStrings`.
 
     Lengths are taken as they are: callers check them against the buffer first.
@@ -115,7 +115,7 @@ class LazyStrings(Sequence[str]):
 
     __slots__ = ("_marks", "_n", "length_format", "raw")
 
-    def __init__(self, raw: Any, count: int, length_format: str, marks: array | None = None):
+    def __init__(self, raw: Any, count: int, length_format: str, marks: array[int] | None = None):
         self.raw = raw
         self._n = count
         self.length_format = length_format

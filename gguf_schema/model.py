@@ -389,6 +389,9 @@ class GGUFFile:
         for t in self._tensor_list:
             by_name.setdefault(t.name, t)
         self.tensors: Mapping[str, Tensor] = by_name
+        # where each record lies as stored: the pairs (by the identity of their Field) and the tensor infos
+        self._stored_fields = list(fields)  # keeps the identities valid
+        self._spans = _field_spans(fields, tensors[0].info_offset if tensors else metadata_end)
 
     # ---------------------------------------------------------------- reading
 
@@ -413,6 +416,21 @@ class GGUFFile:
         if self.storage is None or self.storage.closed:
             raise GGUFError("the file is closed: its bytes are only available while it is open", path=self.name)
         return self.storage.view(offset, nbytes)
+
+    def stored_bytes(self, field: Field) -> Any:
+        """The bytes ``field`` occupies in this file, if it is one of the pairs read from it and still
+        unchanged (an edit replaces a pair by a new Field); else None. The writer copies such pairs
+        as they are, without encoding them again."""
+        span = self._spans.get(id(field))
+        if span is None or self.storage is None or self.storage.closed:
+            return None
+        return self.storage.view(span[0], span[1] - span[0])
+
+    def stored_info_bytes(self, index: int) -> Any:
+        """The bytes of tensor info ``index`` (in :attr:`tensor_list` order) as stored."""
+        t = self._tensor_list[index]
+        end = self._tensor_list[index + 1].info_offset if index + 1 < len(self._tensor_list) else self.metadata_end
+        return self.view(t.info_offset, end - t.info_offset)
 
     @property
     def file_size(self) -> int:
@@ -468,3 +486,12 @@ class GGUFFile:
         """
         assert _save is not None, "gguf_schema.writer registers the save function when the package is imported"
         _save(self, target, version=version, byte_order=byte_order, sync=sync)
+
+
+def _field_spans(fields: list[Field], end: int) -> dict[int, tuple[int, int]]:
+    """Field identity -> the bytes ``[start, end)`` its pair occupies: each pair ends where the next begins."""
+    offsets = [f.offset for f in fields]
+    if any(o is None for o in offsets):
+        return {}
+    bounds = [*offsets, end]
+    return {id(f): (bounds[i], bounds[i + 1]) for i, f in enumerate(fields)}  # type: ignore[misc]

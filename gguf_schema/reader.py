@@ -20,8 +20,10 @@ reader with :mod:`gguf_schema.check`.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 
+from .durable import FileLock, check_no_journal
 from .errors import GGUFTruncatedError
 from .format import boundary
 from .format.limits import Limits
@@ -78,10 +80,23 @@ def read_with(
         raise TypeError(f"limits must be a gguf_schema.Limits, got {type(limits).__name__}")
     src = open_source(source, mmap=mmap)
     try:
-        return _parse(src, schema_for, limits=limits, lazy=lazy)
+        with _header_lock(src):
+            return _parse(src, schema_for, limits=limits, lazy=lazy)
     except BaseException:
         src.close()
         raise
+
+
+def _header_lock(src: Source) -> FileLock | contextlib.nullcontext[None]:
+    """A local file is read under a shared lock while its header is parsed, so that an edit in place
+    (which holds an exclusive one) is never seen half-written; a file an interrupted edit left torn
+    (a journal beside it) is refused until it is recovered."""
+    fd = src.fileno()
+    if fd is None or src.lock_held:
+        return contextlib.nullcontext()
+    if src.name is not None:
+        check_no_journal(src.name)
+    return FileLock(fd, exclusive=False, path=src.name)
 
 
 def _parse(src: Source, schema_for: SchemaFor, *, limits: Limits | None, lazy: bool) -> GGUFFile:

@@ -8,8 +8,8 @@ contiguous, padded after each, as ggml writes them) and supplies the data sectio
 so tensor bytes go from their source to the file in chunks: a tensor of another file is copied
 without loading it whole (inside the kernel with ``copy_file_range`` where both ends allow it),
 its blocks converted to the target's byte order field by field where needed. A write to a path
-goes to a temporary file in the same folder first and replaces the target only when complete:
-a failed write leaves the old file as it was.
+goes through :func:`gguf_schema.durable.atomic_replace`: a temporary file in the same folder,
+renamed over the target only when complete: a failed or killed write leaves the old file as it was.
 
 >>> import io, numpy as np
 >>> buf = io.BytesIO()
@@ -21,9 +21,7 @@ a failed write leaves the old file as it was.
 
 from __future__ import annotations
 
-import contextlib
 import os
-import secrets
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any, Union
@@ -31,9 +29,10 @@ from typing import IO, Any, Union
 import numpy as np
 from construct import Container
 
-from .errors import GGUFBuildError, os_error
+from .durable import atomic_replace
+from .errors import GGUFBuildError
 from .format import boundary
-from .format.nodes import DataSection, align_offset
+from .format.nodes import DataSection, Verbatim, align_offset
 from .format.schema import alignment_of, gguf_schema
 from .format.types import GGMLType, ValueType, tensor_nbytes
 from .format.values import Field, make_field
@@ -46,7 +45,6 @@ __all__ = [
     "Progress",
     "RawTensor",
     "TensorInfo",
-    "atomic_write",
     "encoded_size",
     "header_bytes",
     "plan_tensor",
@@ -206,6 +204,7 @@ def save_file(
             data=DataCopy(f, f.data_section),
             sync=sync,
             progress=progress,
+            source=f,
         )
     else:
         planned = [plan_tensor(t.name, t, byte_order) for t in tensors]
@@ -218,6 +217,7 @@ def save_file(
             padding=f.padding,
             sync=sync,
             progress=progress,
+            source=f,
         )
 
 
@@ -235,13 +235,16 @@ def write_file(
     data: DataCopy | None = None,
     sync: bool = True,
     progress: Progress | None = None,
+    source: GGUFFile | None = None,
 ) -> None:
     """Assemble a file: the header from ``fields`` and tensor infos, then the data section.
 
     ``tensors`` are :class:`PlannedTensor` s (their bytes streamed at their ``offset``, laid out
     contiguously and aligned where it is None), or, with ``data`` (a verbatim copy of another
     file's data section), :class:`TensorInfo` s whose offsets already point into it.
-    ``padding``: the padding after the tensor infos to keep where it fits.
+    ``padding``: the padding after the tensor infos to keep where it fits. ``source``: the file
+    the fields and tensor infos were read from; those still as stored there are copied as they
+    are, never encoded again (when the variant is the same).
     """
     alignment = alignment_of(fields)
     if data is None:
@@ -253,7 +256,7 @@ def write_file(
     else:
         infos = [t if isinstance(t, TensorInfo) else t.info() for t in tensors]
         section = data
-    obj = _file_container(fields, infos, padding, section)
+    obj = _file_container(fields, infos, padding, section, _same_variant(source, version, byte_order))
     schema = gguf_schema(byte_order, version)
     depth = max((_nesting(f.value) for f in fields if f.type == ValueType.ARRAY), default=0)
 
@@ -262,7 +265,7 @@ def write_file(
         boundary.build(schema.gguf_file_t, obj, out, depth=depth)
 
     if isinstance(target, (str, os.PathLike)):
-        atomic_write(target, build, sync=sync)
+        atomic_replace(target, build, sync=sync)
     else:
         build(target)
 
@@ -275,6 +278,7 @@ def header_bytes(
     byte_order: str,
     padding: bytes | None = None,
     data_size: int = 1,
+    source: GGUFFile | None = None,
 ) -> bytes:
     """The bytes of a GGUF file before its data section: what :func:`write_file` writes first.
 
@@ -285,6 +289,7 @@ def header_bytes(
         padding: the padding bytes to keep after the tensor infos when they fit (else zeros).
         data_size: size of the data section that will follow; with 0 a short ``padding`` is kept
             as it is (a file with no data may end before the padding is complete).
+        source: the file the records come from: records still as stored there are copied as they are.
 
     >>> len(header_bytes([make_field("a", 1)], [TensorInfo("t", 0, (4,), 0)], version=3, byte_order="little"))
     96
@@ -293,7 +298,8 @@ def header_bytes(
 
     fields = list(fields)
     out = io.BytesIO()
-    obj = _file_container(fields, tensors, padding, b"" if data_size == 0 else _NoData(data_size))
+    data = b"" if data_size == 0 else _NoData(data_size)
+    obj = _file_container(fields, tensors, padding, data, _same_variant(source, version, byte_order))
     depth = max((_nesting(f.value) for f in fields if f.type == ValueType.ARRAY), default=0)
     boundary.build(gguf_schema(byte_order, version).gguf_file_t, obj, out, depth=depth)
     return out.getvalue()
@@ -331,14 +337,27 @@ def encoded_size(
 
 
 def _file_container(
-    fields: Sequence[Field], infos: Sequence[TensorInfo], padding: bytes | None, data: Any
+    fields: Sequence[Field], infos: Sequence[TensorInfo], padding: bytes | None, data: Any, source: GGUFFile | None
 ) -> Container:
-    return Container(
-        header=Container(metadata_kv=[Container(key=f.key, value_type=f.type, value=f.value) for f in fields]),
-        tensor_infos=[_info_container(t) for t in infos],
-        _padding=padding,
-        tensor_data=data,
-    )
+    """The ``gguf_file_t`` record the schema builds; records still as stored in ``source`` go in verbatim."""
+    pairs: list[Any] = []
+    for f in fields:
+        stored = source.stored_bytes(f) if source is not None else None
+        pairs.append(
+            Verbatim(stored, f) if stored is not None else Container(key=f.key, value_type=f.type, value=f.value)
+        )
+    if source is not None and list(infos) == [TensorInfo.of(t) for t in source.tensor_list]:
+        tensor_infos: list[Any] = [Verbatim(source.stored_info_bytes(i)) for i in range(len(infos))]
+    else:
+        tensor_infos = [_info_container(t) for t in infos]
+    return Container(header=Container(metadata_kv=pairs), tensor_infos=tensor_infos, _padding=padding, tensor_data=data)
+
+
+def _same_variant(source: GGUFFile | None, version: int, byte_order: str) -> GGUFFile | None:
+    """``source`` when its records can be copied into a file of this variant as they are."""
+    if source is None or source.storage is None or source.storage.closed:
+        return None
+    return source if (source.version, source.byte_order) == (version, byte_order) else None
 
 
 def _info_container(t: TensorInfo) -> Container:
@@ -573,39 +592,3 @@ class _Counting:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.stream, name)
-
-
-# --------------------------------------------------------------------------- atomic replacement
-
-
-def atomic_write(path: PathLike, write: Callable[[IO[bytes]], None], *, sync: bool = True) -> None:
-    """Call ``write(stream)`` on a temporary file beside ``path``, then rename it over ``path``.
-
-    If ``write`` raises (or the process dies), ``path`` is untouched and the temporary file is
-    removed. A new file gets the permissions the process's umask gives; a replaced file keeps its
-    permission bits. OS errors surface as :class:`~gguf_schema.errors.GGUFIOError`.
-    """
-    path = os.fspath(path)
-    folder = os.path.dirname(os.path.abspath(path))
-    tmp = os.path.join(folder, f".{os.path.basename(path)}.{secrets.token_hex(4)}.tmp")
-    try:
-        fd = os.open(
-            tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666
-        )  # the kernel applies the umask
-    except OSError as e:
-        raise os_error(e, tmp) from None
-    try:
-        with os.fdopen(fd, "wb") as out:
-            write(out)
-            out.flush()
-            if sync:
-                os.fsync(out.fileno())
-        with contextlib.suppress(FileNotFoundError):
-            os.chmod(tmp, os.stat(path).st_mode & 0o7777)
-        os.replace(tmp, path)
-    except BaseException as e:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        if isinstance(e, OSError):
-            raise os_error(e) from e
-        raise

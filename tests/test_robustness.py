@@ -24,7 +24,7 @@ from gguf_schema import GGUFError, GGUFLimitError, GGUFTruncatedError, Limits
 from gguf_schema.format.types import ValueType
 from gguf_schema.testing.fuzz import layout, nested_array_file, trimmed_copy
 from gguf_schema.testing.reference import read_reference
-from gguf_schema.writer import atomic_write
+from gguf_schema.durable import atomic_replace
 
 from .conftest import VOCAB_FILES, demo_bytes, gemma_path
 from .helpers import open_variant
@@ -311,7 +311,7 @@ class _Boom(Exception):
     pass
 
 
-def test_atomic_write_interrupted_at_every_point_keeps_the_original(tmp_path):
+def test_atomic_replace_interrupted_at_every_point_keeps_the_original(tmp_path):
     path, original = _original(tmp_path)
     new = demo_bytes("big")
     for n in list(range(0, 64)) + list(range(64, len(new), 97)) + [len(new)]:
@@ -321,7 +321,7 @@ def test_atomic_write_interrupted_at_every_point_keeps_the_original(tmp_path):
             raise _Boom(n)
 
         with pytest.raises(_Boom):
-            atomic_write(path, write)
+            atomic_replace(path, write)
         assert path.read_bytes() == original
         assert sorted(os.listdir(tmp_path)) == ["model.gguf"]
 

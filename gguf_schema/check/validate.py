@@ -546,7 +546,7 @@ class _Checker:
     def add(self, rule: str, offset: int | None, name: str | None, value: Any, message: str) -> None:
         r = RULES[rule]
         assert self.profile in r.profiles, (rule, self.profile)
-        self.findings.append(Finding(rule, r.severity, offset, _clip(name), _bounded(value), _clip(message, 400)))
+        self.findings.append(Finding(rule, r.severity, offset, _clip(name), _bounded(value), _clip(message, 400) or ""))
 
     # ---------------------------------------------------------------- offsets of stored items
 
@@ -620,11 +620,19 @@ class _Checker:
             if key in seen:
                 if self.profile == GGML:
                     self.add(
-                        "GGUF-E023", fld.offset, key, key, f"key {shorten(key)} appears again (first at offset {seen[key]})"
+                        "GGUF-E023",
+                        fld.offset,
+                        key,
+                        key,
+                        f"key {shorten(key)} appears again (first at offset {seen[key]})",
                     )
                 else:
                     self.add(
-                        "GGUF-W004", fld.offset, key, key, f"key {shorten(key)} appears again (first at offset {seen[key]})"
+                        "GGUF-W004",
+                        fld.offset,
+                        key,
+                        key,
+                        f"key {shorten(key)} appears again (first at offset {seen[key]})",
                     )
             else:
                 seen[key] = fld.offset
@@ -938,7 +946,9 @@ class _Checker:
         if arch is not None:
             for key in required_keys(spec).get(arch, []):
                 if key not in fields:
-                    self.add("GGUF-E054", None, key, None, f"{key} is missing (required for architecture {shorten(arch)})")
+                    self.add(
+                        "GGUF-E054", None, key, None, f"{key} is missing (required for architecture {shorten(arch)})"
+                    )
 
     def tokenizer(self) -> None:
         fields = self.f.fields

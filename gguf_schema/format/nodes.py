@@ -51,6 +51,7 @@ __all__ = [
     "TensorData",
     "TensorInfoArray",
     "ValueTypeField",
+    "Verbatim",
     "limits_of",
     "min_value_size",
     "numbers",
@@ -228,6 +229,23 @@ class IndexedArray(Array):
         return obj
 
 
+class Verbatim:
+    """A record to write back exactly as it is stored: its bytes (a view of the file it was read from).
+
+    An edit writes the records it did not touch this way, so they are never decoded or encoded
+    again (a 100 MB vocabulary is copied, not rebuilt) and come out byte for byte.
+    """
+
+    __slots__ = ("data", "key", "type", "value")
+
+    def __init__(self, data: Any, record: Any = None):
+        self.data = data
+        # what the record says, for the rules computed from the records (ALIGNMENT reads general.alignment)
+        self.key: str = record.key if record is not None else ""
+        self.type: Any = record.type if record is not None else None
+        self.value: Any = record.value if record is not None else None
+
+
 class _Slow(Exception):
     """Raised inside a fast record loop: this record needs the declared struct (which names the failure)."""
 
@@ -278,7 +296,16 @@ class RecordArray(IndexedArray):
         raise NotImplementedError
 
     def _build(self, obj: Any, stream: Any, context: Any, path: str) -> Any:
-        return super()._build([self._record(x) for x in obj], stream, context, path)
+        count = evaluate(self.count, context)
+        if count != len(obj):
+            raise GGUFBuildError(f"count {count} but {len(obj)} elements", path=where(path), value=count)
+        for i, x in enumerate(obj):
+            if isinstance(x, Verbatim):
+                stream.write(x.data)
+            else:
+                context._index = i
+                self.subcon._build(self._record(x), stream, context, f"{path}[{i}]")
+        return obj
 
     def _record(self, x: Any) -> Any:
         return x

@@ -110,6 +110,7 @@ class Source:
 
     name: str | None = None
     closed: bool = False
+    lock_held: bool = False  # the caller holds a lock on the file (an editor): the reader takes none
 
     def __init__(self, size: int, name: str | None = None):
         self.size = size

@@ -44,10 +44,11 @@ from typing import IO, Any
 
 import numpy as np
 
+from ..durable import atomic_replace
 from ..format.types import GGMLType, ValueType
 from ..format.values import BoolByte, GGUFArray, make_field
 from ..tensors import LAYOUTS, block_dtype
-from ..writer import RawTensor, atomic_write, save
+from ..writer import RawTensor, save
 from .malformed import malformed_cases
 
 __all__ = [
@@ -740,10 +741,10 @@ def generate(
     folder.mkdir(parents=True, exist_ok=True)
     records = []
     for fx in fixture_files(kinds or KINDS, seed=seed, small=small):
-        atomic_write(folder / fx.name, _writes(fx.data))
+        atomic_replace(folder / fx.name, _writes(fx.data))
         records.append(manifest_record(fx))
     text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
-    atomic_write(folder / "manifest.jsonl", _writes(text.encode("utf-8")))
+    atomic_replace(folder / "manifest.jsonl", _writes(text.encode("utf-8")))
     return records
 
 

@@ -1,21 +1,29 @@
-"""Metadata edits on files: set, delete, rename keys without loading tensor data.
+"""Metadata edits on files: set, delete, rename keys -- one edit engine, safe against crashes and races.
 
-An edit opens the file (memory-mapped: tensor data is never read into memory), changes its
-metadata records with :meth:`GGUFFile.set` / ``delete`` / ``rename`` and writes the result:
+Every edit of a file's metadata (``set``, ``set-file``, ``delete``, ``rename``, the API's
+:func:`edit_file`) goes through :func:`edit_file`:
 
-* **in place** when the new header (metadata, tensor infos and padding, everything before
-  the data section) has exactly the old size, so every tensor keeps its offset: only the
-  changed header bytes are written, into the same file. A shorter header still fits when the
-  padding before the data section can absorb the difference. A process that has the file
-  memory-mapped at that moment sees the new header bytes (writes into the same inode are
-  visible to every map of it); tensor data is untouched.
-* **streamed copy** otherwise (or with an output path): the new header followed by the old
-  data section copied verbatim in chunks (or laid out afresh when ``general.alignment``
-  changed), written to a temporary file that atomically replaces the target.
+1. **One descriptor, locked.** The file is opened once and locked exclusively
+   (:func:`gguf_schema.durable.locked_open`): a second editor waits (``lock_timeout``) or fails
+   clearly, so no update is lost; after the lock is taken the path is checked to still name the
+   locked file, and an interrupted earlier edit is recovered first. The file is parsed through
+   that same descriptor and written through it (in place) or replaced (a rewrite): an edit never
+   lands on a file that another process put there meanwhile.
+2. **Streamed.** The file is read lazily (string arrays undecoded, numeric arrays as views) and
+   written back by the one assembler, :mod:`gguf_schema.writer`, which copies every record the edit
+   did not touch as the bytes it is stored as: nothing else is decoded or encoded again, so memory
+   stays flat in the header's size.
+3. **In place, crash-safe**, when the new header (everything before the data section) has exactly
+   the old size, so every tensor keeps its offset (a shorter header fits when the padding absorbs
+   the difference): only the changed span is written, after the bytes it overwrites were saved to
+   a journal (:func:`gguf_schema.durable.write_in_place`). A kill or a power cut at any instant
+   leaves the old file or the new one; a reader never sees a half-written header (readers take a
+   shared lock while they parse it).
+4. **Otherwise a rewrite**: the new header and the old data section (copied in the kernel) go to a
+   temporary file that replaces the target atomically and durably, keeping its mode, owner and group
+   (:func:`gguf_schema.durable.atomic_replace`). A read-only file is refused either way.
 
-Tensor bytes are copied unchanged either way.
-
-The header bytes come from the one assembler, :func:`gguf_schema.writer.header_bytes`.
+With ``output`` the source is only read and the edited file is written there.
 
 >>> import os, tempfile, numpy as np, gguf_schema
 >>> path = os.path.join(tempfile.mkdtemp(), "m.gguf")
@@ -38,7 +46,8 @@ from typing import Any, Union
 
 import numpy as np
 
-from ..errors import GGUFChangedError
+from ..durable import locked_open, write_in_place
+from ..format.source import MappedSource
 from ..format.types import ValueType
 from ..model import GGUFFile
 from ..reader import read
@@ -70,12 +79,23 @@ def edit_file(
     *,
     output: PathLike | None = None,
     progress: Progress | None = None,
+    sync: bool = True,
+    lock_timeout: float | None = 60.0,
 ) -> EditResult:
     """Apply ``edit`` (a function changing an open :class:`GGUFFile`'s metadata) to a file.
 
-    Without ``output`` the file itself changes: in place when the header size is unchanged,
-    else by a streamed copy that atomically replaces it. With ``output`` the edited file is
-    written there (atomically) and the original stays as it was.
+    Without ``output`` the file itself changes: in place when the header size is unchanged, else
+    by a streamed rewrite that atomically replaces it (see the module docstring). With ``output``
+    the edited file is written there (atomically) and the original stays as it was.
+
+    Args:
+        path: the file to edit.
+        edit: changes the metadata (e.g. ``lambda f: f.set("general.name", "x")``).
+        output: write the result here instead.
+        progress: called with the number of bytes written, as they are written (rewrites).
+        sync: fsync before the change counts as done (default); False is faster and may lose
+            the change (never the old file) in a power cut.
+        lock_timeout: seconds to wait for another editor of the same file (None: wait for ever).
 
     >>> import os, tempfile, gguf_schema
     >>> p = os.path.join(tempfile.mkdtemp(), "v.gguf")
@@ -89,42 +109,49 @@ def edit_file(
     out = os.fspath(output) if output is not None else None
     if out is not None and os.path.exists(out) and os.path.samefile(src, out):
         out = None
-    f = read(src)
-    try:
+    if out is not None:
+        with read(src, lazy=True) as f:
+            edit(f)
+            save_file(f, out, progress=progress, sync=sync)
+        return EditResult(out, False, os.path.getsize(out))
+    with (
+        locked_open(src, write=True, timeout=lock_timeout) as (fd, _),
+        _held_source(fd, src) as source,
+        read(source, lazy=True) as f,
+    ):
         old_alignment = f.alignment
         edit(f)
-        if out is None and f.alignment == old_alignment:
+        if f.alignment == old_alignment:
+            infos = [TensorInfo.of(t) for t in f.tensor_list]
             new_header = header_bytes(
                 f.fields.records,
-                [TensorInfo.of(t) for t in f.tensor_list],
+                infos,
                 version=f.version,
                 byte_order=f.byte_order,
                 padding=f.padding,
                 data_size=f.data_section.size,
+                source=f,
             )
             if len(new_header) == f.data_offset:
-                f.close()
-                return _write_in_place(src, new_header)
-        target = out if out is not None else src
-        save_file(f, target, progress=progress)
-        return EditResult(target, False, os.path.getsize(target))
-    finally:
-        f.close()
+                return _in_place(fd, src, f.view(0, len(new_header)), new_header, sync)
+        save_file(f, src, progress=progress, sync=sync)  # the lock on the old file is held until then
+    return EditResult(src, False, os.path.getsize(src))
 
 
-def _write_in_place(path: str, new_header: bytes) -> EditResult:
-    with open(path, "r+b") as fh:
-        old = fh.read(len(new_header))
-        if len(old) != len(new_header):  # the file shrank under us: refuse rather than guess
-            raise GGUFChangedError("the file changed while it was being edited", path=path)
-        diff = np.flatnonzero(np.frombuffer(old, np.uint8) != np.frombuffer(new_header, np.uint8))
-        if diff.size == 0:
-            return EditResult(path, True, 0)
-        first, last = int(diff[0]), int(diff[-1]) + 1
-        fh.seek(first)
-        fh.write(new_header[first:last])
-        fh.flush()
-        os.fsync(fh.fileno())
+def _held_source(fd: int, name: str) -> MappedSource:
+    """The locked descriptor as a source to parse (not closed by it, not locked again by the reader)."""
+    source = MappedSource(os.fdopen(fd, "rb", closefd=False), name, owned=True)
+    source.lock_held = True
+    return source
+
+
+def _in_place(fd: int, path: str, old_header: Any, new_header: bytes, sync: bool) -> EditResult:
+    """Write the span where the headers differ, through the journal (:func:`gguf_schema.durable.write_in_place`)."""
+    diff = np.flatnonzero(np.frombuffer(old_header, np.uint8) != np.frombuffer(new_header, np.uint8))
+    if diff.size == 0:
+        return EditResult(path, True, 0)
+    first, last = int(diff[0]), int(diff[-1]) + 1
+    write_in_place(fd, path, first, new_header[first:last], sync=sync)
     return EditResult(path, True, last - first)
 
 

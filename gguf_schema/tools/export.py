@@ -51,11 +51,11 @@ from typing import IO, Any, Union
 
 import numpy as np
 
+from ..durable import atomic_replace
 from ..errors import GGUFBuildError, GGUFFormatError
 from ..format.types import GGMLType, ValueType
 from ..format.values import Field
 from ..tensors import quantize
-from ..writer import atomic_write
 from .jsonio import decode_value, field_json
 from .split import open_model
 
@@ -196,7 +196,7 @@ def _export(
         if done != total:  # pragma: no cover - the plan and the chunks are computed from the same shapes
             raise GGUFBuildError(f"wrote {done} bytes of tensor data, {total} planned")
 
-    atomic_write(target, write, sync=sync)
+    atomic_replace(target, write, sync=sync)
     return ExportResult(os.fspath(target), len(planned), len(header), total)
 
 

@@ -268,4 +268,25 @@ void q_tq2_0(const float *restrict x, uint8_t *restrict b, Py_ssize_t nb);
 void f32_to_f16(const float *restrict x, uint8_t *restrict dst, Py_ssize_t n);
 void f32_to_bf16(const float *restrict x, uint8_t *restrict dst, Py_ssize_t n);
 
+/* quantize_k.c: searching quantizers (K-quants, IQ4) and the importance paths of Q4_0..Q5_1 */
+void q_q2_k(const float *restrict x, uint8_t *restrict b, Py_ssize_t nb);
+void q_q3_k(const float *restrict x, uint8_t *restrict b, Py_ssize_t nb);
+void q_q4_k(const float *restrict x, uint8_t *restrict b, Py_ssize_t nb);
+void q_q5_k(const float *restrict x, uint8_t *restrict b, Py_ssize_t nb);
+void q_q6_k(const float *restrict x, uint8_t *restrict b, Py_ssize_t nb);
+void q_iq4_nl(const float *restrict x, uint8_t *restrict b, Py_ssize_t nb);
+void q_iq4_xs(const float *restrict x, uint8_t *restrict b, Py_ssize_t nb);
+void qr_q4_0(const float *restrict x, uint8_t *restrict y, int64_t nrows, int64_t n_per_row, const float *restrict imatrix);
+void qr_q4_1(const float *restrict x, uint8_t *restrict y, int64_t nrows, int64_t n_per_row, const float *restrict imatrix);
+void qr_q5_0(const float *restrict x, uint8_t *restrict y, int64_t nrows, int64_t n_per_row, const float *restrict imatrix);
+void qr_q5_1(const float *restrict x, uint8_t *restrict y, int64_t nrows, int64_t n_per_row, const float *restrict imatrix);
+void qr_q2_k(const float *restrict x, uint8_t *restrict y, int64_t nrows, int64_t n_per_row, const float *restrict imatrix);
+void qr_q3_k(const float *restrict x, uint8_t *restrict y, int64_t nrows, int64_t n_per_row, const float *restrict imatrix);
+void qr_q4_k(const float *restrict x, uint8_t *restrict y, int64_t nrows, int64_t n_per_row, const float *restrict imatrix);
+void qr_q5_k(const float *restrict x, uint8_t *restrict y, int64_t nrows, int64_t n_per_row, const float *restrict imatrix);
+void qr_q6_k(const float *restrict x, uint8_t *restrict y, int64_t nrows, int64_t n_per_row, const float *restrict imatrix);
+void qr_iq4_nl(const float *restrict x, uint8_t *restrict y, int64_t nrows, int64_t n_per_row, const float *restrict imatrix);
+void qr_iq4_xs(const float *restrict x, uint8_t *restrict y, int64_t nrows, int64_t n_per_row, const float *restrict imatrix);
+Py_ssize_t first_nonfinite(const float *restrict x, Py_ssize_t n);
+
 #endif

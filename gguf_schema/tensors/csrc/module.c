@@ -55,20 +55,20 @@ typedef struct {
 
 static const kernel_entry KERNELS[] = {
     {GGML_TYPE_F16, 1, 2, f16_to_f32, f32_to_f16, NULL},
-    {GGML_TYPE_Q4_0, 32, 18, dq_q4_0, q_q4_0, NULL},
-    {GGML_TYPE_Q4_1, 32, 20, dq_q4_1, q_q4_1, NULL},
-    {GGML_TYPE_Q5_0, 32, 22, dq_q5_0, q_q5_0, NULL},
-    {GGML_TYPE_Q5_1, 32, 24, dq_q5_1, q_q5_1, NULL},
+    {GGML_TYPE_Q4_0, 32, 18, dq_q4_0, q_q4_0, qr_q4_0},
+    {GGML_TYPE_Q4_1, 32, 20, dq_q4_1, q_q4_1, qr_q4_1},
+    {GGML_TYPE_Q5_0, 32, 22, dq_q5_0, q_q5_0, qr_q5_0},
+    {GGML_TYPE_Q5_1, 32, 24, dq_q5_1, q_q5_1, qr_q5_1},
     {GGML_TYPE_Q8_0, 32, 34, dq_q8_0, q_q8_0, NULL},
     {GGML_TYPE_Q8_1, 32, 36, dq_q8_1, q_q8_1, NULL},
-    {GGML_TYPE_Q2_K, 256, 84, dq_q2_k, NULL, NULL},
-    {GGML_TYPE_Q3_K, 256, 110, dq_q3_k, NULL, NULL},
-    {GGML_TYPE_Q4_K, 256, 144, dq_q4_k, NULL, NULL},
-    {GGML_TYPE_Q5_K, 256, 176, dq_q5_k, NULL, NULL},
-    {GGML_TYPE_Q6_K, 256, 210, dq_q6_k, NULL, NULL},
+    {GGML_TYPE_Q2_K, 256, 84, dq_q2_k, q_q2_k, qr_q2_k},
+    {GGML_TYPE_Q3_K, 256, 110, dq_q3_k, q_q3_k, qr_q3_k},
+    {GGML_TYPE_Q4_K, 256, 144, dq_q4_k, q_q4_k, qr_q4_k},
+    {GGML_TYPE_Q5_K, 256, 176, dq_q5_k, q_q5_k, qr_q5_k},
+    {GGML_TYPE_Q6_K, 256, 210, dq_q6_k, q_q6_k, qr_q6_k},
     {GGML_TYPE_Q8_K, 256, 292, dq_q8_k, NULL, NULL},
-    {GGML_TYPE_IQ4_NL, 32, 18, dq_iq4_nl, NULL, NULL},
-    {GGML_TYPE_IQ4_XS, 256, 136, dq_iq4_xs, NULL, NULL},
+    {GGML_TYPE_IQ4_NL, 32, 18, dq_iq4_nl, q_iq4_nl, qr_iq4_nl},
+    {GGML_TYPE_IQ4_XS, 256, 136, dq_iq4_xs, q_iq4_xs, qr_iq4_xs},
     {GGML_TYPE_BF16, 1, 2, bf16_to_f32, f32_to_bf16, NULL},
     {GGML_TYPE_TQ1_0, 256, 54, dq_tq1_0, q_tq1_0, NULL},
     {GGML_TYPE_TQ2_0, 256, 66, dq_tq2_0, q_tq2_0, NULL},
@@ -162,6 +162,19 @@ done:
     return result;
 }
 
+/* first_nonfinite(src): index of the first NaN or infinity of a float32 buffer, or -1. */
+static PyObject *py_first_nonfinite(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer src;
+    if (!PyArg_ParseTuple(args, "y*", &src)) return NULL;
+    Py_ssize_t found;
+    Py_BEGIN_ALLOW_THREADS
+    found = first_nonfinite((const float *)src.buf, src.len / 4);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&src);
+    return PyLong_FromSsize_t(found);
+}
+
 static PyObject *py_decode(PyObject *self, PyObject *args) { (void)self; return run(args, 0); }
 static PyObject *py_encode(PyObject *self, PyObject *args) { (void)self; return run(args, 1); }
 
@@ -217,6 +230,8 @@ static PyMethodDef methods[] = {
     {"quantize_rows", py_quantize_rows, METH_VARARGS,
      "quantize_rows(type_id, src, dst, n_per_row, imatrix): float32 rows -> blocks, as ggml_quantize_chunk "
      "(imatrix: n_per_row float32 importance weights, or None)."},
+    {"first_nonfinite", py_first_nonfinite, METH_VARARGS,
+     "first_nonfinite(src) -> index of the first NaN or infinity of a float32 buffer, or -1."},
     {"layouts", py_layouts, METH_NOARGS,
      "layouts() -> {type_id: (block_size, type_size, decodes, encodes, quantizes_rows)} for every compiled type."},
     {NULL, NULL, 0, NULL},

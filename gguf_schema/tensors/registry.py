@@ -7,10 +7,10 @@ fields from :mod:`.layouts`, so an entry is all a new type needs here (see the p
 docstring for the whole checklist). The compiled engine has its own table (``csrc``); the
 engine uses a compiled kernel only where its geometry agrees with this registry.
 
->>> CODECS[GGMLType.Q4_K].family, CODECS[GGMLType.Q4_K].quantize is None
-('kquants', True)
->>> sorted(t.name for t in QUANTIZE_TYPES if t.quantized)[:3]
-['MXFP4', 'NVFP4', 'Q1_0']
+>>> CODECS[GGMLType.Q4_K].family, CODECS[GGMLType.Q4_K].quantize_rows.__name__
+('kquants', 'qr_q4_k')
+>>> GGMLType.Q4_K in QUANTIZE_TYPES, GGMLType.Q8_K in QUANTIZE_TYPES
+(True, True)
 """
 
 from __future__ import annotations
@@ -43,12 +43,15 @@ class Codec:
         type: the ggml type.
         family: the module of :mod:`gguf_schema.tensors` that holds the kernels.
         decode: the decoder (every live type has one).
-        quantize: the block quantizer (ggml's ``quantize_row_*_ref``), or None where this
-            library does not encode the type block by block (plain types are encoded
-            element-wise by :mod:`.plain`, not through this slot).
+        quantize: the block quantizer: what ``ggml_quantize_chunk`` writes without an
+            importance matrix, block by block (ggml's ``quantize_row_*_ref`` for every type
+            but IQ4_NL, whose chunk quantizer searches further), or None where this library
+            does not encode the type block by block (plain types are encoded element-wise by
+            :mod:`.plain`, not through this slot).
         quantize_rows: the row quantizer with optional importance weights (ggml's
             ``quantize_<type>``), for types whose ggml quantizer weighs elements by an
             importance matrix or searches per row; None where ggml ignores the imatrix.
+            Given None for the weights it writes what ``quantize`` writes.
         needs_imatrix: ggml refuses to quantize the type without an importance matrix.
     """
 

@@ -6,13 +6,15 @@
  *
  * ggml searches each sub-block on its own: candidate scales, and for each a weighted sum over
  * the sub-block's elements, added one at a time (the order fixes the rounding, so it cannot be
- * changed). Here several sub-blocks are searched together, "in lanes": their elements are
- * stored position-major (t[i * G + g] is element i of sub-block g), and every step of the
- * search is a loop over the G lanes, which the compiler turns into vector instructions. Each
- * lane still adds its own terms in ggml's order; a branch of ggml's code becomes a select per
- * lane. Same float32 operations, same order: the same bits, G sub-blocks at a time.
+ * changed). Here 8 or 16 sub-blocks are searched together, one per lane of a vector: their
+ * elements are stored position-major (t[i] holds element i of 8 sub-blocks), every step of the
+ * search is one vector operation, and each lane still adds its own terms in ggml's order. A
+ * branch of ggml's code becomes a select per lane. Same float32 operations, same order: the
+ * same bits, many sub-blocks at a time.
  *
- * Every function here is plain C; WIDE entry points get an AVX2 copy on x86-64 (common.h).
+ * Lane vectors are GCC/clang vector extensions (the compiler picks the instructions: AVX2 in
+ * the WIDE copies, SSE2 otherwise, NEON on ARM); other compilers and the GGUF_SCHEMA_PORTABLE
+ * build get the same operations as plain loops over 8 floats.
  */
 #include "common.h"
 
@@ -24,8 +26,8 @@
 #define LANE_INLINE static inline
 #endif
 
-#define MAX_LANES 16
-#define MAX_CELLS 256          /* positions x lanes of one search */
+#define LANES 8                /* sub-blocks per lane vector */
+#define MAX_NG 2               /* lane vectors searched side by side (16 sub-blocks) */
 #define GROUP_MAX_EPS 1e-15f   /* below this largest magnitude ggml treats a group as zeros */
 #define SUPER 256              /* elements of a K-quant / IQ4_XS super-block */
 
@@ -54,211 +56,287 @@ static inline float put_scale(uint8_t *p, float f) {
 }
 
 /* ---------------------------------------------------------------------------------- */
-/* Lanes                                                                              */
+/* Lane vectors                                                                       */
 
-/* Groups of n consecutive elements -> position-major lanes: t[i * G + g] = x[g * n + i]. */
-LANE_INLINE void to_lanes(const float *restrict x, int n, int G, float *restrict t) {
-    for (int g = 0; g < G; g++)
-        for (int i = 0; i < n; i++) t[i * G + g] = x[g * n + i];
+#if !defined(GGUF_SCHEMA_PORTABLE) && (defined(__clang__) || (defined(__GNUC__) && __GNUC__ >= 9))
+#if defined(__GNUC__) && !defined(__clang__)
+/* Lane vectors never cross a call (every function taking one is inlined): no ABI to warn about. */
+#pragma GCC diagnostic ignored "-Wpsabi"
+#endif
+typedef float vf __attribute__((vector_size(32)));
+typedef int32_t vi __attribute__((vector_size(32)));
+#define LANE(v, k) ((v)[k])
+LANE_INLINE vf vset(float f) { return (vf){f, f, f, f, f, f, f, f}; }
+LANE_INLINE vi viset(int32_t a) { return (vi){a, a, a, a, a, a, a, a}; }
+LANE_INLINE vf vadd(vf a, vf b) { return a + b; }
+LANE_INLINE vf vsub(vf a, vf b) { return a - b; }
+LANE_INLINE vf vmul(vf a, vf b) { return a * b; }
+LANE_INLINE vf vdiv(vf a, vf b) { return a / b; }
+LANE_INLINE vi vlt(vf a, vf b) { return a < b; }
+LANE_INLINE vi vgt(vf a, vf b) { return a > b; }
+LANE_INLINE vi veq(vf a, vf b) { return a == b; }
+LANE_INLINE vi vne(vf a, vf b) { return a != b; }
+LANE_INLINE vi vine(vi a, vi b) { return a != b; }
+LANE_INLINE vi viadd(vi a, vi b) { return a + b; }
+LANE_INLINE vi visub(vi a, vi b) { return a - b; }
+LANE_INLINE vi vimax(vi a, vi b) { const vi m = a > b; return (m & a) | (~m & b); }
+LANE_INLINE vi vimin(vi a, vi b) { const vi m = a < b; return (m & a) | (~m & b); }
+LANE_INLINE vi vand(vi a, vi b) { return a & b; }
+LANE_INLINE vi vor(vi a, vi b) { return a | b; }
+LANE_INLINE vi vnot(vi a) { return ~a; }
+LANE_INLINE vf vsel(vi m, vf a, vf b) { return (vf)((m & (vi)a) | (~m & (vi)b)); }
+LANE_INLINE vf vitof(vi a) { return __builtin_convertvector(a, vf); }
+LANE_INLINE vf vabs(vf a) { return (vf)((vi)a & viset(0x7fffffff)); }
+LANE_INLINE vf vneg(vf a) { return (vf)((vi)a ^ viset(INT32_MIN)); }
+LANE_INLINE vi vnear(vf v) { return ((vi)(v + vset(12582912.0f)) & viset(0x007fffff)) - viset(0x00400000); }
+#else
+typedef struct { float v[LANES]; } vf;
+typedef struct { int32_t v[LANES]; } vi;
+#define LANE(x, k) ((x).v[k])
+#define LANEWISE(T, expr) T r; for (int k = 0; k < LANES; k++) r.v[k] = (expr); return r
+LANE_INLINE vf vset(float f) { LANEWISE(vf, f); }
+LANE_INLINE vi viset(int32_t a) { LANEWISE(vi, a); }
+LANE_INLINE vf vadd(vf a, vf b) { LANEWISE(vf, a.v[k] + b.v[k]); }
+LANE_INLINE vf vsub(vf a, vf b) { LANEWISE(vf, a.v[k] - b.v[k]); }
+LANE_INLINE vf vmul(vf a, vf b) { LANEWISE(vf, a.v[k] * b.v[k]); }
+LANE_INLINE vf vdiv(vf a, vf b) { LANEWISE(vf, a.v[k] / b.v[k]); }
+LANE_INLINE vi vlt(vf a, vf b) { LANEWISE(vi, a.v[k] < b.v[k] ? -1 : 0); }
+LANE_INLINE vi vgt(vf a, vf b) { LANEWISE(vi, a.v[k] > b.v[k] ? -1 : 0); }
+LANE_INLINE vi veq(vf a, vf b) { LANEWISE(vi, a.v[k] == b.v[k] ? -1 : 0); }
+LANE_INLINE vi vne(vf a, vf b) { LANEWISE(vi, a.v[k] != b.v[k] ? -1 : 0); }
+LANE_INLINE vi vine(vi a, vi b) { LANEWISE(vi, a.v[k] != b.v[k] ? -1 : 0); }
+LANE_INLINE vi viadd(vi a, vi b) { LANEWISE(vi, a.v[k] + b.v[k]); }
+LANE_INLINE vi visub(vi a, vi b) { LANEWISE(vi, a.v[k] - b.v[k]); }
+LANE_INLINE vi vimax(vi a, vi b) { LANEWISE(vi, a.v[k] > b.v[k] ? a.v[k] : b.v[k]); }
+LANE_INLINE vi vimin(vi a, vi b) { LANEWISE(vi, a.v[k] < b.v[k] ? a.v[k] : b.v[k]); }
+LANE_INLINE vi vand(vi a, vi b) { LANEWISE(vi, a.v[k] & b.v[k]); }
+LANE_INLINE vi vor(vi a, vi b) { LANEWISE(vi, a.v[k] | b.v[k]); }
+LANE_INLINE vi vnot(vi a) { LANEWISE(vi, ~a.v[k]); }
+LANE_INLINE vf vsel(vi m, vf a, vf b) { LANEWISE(vf, m.v[k] ? a.v[k] : b.v[k]); }
+LANE_INLINE vf vitof(vi a) { LANEWISE(vf, (float)a.v[k]); }
+LANE_INLINE vf vabs(vf a) { LANEWISE(vf, fabsf(a.v[k])); }
+LANE_INLINE vf vneg(vf a) { LANEWISE(vf, -a.v[k]); }
+LANE_INLINE vi vnear(vf a) { LANEWISE(vi, nearest(a.v[k])); }
+#endif
+
+LANE_INLINE int vany(vi m) {
+    int32_t r = 0;
+    for (int k = 0; k < LANES; k++) r |= LANE(m, k);
+    return r != 0;
 }
+
+/* nearest_int clamped to [lo, hi], as a float. */
+LANE_INLINE vf vlevel(vf v, int lo, int hi) { return vitof(vimin(vimax(vnear(v), viset(lo)), viset(hi))); }
+
+/* Position-major lanes of ng * 8 groups of n elements: t[i * ng + q] holds element i of groups
+ * 8q .. 8q + 7; group g starts at x + src[g] * n (src NULL: g). */
+LANE_INLINE void load_lanes(const float *restrict x, int n, int ng, const int *restrict src, vf *restrict t) {
+    for (int q = 0; q < ng; q++)
+        for (int k = 0; k < LANES; k++) {
+            const float *s = x + (src ? src[q * LANES + k] : q * LANES + k) * n;
+            for (int i = 0; i < n; i++) LANE(t[i * ng + q], k) = s[i];
+        }
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* The scale searches, in lanes: n positions, ng lane vectors, arrays indexed i * ng + q  */
 
 /* Per lane: the largest magnitude and the first value that has it, from 0 (NaN never taken). */
-LANE_INLINE void lane_signed_max(const float *restrict x, int n, int G, float *restrict amax, float *restrict mx) {
-    for (int g = 0; g < G; g++) amax[g] = mx[g] = 0.0f;
+LANE_INLINE void lanes_signed_max(const int n, const int ng, const vf *restrict x, vf *restrict amax, vf *restrict mx) {
+    for (int q = 0; q < ng; q++) amax[q] = mx[q] = vset(0.0f);
     for (int i = 0; i < n; i++)
-        for (int g = 0; g < G; g++) {
-            const float v = x[i * G + g], a = fabsf(v);
-            const int take = a > amax[g];
-            amax[g] = take ? a : amax[g];
-            mx[g] = take ? v : mx[g];
+        for (int q = 0; q < ng; q++) {
+            const vf v = x[i * ng + q], a = vabs(v);
+            const vi take = vgt(a, amax[q]);
+            amax[q] = vsel(take, a, amax[q]);
+            mx[q] = vsel(take, v, mx[q]);
         }
 }
 
-/* make_qx_quants(n, nmax, x, L, 1, w) in G lanes (w NULL: weights x * x). lv receives the
- * levels plus nmax, scale the scale of each lane. */
-LANE_INLINE void search_qx(const int n, const int G, const float *restrict x, const float *restrict w, const int nmax,
-                           float *restrict lv, float *restrict scale) {
-    float ww[MAX_CELLS], wx[MAX_CELLS], tl[MAX_CELLS];
-    float amax[MAX_LANES], mx[MAX_LANES], iscale[MAX_LANES], sumlx[MAX_LANES], suml2[MAX_LANES], best[MAX_LANES];
-    lane_signed_max(x, n, G, amax, mx);
-    for (int c = 0; c < n * G; c++) {
-        ww[c] = w ? w[c] : x[c] * x[c];
-        wx[c] = ww[c] * x[c];
+/* make_qx_quants(n, nmax, x, L, 1, w) in lanes (w NULL: weights x * x): lv receives the levels
+ * plus nmax, scale the scale of each lane. 19 trial scales: -nmax / max, then
+ * -(nmax + 0.1 k) / max for k = -9..-1, 1..9. */
+LANE_INLINE void search_qx(const int n, const int ng, const vf *restrict x, const vf *restrict w, const int nmax,
+                           vf *restrict lv, vf *restrict scale) {
+    vf ww[32 * MAX_NG], wx[32 * MAX_NG], tl[32 * MAX_NG];
+    vf amax[MAX_NG], mx[MAX_NG], best[MAX_NG];
+    const vf zero = vset(0.0f), top = vset((float)nmax);
+    lanes_signed_max(n, ng, x, amax, mx);
+    for (int c = 0; c < n * ng; c++) {
+        ww[c] = w ? w[c] : vmul(x[c], x[c]);
+        wx[c] = vmul(ww[c], x[c]);
     }
-    for (int step = 0; step <= 18; step++) { /* step 0: -nmax / max; then -(nmax + 0.1 k) / max, k = -9..9, k != 0 */
+    for (int step = 0; step <= 18; step++) {
         const int k = step <= 9 ? step - 10 : step - 9;
-        for (int g = 0; g < G; g++) {
-            iscale[g] = step == 0 ? (float)(-nmax) / mx[g] : -((float)nmax + 0.1f * (float)k) / mx[g];
-            sumlx[g] = suml2[g] = 0.0f;
+        const vf numerator = vset(step == 0 ? (float)(-nmax) : -((float)nmax + 0.1f * (float)k));
+        vf iscale[MAX_NG], sumlx[MAX_NG], suml2[MAX_NG];
+        for (int q = 0; q < ng; q++) {
+            iscale[q] = vdiv(numerator, mx[q]);
+            sumlx[q] = suml2[q] = zero;
         }
         for (int i = 0; i < n; i++)
-            for (int g = 0; g < G; g++) {
-                const int c = i * G + g;
-                const float l = (float)clamp_int(nearest(iscale[g] * x[c]), -nmax, nmax - 1);
+            for (int q = 0; q < ng; q++) {
+                const int c = i * ng + q;
+                const vf l = vlevel(vmul(iscale[q], x[c]), -nmax, nmax - 1);
                 tl[c] = l;
-                sumlx[g] += wx[c] * l;
-                suml2[g] += ww[c] * l * l;
+                sumlx[q] = vadd(sumlx[q], vmul(wx[c], l));
+                suml2[q] = vadd(suml2[q], vmul(vmul(ww[c], l), l));
             }
-        if (step == 0) {
-            for (int g = 0; g < G; g++) {
-                scale[g] = suml2[g] != 0.0f ? sumlx[g] / suml2[g] : 0.0f;
-                best[g] = scale[g] * sumlx[g];
+        for (int q = 0; q < ng; q++) {
+            const vf fit = vdiv(sumlx[q], suml2[q]);
+            if (step == 0) {
+                scale[q] = vsel(vne(suml2[q], zero), fit, zero);
+                best[q] = vmul(scale[q], sumlx[q]);
+                for (int i = 0; i < n; i++) lv[i * ng + q] = vadd(tl[i * ng + q], top);
+                continue;
             }
-            for (int c = 0; c < n * G; c++) lv[c] = tl[c] + (float)nmax;
-            continue;
+            const vi better = vand(vgt(suml2[q], zero), vgt(vmul(sumlx[q], sumlx[q]), vmul(best[q], suml2[q])));
+            if (!vany(better)) continue;
+            scale[q] = vsel(better, fit, scale[q]);
+            best[q] = vsel(better, vmul(scale[q], sumlx[q]), best[q]);
+            for (int i = 0; i < n; i++) lv[i * ng + q] = vsel(better, vadd(tl[i * ng + q], top), lv[i * ng + q]);
         }
-        int any = 0;
-        for (int g = 0; g < G; g++) {
-            const int better = suml2[g] > 0.0f && sumlx[g] * sumlx[g] > best[g] * suml2[g];
-            iscale[g] = better ? 1.0f : 0.0f; /* reused as the lane's "take" flag */
-            scale[g] = better ? sumlx[g] / suml2[g] : scale[g];
-            best[g] = better ? scale[g] * sumlx[g] : best[g];
-            any |= better;
-        }
-        if (any)
-            for (int i = 0; i < n; i++)
-                for (int g = 0; g < G; g++) {
-                    const int c = i * G + g;
-                    lv[c] = iscale[g] != 0.0f ? tl[c] + (float)nmax : lv[c];
-                }
     }
-    for (int g = 0; g < G; g++)
-        if (amax[g] < GROUP_MAX_EPS) {
-            scale[g] = 0.0f;
-            for (int i = 0; i < n; i++) lv[i * G + g] = 0.0f;
-        }
-}
-
-/* make_q3_quants(n, nmax, x, L, true) in G lanes (Q3_K's reference): lv receives levels + nmax. */
-LANE_INLINE void search_q3(const int n, const int G, const float *restrict x, const int nmax, float *restrict lv,
-                           float *restrict scale) {
-    float ww[MAX_CELLS], wx[MAX_CELLS];
-    float amax[MAX_LANES], mx[MAX_LANES], iscale[MAX_LANES], sumlx[MAX_LANES], suml2[MAX_LANES];
-    lane_signed_max(x, n, G, amax, mx);
-    for (int g = 0; g < G; g++) {
-        iscale[g] = (float)(-nmax) / mx[g];
-        sumlx[g] = suml2[g] = 0.0f;
-    }
-    for (int i = 0; i < n; i++)
-        for (int g = 0; g < G; g++) {
-            const int c = i * G + g;
-            ww[c] = x[c] * x[c];
-            wx[c] = ww[c] * x[c];
-            const float l = (float)clamp_int(nearest(iscale[g] * x[c]), -nmax, nmax - 1);
-            lv[c] = l;
-            sumlx[g] += wx[c] * l;
-            suml2[g] += ww[c] * l * l;
-        }
-    for (int pass = 0; pass < 5; pass++) { /* a pass without a change would repeat itself: ggml stops */
-        int changed = 0;
-        for (int i = 0; i < n; i++)
-            for (int g = 0; g < G; g++) {
-                const int c = i * G + g;
-                const float li = lv[c];
-                const float slx = sumlx[g] - wx[c] * li;
-                const float sl2 = suml2[g] - ww[c] * li * li;
-                const float nl = (float)clamp_int(nearest(x[c] * sl2 / slx), -nmax, nmax - 1);
-                const float slx_new = slx + wx[c] * nl;
-                const float sl2_new = sl2 + ww[c] * nl * nl;
-                const int take = slx > 0.0f && nl != li && sl2_new > 0.0f &&
-                                 slx_new * slx_new * suml2[g] > sumlx[g] * sumlx[g] * sl2_new;
-                lv[c] = take ? nl : li;
-                sumlx[g] = take ? slx_new : sumlx[g];
-                suml2[g] = take ? sl2_new : suml2[g];
-                changed |= take;
-            }
-        if (!changed) break;
-    }
-    for (int g = 0; g < G; g++) {
-        const int zero = amax[g] < GROUP_MAX_EPS;
-        scale[g] = zero ? 0.0f : (suml2[g] > 0.0f ? sumlx[g] / suml2[g] : 0.0f);
-        for (int i = 0; i < n; i++) lv[i * G + g] = zero ? 0.0f : lv[i * G + g] + (float)nmax;
+    for (int q = 0; q < ng; q++) {
+        const vi none = vlt(amax[q], vset(GROUP_MAX_EPS));
+        scale[q] = vsel(none, zero, scale[q]);
+        for (int i = 0; i < n; i++) lv[i * ng + q] = vsel(none, zero, lv[i * ng + q]);
     }
 }
 
-/* make_qkx2_quants / make_qkx3_quants (the same steps for finite input) in G lanes: levels in
- * [0, nmax] with a scale and a minimum; lv receives the levels, scale and neg_min (-min). */
-LANE_INLINE void search_qkx(const int n, const int G, const float *restrict x, const float *restrict w, const int nmax,
+/* make_qkx2_quants / make_qkx3_quants (the same steps for finite input) in lanes: levels in
+ * [0, nmax] with a scale and a minimum. lv receives the levels, scale and neg_min (-min). */
+LANE_INLINE void search_qkx(const int n, const int ng, const vf *restrict x, const vf *restrict w, const int nmax,
                             const float rmin, const float rdelta, const int nstep, const int mad,
-                            float *restrict lv, float *restrict scale, float *restrict neg_min) {
-    float tl[MAX_CELLS];
-    float mn[MAX_LANES], mx[MAX_LANES], sum_w[MAX_LANES], sum_x[MAX_LANES], best[MAX_LANES], iscale[MAX_LANES];
-    float sum_l[MAX_LANES], sum_l2[MAX_LANES], sum_xl[MAX_LANES], det[MAX_LANES], tscale[MAX_LANES], tmin[MAX_LANES];
-    float err[MAX_LANES];
-    for (int g = 0; g < G; g++) {
-        mn[g] = mx[g] = x[g];
-        sum_w[g] = w[g];
-        sum_x[g] = w[g] * x[g];
+                            vf *restrict lv, vf *restrict scale, vf *restrict neg_min) {
+    vf tl[32 * MAX_NG];
+    vf mn[MAX_NG], mx[MAX_NG], sum_w[MAX_NG], sum_x[MAX_NG], best[MAX_NG];
+    vi flat[MAX_NG];
+    const vf zero = vset(0.0f), top = vset((float)nmax);
+    for (int q = 0; q < ng; q++) {
+        mn[q] = mx[q] = x[q];
+        sum_w[q] = w[q];
+        sum_x[q] = vmul(w[q], x[q]);
     }
     for (int i = 1; i < n; i++)
-        for (int g = 0; g < G; g++) {
-            const int c = i * G + g;
-            mn[g] = x[c] < mn[g] ? x[c] : mn[g];
-            mx[g] = x[c] > mx[g] ? x[c] : mx[g];
-            sum_w[g] += w[c];
-            sum_x[g] += w[c] * x[c];
+        for (int q = 0; q < ng; q++) {
+            const int c = i * ng + q;
+            mn[q] = vsel(vlt(x[c], mn[q]), x[c], mn[q]);
+            mx[q] = vsel(vgt(x[c], mx[q]), x[c], mx[q]);
+            sum_w[q] = vadd(sum_w[q], w[c]);
+            sum_x[q] = vadd(sum_x[q], vmul(w[c], x[c]));
         }
-    for (int g = 0; g < G; g++) {
-        mn[g] = mn[g] > 0.0f ? 0.0f : mn[g];
-        iscale[g] = (float)nmax / (mx[g] - mn[g]);
-        scale[g] = 1.0f / iscale[g];
-        best[g] = 0.0f;
-    }
-    for (int i = 0; i < n; i++)
-        for (int g = 0; g < G; g++) {
-            const int c = i * G + g;
-            const float l = (float)clamp_int(nearest(iscale[g] * (x[c] - mn[g])), 0, nmax);
+    for (int q = 0; q < ng; q++) {
+        mn[q] = vsel(vgt(mn[q], zero), zero, mn[q]);
+        flat[q] = veq(mx[q], mn[q]);
+        const vf iscale = vdiv(top, vsub(mx[q], mn[q]));
+        scale[q] = vdiv(vset(1.0f), iscale);
+        best[q] = zero;
+        for (int i = 0; i < n; i++) {
+            const int c = i * ng + q;
+            const vf l = vlevel(vmul(iscale, vsub(x[c], mn[q])), 0, nmax);
             lv[c] = l;
-            const float diff = scale[g] * l + mn[g] - x[c];
-            best[g] += w[c] * (mad ? fabsf(diff) : diff * diff);
+            const vf diff = vsub(vadd(vmul(scale[q], l), mn[q]), x[c]);
+            best[q] = vadd(best[q], vmul(w[c], mad ? vabs(diff) : vmul(diff, diff)));
         }
+    }
     for (int step = 0; step <= nstep; step++) {
-        for (int g = 0; g < G; g++) {
-            iscale[g] = (rmin + rdelta * (float)step + (float)nmax) / (mx[g] - mn[g]);
-            sum_l[g] = sum_l2[g] = sum_xl[g] = 0.0f;
+        const vf numerator = vset(rmin + rdelta * (float)step + (float)nmax);
+        vf iscale[MAX_NG], sum_l[MAX_NG], sum_l2[MAX_NG], sum_xl[MAX_NG];
+        for (int q = 0; q < ng; q++) {
+            iscale[q] = vdiv(numerator, vsub(mx[q], mn[q]));
+            sum_l[q] = sum_l2[q] = sum_xl[q] = zero;
         }
         for (int i = 0; i < n; i++)
-            for (int g = 0; g < G; g++) {
-                const int c = i * G + g;
-                const float l = (float)clamp_int(nearest(iscale[g] * (x[c] - mn[g])), 0, nmax);
+            for (int q = 0; q < ng; q++) {
+                const int c = i * ng + q;
+                const vf l = vlevel(vmul(iscale[q], vsub(x[c], mn[q])), 0, nmax);
                 tl[c] = l;
-                const float wl = w[c] * l;
-                sum_l[g] += wl;
-                sum_l2[g] += wl * l;
-                sum_xl[g] += wl * x[c];
+                const vf wl = vmul(w[c], l);
+                sum_l[q] = vadd(sum_l[q], wl);
+                sum_l2[q] = vadd(sum_l2[q], vmul(wl, l));
+                sum_xl[q] = vadd(sum_xl[q], vmul(wl, x[c]));
             }
-        for (int g = 0; g < G; g++) {
-            det[g] = sum_w[g] * sum_l2[g] - sum_l[g] * sum_l[g];
-            const float s = (sum_w[g] * sum_xl[g] - sum_x[g] * sum_l[g]) / det[g];
-            const float m = (sum_l2[g] * sum_x[g] - sum_l[g] * sum_xl[g]) / det[g];
-            tmin[g] = m > 0.0f ? 0.0f : m;
-            tscale[g] = m > 0.0f ? sum_xl[g] / sum_l2[g] : s;
-            err[g] = 0.0f;
+        vf det[MAX_NG], tscale[MAX_NG], tmin[MAX_NG], err[MAX_NG];
+        for (int q = 0; q < ng; q++) {
+            det[q] = vsub(vmul(sum_w[q], sum_l2[q]), vmul(sum_l[q], sum_l[q]));
+            const vf s = vdiv(vsub(vmul(sum_w[q], sum_xl[q]), vmul(sum_x[q], sum_l[q])), det[q]);
+            const vf m = vdiv(vsub(vmul(sum_l2[q], sum_x[q]), vmul(sum_l[q], sum_xl[q])), det[q]);
+            const vi positive = vgt(m, zero);
+            tmin[q] = vsel(positive, zero, m);
+            tscale[q] = vsel(positive, vdiv(sum_xl[q], sum_l2[q]), s);
+            err[q] = zero;
         }
         for (int i = 0; i < n; i++)
-            for (int g = 0; g < G; g++) {
-                const int c = i * G + g;
-                const float diff = tscale[g] * tl[c] + tmin[g] - x[c];
-                err[g] += w[c] * (mad ? fabsf(diff) : diff * diff);
+            for (int q = 0; q < ng; q++) {
+                const int c = i * ng + q;
+                const vf diff = vsub(vadd(vmul(tscale[q], tl[c]), tmin[q]), x[c]);
+                err[q] = vadd(err[q], vmul(w[c], mad ? vabs(diff) : vmul(diff, diff)));
             }
-        int any = 0;
-        for (int g = 0; g < G; g++) {
-            const int better = det[g] > 0.0f && err[g] < best[g];
-            det[g] = better ? 1.0f : 0.0f; /* reused as the lane's "take" flag */
-            best[g] = better ? err[g] : best[g];
-            scale[g] = better ? tscale[g] : scale[g];
-            mn[g] = better ? tmin[g] : mn[g];
-            any |= better;
+        for (int q = 0; q < ng; q++) {
+            const vi better = vand(vgt(det[q], zero), vlt(err[q], best[q]));
+            if (!vany(better)) continue;
+            best[q] = vsel(better, err[q], best[q]);
+            scale[q] = vsel(better, tscale[q], scale[q]);
+            mn[q] = vsel(better, tmin[q], mn[q]);
+            for (int i = 0; i < n; i++) lv[i * ng + q] = vsel(better, tl[i * ng + q], lv[i * ng + q]);
         }
-        if (any)
-            for (int c = 0; c < n * G; c++) lv[c] = det[c % G] != 0.0f ? tl[c] : lv[c];
     }
     /* a flat lane (max == min): levels 0, scale 0; its trials never won (all levels 0: det = 0) */
-    for (int g = 0; g < G; g++) {
-        const int flat = mx[g] == mn[g];
-        scale[g] = flat ? 0.0f : scale[g];
-        neg_min[g] = -mn[g];
-        for (int i = 0; i < n; i++) lv[i * G + g] = flat ? 0.0f : lv[i * G + g];
+    for (int q = 0; q < ng; q++) {
+        scale[q] = vsel(flat[q], zero, scale[q]);
+        neg_min[q] = vneg(mn[q]);
+        for (int i = 0; i < n; i++) lv[i * ng + q] = vsel(flat[q], zero, lv[i * ng + q]);
+    }
+}
+
+/* make_q3_quants(n, nmax, x, L, true) in lanes (Q3_K's reference): levels from -nmax / max,
+ * then up to five passes moving single levels while the fit (weights x * x) improves. lv
+ * receives the levels plus nmax. */
+LANE_INLINE void search_q3(const int n, const int ng, const vf *restrict x, const int nmax, vf *restrict lv,
+                           vf *restrict scale) {
+    vf ww[16 * MAX_NG], wx[16 * MAX_NG];
+    vf amax[MAX_NG], mx[MAX_NG], sumlx[MAX_NG], suml2[MAX_NG];
+    const vf zero = vset(0.0f), top = vset((float)nmax);
+    lanes_signed_max(n, ng, x, amax, mx);
+    for (int q = 0; q < ng; q++) {
+        const vf iscale = vdiv(vset((float)(-nmax)), mx[q]);
+        sumlx[q] = suml2[q] = zero;
+        for (int i = 0; i < n; i++) {
+            const int c = i * ng + q;
+            ww[c] = vmul(x[c], x[c]);
+            wx[c] = vmul(ww[c], x[c]);
+            const vf l = vlevel(vmul(iscale, x[c]), -nmax, nmax - 1);
+            lv[c] = l;
+            sumlx[q] = vadd(sumlx[q], vmul(wx[c], l));
+            suml2[q] = vadd(suml2[q], vmul(vmul(ww[c], l), l));
+        }
+    }
+    for (int pass = 0; pass < 5; pass++) { /* a pass without a change would repeat itself: ggml stops */
+        vi changed = viset(0);
+        for (int i = 0; i < n; i++)
+            for (int q = 0; q < ng; q++) {
+                const int c = i * ng + q;
+                const vf li = lv[c];
+                const vf slx = vsub(sumlx[q], vmul(wx[c], li));
+                const vf sl2 = vsub(suml2[q], vmul(vmul(ww[c], li), li));
+                const vf nl = vlevel(vdiv(vmul(x[c], sl2), slx), -nmax, nmax - 1);
+                const vf slx_new = vadd(slx, vmul(wx[c], nl));
+                const vf sl2_new = vadd(sl2, vmul(vmul(ww[c], nl), nl));
+                const vi take = vand(vand(vgt(slx, zero), vne(nl, li)),
+                                     vand(vgt(sl2_new, zero), vgt(vmul(vmul(slx_new, slx_new), suml2[q]),
+                                                                  vmul(vmul(sumlx[q], sumlx[q]), sl2_new))));
+                lv[c] = vsel(take, nl, li);
+                sumlx[q] = vsel(take, slx_new, sumlx[q]);
+                suml2[q] = vsel(take, sl2_new, suml2[q]);
+                changed = vor(changed, take);
+            }
+        if (!vany(changed)) break;
+    }
+    for (int q = 0; q < ng; q++) {
+        const vi none = vlt(amax[q], vset(GROUP_MAX_EPS));
+        scale[q] = vsel(none, zero, vsel(vgt(suml2[q], zero), vdiv(sumlx[q], suml2[q]), zero));
+        for (int i = 0; i < n; i++) lv[i * ng + q] = vsel(none, zero, vadd(lv[i * ng + q], top));
     }
 }
 
@@ -329,36 +407,51 @@ static float search_qp(const int n, const int nmax, const float *restrict x, con
 /* ---------------------------------------------------------------------------------- */
 /* K-quant pieces                                                                     */
 
-/* The importance weights qw * sqrtf(sigma2 + x * x), position-major like t, with sigma2 =
- * factor * sum(x * x) / 256 over the super-block x. */
-LANE_INLINE void kq_weights(const float *restrict x, const float *restrict t, const float *restrict qw, int n, int G,
-                            float factor, float *restrict w) {
+/* The importance weights qw * sqrtf(sigma2 + x * x) of a super-block x, position-major like t,
+ * with sigma2 = factor * sum(x * x) / 256 (summed in order). */
+LANE_INLINE void kq_weights(const float *restrict x, const vf *restrict t, const float *restrict qw, int n, int ng,
+                            float factor, vf *restrict w) {
     float sumx2 = 0.0f;
     for (int j = 0; j < SUPER; j++) sumx2 += x[j] * x[j];
-    const float sigma2 = factor * sumx2 / (float)SUPER;
-    float q[SUPER];
-    to_lanes(qw, n, G, q);
-    for (int c = 0; c < n * G; c++) w[c] = q[c] * sqrtf(sigma2 + t[c] * t[c]);
+    const vf sigma2 = vset(factor * sumx2 / (float)SUPER);
+    load_lanes(qw, n, ng, NULL, w);
+    for (int c = 0; c < n * ng; c++) {
+        const vf s = vadd(sigma2, vmul(t[c], t[c]));
+        for (int k = 0; k < LANES; k++) LANE(w[c], k) *= sqrtf(LANE(s, k));
+    }
 }
 
-/* Per lane: the in-order sum of its weights (ggml's sw[j]). */
-LANE_INLINE void lane_sums(const float *restrict w, int n, int G, float *restrict s) {
-    for (int g = 0; g < G; g++) s[g] = 0.0f;
-    for (int i = 0; i < n; i++)
-        for (int g = 0; g < G; g++) s[g] += w[i * G + g];
+/* Per lane: the in-order sum of its weights (ggml's sw[j]), into s[8q + k]. */
+LANE_INLINE void lane_sums(const vf *restrict w, int n, int ng, float *restrict s) {
+    for (int q = 0; q < ng; q++) {
+        vf acc = vset(0.0f);
+        for (int i = 0; i < n; i++) acc = vadd(acc, w[i * ng + q]);
+        for (int k = 0; k < LANES; k++) s[q * LANES + k] = LANE(acc, k);
+    }
 }
 
-/* ggml's last pass: where the stored sub-block scale d[g] is non-zero the level is
- * nearest_int((x + m) / d) clipped (plus offset); elsewhere the search's level stays. Writes
- * the levels in element order (L[g * n + i]). */
-LANE_INLINE void requantize(const float *restrict t, const float *restrict lv, int n, int G, const float *restrict d,
+/* Lane vectors -> per-group floats v[8q + k], and back. */
+LANE_INLINE void unlane(const vf *restrict a, int ng, float *restrict v) { memcpy(v, a, sizeof(vf) * (size_t)ng); }
+
+LANE_INLINE void relane(const float *restrict v, int ng, vf *restrict a) { memcpy(a, v, sizeof(vf) * (size_t)ng); }
+
+/* ggml's last pass: where the stored sub-block scale d is non-zero the level is
+ * nearest_int((x + m) / d) clipped to [lo, hi] (plus offset); elsewhere the search's level
+ * stays. Writes the levels in element order, L[(8q + k) * n + i]. */
+LANE_INLINE void requantize(const vf *restrict t, const vf *restrict lv, int n, int ng, const float *restrict d,
                             const float *restrict m, int lo, int hi, int offset, uint8_t *restrict L) {
-    for (int g = 0; g < G; g++)
+    vf dv[MAX_NG], mv[MAX_NG];
+    relane(d, ng, dv);
+    if (m) relane(m, ng, mv);
+    for (int q = 0; q < ng; q++) {
+        const vi use = vne(dv[q], vset(0.0f));
         for (int i = 0; i < n; i++) {
-            const int c = i * G + g;
-            const float v = m ? t[c] + m[g] : t[c];
-            L[g * n + i] = (uint8_t)(d[g] != 0.0f ? clamp_int(nearest(v / d[g]), lo, hi) + offset : (int)lv[c]);
+            const int c = i * ng + q;
+            const vf v = m ? vadd(t[c], mv[q]) : t[c];
+            const vf l = vsel(use, vadd(vlevel(vdiv(v, dv[q]), lo, hi), vset((float)offset)), lv[c]);
+            for (int k = 0; k < LANES; k++) L[(q * LANES + k) * n + i] = (uint8_t)(int)LANE(l, k);
         }
+    }
 }
 
 /* 256 levels < 4 -> 64 bytes: byte 32h + l holds levels 128h + l + 32k at bits 2k. */
@@ -392,14 +485,17 @@ static inline float first_max_abs(const float *restrict v, int n, float *amax_ou
 /* ---------------------------------------------------------------------------------- */
 /* Q2_K: 16 sub-blocks of 16, 4-bit scales and mins                                    */
 
-static void q2_k_block(const float *restrict x, const float *restrict qw, uint8_t *restrict b) {
-    float t[SUPER], w[SUPER], lv[SUPER], scales[16], mins[16], d[16], m[16];
+LANE_INLINE void q2_k_block(const float *restrict x, const float *restrict qw, uint8_t *restrict b) {
+    vf t[SUPER / LANES], w[SUPER / LANES], lv[SUPER / LANES], vs[2], vm[2];
+    float scales[16], mins[16], d[16], m[16];
     uint8_t sc[16], L[SUPER];
-    to_lanes(x, 16, 16, t);
+    load_lanes(x, 16, 2, NULL, t);
     float dm, mm;
     if (!qw) {
-        for (int c = 0; c < SUPER; c++) w[c] = fabsf(t[c]);
-        search_qkx(16, 16, t, w, 3, -0.5f, 0.1f, 15, 1, lv, scales, mins);
+        for (int c = 0; c < 32; c++) w[c] = vabs(t[c]);
+        search_qkx(16, 2, t, w, 3, -0.5f, 0.1f, 15, 1, lv, vs, vm);
+        unlane(vs, 2, scales);
+        unlane(vm, 2, mins);
         const float max_scale = positive_max(scales, 16), max_min = positive_max(mins, 16);
         for (int j = 0; j < 16; j++) {
             sc[j] = max_scale > 0.0f ? (uint8_t)nearest(15.0f / max_scale * scales[j]) : 0;
@@ -410,9 +506,11 @@ static void q2_k_block(const float *restrict x, const float *restrict qw, uint8_
     } else {
         float sw[16];
         uint8_t ls[16], lm[16];
-        kq_weights(x, t, qw, 16, 16, 1.0f, w);
-        lane_sums(w, 16, 16, sw);
-        search_qkx(16, 16, t, w, 3, -0.9f, 0.05f, 36, 0, lv, scales, mins);
+        kq_weights(x, t, qw, 16, 2, 1.0f, w);
+        lane_sums(w, 16, 2, sw);
+        search_qkx(16, 2, t, w, 3, -0.9f, 0.05f, 36, 0, lv, vs, vm);
+        unlane(vs, 2, scales);
+        unlane(vm, 2, mins);
         dm = search_qp(16, 15, scales, sw, ls);
         mm = search_qp(16, 15, mins, sw, lm);
         for (int j = 0; j < 16; j++) sc[j] = (uint8_t)(ls[j] | (lm[j] << 4));
@@ -423,7 +521,7 @@ static void q2_k_block(const float *restrict x, const float *restrict qw, uint8_
         d[j] = dm * (float)(sc[j] & 15);
         m[j] = mm * (float)(sc[j] >> 4);
     }
-    requantize(t, lv, 16, 16, d, m, 0, 3, 0, L);
+    requantize(t, lv, 16, 2, d, m, 0, 3, 0, L);
     memcpy(b, sc, 16);
     pack_crumbs(L, b + 16);
 }
@@ -431,26 +529,35 @@ static void q2_k_block(const float *restrict x, const float *restrict qw, uint8_
 /* ---------------------------------------------------------------------------------- */
 /* Q3_K: 16 sub-blocks of 16, signed 6-bit scales, levels -4..3                       */
 
-static void q3_k_block(const float *restrict x, const float *restrict qw, uint8_t *restrict b) {
-    float t[SUPER], lv[SUPER], scales[16], d[16];
+LANE_INLINE void q3_k_block(const float *restrict x, const float *restrict qw, uint8_t *restrict b) {
+    vf t[SUPER / LANES], lv[SUPER / LANES], vs[2];
+    float scales[16], d[16];
     int ls[16];
     uint8_t L[SUPER];
     float dq;
-    to_lanes(x, 16, 16, t);
+    load_lanes(x, 16, 2, NULL, t);
     if (!qw) {
-        search_q3(16, 16, t, 4, lv, scales);
+        search_q3(16, 2, t, 4, lv, vs);
+        unlane(vs, 2, scales);
         const float max_scale = first_max_abs(scales, 16, NULL);
         const float iscale = -32.0f / max_scale;
         for (int j = 0; j < 16; j++)
             ls[j] = max_scale != 0.0f ? clamp_int((int8_t)nearest(iscale * scales[j]), -32, 31) + 32 : 0;
         dq = max_scale != 0.0f ? 1.0f / iscale : 0.0f;
     } else {
-        float w[SUPER], sw[16], lsf[16];
-        kq_weights(x, t, qw, 16, 16, 2.0f, w);
-        lane_sums(w, 16, 16, sw);
-        search_qx(16, 16, t, w, 4, lv, scales);
-        search_qx(16, 1, scales, sw, 32, lsf, &dq);
-        for (int j = 0; j < 16; j++) ls[j] = (int)lsf[j];
+        vf w[SUPER / LANES], s[16], sw[16], lsv[16], dv;
+        float swf[16];
+        kq_weights(x, t, qw, 16, 2, 2.0f, w);
+        lane_sums(w, 16, 2, swf);
+        search_qx(16, 2, t, w, 4, lv, vs);
+        unlane(vs, 2, scales);
+        for (int j = 0; j < 16; j++) { /* the one search over the 16 scales, in every lane */
+            s[j] = vset(scales[j]);
+            sw[j] = vset(swf[j]);
+        }
+        search_qx(16, 1, s, sw, 32, lsv, &dv);
+        for (int j = 0; j < 16; j++) ls[j] = (int)LANE(lsv[j], 0);
+        dq = LANE(dv, 0);
     }
     uint8_t *sc = b + 96;
     memset(sc, 0, 12);
@@ -463,7 +570,7 @@ static void q3_k_block(const float *restrict x, const float *restrict qw, uint8_
         const int low = j < 8 ? sc[j] & 15 : sc[j - 8] >> 4;
         d[j] = dq * (float)((int8_t)(low | (((sc[8 + (j & 3)] >> (2 * (j >> 2))) & 3) << 4)) - 32);
     }
-    requantize(t, lv, 16, 16, d, NULL, -4, 3, 4, L);
+    requantize(t, lv, 16, 2, d, NULL, -4, 3, 4, L);
     memset(b, 0, 32);
     for (int j = 0; j < SUPER; j++)
         if (L[j] > 3) {
@@ -476,22 +583,24 @@ static void q3_k_block(const float *restrict x, const float *restrict qw, uint8_
 /* ---------------------------------------------------------------------------------- */
 /* Q4_K, Q5_K: 8 sub-blocks of 32, 6-bit scales and mins                              */
 
-static void q45_k_block(const float *restrict x, const float *restrict qw, uint8_t *restrict b, const int nmax) {
-    float t[SUPER], w[SUPER], lv[SUPER], scales[8], mins[8], d[8], m[8];
+LANE_INLINE void q45_k_block(const float *restrict x, const float *restrict qw, uint8_t *restrict b, const int nmax) {
+    vf t[32], w[32], lv[32], vs, vm;
+    float scales[8], mins[8], d[8], m[8];
     uint8_t ls[8], lm[8], L[SUPER];
     float dq, mq;
-    to_lanes(x, 32, 8, t);
+    load_lanes(x, 32, 1, NULL, t);
     if (!qw) {
-        float sx2[8];
-        for (int g = 0; g < 8; g++) sx2[g] = 0.0f;
-        for (int i = 0; i < 32; i++)
-            for (int g = 0; g < 8; g++) sx2[g] += t[i * 8 + g] * t[i * 8 + g];
-        for (int g = 0; g < 8; g++) sx2[g] = sqrtf(sx2[g] / 32.0f);
-        for (int c = 0; c < SUPER; c++) w[c] = sx2[c & 7] + fabsf(t[c]);
+        vf sx2 = vset(0.0f);
+        for (int i = 0; i < 32; i++) sx2 = vadd(sx2, vmul(t[i], t[i]));
+        sx2 = vdiv(sx2, vset(32.0f));
+        for (int k = 0; k < LANES; k++) LANE(sx2, k) = sqrtf(LANE(sx2, k));
+        for (int i = 0; i < 32; i++) w[i] = vadd(sx2, vabs(t[i]));
         if (nmax == 15)
-            search_qkx(32, 8, t, w, 15, -1.0f, 0.1f, 20, 0, lv, scales, mins);
+            search_qkx(32, 1, t, w, 15, -1.0f, 0.1f, 20, 0, lv, &vs, &vm);
         else
-            search_qkx(32, 8, t, w, 31, -0.5f, 0.1f, 15, 0, lv, scales, mins);
+            search_qkx(32, 1, t, w, 31, -0.5f, 0.1f, 15, 0, lv, &vs, &vm);
+        unlane(&vs, 1, scales);
+        unlane(&vm, 1, mins);
         const float max_scale = positive_max(scales, 8), max_min = positive_max(mins, 8);
         const float inv_scale = max_scale > 0.0f ? 63.0f / max_scale : 0.0f;
         const float inv_min = max_min > 0.0f ? 63.0f / max_min : 0.0f;
@@ -504,9 +613,11 @@ static void q45_k_block(const float *restrict x, const float *restrict qw, uint8
         mq = max_min / 63.0f;
     } else {
         float sw[8];
-        kq_weights(x, t, qw, 32, 8, 2.0f, w);
-        lane_sums(w, 32, 8, sw);
-        search_qkx(32, 8, t, w, nmax, -0.9f, 0.05f, 36, 0, lv, scales, mins);
+        kq_weights(x, t, qw, 32, 1, 2.0f, w);
+        lane_sums(w, 32, 1, sw);
+        search_qkx(32, 1, t, w, nmax, -0.9f, 0.05f, 36, 0, lv, &vs, &vm);
+        unlane(&vs, 1, scales);
+        unlane(&vm, 1, mins);
         dq = search_qp(8, 63, scales, sw, ls);
         mq = search_qp(8, 63, mins, sw, lm);
         if (nmax == 31)
@@ -529,7 +640,7 @@ static void q45_k_block(const float *restrict x, const float *restrict qw, uint8
         d[j] = dq * (float)s6;
         m[j] = mq * (float)m6;
     }
-    requantize(t, lv, 32, 8, d, m, 0, nmax, 0, L);
+    requantize(t, lv, 32, 1, d, m, 0, nmax, 0, L);
     if (nmax == 15) {
         for (int k = 0; k < 4; k++)
             for (int l = 0; l < 32; l++) b[16 + 32 * k + l] = (uint8_t)(L[64 * k + l] | (L[64 * k + 32 + l] << 4));
@@ -545,20 +656,25 @@ static void q45_k_block(const float *restrict x, const float *restrict qw, uint8
     }
 }
 
+LANE_INLINE void q4_k_block(const float *restrict x, const float *restrict qw, uint8_t *restrict b) { q45_k_block(x, qw, b, 15); }
+LANE_INLINE void q5_k_block(const float *restrict x, const float *restrict qw, uint8_t *restrict b) { q45_k_block(x, qw, b, 31); }
+
 /* ---------------------------------------------------------------------------------- */
 /* Q6_K: 16 sub-blocks of 16, int8 scales, levels -32..31                             */
 
-static void q6_k_block(const float *restrict x, const float *restrict qw, uint8_t *restrict b) {
-    float t[SUPER], lv[SUPER], scales[16], d[16];
+LANE_INLINE void q6_k_block(const float *restrict x, const float *restrict qw, uint8_t *restrict b) {
+    vf t[SUPER / LANES], lv[SUPER / LANES], vs[2];
+    float scales[16], d[16];
     uint8_t L[SUPER];
-    to_lanes(x, 16, 16, t);
+    load_lanes(x, 16, 2, NULL, t);
     if (qw) {
-        float q[SUPER];
-        to_lanes(qw, 16, 16, q);
-        search_qx(16, 16, t, q, 32, lv, scales);
+        vf w[SUPER / LANES];
+        load_lanes(qw, 16, 2, NULL, w);
+        search_qx(16, 2, t, w, 32, lv, vs);
     } else {
-        search_qx(16, 16, t, NULL, 32, lv, scales);
+        search_qx(16, 2, t, NULL, 32, lv, vs);
     }
+    unlane(vs, 2, scales);
     float amax;
     const float max_scale = first_max_abs(scales, 16, &amax);
     if (amax < GROUP_MAX_EPS) {
@@ -573,7 +689,7 @@ static void q6_k_block(const float *restrict x, const float *restrict qw, uint8_
         sc[j] = (int8_t)(l < 127 ? l : 127);
         d[j] = dq * (float)sc[j];
     }
-    requantize(t, lv, 16, 16, d, NULL, -32, 31, 32, L);
+    requantize(t, lv, 16, 2, d, NULL, -32, 31, 32, L);
     for (int h = 0; h < 2; h++)
         for (int l = 0; l < 32; l++) {
             const uint8_t *e = L + 128 * h + l;
@@ -586,33 +702,19 @@ static void q6_k_block(const float *restrict x, const float *restrict qw, uint8_
 /* ---------------------------------------------------------------------------------- */
 /* Entry points: block quantizers (ggml's *_ref) and row quantizers (ggml_quantize_chunk) */
 
-typedef void (*super_block_fn)(const float *restrict x, const float *restrict qw, uint8_t *restrict b);
-
-static inline void super_blocks(super_block_fn fn, const float *restrict x, uint8_t *restrict b, Py_ssize_t nb,
-                                int type_size) {
-    for (Py_ssize_t i = 0; i < nb; i++) fn(x + SUPER * i, NULL, b + type_size * i);
-}
-
 /* Without weights ggml quantizes the rows as one run of blocks; with them row by row, each
  * block weighted by the importance of its columns. */
-static inline void super_block_rows(super_block_fn fn, const float *restrict x, uint8_t *restrict y, int64_t nrows,
-                                    int64_t n_per_row, const float *restrict imatrix, int type_size) {
-    const int64_t nb = n_per_row / SUPER;
-    for (int64_t r = 0; r < nrows; r++)
-        for (int64_t i = 0; i < nb; i++)
-            fn(x + r * n_per_row + SUPER * i, imatrix ? imatrix + SUPER * i : NULL, y + (r * nb + i) * type_size);
-}
-
-static void q4_k_block(const float *restrict x, const float *restrict qw, uint8_t *restrict b) { q45_k_block(x, qw, b, 15); }
-static void q5_k_block(const float *restrict x, const float *restrict qw, uint8_t *restrict b) { q45_k_block(x, qw, b, 31); }
-
 #define K_QUANT_ENTRIES(name, block, size)                                                                      \
     WIDE void q_##name(const float *restrict x, uint8_t *restrict b, Py_ssize_t nb) {                          \
-        super_blocks(block, x, b, nb, size);                                                                    \
+        for (Py_ssize_t i = 0; i < nb; i++) block(x + SUPER * i, NULL, b + (size) * i);                        \
     }                                                                                                           \
     WIDE void qr_##name(const float *restrict x, uint8_t *restrict y, int64_t nrows, int64_t n_per_row,        \
                         const float *restrict imatrix) {                                                        \
-        super_block_rows(block, x, y, nrows, n_per_row, imatrix, size);                                         \
+        const int64_t nb = n_per_row / SUPER;                                                                   \
+        for (int64_t r = 0; r < nrows; r++)                                                                     \
+            for (int64_t i = 0; i < nb; i++)                                                                    \
+                block(x + r * n_per_row + SUPER * i, imatrix ? imatrix + SUPER * i : NULL,                      \
+                      y + (r * nb + i) * (size));                                                               \
     }
 
 K_QUANT_ENTRIES(q2_k, q2_k_block, 84)
@@ -624,22 +726,13 @@ K_QUANT_ENTRIES(q6_k, q6_k_block, 210)
 /* ---------------------------------------------------------------------------------- */
 /* Q4_0, Q4_1, Q5_0, Q5_1 with importance weights                                      */
 /* Blocks of 32 weighted by imatrix * sqrtf(sigma2 + x * x), sigma2 the mean square of the whole
- * row; eight blocks are searched together (a short last group repeats its first block). */
+ * row; 16 blocks are searched together (a short last group repeats the row's first block in the
+ * missing lanes and drops their results). */
 
-#define LEGACY_LANES 8
+#define ROW_GROUP (LANES * MAX_NG)
 
-typedef void (*legacy_pack_fn)(const uint8_t *restrict L, float d, float neg_min, uint8_t *restrict b);
-
-static void pack_q4_0(const uint8_t *restrict L, float d, float neg_min, uint8_t *restrict b) {
-    (void)neg_min;
-    wr16(b, scale_half(d));
-    for (int j = 0; j < 16; j++) b[2 + j] = (uint8_t)(L[j] | (L[j + 16] << 4));
-}
-
-static void pack_q4_1(const uint8_t *restrict L, float d, float neg_min, uint8_t *restrict b) {
-    wr16(b, scale_half(d));
-    wr16(b + 2, scale_half(-neg_min));
-    for (int j = 0; j < 16; j++) b[4 + j] = (uint8_t)(L[j] | (L[j + 16] << 4));
+static inline void pack_nibbles(const uint8_t *restrict L, uint8_t *restrict qs) {
+    for (int j = 0; j < 16; j++) qs[j] = (uint8_t)(L[j] | (L[j + 16] << 4));
 }
 
 static inline void pack_q5(const uint8_t *restrict L, uint8_t *restrict qh, uint8_t *restrict qs) {
@@ -649,69 +742,71 @@ static inline void pack_q5(const uint8_t *restrict L, uint8_t *restrict qh, uint
     for (int j = 0; j < 16; j++) qs[j] = (uint8_t)((L[j] & 15) | ((L[j + 16] & 15) << 4));
 }
 
-static void pack_q5_0(const uint8_t *restrict L, float d, float neg_min, uint8_t *restrict b) {
-    (void)neg_min;
-    wr16(b, scale_half(d));
-    pack_q5(L, b + 2, b + 6);
+/* The lanes' sources: block g of the group, or block 0 where the group is short. */
+static inline void group_sources(int count, int *restrict src) {
+    for (int g = 0; g < ROW_GROUP; g++) src[g] = g < count ? g : 0;
 }
 
-static void pack_q5_1(const uint8_t *restrict L, float d, float neg_min, uint8_t *restrict b) {
-    wr16(b, scale_half(d));
-    wr16(b + 2, scale_half(-neg_min));
-    pack_q5(L, b + 4, b + 8);
-}
-
-/* One group of up to 8 blocks of a row: lanes, weights, search, pack. */
+/* One group of up to 16 blocks of a row: weights, search, pack (nmax: 8 Q4_0, 16 Q5_0, 15 Q4_1,
+ * 31 Q5_1). */
 LANE_INLINE void legacy_group(const float *restrict x, const float *restrict qw, int count, float sigma2, int nmax,
-                              int with_min, legacy_pack_fn pack, int type_size, uint8_t *restrict y) {
-    enum { G = LEGACY_LANES };
-    float t[32 * G], q[32 * G], w[32 * G], lv[32 * G], scale[G], neg_min[G];
-    for (int g = 0; g < G; g++) { /* a missing block repeats block 0 (its result is dropped) */
-        const int s = g < count ? g : 0;
-        for (int i = 0; i < 32; i++) {
-            t[i * G + g] = x[32 * s + i];
-            q[i * G + g] = qw[32 * s + i];
-        }
+                              int type_size, uint8_t *restrict y) {
+    const int with_min = nmax == 15 || nmax == 31;
+    vf t[32 * MAX_NG], w[32 * MAX_NG], lv[32 * MAX_NG], vs[MAX_NG], vm[MAX_NG];
+    float scale[ROW_GROUP], neg_min[ROW_GROUP];
+    int src[ROW_GROUP];
+    group_sources(count, src);
+    load_lanes(x, 32, MAX_NG, src, t);
+    load_lanes(qw, 32, MAX_NG, src, w);
+    for (int c = 0; c < 32 * MAX_NG; c++) {
+        const vf s = vadd(vset(sigma2), vmul(t[c], t[c]));
+        for (int k = 0; k < LANES; k++) LANE(w[c], k) *= sqrtf(LANE(s, k));
     }
-    for (int c = 0; c < 32 * G; c++) w[c] = q[c] * sqrtf(sigma2 + t[c] * t[c]);
     if (with_min)
-        search_qkx(32, G, t, w, nmax, -0.9f, 0.05f, 36, 0, lv, scale, neg_min);
+        search_qkx(32, MAX_NG, t, w, nmax, -0.9f, 0.05f, 36, 0, lv, vs, vm);
     else
-        search_qx(32, G, t, w, nmax, lv, scale);
+        search_qx(32, MAX_NG, t, w, nmax, lv, vs);
+    unlane(vs, MAX_NG, scale);
+    if (with_min) unlane(vm, MAX_NG, neg_min);
     for (int g = 0; g < count; g++) {
-        uint8_t L[32];
-        for (int i = 0; i < 32; i++) L[i] = (uint8_t)(int)lv[i * G + g];
-        pack(L, scale[g], with_min ? neg_min[g] : 0.0f, y + type_size * g);
+        uint8_t L[32], *b = y + type_size * g;
+        for (int i = 0; i < 32; i++) L[i] = (uint8_t)(int)LANE(lv[i * MAX_NG + g / LANES], g % LANES);
+        wr16(b, scale_half(scale[g]));
+        if (with_min) wr16(b + 2, scale_half(-neg_min[g]));
+        if (nmax == 8 || nmax == 15)
+            pack_nibbles(L, b + 2 + 2 * with_min);
+        else
+            pack_q5(L, b + 2 + 2 * with_min, b + 6 + 2 * with_min);
     }
 }
 
 LANE_INLINE void legacy_rows(const float *restrict x, uint8_t *restrict y, int64_t nrows, int64_t n_per_row,
-                             const float *restrict imatrix, int nmax, int with_min, legacy_pack_fn pack, int type_size) {
+                             const float *restrict imatrix, int nmax, int type_size) {
     const int64_t nb = n_per_row / 32;
     for (int64_t r = 0; r < nrows; r++, x += n_per_row, y += nb * type_size) {
         float sum_x2 = 0.0f;
         for (int64_t j = 0; j < n_per_row; j++) sum_x2 += x[j] * x[j];
         const float sigma2 = sum_x2 / (float)n_per_row;
-        for (int64_t i = 0; i < nb; i += LEGACY_LANES) {
-            const int count = nb - i < LEGACY_LANES ? (int)(nb - i) : LEGACY_LANES;
-            legacy_group(x + 32 * i, imatrix + 32 * i, count, sigma2, nmax, with_min, pack, type_size, y + type_size * i);
+        for (int64_t i = 0; i < nb; i += ROW_GROUP) {
+            const int count = nb - i < ROW_GROUP ? (int)(nb - i) : ROW_GROUP;
+            legacy_group(x + 32 * i, imatrix + 32 * i, count, sigma2, nmax, type_size, y + type_size * i);
         }
     }
 }
 
-#define LEGACY_ENTRY(name, nmax, with_min, size)                                                                 \
+#define LEGACY_ENTRY(name, nmax, size)                                                                           \
     WIDE void qr_##name(const float *restrict x, uint8_t *restrict y, int64_t nrows, int64_t n_per_row,         \
                         const float *restrict imatrix) {                                                         \
         if (!imatrix)                                                                                            \
             q_##name(x, y, (Py_ssize_t)(nrows * n_per_row / 32));                                                \
         else                                                                                                     \
-            legacy_rows(x, y, nrows, n_per_row, imatrix, nmax, with_min, pack_##name, size);                    \
+            legacy_rows(x, y, nrows, n_per_row, imatrix, nmax, size);                                            \
     }
 
-LEGACY_ENTRY(q4_0, 8, 0, 18)
-LEGACY_ENTRY(q4_1, 15, 1, 20)
-LEGACY_ENTRY(q5_0, 16, 0, 22)
-LEGACY_ENTRY(q5_1, 31, 1, 24)
+LEGACY_ENTRY(q4_0, 8, 18)
+LEGACY_ENTRY(q4_1, 15, 20)
+LEGACY_ENTRY(q5_0, 16, 22)
+LEGACY_ENTRY(q5_1, 31, 24)
 
 /* ---------------------------------------------------------------------------------- */
 /* IQ4_NL, IQ4_XS                                                                      */
@@ -721,140 +816,158 @@ LEGACY_ENTRY(q5_1, 31, 1, 24)
 
 static const float IQ4_LEVELS[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
 
-/* ggml's best_index_int8 on kvalues_iq4nl: the nearest level's index, the upper one on a tie
- * (for NaN, 15, where ggml's bisection ends). Branch-free: lo counts the levels 1-14 that v is
- * not below, which is the bisection's lower bound. */
-static inline int iq4_index(float v, float *level) {
-    int lo = 0;
-    for (int k = 1; k < 15; k++) lo += !(v < IQ4_LEVELS[k]);
-    const float a = IQ4_LEVELS[lo], b = IQ4_LEVELS[lo + 1];
-    const int up = !(v - a < b - v);
-    *level = up ? b : a;
-    return lo + up;
+/* The 16 levels, one vector each. */
+LANE_INLINE void iq4_levels(vf *restrict lev) {
+    for (int k = 0; k < 16; k++) lev[k] = vset(IQ4_LEVELS[k]);
 }
 
-/* The fitted scale of G blocks (lanes) for trial inverse scales iscale[g]; returns sums. */
-LANE_INLINE void iq4_fit(const float *restrict t, const float *restrict w, const float *restrict iscale, int G,
-                         float *restrict sumqx, float *restrict sumq2, uint8_t *restrict idx) {
-    for (int g = 0; g < G; g++) sumqx[g] = sumq2[g] = 0.0f;
-    for (int i = 0; i < 32; i++)
-        for (int g = 0; g < G; g++) {
-            const int c = i * G + g;
-            float q;
-            const int k = iq4_index(iscale[g] * t[c], &q);
-            if (idx) idx[c] = (uint8_t)k;
-            const float wq = w[c] * q;
-            sumqx[g] += wq * t[c];
-            sumq2[g] += wq * q;
-        }
-}
-
-/* quantize_row_iq4_nl_impl's first part for G blocks of 32: the scale of each (0 below
- * GROUP_MAX_EPS); ntry < 0 is the reference (no trials; first-pass levels into idx). */
-LANE_INLINE void iq4_scales(const float *restrict t, const float *restrict w, int G, int ntry, float *restrict d,
-                            uint8_t *restrict idx) {
-    float amax[MAX_LANES], mx[MAX_LANES], iscale[MAX_LANES], sumqx[MAX_LANES], sumq2[MAX_LANES], best[MAX_LANES];
-    lane_signed_max(t, 32, G, amax, mx);
-    for (int g = 0; g < G; g++) iscale[g] = 1.0f / ((ntry > 0 ? -mx[g] : mx[g]) / -127.0f);
-    iq4_fit(t, w, iscale, G, sumqx, sumq2, idx);
-    for (int g = 0; g < G; g++) {
-        d[g] = sumq2[g] > 0.0f ? sumqx[g] / sumq2[g] : 0.0f;
-        best[g] = d[g] * sumqx[g];
+/* ggml's best_index_int8 on kvalues_iq4nl in lanes: the nearest level, the upper one on a tie
+ * (for NaN 15, where ggml's bisection ends). The bisection ends between the levels lo and
+ * lo + 1 where lo is the number of levels 1-14 that v is not below; a and b follow lo. Returns
+ * the level's value; with idx, its index too. */
+LANE_INLINE vf iq4_nearest(vf v, const vf *restrict lev, vi *idx) {
+    vf a = lev[0], b = lev[1];
+    vi lo = viset(0);
+    for (int k = 1; k < 15; k++) {
+        const vi below = vlt(v, lev[k]);
+        a = vsel(below, a, lev[k]);
+        b = vsel(below, b, lev[k + 1]);
+        if (idx) lo = visub(lo, vnot(below)); /* a mask is -1: subtracting it adds one */
     }
-    for (int k = -ntry; k <= ntry; k++) {
-        for (int g = 0; g < G; g++) iscale[g] = (float)(k - 127) / mx[g];
-        iq4_fit(t, w, iscale, G, sumqx, sumq2, NULL);
-        for (int g = 0; g < G; g++) {
-            const int better = sumq2[g] > 0.0f && sumqx[g] * sumqx[g] > best[g] * sumq2[g];
-            d[g] = better ? sumqx[g] / sumq2[g] : d[g];
-            best[g] = better ? d[g] * sumqx[g] : best[g];
-        }
-    }
-    for (int g = 0; g < G; g++) d[g] = amax[g] < GROUP_MAX_EPS ? 0.0f : d[g];
+    const vi up = vnot(vlt(vsub(v, a), vsub(b, v)));
+    if (idx) *idx = visub(lo, up);
+    return vsel(up, b, a);
 }
 
-/* Levels of G blocks for inverse scales id[g], packed two per byte into q (16 bytes per block). */
-LANE_INLINE void iq4_pack(const float *restrict t, const float *restrict id, int G, uint8_t *restrict q, int stride) {
-    uint8_t L[32 * MAX_LANES];
+/* In-order sums over the 32 positions of the fit for trial inverse scales iscale. */
+LANE_INLINE void iq4_fit(const vf *restrict t, const vf *restrict w, const vf *restrict iscale, int ng,
+                         const vf *restrict lev, vf *restrict sumqx, vf *restrict sumq2) {
+    for (int q = 0; q < ng; q++) sumqx[q] = sumq2[q] = vset(0.0f);
     for (int i = 0; i < 32; i++)
-        for (int g = 0; g < G; g++) {
-            float lv;
-            L[g * 32 + i] = (uint8_t)iq4_index(id[g] * t[i * G + g], &lv);
+        for (int q = 0; q < ng; q++) {
+            const int c = i * ng + q;
+            const vf lv = iq4_nearest(vmul(iscale[q], t[c]), lev, NULL);
+            const vf wq = vmul(w[c], lv);
+            sumqx[q] = vadd(sumqx[q], vmul(wq, t[c]));
+            sumq2[q] = vadd(sumq2[q], vmul(wq, lv));
         }
-    for (int g = 0; g < G; g++)
+}
+
+/* quantize_row_iq4_nl_impl's scale of each block (lane): the fit at max / -127, then the best of
+ * 15 trial scales (itry - 127) / max; 0 for a block below GROUP_MAX_EPS. */
+LANE_INLINE void iq4_scales(const vf *restrict t, const vf *restrict w, int ng, vf *restrict d) {
+    vf amax[MAX_NG], mx[MAX_NG], iscale[MAX_NG], sumqx[MAX_NG], sumq2[MAX_NG], best[MAX_NG], lev[16];
+    const vf zero = vset(0.0f);
+    iq4_levels(lev);
+    lanes_signed_max(32, ng, t, amax, mx);
+    for (int q = 0; q < ng; q++) iscale[q] = vdiv(vset(1.0f), vdiv(vneg(mx[q]), vset(-127.0f)));
+    iq4_fit(t, w, iscale, ng, lev, sumqx, sumq2);
+    for (int q = 0; q < ng; q++) {
+        d[q] = vsel(vgt(sumq2[q], zero), vdiv(sumqx[q], sumq2[q]), zero);
+        best[q] = vmul(d[q], sumqx[q]);
+    }
+    for (int k = -7; k <= 7; k++) {
+        for (int q = 0; q < ng; q++) iscale[q] = vdiv(vset((float)(k - 127)), mx[q]);
+        iq4_fit(t, w, iscale, ng, lev, sumqx, sumq2);
+        for (int q = 0; q < ng; q++) {
+            const vi better = vand(vgt(sumq2[q], zero), vgt(vmul(sumqx[q], sumqx[q]), vmul(best[q], sumq2[q])));
+            d[q] = vsel(better, vdiv(sumqx[q], sumq2[q]), d[q]);
+            best[q] = vsel(better, vmul(d[q], sumqx[q]), best[q]);
+        }
+    }
+    for (int q = 0; q < ng; q++) d[q] = vsel(vlt(amax[q], vset(GROUP_MAX_EPS)), zero, d[q]);
+}
+
+/* The final levels for inverse scales id, packed two per byte: 16 bytes per block at q + stride * g. */
+LANE_INLINE void iq4_pack(const vf *restrict t, const vf *restrict id, int ng, int count, uint8_t *restrict q,
+                          int stride) {
+    uint8_t L[32 * ROW_GROUP];
+    vf lev[16];
+    iq4_levels(lev);
+    for (int i = 0; i < 32; i++)
+        for (int p = 0; p < ng; p++) {
+            vi k;
+            (void)iq4_nearest(vmul(id[p], t[i * ng + p]), lev, &k);
+            for (int j = 0; j < LANES; j++) L[(p * LANES + j) * 32 + i] = (uint8_t)LANE(k, j);
+        }
+    for (int g = 0; g < count; g++)
         for (int j = 0; j < 16; j++) q[stride * g + j] = (uint8_t)(L[g * 32 + j] | (L[g * 32 + 16 + j] << 4));
 }
 
-/* The weights of G blocks of 32 at x: qw * sqrtf(sigma2 + x * x) with sigma2 twice the mean
- * square of the super-block (size elements at sb), or x * x without importance. */
-LANE_INLINE void iq4_weights(const float *restrict t, const float *restrict qw, const float *restrict sb, int size,
-                             int G, const int *restrict src, float *restrict w) {
+/* Importance weights qw * sqrtf(sigma2 + x * x) per element, sigma2 twice the mean square of
+ * the element's super-block (sigma2 per lane in s2), or x * x without importance. */
+LANE_INLINE void iq4_weights(const vf *restrict t, const float *restrict qw, const int *restrict src, int ng,
+                             const float *restrict s2, vf *restrict w) {
     if (!qw) {
-        for (int c = 0; c < 32 * G; c++) w[c] = t[c] * t[c];
+        for (int c = 0; c < 32 * ng; c++) w[c] = vmul(t[c], t[c]);
         return;
     }
-    float sigma2[MAX_LANES];
-    for (int g = 0; g < G; g++) {
-        const float *s = sb + (size == 32 ? 32 * src[g] : 0);
-        float acc = 0.0f;
-        for (int j = 0; j < size; j++) acc += s[j] * s[j];
-        sigma2[g] = acc * (2.0f / (float)size);
-    }
+    vf sigma2[MAX_NG];
+    relane(s2, ng, sigma2);
+    load_lanes(qw, 32, ng, src, w);
     for (int i = 0; i < 32; i++)
-        for (int g = 0; g < G; g++) {
-            const int c = i * G + g;
-            w[c] = qw[32 * src[g] + i] * sqrtf(sigma2[g] + t[c] * t[c]);
+        for (int q = 0; q < ng; q++) {
+            const int c = i * ng + q;
+            const vf s = vadd(sigma2[q], vmul(t[c], t[c]));
+            for (int k = 0; k < LANES; k++) LANE(w[c], k) *= sqrtf(LANE(s, k));
         }
 }
 
-#define IQ4_LANES 8
+/* twice the mean square of n elements, summed in order */
+static inline float iq4_sigma2(const float *restrict x, int n) {
+    float acc = 0.0f;
+    for (int j = 0; j < n; j++) acc += x[j] * x[j];
+    return acc * (2.0f / (float)n);
+}
 
-/* IQ4_NL: up to 8 blocks of 32 at x (weights qw for them, or NULL). */
-static void iq4_nl_group(const float *restrict x, const float *restrict qw, int count, uint8_t *restrict y) {
-    enum { G = IQ4_LANES };
-    float t[32 * G], w[32 * G], d[G], id[G];
-    int src[G];
-    for (int g = 0; g < G; g++) src[g] = g < count ? g : 0;
-    for (int i = 0; i < 32; i++)
-        for (int g = 0; g < G; g++) t[i * G + g] = x[32 * src[g] + i];
-    iq4_weights(t, qw, x, 32, G, src, w);
-    iq4_scales(t, w, G, 7, d, NULL);
-    uint8_t q[18 * G];
-    for (int g = 0; g < G; g++) {
-        wr16(q + 18 * g, scale_half(d[g]));
-        id[g] = d[g] != 0.0f ? 1.0f / d[g] : 0.0f;
-    }
-    iq4_pack(t, id, G, q + 2, 18);
-    memcpy(y, q, (size_t)18 * count);
+/* IQ4_NL: up to 16 blocks of 32 at x (their weights at qw, or NULL). */
+LANE_INLINE void iq4_nl_group(const float *restrict x, const float *restrict qw, int count, uint8_t *restrict y) {
+    vf t[32 * MAX_NG], w[32 * MAX_NG], d[MAX_NG], id[MAX_NG];
+    float s2[ROW_GROUP] = {0}, df[ROW_GROUP];
+    int src[ROW_GROUP];
+    group_sources(count, src);
+    load_lanes(x, 32, MAX_NG, src, t);
+    if (qw)
+        for (int g = 0; g < ROW_GROUP; g++) s2[g] = iq4_sigma2(x + 32 * src[g], 32);
+    iq4_weights(t, qw, src, MAX_NG, s2, w);
+    iq4_scales(t, w, MAX_NG, d);
+    unlane(d, MAX_NG, df);
+    for (int q = 0; q < MAX_NG; q++) id[q] = vsel(vne(d[q], vset(0.0f)), vdiv(vset(1.0f), d[q]), vset(0.0f));
+    for (int g = 0; g < count; g++) wr16(y + 18 * g, scale_half(df[g]));
+    iq4_pack(t, id, MAX_NG, count, y + 2, 18);
 }
 
 /* IQ4_XS: one super-block of 256 (8 blocks of 32). */
-static void iq4_xs_block(const float *restrict x, const float *restrict qw, uint8_t *restrict b) {
-    enum { G = 8 };
-    float t[SUPER], w[SUPER], s[G], id[G];
-    const int src[G] = {0, 1, 2, 3, 4, 5, 6, 7};
-    to_lanes(x, 32, G, t);
-    iq4_weights(t, qw, x, SUPER, G, src, w);
-    iq4_scales(t, w, G, 7, s, NULL);
-    const float d = -first_max_abs(s, G, NULL) / 32.0f;
+LANE_INLINE void iq4_xs_block(const float *restrict x, const float *restrict qw, uint8_t *restrict b) {
+    vf t[32], w[32], vs, id;
+    float s[LANES], s2[LANES] = {0};
+    load_lanes(x, 32, 1, NULL, t);
+    if (qw) {
+        const float sigma2 = iq4_sigma2(x, SUPER);
+        for (int g = 0; g < LANES; g++) s2[g] = sigma2;
+    }
+    iq4_weights(t, qw, NULL, 1, s2, w);
+    iq4_scales(t, w, 1, &vs);
+    unlane(&vs, 1, s);
+    const float d = -first_max_abs(s, LANES, NULL) / 32.0f;
     wr16(b, scale_half(d));
     const float dinv = d != 0.0f ? 1.0f / d : 0.0f;
     uint16_t high = 0;
     memset(b + 4, 0, 4);
-    for (int g = 0; g < G; g++) {
+    for (int g = 0; g < LANES; g++) {
         const int l = clamp_int(nearest(dinv * s[g]), -32, 31);
         const float dl = d * (float)l;
-        id[g] = dl != 0.0f ? 1.0f / dl : 0.0f;
+        LANE(id, g) = dl != 0.0f ? 1.0f / dl : 0.0f;
         b[4 + g / 2] |= (uint8_t)(((l + 32) & 15) << (4 * (g & 1)));
         high |= (uint16_t)(((l + 32) >> 4) << (2 * g));
     }
     wr16(b + 2, high);
-    iq4_pack(t, id, G, b + 8, 16);
+    iq4_pack(t, &id, 1, LANES, b + 8, 16);
 }
 
 WIDE void q_iq4_nl(const float *restrict x, uint8_t *restrict b, Py_ssize_t nb) {
-    for (Py_ssize_t i = 0; i < nb; i += IQ4_LANES)
-        iq4_nl_group(x + 32 * i, NULL, nb - i < IQ4_LANES ? (int)(nb - i) : IQ4_LANES, b + 18 * i);
+    for (Py_ssize_t i = 0; i < nb; i += ROW_GROUP)
+        iq4_nl_group(x + 32 * i, NULL, nb - i < ROW_GROUP ? (int)(nb - i) : ROW_GROUP, b + 18 * i);
 }
 
 WIDE void qr_iq4_nl(const float *restrict x, uint8_t *restrict y, int64_t nrows, int64_t n_per_row,
@@ -865,8 +978,8 @@ WIDE void qr_iq4_nl(const float *restrict x, uint8_t *restrict y, int64_t nrows,
         return;
     }
     for (int64_t r = 0; r < nrows; r++, x += n_per_row, y += 18 * nb)
-        for (int64_t i = 0; i < nb; i += IQ4_LANES)
-            iq4_nl_group(x + 32 * i, imatrix + 32 * i, nb - i < IQ4_LANES ? (int)(nb - i) : IQ4_LANES, y + 18 * i);
+        for (int64_t i = 0; i < nb; i += ROW_GROUP)
+            iq4_nl_group(x + 32 * i, imatrix + 32 * i, nb - i < ROW_GROUP ? (int)(nb - i) : ROW_GROUP, y + 18 * i);
 }
 
 K_QUANT_ENTRIES(iq4_xs, iq4_xs_block, 136)

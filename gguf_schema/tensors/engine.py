@@ -48,7 +48,9 @@ F32 = np.float32
 _CHUNK_ELEMENTS = 1 << 18
 """Elements dequantized per step: the working set stays in the CPU's L2 cache."""
 _QUANTIZE_CHUNK_ELEMENTS = 1 << 16
-"""Elements quantized per step."""
+"""Elements quantized per step by the numpy kernels (their temporaries stay in cache)."""
+_COMPILED_QUANTIZE_CHUNK_ELEMENTS = 1 << 18
+"""Elements quantized per step by the compiled kernels (fewer steps: less Python per element)."""
 
 
 def _compiled_types(direction: int) -> frozenset[GGMLType]:
@@ -397,12 +399,16 @@ def _not_finite_error(x: np.ndarray, original: np.ndarray, t: GGMLType) -> Value
                       f"(block-quantized types need finite input)")
 
 
+def _chunk_elements(compiled: bool) -> int:
+    return _COMPILED_QUANTIZE_CHUNK_ELEMENTS if compiled else _QUANTIZE_CHUNK_ELEMENTS
+
+
 def _quantize_blocks(x: np.ndarray, t: GGMLType, threads: int | None, compiled: bool) -> np.ndarray:
     """Float32 rows through the codec's block quantizer, in chunks of blocks."""
     n_rows = len(x)
     blocks = np.zeros(x.size // t.block_size, dtype=block_dtype(t))
     xb = x.reshape(-1, t.block_size)
-    step = max(1, _QUANTIZE_CHUNK_ELEMENTS // t.block_size)
+    step = max(1, _chunk_elements(compiled) // t.block_size)
     quantizer = CODECS[t].quantize
     assert quantizer is not None
     raw = blocks.view(np.uint8).reshape(len(blocks), -1)
@@ -441,7 +447,7 @@ def _quantize_rows(x: np.ndarray, t: GGMLType, weights: np.ndarray | None, threa
     """Whole float32 rows through the codec's row quantizer (ggml's ``quantize_<type>``), in chunks of rows."""
     n_rows, cols = x.shape
     out = np.zeros((n_rows, t.row_nbytes(cols)), dtype=np.uint8)
-    step = max(1, _QUANTIZE_CHUNK_ELEMENTS // max(cols, 1))
+    step = max(1, _chunk_elements(compiled) // max(cols, 1))
     kernel = CODECS[t].quantize_rows
     assert kernel is not None
 

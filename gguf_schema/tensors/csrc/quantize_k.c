@@ -59,36 +59,33 @@ static inline float put_scale(uint8_t *p, float f) {
 /* Lane vectors                                                                       */
 
 #if !defined(GGUF_SCHEMA_PORTABLE) && (defined(__clang__) || (defined(__GNUC__) && __GNUC__ >= 9))
-#if defined(__GNUC__) && !defined(__clang__)
-/* Lane vectors never cross a call (every function taking one is inlined): no ABI to warn about. */
-#pragma GCC diagnostic ignored "-Wpsabi"
-#endif
+/* Operations are macros (statement expressions where an argument is used twice), so that no
+ * vector is ever passed by value to a function: that keeps GCC's notes about the AVX calling
+ * convention away, and every operation inline in whichever copy (AVX2 or not) uses it. */
 typedef float vf __attribute__((vector_size(32)));
 typedef int32_t vi __attribute__((vector_size(32)));
 #define LANE(v, k) ((v)[k])
-LANE_INLINE vf vset(float f) { return (vf){f, f, f, f, f, f, f, f}; }
-LANE_INLINE vi viset(int32_t a) { return (vi){a, a, a, a, a, a, a, a}; }
-LANE_INLINE vf vadd(vf a, vf b) { return a + b; }
-LANE_INLINE vf vsub(vf a, vf b) { return a - b; }
-LANE_INLINE vf vmul(vf a, vf b) { return a * b; }
-LANE_INLINE vf vdiv(vf a, vf b) { return a / b; }
-LANE_INLINE vi vlt(vf a, vf b) { return a < b; }
-LANE_INLINE vi vgt(vf a, vf b) { return a > b; }
-LANE_INLINE vi veq(vf a, vf b) { return a == b; }
-LANE_INLINE vi vne(vf a, vf b) { return a != b; }
-LANE_INLINE vi vine(vi a, vi b) { return a != b; }
-LANE_INLINE vi viadd(vi a, vi b) { return a + b; }
-LANE_INLINE vi visub(vi a, vi b) { return a - b; }
-LANE_INLINE vi vimax(vi a, vi b) { const vi m = a > b; return (m & a) | (~m & b); }
-LANE_INLINE vi vimin(vi a, vi b) { const vi m = a < b; return (m & a) | (~m & b); }
-LANE_INLINE vi vand(vi a, vi b) { return a & b; }
-LANE_INLINE vi vor(vi a, vi b) { return a | b; }
-LANE_INLINE vi vnot(vi a) { return ~a; }
-LANE_INLINE vf vsel(vi m, vf a, vf b) { return (vf)((m & (vi)a) | (~m & (vi)b)); }
-LANE_INLINE vf vitof(vi a) { return __builtin_convertvector(a, vf); }
-LANE_INLINE vf vabs(vf a) { return (vf)((vi)a & viset(0x7fffffff)); }
-LANE_INLINE vf vneg(vf a) { return (vf)((vi)a ^ viset(INT32_MIN)); }
-LANE_INLINE vi vnear(vf v) { return ((vi)(v + vset(12582912.0f)) & viset(0x007fffff)) - viset(0x00400000); }
+#define vset(f) ({ const float f_ = (f); (vf){f_, f_, f_, f_, f_, f_, f_, f_}; })
+#define viset(a) ({ const int32_t a_ = (a); (vi){a_, a_, a_, a_, a_, a_, a_, a_}; })
+#define vadd(a, b) ((a) + (b))
+#define vsub(a, b) ((a) - (b))
+#define vmul(a, b) ((a) * (b))
+#define vdiv(a, b) ((a) / (b))
+#define vlt(a, b) ((vi)((a) < (b)))
+#define vgt(a, b) ((vi)((a) > (b)))
+#define veq(a, b) ((vi)((a) == (b)))
+#define vne(a, b) ((vi)((a) != (b)))
+#define visub(a, b) ((a) - (b))
+#define vand(a, b) ((a) & (b))
+#define vor(a, b) ((a) | (b))
+#define vnot(a) (~(a))
+#define vsel(m, a, b) ({ const vi m_ = (m); (vf)((m_ & (vi)(a)) | (~m_ & (vi)(b))); })
+#define vimax(a, b) ({ const vi a_ = (a), b_ = (b), m_ = a_ > b_; (m_ & a_) | (~m_ & b_); })
+#define vimin(a, b) ({ const vi a_ = (a), b_ = (b), m_ = a_ < b_; (m_ & a_) | (~m_ & b_); })
+#define vitof(a) __builtin_convertvector((a), vf)
+#define vabs(a) ((vf)((vi)(a) & viset(0x7fffffff)))
+#define vneg(a) ((vf)((vi)(a) ^ viset(INT32_MIN)))
+#define vnear(v) ((((vi)((v) + vset(12582912.0f))) & viset(0x007fffff)) - viset(0x00400000))
 #else
 typedef struct { float v[LANES]; } vf;
 typedef struct { int32_t v[LANES]; } vi;
@@ -104,8 +101,6 @@ LANE_INLINE vi vlt(vf a, vf b) { LANEWISE(vi, a.v[k] < b.v[k] ? -1 : 0); }
 LANE_INLINE vi vgt(vf a, vf b) { LANEWISE(vi, a.v[k] > b.v[k] ? -1 : 0); }
 LANE_INLINE vi veq(vf a, vf b) { LANEWISE(vi, a.v[k] == b.v[k] ? -1 : 0); }
 LANE_INLINE vi vne(vf a, vf b) { LANEWISE(vi, a.v[k] != b.v[k] ? -1 : 0); }
-LANE_INLINE vi vine(vi a, vi b) { LANEWISE(vi, a.v[k] != b.v[k] ? -1 : 0); }
-LANE_INLINE vi viadd(vi a, vi b) { LANEWISE(vi, a.v[k] + b.v[k]); }
 LANE_INLINE vi visub(vi a, vi b) { LANEWISE(vi, a.v[k] - b.v[k]); }
 LANE_INLINE vi vimax(vi a, vi b) { LANEWISE(vi, a.v[k] > b.v[k] ? a.v[k] : b.v[k]); }
 LANE_INLINE vi vimin(vi a, vi b) { LANEWISE(vi, a.v[k] < b.v[k] ? a.v[k] : b.v[k]); }
@@ -119,14 +114,16 @@ LANE_INLINE vf vneg(vf a) { LANEWISE(vf, -a.v[k]); }
 LANE_INLINE vi vnear(vf a) { LANEWISE(vi, nearest(a.v[k])); }
 #endif
 
-LANE_INLINE int vany(vi m) {
+/* Whether any lane of a mask is set. */
+LANE_INLINE int any_lane(const vi *restrict m) {
     int32_t r = 0;
-    for (int k = 0; k < LANES; k++) r |= LANE(m, k);
+    for (int k = 0; k < LANES; k++) r |= LANE(*m, k);
     return r != 0;
 }
+#define vany(m) any_lane(&(m))
 
 /* nearest_int clamped to [lo, hi], as a float. */
-LANE_INLINE vf vlevel(vf v, int lo, int hi) { return vitof(vimin(vimax(vnear(v), viset(lo)), viset(hi))); }
+#define vlevel(v, lo, hi) vitof(vimin(vimax(vnear(v), viset(lo)), viset(hi)))
 
 /* Position-major lanes of ng * 8 groups of n elements: t[i * ng + q] holds element i of groups
  * 8q .. 8q + 7; group g starts at x + src[g] * n (src NULL: g). */
@@ -162,6 +159,7 @@ LANE_INLINE void search_qx(const int n, const int ng, const vf *restrict x, cons
     vf amax[MAX_NG], mx[MAX_NG], best[MAX_NG];
     const vf zero = vset(0.0f), top = vset((float)nmax);
     lanes_signed_max(n, ng, x, amax, mx);
+    for (int q = 0; q < ng; q++) best[q] = zero; /* set by the first trial */
     for (int c = 0; c < n * ng; c++) {
         ww[c] = w ? w[c] : vmul(x[c], x[c]);
         wx[c] = vmul(ww[c], x[c]);
@@ -340,6 +338,28 @@ LANE_INLINE void search_q3(const int n, const int ng, const vf *restrict x, cons
     }
 }
 
+/* The searches as the quantizers use them, one function per shape (positions x lane vectors),
+ * each with an AVX2 copy where WIDE has one: the generic bodies above are inlined only here. */
+#define QKX_SHAPE(n, ng)                                                                                        \
+    WIDE static void search_qkx_##n##x##ng(const vf *restrict x, const vf *restrict w, int nmax, float rmin,    \
+                                           float rdelta, int nstep, int mad, vf *restrict lv, vf *restrict s,   \
+                                           vf *restrict m) {                                                     \
+        search_qkx(n, ng, x, w, nmax, rmin, rdelta, nstep, mad, lv, s, m);                                      \
+    }
+#define QX_SHAPE(n, ng)                                                                                         \
+    WIDE static void search_qx_##n##x##ng(const vf *restrict x, const vf *restrict w, int nmax, vf *restrict lv, \
+                                          vf *restrict s) {                                                      \
+        search_qx(n, ng, x, w, nmax, lv, s);                                                                     \
+    }
+QKX_SHAPE(16, 2)
+QKX_SHAPE(32, 1)
+QKX_SHAPE(32, 2)
+QX_SHAPE(16, 1)
+QX_SHAPE(16, 2)
+QX_SHAPE(32, 2)
+
+WIDE static void search_q3_16x2(const vf *restrict x, vf *restrict lv, vf *restrict s) { search_q3(16, 2, x, 4, lv, s); }
+
 /* make_qp_quants(n, nmax, x, L, w) for one group (the sub-block scales or minimums of a
  * super-block): L as ggml stores it (uint8), returns the scale. */
 static float search_qp(const int n, const int nmax, const float *restrict x, const float *restrict w, uint8_t *restrict L) {
@@ -485,7 +505,7 @@ static inline float first_max_abs(const float *restrict v, int n, float *amax_ou
 /* ---------------------------------------------------------------------------------- */
 /* Q2_K: 16 sub-blocks of 16, 4-bit scales and mins                                    */
 
-LANE_INLINE void q2_k_block(const float *restrict x, const float *restrict qw, uint8_t *restrict b) {
+static void q2_k_block(const float *restrict x, const float *restrict qw, uint8_t *restrict b) {
     vf t[SUPER / LANES], w[SUPER / LANES], lv[SUPER / LANES], vs[2], vm[2];
     float scales[16], mins[16], d[16], m[16];
     uint8_t sc[16], L[SUPER];
@@ -493,7 +513,7 @@ LANE_INLINE void q2_k_block(const float *restrict x, const float *restrict qw, u
     float dm, mm;
     if (!qw) {
         for (int c = 0; c < 32; c++) w[c] = vabs(t[c]);
-        search_qkx(16, 2, t, w, 3, -0.5f, 0.1f, 15, 1, lv, vs, vm);
+        search_qkx_16x2(t, w, 3, -0.5f, 0.1f, 15, 1, lv, vs, vm);
         unlane(vs, 2, scales);
         unlane(vm, 2, mins);
         const float max_scale = positive_max(scales, 16), max_min = positive_max(mins, 16);
@@ -508,7 +528,7 @@ LANE_INLINE void q2_k_block(const float *restrict x, const float *restrict qw, u
         uint8_t ls[16], lm[16];
         kq_weights(x, t, qw, 16, 2, 1.0f, w);
         lane_sums(w, 16, 2, sw);
-        search_qkx(16, 2, t, w, 3, -0.9f, 0.05f, 36, 0, lv, vs, vm);
+        search_qkx_16x2(t, w, 3, -0.9f, 0.05f, 36, 0, lv, vs, vm);
         unlane(vs, 2, scales);
         unlane(vm, 2, mins);
         dm = search_qp(16, 15, scales, sw, ls);
@@ -529,7 +549,7 @@ LANE_INLINE void q2_k_block(const float *restrict x, const float *restrict qw, u
 /* ---------------------------------------------------------------------------------- */
 /* Q3_K: 16 sub-blocks of 16, signed 6-bit scales, levels -4..3                       */
 
-LANE_INLINE void q3_k_block(const float *restrict x, const float *restrict qw, uint8_t *restrict b) {
+static void q3_k_block(const float *restrict x, const float *restrict qw, uint8_t *restrict b) {
     vf t[SUPER / LANES], lv[SUPER / LANES], vs[2];
     float scales[16], d[16];
     int ls[16];
@@ -537,7 +557,7 @@ LANE_INLINE void q3_k_block(const float *restrict x, const float *restrict qw, u
     float dq;
     load_lanes(x, 16, 2, NULL, t);
     if (!qw) {
-        search_q3(16, 2, t, 4, lv, vs);
+        search_q3_16x2(t, lv, vs);
         unlane(vs, 2, scales);
         const float max_scale = first_max_abs(scales, 16, NULL);
         const float iscale = -32.0f / max_scale;
@@ -549,13 +569,13 @@ LANE_INLINE void q3_k_block(const float *restrict x, const float *restrict qw, u
         float swf[16];
         kq_weights(x, t, qw, 16, 2, 2.0f, w);
         lane_sums(w, 16, 2, swf);
-        search_qx(16, 2, t, w, 4, lv, vs);
+        search_qx_16x2(t, w, 4, lv, vs);
         unlane(vs, 2, scales);
         for (int j = 0; j < 16; j++) { /* the one search over the 16 scales, in every lane */
             s[j] = vset(scales[j]);
             sw[j] = vset(swf[j]);
         }
-        search_qx(16, 1, s, sw, 32, lsv, &dv);
+        search_qx_16x1(s, sw, 32, lsv, &dv);
         for (int j = 0; j < 16; j++) ls[j] = (int)LANE(lsv[j], 0);
         dq = LANE(dv, 0);
     }
@@ -583,7 +603,7 @@ LANE_INLINE void q3_k_block(const float *restrict x, const float *restrict qw, u
 /* ---------------------------------------------------------------------------------- */
 /* Q4_K, Q5_K: 8 sub-blocks of 32, 6-bit scales and mins                              */
 
-LANE_INLINE void q45_k_block(const float *restrict x, const float *restrict qw, uint8_t *restrict b, const int nmax) {
+static void q45_k_block(const float *restrict x, const float *restrict qw, uint8_t *restrict b, const int nmax) {
     vf t[32], w[32], lv[32], vs, vm;
     float scales[8], mins[8], d[8], m[8];
     uint8_t ls[8], lm[8], L[SUPER];
@@ -596,9 +616,9 @@ LANE_INLINE void q45_k_block(const float *restrict x, const float *restrict qw, 
         for (int k = 0; k < LANES; k++) LANE(sx2, k) = sqrtf(LANE(sx2, k));
         for (int i = 0; i < 32; i++) w[i] = vadd(sx2, vabs(t[i]));
         if (nmax == 15)
-            search_qkx(32, 1, t, w, 15, -1.0f, 0.1f, 20, 0, lv, &vs, &vm);
+            search_qkx_32x1(t, w, 15, -1.0f, 0.1f, 20, 0, lv, &vs, &vm);
         else
-            search_qkx(32, 1, t, w, 31, -0.5f, 0.1f, 15, 0, lv, &vs, &vm);
+            search_qkx_32x1(t, w, 31, -0.5f, 0.1f, 15, 0, lv, &vs, &vm);
         unlane(&vs, 1, scales);
         unlane(&vm, 1, mins);
         const float max_scale = positive_max(scales, 8), max_min = positive_max(mins, 8);
@@ -615,7 +635,7 @@ LANE_INLINE void q45_k_block(const float *restrict x, const float *restrict qw, 
         float sw[8];
         kq_weights(x, t, qw, 32, 1, 2.0f, w);
         lane_sums(w, 32, 1, sw);
-        search_qkx(32, 1, t, w, nmax, -0.9f, 0.05f, 36, 0, lv, &vs, &vm);
+        search_qkx_32x1(t, w, nmax, -0.9f, 0.05f, 36, 0, lv, &vs, &vm);
         unlane(&vs, 1, scales);
         unlane(&vm, 1, mins);
         dq = search_qp(8, 63, scales, sw, ls);
@@ -656,13 +676,13 @@ LANE_INLINE void q45_k_block(const float *restrict x, const float *restrict qw, 
     }
 }
 
-LANE_INLINE void q4_k_block(const float *restrict x, const float *restrict qw, uint8_t *restrict b) { q45_k_block(x, qw, b, 15); }
-LANE_INLINE void q5_k_block(const float *restrict x, const float *restrict qw, uint8_t *restrict b) { q45_k_block(x, qw, b, 31); }
+static void q4_k_block(const float *restrict x, const float *restrict qw, uint8_t *restrict b) { q45_k_block(x, qw, b, 15); }
+static void q5_k_block(const float *restrict x, const float *restrict qw, uint8_t *restrict b) { q45_k_block(x, qw, b, 31); }
 
 /* ---------------------------------------------------------------------------------- */
 /* Q6_K: 16 sub-blocks of 16, int8 scales, levels -32..31                             */
 
-LANE_INLINE void q6_k_block(const float *restrict x, const float *restrict qw, uint8_t *restrict b) {
+static void q6_k_block(const float *restrict x, const float *restrict qw, uint8_t *restrict b) {
     vf t[SUPER / LANES], lv[SUPER / LANES], vs[2];
     float scales[16], d[16];
     uint8_t L[SUPER];
@@ -670,9 +690,9 @@ LANE_INLINE void q6_k_block(const float *restrict x, const float *restrict qw, u
     if (qw) {
         vf w[SUPER / LANES];
         load_lanes(qw, 16, 2, NULL, w);
-        search_qx(16, 2, t, w, 32, lv, vs);
+        search_qx_16x2(t, w, 32, lv, vs);
     } else {
-        search_qx(16, 2, t, NULL, 32, lv, vs);
+        search_qx_16x2(t, NULL, 32, lv, vs);
     }
     unlane(vs, 2, scales);
     float amax;
@@ -705,11 +725,11 @@ LANE_INLINE void q6_k_block(const float *restrict x, const float *restrict qw, u
 /* Without weights ggml quantizes the rows as one run of blocks; with them row by row, each
  * block weighted by the importance of its columns. */
 #define K_QUANT_ENTRIES(name, block, size)                                                                      \
-    WIDE void q_##name(const float *restrict x, uint8_t *restrict b, Py_ssize_t nb) {                          \
+    void q_##name(const float *restrict x, uint8_t *restrict b, Py_ssize_t nb) {                               \
         for (Py_ssize_t i = 0; i < nb; i++) block(x + SUPER * i, NULL, b + (size) * i);                        \
     }                                                                                                           \
-    WIDE void qr_##name(const float *restrict x, uint8_t *restrict y, int64_t nrows, int64_t n_per_row,        \
-                        const float *restrict imatrix) {                                                        \
+    void qr_##name(const float *restrict x, uint8_t *restrict y, int64_t nrows, int64_t n_per_row,             \
+                   const float *restrict imatrix) {                                                             \
         const int64_t nb = n_per_row / SUPER;                                                                   \
         for (int64_t r = 0; r < nrows; r++)                                                                     \
             for (int64_t i = 0; i < nb; i++)                                                                    \
@@ -749,7 +769,7 @@ static inline void group_sources(int count, int *restrict src) {
 
 /* One group of up to 16 blocks of a row: weights, search, pack (nmax: 8 Q4_0, 16 Q5_0, 15 Q4_1,
  * 31 Q5_1). */
-LANE_INLINE void legacy_group(const float *restrict x, const float *restrict qw, int count, float sigma2, int nmax,
+static void legacy_group(const float *restrict x, const float *restrict qw, int count, float sigma2, int nmax,
                               int type_size, uint8_t *restrict y) {
     const int with_min = nmax == 15 || nmax == 31;
     vf t[32 * MAX_NG], w[32 * MAX_NG], lv[32 * MAX_NG], vs[MAX_NG], vm[MAX_NG];
@@ -763,9 +783,9 @@ LANE_INLINE void legacy_group(const float *restrict x, const float *restrict qw,
         for (int k = 0; k < LANES; k++) LANE(w[c], k) *= sqrtf(LANE(s, k));
     }
     if (with_min)
-        search_qkx(32, MAX_NG, t, w, nmax, -0.9f, 0.05f, 36, 0, lv, vs, vm);
+        search_qkx_32x2(t, w, nmax, -0.9f, 0.05f, 36, 0, lv, vs, vm);
     else
-        search_qx(32, MAX_NG, t, w, nmax, lv, vs);
+        search_qx_32x2(t, w, nmax, lv, vs);
     unlane(vs, MAX_NG, scale);
     if (with_min) unlane(vm, MAX_NG, neg_min);
     for (int g = 0; g < count; g++) {
@@ -780,7 +800,7 @@ LANE_INLINE void legacy_group(const float *restrict x, const float *restrict qw,
     }
 }
 
-LANE_INLINE void legacy_rows(const float *restrict x, uint8_t *restrict y, int64_t nrows, int64_t n_per_row,
+static void legacy_rows(const float *restrict x, uint8_t *restrict y, int64_t nrows, int64_t n_per_row,
                              const float *restrict imatrix, int nmax, int type_size) {
     const int64_t nb = n_per_row / 32;
     for (int64_t r = 0; r < nrows; r++, x += n_per_row, y += nb * type_size) {
@@ -795,8 +815,8 @@ LANE_INLINE void legacy_rows(const float *restrict x, uint8_t *restrict y, int64
 }
 
 #define LEGACY_ENTRY(name, nmax, size)                                                                           \
-    WIDE void qr_##name(const float *restrict x, uint8_t *restrict y, int64_t nrows, int64_t n_per_row,         \
-                        const float *restrict imatrix) {                                                         \
+    void qr_##name(const float *restrict x, uint8_t *restrict y, int64_t nrows, int64_t n_per_row,              \
+                   const float *restrict imatrix) {                                                              \
         if (!imatrix)                                                                                            \
             q_##name(x, y, (Py_ssize_t)(nrows * n_per_row / 32));                                                \
         else                                                                                                     \
@@ -823,9 +843,10 @@ LANE_INLINE void iq4_levels(vf *restrict lev) {
 
 /* ggml's best_index_int8 on kvalues_iq4nl in lanes: the nearest level, the upper one on a tie
  * (for NaN 15, where ggml's bisection ends). The bisection ends between the levels lo and
- * lo + 1 where lo is the number of levels 1-14 that v is not below; a and b follow lo. Returns
+ * lo + 1 where lo is the number of levels 1-14 that v is not below; a and b follow lo. Writes
  * the level's value; with idx, its index too. */
-LANE_INLINE vf iq4_nearest(vf v, const vf *restrict lev, vi *idx) {
+LANE_INLINE void iq4_nearest(const vf *restrict vp, const vf *restrict lev, vf *restrict level, vi *restrict idx) {
+    const vf v = *vp;
     vf a = lev[0], b = lev[1];
     vi lo = viset(0);
     for (int k = 1; k < 15; k++) {
@@ -836,7 +857,7 @@ LANE_INLINE vf iq4_nearest(vf v, const vf *restrict lev, vi *idx) {
     }
     const vi up = vnot(vlt(vsub(v, a), vsub(b, v)));
     if (idx) *idx = visub(lo, up);
-    return vsel(up, b, a);
+    *level = vsel(up, b, a);
 }
 
 /* In-order sums over the 32 positions of the fit for trial inverse scales iscale. */
@@ -846,7 +867,9 @@ LANE_INLINE void iq4_fit(const vf *restrict t, const vf *restrict w, const vf *r
     for (int i = 0; i < 32; i++)
         for (int q = 0; q < ng; q++) {
             const int c = i * ng + q;
-            const vf lv = iq4_nearest(vmul(iscale[q], t[c]), lev, NULL);
+            const vf v = vmul(iscale[q], t[c]);
+            vf lv;
+            iq4_nearest(&v, lev, &lv, NULL);
             const vf wq = vmul(w[c], lv);
             sumqx[q] = vadd(sumqx[q], vmul(wq, t[c]));
             sumq2[q] = vadd(sumq2[q], vmul(wq, lv));
@@ -887,11 +910,23 @@ LANE_INLINE void iq4_pack(const vf *restrict t, const vf *restrict id, int ng, i
     for (int i = 0; i < 32; i++)
         for (int p = 0; p < ng; p++) {
             vi k;
-            (void)iq4_nearest(vmul(id[p], t[i * ng + p]), lev, &k);
+            const vf v = vmul(id[p], t[i * ng + p]);
+            vf lv;
+            iq4_nearest(&v, lev, &lv, &k);
             for (int j = 0; j < LANES; j++) L[(p * LANES + j) * 32 + i] = (uint8_t)LANE(k, j);
         }
     for (int g = 0; g < count; g++)
         for (int j = 0; j < 16; j++) q[stride * g + j] = (uint8_t)(L[g * 32 + j] | (L[g * 32 + 16 + j] << 4));
+}
+
+/* The IQ4 scale search and packing for one (IQ4_XS) or two (IQ4_NL) lane vectors of blocks. */
+WIDE static void iq4_scales_x1(const vf *restrict t, const vf *restrict w, vf *restrict d) { iq4_scales(t, w, 1, d); }
+WIDE static void iq4_scales_x2(const vf *restrict t, const vf *restrict w, vf *restrict d) { iq4_scales(t, w, 2, d); }
+WIDE static void iq4_pack_x1(const vf *restrict t, const vf *restrict id, int count, uint8_t *restrict q, int stride) {
+    iq4_pack(t, id, 1, count, q, stride);
+}
+WIDE static void iq4_pack_x2(const vf *restrict t, const vf *restrict id, int count, uint8_t *restrict q, int stride) {
+    iq4_pack(t, id, 2, count, q, stride);
 }
 
 /* Importance weights qw * sqrtf(sigma2 + x * x) per element, sigma2 twice the mean square of
@@ -921,7 +956,7 @@ static inline float iq4_sigma2(const float *restrict x, int n) {
 }
 
 /* IQ4_NL: up to 16 blocks of 32 at x (their weights at qw, or NULL). */
-LANE_INLINE void iq4_nl_group(const float *restrict x, const float *restrict qw, int count, uint8_t *restrict y) {
+static void iq4_nl_group(const float *restrict x, const float *restrict qw, int count, uint8_t *restrict y) {
     vf t[32 * MAX_NG], w[32 * MAX_NG], d[MAX_NG], id[MAX_NG];
     float s2[ROW_GROUP] = {0}, df[ROW_GROUP];
     int src[ROW_GROUP];
@@ -930,15 +965,15 @@ LANE_INLINE void iq4_nl_group(const float *restrict x, const float *restrict qw,
     if (qw)
         for (int g = 0; g < ROW_GROUP; g++) s2[g] = iq4_sigma2(x + 32 * src[g], 32);
     iq4_weights(t, qw, src, MAX_NG, s2, w);
-    iq4_scales(t, w, MAX_NG, d);
+    iq4_scales_x2(t, w, d);
     unlane(d, MAX_NG, df);
     for (int q = 0; q < MAX_NG; q++) id[q] = vsel(vne(d[q], vset(0.0f)), vdiv(vset(1.0f), d[q]), vset(0.0f));
     for (int g = 0; g < count; g++) wr16(y + 18 * g, scale_half(df[g]));
-    iq4_pack(t, id, MAX_NG, count, y + 2, 18);
+    iq4_pack_x2(t, id, count, y + 2, 18);
 }
 
 /* IQ4_XS: one super-block of 256 (8 blocks of 32). */
-LANE_INLINE void iq4_xs_block(const float *restrict x, const float *restrict qw, uint8_t *restrict b) {
+static void iq4_xs_block(const float *restrict x, const float *restrict qw, uint8_t *restrict b) {
     vf t[32], w[32], vs, id;
     float s[LANES], s2[LANES] = {0};
     load_lanes(x, 32, 1, NULL, t);
@@ -947,7 +982,7 @@ LANE_INLINE void iq4_xs_block(const float *restrict x, const float *restrict qw,
         for (int g = 0; g < LANES; g++) s2[g] = sigma2;
     }
     iq4_weights(t, qw, NULL, 1, s2, w);
-    iq4_scales(t, w, 1, &vs);
+    iq4_scales_x1(t, w, &vs);
     unlane(&vs, 1, s);
     const float d = -first_max_abs(s, LANES, NULL) / 32.0f;
     wr16(b, scale_half(d));
@@ -962,15 +997,15 @@ LANE_INLINE void iq4_xs_block(const float *restrict x, const float *restrict qw,
         high |= (uint16_t)(((l + 32) >> 4) << (2 * g));
     }
     wr16(b + 2, high);
-    iq4_pack(t, &id, 1, LANES, b + 8, 16);
+    iq4_pack_x1(t, &id, LANES, b + 8, 16);
 }
 
-WIDE void q_iq4_nl(const float *restrict x, uint8_t *restrict b, Py_ssize_t nb) {
+void q_iq4_nl(const float *restrict x, uint8_t *restrict b, Py_ssize_t nb) {
     for (Py_ssize_t i = 0; i < nb; i += ROW_GROUP)
         iq4_nl_group(x + 32 * i, NULL, nb - i < ROW_GROUP ? (int)(nb - i) : ROW_GROUP, b + 18 * i);
 }
 
-WIDE void qr_iq4_nl(const float *restrict x, uint8_t *restrict y, int64_t nrows, int64_t n_per_row,
+void qr_iq4_nl(const float *restrict x, uint8_t *restrict y, int64_t nrows, int64_t n_per_row,
                     const float *restrict imatrix) {
     const int64_t nb = n_per_row / 32;
     if (!imatrix) {

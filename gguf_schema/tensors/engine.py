@@ -361,13 +361,14 @@ def quantize(array: np.ndarray, t: GGMLType | int | str, *, imatrix: np.ndarray 
     if by_rows and codec.needs_imatrix and weights is None:
         raise ValueError(f"ggml quantizes {t.name} only with an importance matrix: pass imatrix=")
     compiled = _use_compiled(t, engine, _COMPILED_ROWS if by_rows else _COMPILED_BLOCKS)
-    x = np.ascontiguousarray(rows2d, dtype=F32)
+    with np.errstate(over="ignore"):  # float64 beyond float32's range: inf, refused below
+        x = np.ascontiguousarray(rows2d, dtype=F32)
     try:
         if by_rows:
             return _quantize_rows(x, t, weights, threads, compiled)
         return _quantize_blocks(x, t, threads, compiled)
     except _NotFinite:
-        raise _not_finite_error(x, rows2d, t) from None
+        raise _not_finite_error(x, rows2d, t, a.shape) from None
 
 
 class _NotFinite(Exception):
@@ -388,14 +389,16 @@ def _check_finite(x: np.ndarray) -> None:
         raise _NotFinite
 
 
-def _not_finite_error(x: np.ndarray, original: np.ndarray, t: GGMLType) -> ValueError:
+def _not_finite_error(x: np.ndarray, original: np.ndarray, t: GGMLType, shape: tuple[int, ...] | None = None) -> ValueError:
     """The ValueError for non-finite input, naming its first bad element."""
     flat = int(np.flatnonzero(~np.isfinite(x.reshape(-1)))[0])
     row, col = divmod(flat, x.shape[1])
-    value = x.reshape(-1)[flat]
-    source = original.reshape(-1)[flat]
+    value, source = float(x.reshape(-1)[flat]), float(original.reshape(-1)[flat])
     what = f"{value}" if not np.isfinite(source) else f"{source!r}, {value} as float32"
-    return ValueError(f"cannot quantize non-finite values to {t.name}: row {row}, column {col} is {what} "
+    where = f"row {row}, column {col}"
+    if shape is not None and len(shape) > 2:
+        where = f"element {tuple(int(i) for i in np.unravel_index(flat, shape))} ({where} of the rows)"
+    return ValueError(f"cannot quantize non-finite values to {t.name}: {where} is {what} "
                       f"(block-quantized types need finite input)")
 
 

@@ -186,13 +186,20 @@ def dq_iq1_m(q, out):
 # scales (itry - 127) / max; blocks are columns of a position-major array, as in .kquants.
 
 _IQ4_LEVELS = KVALUES_IQ4NL.astype(F32)
-_IQ4_INNER = np.ascontiguousarray(_IQ4_LEVELS[1:15])
+_IQ4_BELOW = np.array([(KVALUES_IQ4NL[1:15] <= f).sum() for f in range(-128, 128)], dtype=np.intp)
+"""For an integer f in [-128, 127]: how many of the levels 1-14 are not above it."""
 
 
 def best_index_iq4(v: np.ndarray) -> np.ndarray:
     """ggml's ``best_index_int8(16, kvalues_iq4nl, v)`` for every element: the index of the
-    nearest level (the upper one on a tie; the bisection's result for NaN: 15)."""
-    lo = np.searchsorted(_IQ4_INNER, v, side="right")  # levels 1-14 not above v; NaN sorts last: 14
+    nearest level (the upper one on a tie; the bisection's result for NaN: 15).
+
+    The bisection ends between levels lo and lo + 1, lo the number of levels 1-14 not above v.
+    The levels are integers, so that is the number not above floor(v), read from a table
+    (v clipped to the table first; a NaN clips to 127: lo = 14, and the final test is false).
+    """
+    f = np.floor(np.fmax(np.fmin(v, F32(127)), F32(-128))).astype(np.intp)
+    lo = _IQ4_BELOW[f + 128]
     below = (v - _IQ4_LEVELS[lo]) < (_IQ4_LEVELS[lo + 1] - v)
     return lo + ~below
 

@@ -379,8 +379,9 @@ def _check_finite(x: np.ndarray) -> None:
     """Raise _NotFinite if the float32 chunk ``x`` holds a NaN or an infinity.
 
     ggml's quantizers have no defined result for such input (what they write depends on the
-    order of their comparisons), so every block-quantized type refuses it. The compiled check,
-    where built, is one pass at memory speed over the chunk the quantizer is about to read.
+    order of their comparisons), so every block-quantized type refuses it, with either engine.
+    The compiled kernels check each run of their input just before quantizing it; for the
+    numpy kernels this is one more pass over the chunk (in C where the module is built).
     """
     if compiled_kernels is not None:
         if compiled_kernels.first_nonfinite(x) >= 0:
@@ -417,10 +418,11 @@ def _quantize_blocks(x: np.ndarray, t: GGMLType, threads: int | None, compiled: 
     raw = blocks.view(np.uint8).reshape(len(blocks), -1)
 
     def run(i: int) -> None:
-        _check_finite(xb[i:i + step])
-        if compiled:
-            compiled_kernels.encode(t, xb[i:i + step], raw[i:i + step])
+        if compiled:  # the compiled check runs just ahead of the quantizer, in cache
+            if compiled_kernels.encode(t, xb[i:i + step], raw[i:i + step], True) >= 0:
+                raise _NotFinite
             return
+        _check_finite(xb[i:i + step])
         with np.errstate(all="ignore"):
             quantizer(xb[i:i + step], blocks[i:i + step])
 
@@ -455,10 +457,11 @@ def _quantize_rows(x: np.ndarray, t: GGMLType, weights: np.ndarray | None, threa
     assert kernel is not None
 
     def run(i: int) -> None:
-        _check_finite(x[i:i + step])
         if compiled:
-            compiled_kernels.quantize_rows(t, x[i:i + step], out[i:i + step], cols, weights)
+            if compiled_kernels.quantize_rows(t, x[i:i + step], out[i:i + step], cols, weights, True) >= 0:
+                raise _NotFinite
             return
+        _check_finite(x[i:i + step])
         with np.errstate(all="ignore"):
             kernel(x[i:i + step], out[i:i + step], weights)
 

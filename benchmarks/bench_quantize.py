@@ -98,17 +98,20 @@ class Ggml:
 # ---------------------------------------------------------------------------- timing
 
 
-def best(fns: list, repeat: int) -> list[float]:
-    """Best wall time of each callable over ``repeat`` rounds; in each round all run once, in turn."""
-    times = [float("inf")] * len(fns)
+def best(fns: list, repeat: int) -> tuple[list[float], list[float]]:
+    """The least wall time and the least process CPU time (all threads) of each callable over
+    ``repeat`` rounds; in each round all run once, in turn, so load changes hit all alike."""
+    wall = [float("inf")] * len(fns)
+    cpu = [float("inf")] * len(fns)
     for _ in range(repeat):
         for k, fn in enumerate(fns):
             if fn is None:
                 continue
-            t0 = time.perf_counter()
+            c0, t0 = time.process_time(), time.perf_counter()
             fn()
-            times[k] = min(times[k], time.perf_counter() - t0)
-    return times
+            wall[k] = min(wall[k], time.perf_counter() - t0)
+            cpu[k] = min(cpu[k], time.process_time() - c0)
+    return wall, cpu
 
 
 def compiled_for(t: GGMLType, with_imatrix: bool) -> bool:
@@ -131,6 +134,13 @@ def machine() -> str:
             f"Python {platform.python_version()}, numpy {np.__version__}; compiled kernels: {feats}")
 
 
+def load() -> str:
+    try:
+        return ", ".join(f"{v:.1f}" for v in os.getloadavg())
+    except OSError:
+        return "unknown"
+
+
 def fmt(rate: float | None) -> str:
     return "—" if rate is None else (f"{rate:.1f}" if rate < 100 else f"{rate:.0f}")
 
@@ -144,10 +154,17 @@ def speed_table(types: list[GGMLType], ggml: Ggml | None, elements: int, numpy_e
     imatrix = (np.abs(rng.standard_normal(cols)) + 0.05).astype(F32)
     lines += [f"Rows of {cols} normal float32 values: {x.size / 1e6:.1f} M elements for the compiled engine "
               f"and ggml, {xn.size / 1e6:.2f} M for the numpy engine (the first rows of the same array); "
-              f"importance weights |N(0, 1)| + 0.05 per column. Melem/s, best of {repeat}.", "",
-              "| type | imatrix | numpy 1t | C 1t | C 2t | C 2t / 1t | ggml 1t | C 1t / ggml | = ggml |",
-              "|---|---|---|---|---|---|---|---|---|"]
-    print("\n".join(lines[-4:]), flush=True)
+              f"importance weights |N(0, 1)| + 0.05 per column; best of {repeat} rounds.", "",
+              "Throughput is given in Melem per CPU second (elements over the process CPU time of the call, "
+              "all threads counted): unlike wall-clock rates it does not depend on how much of the CPUs "
+              "other processes take. The wall-clock ratio to ggml (same rounds) is given too. For two "
+              "threads: \"2t / 1t wall\" is the wall-clock speed-up over one thread, \"2t busy\" the CPU "
+              "seconds per wall second of that run (2.0 when both threads compute all the time, which "
+              "needs two idle CPUs), and the CPU-time rate of C 2t shows the work threading adds.", "",
+              "| type | imatrix | numpy 1t | C 1t | C 2t | ggml 1t | C 1t / ggml | C 1t / ggml wall | 2t / 1t wall "
+              "| 2t busy | = ggml |",
+              "|---|---|---|---|---|---|---|---|---|---|---|"]
+    print("\n".join(lines[-6:]), flush=True)
     for t in types:
         for with_im in (False, True):
             w = imatrix if with_im else None
@@ -161,17 +178,22 @@ def speed_table(types: list[GGMLType], ggml: Ggml | None, elements: int, numpy_e
                    (lambda: quantize(x, t, imatrix=w, engine="compiled", threads=1)) if compiled else None,
                    (lambda: quantize(x, t, imatrix=w, engine="compiled", threads=2)) if compiled else None,
                    (lambda: ggml.quantize(t, x, w)) if gg else None]
-            times = best(fns, repeat)
+            wall, cpu = best(fns, repeat)
             sizes = [xn.size, x.size, x.size, x.size]
-            rate = [s / tm / 1e6 if tm != float("inf") else None for s, tm in zip(sizes, times)]
+            rate = [s / c / 1e6 if c not in (0.0, float("inf")) else None for s, c in zip(sizes, cpu)]
+            fast = [s / w / 1e6 if w != float("inf") else None for s, w in zip(sizes, wall)]
             same = "—"
             if gg:
                 ours = quantize(x, t, imatrix=w)
                 same = "yes" if np.array_equal(ours, ggml.quantize(t, x, w)) else "**NO**"
-            scale = f"{rate[2] / rate[1]:.2f}x" if rate[1] and rate[2] else "—"
-            ratio = f"{rate[1] / rate[3]:.2f}x" if rate[1] and rate[3] else "—"
+
+            def ratio(a: float | None, b: float | None) -> str:
+                return f"{a / b:.2f}x" if a and b else "—"
+
+            busy = f"{cpu[2] / wall[2]:.2f}" if fast[2] else "—"
             line = (f"| {t.name} | {'yes' if with_im else 'no'} | {fmt(rate[0])} | {fmt(rate[1])} | {fmt(rate[2])} "
-                    f"| {scale} | {fmt(rate[3])} | {ratio} | {same} |")
+                    f"| {fmt(rate[3])} | {ratio(rate[1], rate[3])} | {ratio(fast[1], fast[3])} "
+                    f"| {ratio(fast[2], fast[1])} | {busy} | {same} |")
             lines.append(line)
             print(line, flush=True)
 
@@ -293,7 +315,9 @@ def main() -> None:
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     lines = [f"<!-- python benchmarks/bench_quantize.py {' '.join(sys.argv[1:])}; {now} -->", "",
              f"# Quantize: gguf_schema.tensors.quantize{' beside ggml' if ggml else ''}", "",
-             f"Machine: {machine()}.", f"ggml: {args.ggml_lib or 'not given'}.", "",
+             f"Machine: {machine()}.", f"ggml: {args.ggml_lib or 'not given'}.",
+             f"Load average (1, 5, 15 min) at the start: {load()} (other processes share the CPUs: "
+             "figures are the best of the rounds, ratios are from the same rounds).", "",
              "numpy 1t: the numpy engine on one thread; C 1t / 2t: the compiled engine (`engine=\"compiled\"`) "
              "on one / two threads (`threads=`); ggml 1t: `ggml_quantize_chunk` (one thread) through ctypes; "
              "= ggml: the compiled engine's bytes equal ggml's for the timed rows.", ""]
@@ -303,6 +327,8 @@ def main() -> None:
         if ggml is None:
             ap.error("--verify needs --ggml-lib")
         verify(types, ggml, [int(s) for s in args.seeds.split(",")], [int(n) for n in args.lengths.split(",")], lines)
+    lines += ["", f"Load average at the end: {load()}."]
+    print(lines[-1])
     if args.out:
         with open(args.out, "w") as f:
             f.write("\n".join(lines) + "\n")

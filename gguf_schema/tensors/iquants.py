@@ -40,6 +40,7 @@ from .ops import (
     pack_rows,
     packed_nibbles,
     put,
+    quantizer_pair,
     row_seq_sum,
     scale_into,
     seq_sum,
@@ -262,34 +263,15 @@ def _q_iq4_xs(x: np.ndarray, b: np.ndarray, qw: np.ndarray | None) -> None:
     put(b, "qs", pack_halves(np.ascontiguousarray(idx.T).astype(np.uint8)).reshape(n, 128))
 
 
-def q_iq4_nl(x, b):
-    """ggml's ``quantize_iq4_nl`` without importance weights (NOT its ``quantize_row_iq4_nl_ref``,
-    see :func:`quantize_iq4_nl_ref`): blocks (n, 32) -> blocks."""
-    with np.errstate(all="ignore"):
-        _q_iq4_nl(x, b, None)
-
-
-def q_iq4_xs(x, b):
-    """ggml's ``quantize_row_iq4_xs_ref`` (= ``quantize_iq4_xs`` without weights): (n, 256) -> blocks."""
-    with np.errstate(all="ignore"):
-        _q_iq4_xs(x, b, None)
-
-
-def qr_iq4_nl(x, out, imatrix):
-    """ggml's ``quantize_iq4_nl``: rows -> ``out``, importance-weighted with ``imatrix``."""
-    _iq4_rows(x, out, imatrix, GGMLType.IQ4_NL, _q_iq4_nl)
-
-
-def qr_iq4_xs(x, out, imatrix):
-    """ggml's ``quantize_iq4_xs``: rows -> ``out``, importance-weighted with ``imatrix``."""
-    _iq4_rows(x, out, imatrix, GGMLType.IQ4_XS, _q_iq4_xs)
-
-
-def _iq4_rows(x, out, imatrix, t, kernel) -> None:
-    b = out.reshape(-1).view(block_dtype(t))
-    qw = None if imatrix is None else np.broadcast_to(imatrix, x.shape).reshape(-1, t.block_size)
-    with np.errstate(all="ignore"):
-        kernel(np.ascontiguousarray(x).reshape(-1, t.block_size), b, qw)
+q_iq4_nl, qr_iq4_nl = quantizer_pair(
+    _q_iq4_nl, GGMLType.IQ4_NL,
+    "ggml's ``quantize_iq4_nl`` without importance weights (NOT its ``quantize_row_iq4_nl_ref``, "
+    "see :func:`quantize_iq4_nl_ref`): blocks (n, 32) -> blocks.",
+    "ggml's ``quantize_iq4_nl``: rows -> ``out``, importance-weighted with ``imatrix``.")
+q_iq4_xs, qr_iq4_xs = quantizer_pair(
+    _q_iq4_xs, GGMLType.IQ4_XS,
+    "ggml's ``quantize_row_iq4_xs_ref`` (= ``quantize_iq4_xs`` without weights): (n, 256) -> blocks.",
+    "ggml's ``quantize_iq4_xs``: rows -> ``out``, importance-weighted with ``imatrix``.")
 
 
 def quantize_iq4_nl_ref(x: np.ndarray) -> np.ndarray:

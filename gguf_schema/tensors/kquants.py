@@ -27,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..format.types import GGMLType
-from .layouts import QK_K, block_dtype
+from .layouts import QK_K
 from .ops import (
     F32,
     bitplanes,
@@ -40,8 +40,10 @@ from .ops import (
     half_round,
     nearest_int,
     nibbles,
+    pack_crumbs,
     positive_max,
     put,
+    quantizer_pair,
     row_seq_sum,
     scale_into,
     seq_sum,
@@ -371,12 +373,6 @@ def _weights(x: np.ndarray, xs: np.ndarray, qw: np.ndarray, n: int, factor: floa
     return columns(qw, n) * np.sqrt(np.repeat(sigma2, QK_K // n) + xs * xs)
 
 
-def _pack_crumbs(lv: np.ndarray) -> np.ndarray:
-    """Levels < 4 (n, 256) -> 64 bytes: byte 32h + l holds levels 128h + l + 32k at bits 2k."""
-    q = lv.reshape(len(lv), 2, 4, 32)
-    return (q[:, :, 0] | (q[:, :, 1] << 2) | (q[:, :, 2] << 4) | (q[:, :, 3] << 6)).reshape(len(lv), 64)
-
-
 def _q2_k(x: np.ndarray, b: np.ndarray, qw: np.ndarray | None) -> None:
     nb = len(x)
     xs = columns(x, 16)
@@ -402,7 +398,7 @@ def _q2_k(x: np.ndarray, b: np.ndarray, qw: np.ndarray | None) -> None:
                          levels, 0, 3)
     b["d"], b["dmin"] = dh, mh
     put(b, "scales", sc)
-    put(b, "qs", _pack_crumbs(_elements(levels, nb)))
+    put(b, "qs", pack_crumbs(_elements(levels, nb)))
 
 
 def _pack_q3_scales(lv: np.ndarray) -> np.ndarray:
@@ -441,7 +437,7 @@ def _q3_k(x: np.ndarray, b: np.ndarray, qw: np.ndarray | None) -> None:
     b["d"] = dh
     put(b, "scales", sc)
     put(b, "hmask", np.packbits(high.reshape(nb, 8, 32), axis=1, bitorder="little"))
-    put(b, "qs", _pack_crumbs(lv - (high.view(np.uint8) << 2)))
+    put(b, "qs", pack_crumbs(lv - (high.view(np.uint8) << 2)))
 
 
 def _pack_k4_scales(ls: np.ndarray, lm: np.ndarray) -> np.ndarray:
@@ -523,31 +519,15 @@ def _q6_k(x: np.ndarray, b: np.ndarray, qw: np.ndarray | None) -> None:
     put(b, "qh", np.where(zero[:, None], np.uint8(0), qh.reshape(nb, 64)))
 
 
-def _super_blocks(kernel, t: GGMLType):
-    """The block quantizer (ggml's ref) and the row quantizer (ggml's ``quantize_<type>``) of a K-quant."""
-
-    def block_quantizer(x, b):
-        with np.errstate(all="ignore"):
-            kernel(x, b, None)
-
-    def row_quantizer(x, out, imatrix):
-        b = out.reshape(-1).view(block_dtype(t))
-        xb = x.reshape(-1, QK_K)
-        qw = None if imatrix is None else np.broadcast_to(imatrix, x.shape).reshape(-1, QK_K)
-        with np.errstate(all="ignore"):
-            kernel(xb, b, qw)
-
-    name = t.name.lower()
-    block_quantizer.__name__, row_quantizer.__name__ = f"q_{name}", f"qr_{name}"
-    block_quantizer.__qualname__, row_quantizer.__qualname__ = f"q_{name}", f"qr_{name}"
-    block_quantizer.__doc__ = f"ggml's ``quantize_row_{name[:2]}_K_ref``: super-blocks (n, 256) -> blocks."
-    row_quantizer.__doc__ = (f"ggml's ``quantize_{t.name}``: rows -> ``out``; with ``imatrix``, the "
-                             "importance-weighted search, else the reference quantizer.")
-    return block_quantizer, row_quantizer
+def _pair(kernel, t: GGMLType):
+    ref = f"quantize_row_{t.name[:2].lower()}_K_ref"
+    return quantizer_pair(kernel, t, f"ggml's ``{ref}``: super-blocks (n, 256) -> blocks.",
+                          f"ggml's ``quantize_{t.name[:2].lower()}_K``: rows -> ``out``; with ``imatrix``, the "
+                          f"importance-weighted search, else ``{ref}``.")
 
 
-q_q2_k, qr_q2_k = _super_blocks(_q2_k, GGMLType.Q2_K)
-q_q3_k, qr_q3_k = _super_blocks(_q3_k, GGMLType.Q3_K)
-q_q4_k, qr_q4_k = _super_blocks(_q4_k, GGMLType.Q4_K)
-q_q5_k, qr_q5_k = _super_blocks(_q5_k, GGMLType.Q5_K)
-q_q6_k, qr_q6_k = _super_blocks(_q6_k, GGMLType.Q6_K)
+q_q2_k, qr_q2_k = _pair(_q2_k, GGMLType.Q2_K)
+q_q3_k, qr_q3_k = _pair(_q3_k, GGMLType.Q3_K)
+q_q4_k, qr_q4_k = _pair(_q4_k, GGMLType.Q4_K)
+q_q5_k, qr_q5_k = _pair(_q5_k, GGMLType.Q5_K)
+q_q6_k, qr_q6_k = _pair(_q6_k, GGMLType.Q6_K)

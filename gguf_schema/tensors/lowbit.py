@@ -19,6 +19,7 @@ from .ops import (
     half,
     inverse,
     kv_levels,
+    pack_crumbs,
     pack_halves,
     pack_rows,
     per_row,
@@ -27,7 +28,6 @@ from .ops import (
     round_away,
     row_absmax,
     scale_into,
-    shl,
 )
 
 _Q1_WORDS = pack_rows(2 * BYTE_BITS.astype(np.int8) - 1)  # Q1_0: bit set -> +1, else -1
@@ -161,9 +161,7 @@ def q_tq1_0(x, b):
 
 def q_tq2_0(x, b):
     d, t = _ternary(x)
-    p = pieces(t, 32)  # 8 runs of 32 levels (< 4): byte l of half h = sum_j run[4h + j] << 2j
-    halves = [p[4 * h] | shl(p[4 * h + 1], 2) | shl(p[4 * h + 2], 4) | shl(p[4 * h + 3], 6) for h in (0, 1)]
-    put(b, "qs", np.concatenate(halves, axis=1))
+    put(b, "qs", pack_crumbs(t))
     b["d"] = d[:, 0]
 
 

@@ -405,9 +405,7 @@ def col_min_max(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     first zero (the first of equal values stays)."""
     mn, mx = x.min(axis=0), x.max(axis=0)
     for ext in (mn, mx):
-        z = np.nonzero(ext == 0)[0]
-        if len(z):
-            ext[z] = x[(x[:, z] == 0).argmax(axis=0), z]
+        first_zero_sign(x.T, ext)
     return mn, mx
 
 
@@ -446,3 +444,39 @@ def half_round(v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``v`` stored as a ggml half, and read back: (float16 array, float32 array)."""
     h = ggml_half(v)
     return h, h.astype(F32)
+
+
+def pack_crumbs(lv: np.ndarray) -> np.ndarray:
+    """256 levels < 4 per row, (n, 256) uint8 -> (n, 64) bytes as Q2_K, Q3_K and TQ2_0 store
+    them: byte 32h + m holds levels 128h + m + 32j at bits 2j (j = 0..3)."""
+    p = pieces(lv, 32)
+    halves = [p[4 * h] | shl(p[4 * h + 1], 2) | shl(p[4 * h + 2], 4) | shl(p[4 * h + 3], 6) for h in (0, 1)]
+    return np.concatenate(halves, axis=1)
+
+
+def quantizer_pair(kernel, t: GGMLType, block_doc: str, row_doc: str):
+    """The two quantizers of a type whose ``kernel(x, blocks, qw)`` quantizes blocks ``x``
+    (n, t.block_size) into zeroed structured blocks, weighing element i by ``qw[:, i]`` (the
+    importance of its column) or, with ``qw`` None, as ggml does without an importance matrix:
+
+    * ``q_<type>(x, blocks)``: the registry's block quantizer;
+    * ``qr_<type>(rows, out, imatrix)``: the row quantizer; block j of every row takes the
+      weights of its columns, ``imatrix[j * block_size:(j + 1) * block_size]``.
+    """
+    size = t.block_size
+
+    def block_quantizer(x, b):
+        with np.errstate(all="ignore"):
+            kernel(x, b, None)
+
+    def row_quantizer(x, out, imatrix):
+        b = out.reshape(-1).view(block_dtype(t))
+        qw = None if imatrix is None else np.broadcast_to(imatrix, x.shape).reshape(-1, size)
+        with np.errstate(all="ignore"):
+            kernel(np.ascontiguousarray(x).reshape(-1, size), b, qw)
+
+    name = t.name.lower()
+    for fn, prefix, doc in ((block_quantizer, "q", block_doc), (row_quantizer, "qr", row_doc)):
+        fn.__name__ = fn.__qualname__ = f"{prefix}_{name}"
+        fn.__doc__ = doc
+    return block_quantizer, row_quantizer

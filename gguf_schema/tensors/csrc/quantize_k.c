@@ -490,18 +490,6 @@ static inline float positive_max(const float *restrict v, int n) {
     return m;
 }
 
-/* The first value of largest magnitude (0 if none is non-zero; NaN never taken). */
-static inline float first_max_abs(const float *restrict v, int n, float *amax_out) {
-    float amax = 0.0f, mx = 0.0f;
-    for (int i = 0; i < n; i++)
-        if (fabsf(v[i]) > amax) {
-            amax = fabsf(v[i]);
-            mx = v[i];
-        }
-    if (amax_out) *amax_out = amax;
-    return mx;
-}
-
 /* ---------------------------------------------------------------------------------- */
 /* Q2_K: 16 sub-blocks of 16, 4-bit scales and mins                                    */
 
@@ -559,7 +547,7 @@ static void q3_k_block(const float *restrict x, const float *restrict qw, uint8_
     if (!qw) {
         search_q3_16x2(t, lv, vs);
         unlane(vs, 2, scales);
-        const float max_scale = first_max_abs(scales, 16, NULL);
+        const float max_scale = signed_max(scales, 16);
         const float iscale = -32.0f / max_scale;
         for (int j = 0; j < 16; j++)
             ls[j] = max_scale != 0.0f ? clamp_int((int8_t)nearest(iscale * scales[j]), -32, 31) + 32 : 0;
@@ -695,9 +683,8 @@ static void q6_k_block(const float *restrict x, const float *restrict qw, uint8_
         search_qx_16x2(t, NULL, 32, lv, vs);
     }
     unlane(vs, 2, scales);
-    float amax;
-    const float max_scale = first_max_abs(scales, 16, &amax);
-    if (amax < GROUP_MAX_EPS) {
+    const float max_scale = signed_max(scales, 16);
+    if (fabsf(max_scale) < GROUP_MAX_EPS) {
         memset(b, 0, 210);
         return;
     }
@@ -984,7 +971,7 @@ static void iq4_xs_block(const float *restrict x, const float *restrict qw, uint
     iq4_weights(t, qw, NULL, 1, s2, w);
     iq4_scales_x1(t, w, &vs);
     unlane(&vs, 1, s);
-    const float d = -first_max_abs(s, LANES, NULL) / 32.0f;
+    const float d = -signed_max(s, LANES) / 32.0f;
     wr16(b, scale_half(d));
     const float dinv = d != 0.0f ? 1.0f / d : 0.0f;
     uint16_t high = 0;

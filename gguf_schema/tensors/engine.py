@@ -390,7 +390,8 @@ def _check_finite(x: np.ndarray) -> None:
         raise _NotFinite
 
 
-def _not_finite_error(x: np.ndarray, original: np.ndarray, t: GGMLType, shape: tuple[int, ...] | None = None) -> ValueError:
+def _not_finite_error(x: np.ndarray, original: np.ndarray, t: GGMLType,
+                      shape: tuple[int, ...] | None = None) -> ValueError:
     """The ValueError for non-finite input, naming its first bad element."""
     flat = int(np.flatnonzero(~np.isfinite(x.reshape(-1)))[0])
     row, col = divmod(flat, x.shape[1])

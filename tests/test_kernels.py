@@ -56,20 +56,7 @@ def test_kernels_are_built_where_a_c_compiler_exists():
         GGMLType.IQ4_XS,
     }
     assert expected == COMPILED_DEQUANTIZE
-    assert (
-        expected
-        - {
-            GGMLType.Q2_K,
-            GGMLType.Q3_K,
-            GGMLType.Q4_K,
-            GGMLType.Q5_K,
-            GGMLType.Q6_K,
-            GGMLType.Q8_K,
-            GGMLType.IQ4_NL,
-            GGMLType.IQ4_XS,
-        }
-        == COMPILED_QUANTIZE
-    )
+    assert expected - {GGMLType.Q8_K} == COMPILED_QUANTIZE
     features = engine.compiled_kernels.features()
     assert set(features) == {"sse2", "avx2_copies", "f16c"} and all(isinstance(v, bool) for v in features.values())
 
@@ -199,8 +186,8 @@ def test_engine_argument_is_checked():
 def test_compiled_module_rejects_partial_blocks():
     with pytest.raises(ValueError, match="not whole blocks"):
         engine.compiled_kernels.decode(int(GGMLType.Q8_0), bytes(35), np.empty(32, np.float32))
-    with pytest.raises(ValueError, match="no compiled quantizer for ggml type 12"):
-        engine.compiled_kernels.encode(int(GGMLType.Q4_K), np.zeros(256, np.float32), np.empty(144, np.uint8))
+    with pytest.raises(ValueError, match="no compiled quantizer for ggml type 15"):
+        engine.compiled_kernels.encode(int(GGMLType.Q8_K), np.zeros(256, np.float32), np.empty(292, np.uint8))
 
 
 @compiled_only
@@ -268,3 +255,9 @@ def test_portable_c_paths_equal_numpy(tmp_path):
         out = np.empty(x.size // t.block_size * t.type_size, np.uint8)
         portable.encode(int(t), np.ascontiguousarray(x), out)
         assert np.array_equal(out.reshape(len(x), -1), quantize(x, t, engine="numpy")), t.name
+    imatrix = np.abs(np.random.default_rng(2).standard_normal(512)).astype(np.float32)
+    for t in sorted(engine._COMPILED_ROWS):  # the importance-weighted row quantizers
+        x = np.ascontiguousarray(quantizer_input(t)[:, :512])
+        out = np.zeros((len(x), t.row_nbytes(512)), np.uint8)
+        portable.quantize_rows(int(t), x, out, 512, imatrix)
+        assert np.array_equal(out, quantize(x, t, imatrix=imatrix, engine="numpy")), t.name

@@ -376,6 +376,14 @@ def test_quantize_then_dequantize_error_is_bounded(t):
         GGMLType.TQ2_0: 0.5,
         GGMLType.Q2_0: 0.501,
         GGMLType.Q1_0: 1.0,
+        # searched scales: no closed-form bound; the worst seen on this input, rounded up
+        GGMLType.Q2_K: 0.35,
+        GGMLType.Q3_K: 0.2,
+        GGMLType.Q4_K: 0.08,
+        GGMLType.Q5_K: 0.04,
+        GGMLType.Q6_K: 0.02,
+        GGMLType.IQ4_NL: 0.11,
+        GGMLType.IQ4_XS: 0.1,
     }[t]
     # (Q4_0/Q5_0 put -8/-16 at the largest magnitude, so the other side reaches only 7/8, 15/16)
     assert rel.max() <= bound + 1e-6

@@ -21,10 +21,10 @@ import pytest
 
 import gguf_schema
 from gguf_schema import GGUFError, GGUFLimitError, GGUFTruncatedError, Limits
+from gguf_schema.durable import atomic_replace
 from gguf_schema.format.types import ValueType
 from gguf_schema.testing.fuzz import layout, nested_array_file, trimmed_copy
 from gguf_schema.testing.reference import read_reference
-from gguf_schema.durable import atomic_replace
 
 from .conftest import VOCAB_FILES, demo_bytes, gemma_path
 from .helpers import open_variant

@@ -49,7 +49,9 @@ F32 = np.float32
 _CHUNK_ELEMENTS = 1 << 18
 """Elements dequantized per step: the working set stays in the CPU's L2 cache."""
 _QUANTIZE_CHUNK_ELEMENTS = 1 << 16
-"""Elements quantized per step."""
+"""Elements quantized per step by the numpy kernels (their temporaries stay in cache)."""
+_COMPILED_QUANTIZE_CHUNK_ELEMENTS = 1 << 18
+"""Elements quantized per step by the compiled kernels (fewer steps: less Python per element)."""
 
 
 def _compiled_types(direction: int) -> frozenset[GGMLType]:
@@ -318,15 +320,19 @@ def quantize(
 ) -> np.ndarray:
     """Encode a numeric array as the raw bytes of a tensor of ggml type ``t``.
 
-    The bytes are those ggml's ``ggml_quantize_chunk`` writes for the same rows (without an
-    importance matrix that is ggml's reference quantizer ``quantize_row_*_ref`` for most
-    types). Integer types need integer values in range. The array's last axis is the row.
+    The bytes are those ggml's ``ggml_quantize_chunk`` writes for the same rows, which is
+    what ``llama-quantize`` writes: without an importance matrix ggml's reference quantizer
+    ``quantize_row_*_ref`` for most types (IQ4_NL: ggml's ``quantize_iq4_nl``, which searches
+    further than its reference), with one the importance-weighted searches (the K-quants,
+    Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, IQ4_XS; other types ignore it, as ggml does). Integer
+    types need integer values in range. The array's last axis is the row.
 
     Args:
         array: any numeric array (its last dimension a multiple of ``t.block_size``).
         t: one of :data:`~gguf_schema.tensors.QUANTIZE_TYPES` (a :class:`GGMLType`, id or name).
-        imatrix: importance weights, one float32 per column (as llama.cpp's imatrix supplies
-            them), for the types whose ggml quantizer uses them; other types ignore it, as ggml does.
+        imatrix: importance weights, one finite float per column (as llama-quantize derives
+            them from an imatrix file: see :func:`gguf_schema.tools.imatrix.load_imatrix`),
+            for the types whose ggml quantizer uses them; other types ignore it, as ggml does.
         threads: worker threads, as in :func:`dequantize` (the bytes do not depend on it).
         engine: as in :func:`dequantize`, with :data:`COMPILED_QUANTIZE` (F16 from float32
             input only: numpy converts other float widths in one rounding step).
@@ -337,8 +343,10 @@ def quantize(
 
     Raises:
         ValueError: type not quantizable here, row length not a whole number of blocks,
-            integer values out of range, an importance matrix of the wrong length or missing
-            for a type that needs one, or a bad ``threads`` or ``engine``.
+            integer values out of range, NaN or infinity in the input of a block-quantized type
+            (the message names the first such row and column; F32, F16 and BF16 store them),
+            an importance matrix of the wrong length, not finite, or missing for a type that
+            needs one, or a bad ``threads`` or ``engine``.
         TypeError: an argument of the wrong kind.
 
     >>> quantize(np.array([1.0, -2.0], dtype=np.float32), GGMLType.F16).tobytes().hex()
@@ -346,6 +354,12 @@ def quantize(
     >>> raw = quantize(np.full(32, 0.5, dtype=np.float32), "Q4_0")
     >>> raw.shape, dequantize(raw, GGMLType.Q4_0, (32,))[:2].tolist()
     ((1, 18), [0.5, 0.5])
+    >>> x = np.linspace(-1, 1, 512, dtype=np.float32).reshape(2, 256)
+    >>> quantize(x, "Q4_K", imatrix=np.ones(256, np.float32)).shape
+    (2, 144)
+    >>> quantize(np.array([[0.0] * 31 + [np.nan]], np.float32), "Q8_0")
+    Traceback (most recent call last):
+    ValueError: cannot quantize non-finite values to Q8_0: row 0, column 31 is nan (block-quantized types need finite input)
     """
     t = checked_type(t)
     a = np.asarray(array)
@@ -362,26 +376,78 @@ def quantize(
     if not t.quantized:
         return _quantize_plain(rows2d, t, threads, _use_compiled(t, engine, COMPILED_QUANTIZE))
     by_rows = codec.quantize_rows is not None and (weights is not None or codec.quantize is None)
-    if by_rows:
-        if codec.needs_imatrix and weights is None:
-            raise ValueError(f"ggml quantizes {t.name} only with an importance matrix: pass imatrix=")
-        return _quantize_rows(rows2d, t, weights, threads, _use_compiled(t, engine, _COMPILED_ROWS))
-    compiled = _use_compiled(t, engine, _COMPILED_BLOCKS)
-    blocks = np.zeros(n_rows * cols // t.block_size, dtype=block_dtype(t))
-    x = np.ascontiguousarray(rows2d, dtype=F32).reshape(-1, t.block_size)
-    step = max(1, _QUANTIZE_CHUNK_ELEMENTS // t.block_size)
-    quantizer = codec.quantize
+    if by_rows and codec.needs_imatrix and weights is None:
+        raise ValueError(f"ggml quantizes {t.name} only with an importance matrix: pass imatrix=")
+    compiled = _use_compiled(t, engine, _COMPILED_ROWS if by_rows else _COMPILED_BLOCKS)
+    with np.errstate(over="ignore"):  # float64 beyond float32's range: inf, refused below
+        x = np.ascontiguousarray(rows2d, dtype=F32)
+    try:
+        if by_rows:
+            return _quantize_rows(x, t, weights, threads, compiled)
+        return _quantize_blocks(x, t, threads, compiled)
+    except _NotFinite:
+        raise _not_finite_error(x, rows2d, t, a.shape) from None
+
+
+class _NotFinite(Exception):
+    """A chunk of quantizer input holds NaN or an infinity (turned into a ValueError by quantize)."""
+
+
+def _check_finite(x: np.ndarray) -> None:
+    """Raise _NotFinite if the float32 chunk ``x`` holds a NaN or an infinity.
+
+    ggml's quantizers have no defined result for such input (what they write depends on the
+    order of their comparisons), so every block-quantized type refuses it, with either engine.
+    The compiled kernels check each run of their input just before quantizing it; for the
+    numpy kernels this is one more pass over the chunk (in C where the module is built).
+    """
+    if compiled_kernels is not None:
+        if compiled_kernels.first_nonfinite(x) >= 0:
+            raise _NotFinite
+    elif not np.isfinite(x).all():
+        raise _NotFinite
+
+
+def _not_finite_error(
+    x: np.ndarray, original: np.ndarray, t: GGMLType, shape: tuple[int, ...] | None = None
+) -> ValueError:
+    """The ValueError for non-finite input, naming its first bad element."""
+    flat = int(np.flatnonzero(~np.isfinite(x.reshape(-1)))[0])
+    row, col = divmod(flat, x.shape[1])
+    value, source = float(x.reshape(-1)[flat]), float(original.reshape(-1)[flat])
+    what = f"{value}" if not np.isfinite(source) else f"{source!r}, {value} as float32"
+    where = f"row {row}, column {col}"
+    if shape is not None and len(shape) > 2:
+        where = f"element {tuple(int(i) for i in np.unravel_index(flat, shape))} ({where} of the rows)"
+    return ValueError(
+        f"cannot quantize non-finite values to {t.name}: {where} is {what} (block-quantized types need finite input)"
+    )
+
+
+def _chunk_elements(compiled: bool) -> int:
+    return _COMPILED_QUANTIZE_CHUNK_ELEMENTS if compiled else _QUANTIZE_CHUNK_ELEMENTS
+
+
+def _quantize_blocks(x: np.ndarray, t: GGMLType, threads: int | None, compiled: bool) -> np.ndarray:
+    """Float32 rows through the codec's block quantizer, in chunks of blocks."""
+    n_rows = len(x)
+    blocks = np.zeros(x.size // t.block_size, dtype=block_dtype(t))
+    xb = x.reshape(-1, t.block_size)
+    step = max(1, _chunk_elements(compiled) // t.block_size)
+    quantizer = CODECS[t].quantize
     assert quantizer is not None
     raw = blocks.view(np.uint8).reshape(len(blocks), -1)
 
     def run(i: int) -> None:
-        if compiled:
-            compiled_kernels.encode(t, x[i : i + step], raw[i : i + step])
+        if compiled:  # the compiled check runs just ahead of the quantizer, in cache
+            if compiled_kernels.encode(t, xb[i : i + step], raw[i : i + step], True) >= 0:
+                raise _NotFinite
             return
+        _check_finite(xb[i : i + step])
         with np.errstate(all="ignore"):
-            quantizer(x[i : i + step], blocks[i : i + step])
+            quantizer(xb[i : i + step], blocks[i : i + step])
 
-    _run_chunks(range(0, len(x), step), run, _thread_count(threads, x.size, compiled))
+    _run_chunks(range(0, len(xb), step), run, _thread_count(threads, xb.size, compiled))
     return raw.reshape(n_rows, -1)
 
 
@@ -389,31 +455,36 @@ def _importance(imatrix: Any, cols: int, t: GGMLType) -> np.ndarray | None:
     """The importance weights as a contiguous float32 array of one weight per column."""
     if imatrix is None:
         return None
-    w = np.ascontiguousarray(imatrix, dtype=F32) if isinstance(imatrix, np.ndarray) else None
-    if w is None:
-        raise TypeError(f"imatrix must be a numpy array of {cols} float32 weights, got {type(imatrix).__name__}")
-    if w.shape != (cols,):
+    if not isinstance(imatrix, np.ndarray) or imatrix.dtype.kind not in "fiu":
+        got = f"a {imatrix.dtype} array" if isinstance(imatrix, np.ndarray) else type(imatrix).__name__
+        raise TypeError(f"imatrix must be a numpy array of {cols} float32 weights, got {got}")
+    if imatrix.shape != (cols,):
         raise ValueError(
-            f"imatrix must hold one weight per column: {cols} for these {t.name} rows, got shape {w.shape}"
+            f"imatrix must hold one weight per column: {cols} for these {t.name} rows, got shape {imatrix.shape}"
         )
+    w = np.ascontiguousarray(imatrix, dtype=F32)
+    if not np.isfinite(w).all():
+        bad = int(np.flatnonzero(~np.isfinite(w))[0])
+        raise ValueError(f"imatrix must be finite: weight {bad} is {w[bad]}")
     return w
 
 
 def _quantize_rows(
-    rows2d: np.ndarray, t: GGMLType, weights: np.ndarray | None, threads: int | None, compiled: bool
+    x: np.ndarray, t: GGMLType, weights: np.ndarray | None, threads: int | None, compiled: bool
 ) -> np.ndarray:
-    """Whole rows through the codec's row quantizer (ggml's ``quantize_<type>``), in chunks of rows."""
-    n_rows, cols = rows2d.shape
-    x = np.ascontiguousarray(rows2d, dtype=F32)
+    """Whole float32 rows through the codec's row quantizer (ggml's ``quantize_<type>``), in chunks of rows."""
+    n_rows, cols = x.shape
     out = np.zeros((n_rows, t.row_nbytes(cols)), dtype=np.uint8)
-    step = max(1, _QUANTIZE_CHUNK_ELEMENTS // max(cols, 1))
+    step = max(1, _chunk_elements(compiled) // max(cols, 1))
     kernel = CODECS[t].quantize_rows
     assert kernel is not None
 
     def run(i: int) -> None:
         if compiled:
-            compiled_kernels.quantize_rows(t, x[i : i + step], out[i : i + step], cols, weights)
+            if compiled_kernels.quantize_rows(t, x[i : i + step], out[i : i + step], cols, weights, True) >= 0:
+                raise _NotFinite
             return
+        _check_finite(x[i : i + step])
         with np.errstate(all="ignore"):
             kernel(x[i : i + step], out[i : i + step], weights)
 

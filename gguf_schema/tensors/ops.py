@@ -370,3 +370,116 @@ def pieces(t: np.ndarray, k: int) -> list[np.ndarray]:
     """Split each row of a (n, m*k) uint8 array into m contiguous (n, k) arrays."""
     v = np.ascontiguousarray(t).view(f"V{k}")
     return [np.ascontiguousarray(v[:, j]).view(np.uint8).reshape(len(t), k) for j in range(v.shape[1])]
+
+
+# ---------------------------------------------------------------------------- searches over columns
+#
+# The quantizers that search for scales (K-quants, the importance paths of the legacy types,
+# IQ4) treat many groups of elements (sub-blocks) at once in a "position-major" array: X[i, g]
+# is element i of group g, so every step of ggml's per-group loop becomes one numpy operation
+# over all groups, and a sum that ggml accumulates element by element is a loop over the rows
+# of X (numpy's own sum adds pairwise, which rounds differently).
+
+
+def columns(x: np.ndarray, n: int) -> np.ndarray:
+    """Groups of ``n`` consecutive elements of ``x`` as the columns of a contiguous (n, groups) array."""
+    return np.ascontiguousarray(x.reshape(-1, n).T)
+
+
+def seq_sum(t: np.ndarray, from_first: bool = False) -> np.ndarray:
+    """Sum over axis 0 in order, one float32 addition at a time: C's ``s = 0; for i: s += t[i]``
+    (or, with ``from_first``, ``s = t[0]; for i >= 1: s += t[i]``). Shape ``t.shape[1:]``."""
+    s = t[0].copy() if from_first else t[0] + F32(0)  # 0.0f + -0.0f is +0.0f, as in C
+    for r in t[1:]:
+        s += r
+    return s
+
+
+def row_seq_sum(a: np.ndarray) -> np.ndarray:
+    """Sum of each row of a (n, k) float32 array in order from 0.0f (an accumulate: never pairwise)."""
+    a = np.array(a, dtype=F32)
+    a[:, 0] += F32(0)
+    return np.cumsum(a, axis=1, dtype=F32)[:, -1]
+
+
+def col_min_max(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """ggml's ``min = max = x[0]; if (x[i] < min) min = x[i]; if (x[i] > max) max = x[i]`` per
+    column of finite values: the exact extremes, a zero extreme with the sign of the column's
+    first zero (the first of equal values stays)."""
+    mn, mx = x.min(axis=0), x.max(axis=0)
+    for ext in (mn, mx):
+        first_zero_sign(x.T, ext)
+    return mn, mx
+
+
+def col_signed_max(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """ggml's ``amax = max = 0; if (|x[i]| > amax) { amax = |x[i]|; max = x[i]; }`` per column:
+    the largest magnitude and the first value that has it (NaNs are never taken; 0, 0 for a
+    column without a non-zero value)."""
+    a = np.abs(x)
+    a[np.isnan(a)] = 0
+    amax = a.max(axis=0)
+    cols = np.arange(x.shape[1])
+    mx = x[(a == amax).argmax(axis=0), cols]
+    mx[amax == 0] = 0
+    return amax, mx
+
+
+def positive_max(x: np.ndarray, axis: int = -1) -> np.ndarray:
+    """ggml's ``max = 0; if (x[i] > max) max = x[i]``: the largest positive value, else +0.0."""
+    return np.where(x > 0, x, F32(0)).max(axis=axis)
+
+
+def ggml_half(v: np.ndarray) -> np.ndarray:
+    """float32 -> float16 as ggml's ``GGML_FP32_TO_FP16`` (round to nearest even; a NaN becomes
+    0x7e00 with its sign), as a float16 array."""
+    v = np.asarray(v, F32)
+    with np.errstate(over="ignore", invalid="ignore"):
+        h = v.astype(np.float16)
+    nan = np.isnan(v)
+    if nan.any():
+        sign = (v.view(np.uint32) >> 16).astype(np.uint16) & np.uint16(0x8000)
+        h = np.where(nan, (sign | np.uint16(0x7E00)).view(np.float16), h)
+    return h
+
+
+def half_round(v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``v`` stored as a ggml half, and read back: (float16 array, float32 array)."""
+    h = ggml_half(v)
+    return h, h.astype(F32)
+
+
+def pack_crumbs(lv: np.ndarray) -> np.ndarray:
+    """256 levels < 4 per row, (n, 256) uint8 -> (n, 64) bytes as Q2_K, Q3_K and TQ2_0 store
+    them: byte 32h + m holds levels 128h + m + 32j at bits 2j (j = 0..3)."""
+    p = pieces(lv, 32)
+    halves = [p[4 * h] | shl(p[4 * h + 1], 2) | shl(p[4 * h + 2], 4) | shl(p[4 * h + 3], 6) for h in (0, 1)]
+    return np.concatenate(halves, axis=1)
+
+
+def quantizer_pair(kernel, t: GGMLType, block_doc: str, row_doc: str):
+    """The two quantizers of a type whose ``kernel(x, blocks, qw)`` quantizes blocks ``x``
+    (n, t.block_size) into zeroed structured blocks, weighing element i by ``qw[:, i]`` (the
+    importance of its column) or, with ``qw`` None, as ggml does without an importance matrix:
+
+    * ``q_<type>(x, blocks)``: the registry's block quantizer;
+    * ``qr_<type>(rows, out, imatrix)``: the row quantizer; block j of every row takes the
+      weights of its columns, ``imatrix[j * block_size:(j + 1) * block_size]``.
+    """
+    size = t.block_size
+
+    def block_quantizer(x, b):
+        with np.errstate(all="ignore"):
+            kernel(x, b, None)
+
+    def row_quantizer(x, out, imatrix):
+        b = out.reshape(-1).view(block_dtype(t))
+        qw = None if imatrix is None else np.broadcast_to(imatrix, x.shape).reshape(-1, size)
+        with np.errstate(all="ignore"):
+            kernel(np.ascontiguousarray(x).reshape(-1, size), b, qw)
+
+    name = t.name.lower()
+    for fn, prefix, doc in ((block_quantizer, "q", block_doc), (row_quantizer, "qr", row_doc)):
+        fn.__name__ = fn.__qualname__ = f"{prefix}_{name}"
+        fn.__doc__ = doc
+    return block_quantizer, row_quantizer

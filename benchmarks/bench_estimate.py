@@ -67,7 +67,7 @@ _ALL_LOG: list[str] = []  # device lines of every load
 
 
 @L.llama_log_callback
-def _log(level: int, text: bytes, user: Any) -> None:  # noqa: ARG001
+def _log(level: int, text: bytes, user: Any) -> None:
     line = text.decode("utf-8", "replace")
     _LOG.append(line)
     if "using device" in line:
@@ -439,7 +439,7 @@ def _device_rows(name: str, s: str, ours: Any, buffers: list[tuple[str, str, flo
             ("weights", "model", sum(g.bytes for g in groups), sum(g.tensors for g in groups)),
             ("KV cache + state", "KV", ours.cache_on(device), 2 * (len(cache) + len(recurrent))),
         ):
-            found = [b for b in buffers if (b[1] == kind or kind == "KV" and b[1] == "RS") and _on_host(b[0]) == host]
+            found = [b for b in buffers if (b[1] == kind or (kind == "KV" and b[1] == "RS")) and _on_host(b[0]) == host]
             theirs = sum(b[2] for b in found)
             slack = n_tensors * ALIGN_SLACK / MIB + 0.005 * max(1, len(found))
             diff = ours_bytes / MIB - theirs

@@ -53,7 +53,7 @@ class _AnonPeak:
         while not self._stop.wait(0.005):
             self.peak = max(self.peak, _status("RssAnon"))
 
-    def __enter__(self) -> "_AnonPeak":
+    def __enter__(self) -> _AnonPeak:
         self._thread.start()
         return self
 
@@ -112,7 +112,7 @@ def same_tensors(a: Path, b: Path) -> tuple[int, int]:
 
     same = n = 0
     with safe_open(str(a), "np") as fa, safe_open(str(b), "np") as fb:
-        for name in fa.keys():
+        for name in fa:
             n += 1
             x, y = fa.get_tensor(name), fb.get_tensor(name)
             same += x.shape == y.shape and np.array_equal(x.view(np.uint32), y.view(np.uint32))
@@ -199,7 +199,7 @@ def write_report(out: Path, model: Path, rows: list, same: tuple[int, int] | Non
                 f"its peak anonymous memory."
             )
     if ratios:
-        lines += ["", "Ratios (ours / peer):", ""] + ratios
+        lines += ["", "Ratios (ours / peer):", "", *ratios]
     base = by[("ours", "f32")]
     lines += [
         "",

@@ -217,7 +217,8 @@ def build_portable_variant(tmp_path):
     cc = (sysconfig.get_config_var("CC") or "cc").split()
     suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
     target = tmp_path / f"_kernels{suffix}"
-    cmd = cc + [
+    cmd = [
+        *cc,
         "-O2",
         "-ffp-contract=off",
         "-fno-trapping-math",

@@ -41,7 +41,7 @@ from .registry import CODECS, QUANTIZE_TYPES
 try:
     from . import _kernels as compiled_kernels
 except ImportError:  # built without a C compiler (or GGUF_SCHEMA_NO_KERNELS=1): numpy does all the work
-    compiled_kernels = None
+    compiled_kernels = None  # type: ignore[assignment]
 
 __all__ = ["COMPILED_DEQUANTIZE", "COMPILED_QUANTIZE", "ENGINES", "dequantize", "quantize"]
 

@@ -142,7 +142,7 @@ def block_dtype(t: GGMLType | int, byte_order: str = "little") -> np.dtype:
         else:
             plain = t.numpy_dtype
             assert plain is not None
-            dt = plain.newbyteorder(order)
+            dt = plain.newbyteorder("<" if order == "<" else ">")
         _DTYPE_CACHE[key] = dt
     return dt
 

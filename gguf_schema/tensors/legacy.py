@@ -148,7 +148,7 @@ def q_q8_1(x, b):
 
 def _row_search_input(x: np.ndarray, imatrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Blocks of 32 position-major, and their weights."""
-    n_rows, n_per_row = x.shape
+    _n_rows, n_per_row = x.shape
     sigma2 = row_seq_sum(x * x) / F32(n_per_row)
     xs = columns(x, 32)
     qw = columns(np.broadcast_to(imatrix, x.shape), 32)

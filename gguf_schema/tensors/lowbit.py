@@ -179,7 +179,7 @@ def _best_fp4(x: np.ndarray, d: np.ndarray) -> np.ndarray:
     """
     a = np.abs(x)
     dd = np.ascontiguousarray(np.broadcast_to(d, x.shape), dtype=F32)
-    err = np.empty((8,) + x.shape, dtype=F32)
+    err = np.empty((8, *x.shape), dtype=F32)
     for k, v in enumerate(KVALUES_MXFP4[:8]):
         np.multiply(dd, F32(v), out=err[k])
         err[k] -= a

@@ -63,7 +63,9 @@ def field(q: np.ndarray, t: GGMLType, name: str) -> np.ndarray:
     key = (t, name)
     vdt = _FIELD_VIEWS.get(key)
     if vdt is None:
-        sub, off = block_dtype(t).fields[name][:2]
+        fields = block_dtype(t).fields
+        assert fields is not None
+        sub, off = fields[name][:2]
         vdt = np.dtype({"names": ["f"], "formats": [f"V{sub.itemsize}"], "offsets": [off], "itemsize": t.type_size})
         _FIELD_VIEWS[key] = vdt
     v = np.ascontiguousarray(q).reshape(-1).view(vdt)["f"]
@@ -136,7 +138,7 @@ def spread(src: np.ndarray, shifts: tuple[int, ...], mask: int) -> np.ndarray:
     src = np.ascontiguousarray(src)
     rows = src.size // k if k else 0
     if k % 8 or rows == 0:  # narrow rows (a few scale bytes): plain byte-wise operations
-        out = np.empty(src.shape[:-1] + (m, k), dtype=np.uint8)
+        out = np.empty((*src.shape[:-1], m, k), dtype=np.uint8)
         for j, s in enumerate(shifts):
             np.bitwise_and(src >> s, mask, out=out[..., j, :])
         return out
@@ -150,7 +152,7 @@ def spread(src: np.ndarray, shifts: tuple[int, ...], mask: int) -> np.ndarray:
     r = np.repeat(src.reshape(rows, k).view(f"V{k}")[:, 0], m).view(np.uint64)
     np.right_shift(r, pattern[:need], out=r)
     np.bitwise_and(r, np.uint64(mask * 0x0101010101010101), out=r)
-    return r.view(np.uint8).reshape(src.shape[:-1] + (m, k))
+    return r.view(np.uint8).reshape((*src.shape[:-1], m, k))
 
 
 _LANE_SHIFTS: dict[tuple[tuple[int, ...], str, int], np.ndarray] = {}
@@ -173,7 +175,7 @@ def lane_fields(w: np.ndarray, shifts: tuple[int, ...], mask: int) -> np.ndarray
     r = np.repeat(w.reshape(-1), m)
     np.right_shift(r, pattern[:need], out=r)
     np.bitwise_and(r, w.dtype.type(mask), out=r)
-    return r.reshape(w.shape + (m,))
+    return r.reshape((*w.shape, m))
 
 
 def nibbles(qs: np.ndarray) -> np.ndarray:
@@ -245,7 +247,7 @@ def kv_levels(qs: np.ndarray, name: str, kvalues: np.ndarray) -> np.ndarray:
     words = pair_table(name, kvalues)[np.ascontiguousarray(qs).view("<u2")]
     lo = words.astype("<u2").view(np.uint8)  # levels of the low nibbles, in byte order
     hi = (words >> np.uint32(16)).astype("<u2").view(np.uint8)
-    lv = np.empty(qs.shape[:-1] + (2, qs.shape[-1]), dtype=np.uint8)
+    lv = np.empty((*qs.shape[:-1], 2, qs.shape[-1]), dtype=np.uint8)
     return rows_into(lv, [lo, hi]).view(np.int8)
 
 
@@ -326,6 +328,7 @@ def row_absmax(x: np.ndarray) -> np.ndarray:
 def signed_max(x: np.ndarray) -> np.ndarray:
     """ggml's ``max``: the first value of largest magnitude of each row (0 if all are 0), (n,)."""
     mx, mn = row_extrema(x)
+    assert mn is not None
     out = np.where(-mn > mx, mn, mx)
     tie = (-mn == mx) & (mx != 0)  # +a and -a both present: the first one wins
     if tie.any():
@@ -360,7 +363,9 @@ def pack_halves(xi: np.ndarray) -> np.ndarray:
 def put(b: np.ndarray, name: str, values: np.ndarray) -> None:
     """Store ``values`` (n, …) into field ``name`` of every block of the structured array ``b``,
     one void item per block (a direct field assignment runs one short loop per block)."""
-    sub, off = b.dtype.fields[name][:2]
+    fields = b.dtype.fields
+    assert fields is not None
+    sub, off = fields[name][:2]
     vdt = np.dtype({"names": ["f"], "formats": [f"V{sub.itemsize}"], "offsets": [off], "itemsize": b.dtype.itemsize})
     src = np.ascontiguousarray(values, dtype=sub.base).reshape(len(b), -1)
     b.view(vdt)["f"] = src.view(f"V{sub.itemsize}").reshape(len(b))

@@ -106,11 +106,14 @@ def _located(data: bytes, fn: Callable[[GGUFFile], Any]) -> Any:
 
 def _value_offset(f: GGUFFile, key: str) -> int:
     fld = f.fields[key]
+    assert fld.offset is not None
     return fld.offset + 8 + len(key.encode()) + 4
 
 
 def _type_offset(f: GGUFFile, key: str) -> int:
-    return f.fields[key].offset + 8 + len(key.encode())
+    offset = f.fields[key].offset
+    assert offset is not None
+    return offset + 8 + len(key.encode())
 
 
 def _name_len(t: Tensor) -> int:

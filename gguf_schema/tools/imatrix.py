@@ -55,7 +55,7 @@ import numpy as np
 from ..errors import GGUFFormatError, GGUFTruncatedError
 from ..format.source import open_source
 from ..format.types import GGMLType
-from ..reader import GGUFFile
+from ..model import GGUFFile, Tensor
 from ..reader import read as gguf_open
 
 __all__ = ["REQUIRED_KEYS", "load_imatrix", "tensor_weights"]
@@ -135,7 +135,7 @@ def _load_gguf(f: GGUFFile) -> dict[str, np.ndarray]:
             f"(llama-quantize requires {', '.join(REQUIRED_KEYS)})",
             path=where,
         )
-    pairs: dict[str, dict[str, object]] = {}
+    pairs: dict[str, dict[str, Tensor]] = {}
     for t in f.tensor_list:
         for suffix in (_SUMS, _COUNTS):
             if t.name.endswith(suffix) and t.name != suffix:
@@ -153,7 +153,7 @@ def _load_gguf(f: GGUFFile) -> dict[str, np.ndarray]:
                 f"{name}{have} has no {name}{lacking}",
                 path=f"{where}: tensor {name}{have!s}",
                 offset=pair[have].info_offset,
-            )  # type: ignore[attr-defined]
+            )
         sums, counts = (_f32_values(pair[s], where) for s in (_SUMS, _COUNTS))
         if counts.size == 0 or sums.size % counts.size:
             raise GGUFFormatError(
@@ -161,7 +161,7 @@ def _load_gguf(f: GGUFFile) -> dict[str, np.ndarray]:
                 path=f"{where}: tensor {name}{_COUNTS}",
                 value=counts.size,
                 offset=pair[_COUNTS].info_offset,
-            )  # type: ignore[attr-defined]
+            )
         per = sums.reshape(counts.size, -1)
         c = counts[:, None]
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -169,7 +169,7 @@ def _load_gguf(f: GGUFFile) -> dict[str, np.ndarray]:
     return out
 
 
-def _f32_values(t, where: str) -> np.ndarray:
+def _f32_values(t: Tensor, where: str) -> np.ndarray:
     """A tensor's values as float32 in native order (it must be F32, as llama.cpp writes them)."""
     if t.type != GGMLType.F32:
         tname = t.type.name if isinstance(t.type, GGMLType) else str(t.type)

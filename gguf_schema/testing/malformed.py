@@ -26,6 +26,7 @@ from typing import Any, Callable
 import numpy as np
 
 from .. import open as gguf_open
+from ..errors import GGUFError
 from ..reader import GGUFFile, Tensor
 from ..format.types import GGMLType, ValueType
 from ..format.values import BoolByte, Field, GGUFArray, make_field
@@ -329,3 +330,223 @@ def malformed_cases() -> list[MalformedCase]:
 
 def _fields(md: dict[str, Any]) -> list[Field]:
     return [make_field(k, v) for k, v in md.items()]
+
+
+# --------------------------------------------------------------------------- edge classes, built to a size
+#
+# Each builder makes one file of a class where ggml's reader and ours part ways, or where a small
+# file can cost a reader far more than its size. ``benchmarks/ggml_diff.py`` builds them large to
+# measure; :func:`ggml_edge_cases` builds them small, with ggml's verdict as the real ggml gives it.
+
+
+def _str(raw: bytes) -> bytes:
+    return _u64(len(raw)) + raw
+
+
+def _head(n_tensors: int, n_kv: int) -> bytes:
+    return b"GGUF" + _u32(3) + _u64(n_tensors) + _u64(n_kv)
+
+
+def _kv(key: bytes, vtype: int, payload: bytes) -> bytes:
+    return _str(key) + _u32(vtype) + payload
+
+
+def big_key_bad_type_file(key_bytes: int) -> bytes:
+    """One metadata key of ``key_bytes`` bytes whose value type is 13 (invalid): an error about it must not carry the key.
+
+    >>> len(big_key_bad_type_file(100))
+    144
+    """
+    return _head(0, 1) + _kv(b"k" * key_bytes, 13, bytes(8))
+
+
+def big_name_bad_dims_file(name_bytes: int) -> bytes:
+    """One tensor info whose name is ``name_bytes`` bytes and whose n_dims is 99.
+
+    >>> len(big_name_bad_dims_file(10))
+    54
+    """
+    return _head(1, 0) + _str(b"t" * name_bytes) + _u32(99) + bytes(8)
+
+
+def many_dims_file(n_dims: int) -> bytes:
+    """One F32 tensor info with ``n_dims`` dimensions of 1 (8 bytes each), then its one element.
+
+    >>> len(many_dims_file(5))
+    100
+    """
+    info = _str(b"t") + _u32(n_dims) + _u64(1) * n_dims + _u32(int(GGMLType.F32)) + _u64(0)
+    body = _head(1, 0) + info
+    return body + bytes(-len(body) % 32) + np.float32(1).tobytes()
+
+
+def nested_empty_arrays_file(count: int) -> bytes:
+    """One key whose value is an array of ``count`` empty UINT8 arrays (12 bytes each).
+
+    >>> len(nested_empty_arrays_file(2))
+    78
+    """
+    inner = _u32(int(ValueType.UINT8)) + _u64(0)
+    return _head(0, 1) + _kv(b"nested", int(ValueType.ARRAY), _u32(int(ValueType.ARRAY)) + _u64(count) + inner * count)
+
+
+def many_keys_file(count: int) -> bytes:
+    """``count`` distinct keys ``k.<i>``, each a UINT8 (a legal file).
+
+    >>> with gguf_open(many_keys_file(3)) as f:
+    ...     list(f.metadata.items())
+    [('k.0', 1), ('k.1', 1), ('k.2', 1)]
+    """
+    value = _u32(int(ValueType.UINT8)) + b"\x01"
+    return _head(0, count) + b"".join(_str(b"k.%d" % i) + value for i in range(count))
+
+
+def many_tensors_file(count: int) -> bytes:
+    """``count`` F32 tensors ``t.<i>`` of one element each, laid out as ggml lays them (a legal file).
+
+    >>> with gguf_open(many_tensors_file(3)) as f:
+    ...     [(t.name, t.stored_offset) for t in f.tensor_list]
+    [('t.0', 0), ('t.1', 32), ('t.2', 64)]
+    """
+    infos = b"".join(_str(b"t.%d" % i) + _u32(1) + _u64(1) + _u32(int(GGMLType.F32)) + _u64(32 * i) for i in range(count))
+    body = _head(count, 0) + infos
+    return body + bytes(-len(body) % 32) + (np.float32(1).tobytes() + bytes(28)) * count
+
+
+def many_empty_strings_file(count: int) -> bytes:
+    """One key whose value is an array of ``count`` empty strings (8 bytes each; a legal file).
+
+    >>> with gguf_open(many_empty_strings_file(2)) as f:
+    ...     f.metadata["strings"]
+    ['', '']
+    """
+    return _head(0, 1) + _kv(b"strings", int(ValueType.ARRAY), _u32(int(ValueType.STRING)) + _u64(count) + _u64(0) * count)
+
+
+def ndims_shift_file(data_bytes: int = 1 << 20) -> bytes:
+    """Three F32 tensors, the first of ``data_bytes`` bytes of 0xff, and n_dims of the second set from 1 to 0.
+
+    A reader that takes the 0 reads the second tensor's dimension as its type and offset, then the
+    second tensor's offset (``data_bytes``) as the length of the third tensor's name: the name runs
+    over the tensor data, and the n_dims after it is 0xffffffff. ggml stops at the type (4 is a
+    removed type); an error message must not carry the megabyte name.
+
+    >>> try:
+    ...     gguf_open(ndims_shift_file(1024))
+    ... except GGUFError:
+    ...     print("refused")
+    refused
+    """
+    tensors = {"big": np.frombuffer(b"\xff" * data_bytes, np.float32), "a": np.ones(4, np.float32), "b": np.ones(4, np.float32)}
+    plain = _save(base_metadata(), tensors)
+    at = _located(plain, lambda f: _dim_offset(f.tensors["a"], 0) - 4)
+    return _patch(plain, at, _u32(0))
+
+
+def name_nul_padded_file(text_len: int, stored_len: int) -> bytes:
+    """One F32 tensor whose stored name is ``text_len`` letters then NULs up to ``stored_len`` bytes.
+
+    ggml caps the stored length (at most 63 bytes, NULs included) before it cuts the name at the NUL.
+
+    >>> name = _located(name_nul_padded_file(3, 67), lambda f: f.tensor_list[0].name)
+    >>> len(name), name.rstrip("\\0")
+    (67, 'xxx')
+    """
+    return _save(base_metadata(), {"x" * text_len + "\0" * (stored_len - text_len): np.zeros(4, np.float32)})
+
+
+def _filler_for(fields: list[Field], tensors: dict[str, Any], fits: Callable[[int], bool]) -> list[Field]:
+    """``fields`` plus a ``demo.filler`` string sized so that ``fits(metadata end)`` holds (tensor infos included)."""
+    for n in range(128):
+        candidate = [*fields, make_field("demo.filler", "f" * n)]
+        end = _located(_save(candidate, tensors), lambda f: f.metadata_end)
+        if fits(end):
+            return candidate
+    raise AssertionError("no filler length fits")  # pragma: no cover - 128 lengths cover every residue
+
+
+def alignment_nul_key_file(value: int, suffix: str = "\0x", value_type: ValueType = ValueType.UINT32, real: int | None = None) -> bytes:
+    """A key ``general.alignment`` + ``suffix`` of ``value``; two F32 tensors of 128 bytes laid out for ALIGNMENT 32.
+
+    ggml finds keys by C-string comparison, so for ggml this key *is* the alignment. ``real``
+    adds the exact key ``general.alignment`` after it (the file is then laid out for ``real``,
+    ggml still takes the first). A filler key puts the end of the tensor infos 1..32 bytes past
+    a multiple of 64, so ALIGNMENT 64 starts the data 32 bytes later than 32 does; 256 bytes
+    after the data keep a shifted data section inside the file.
+
+    >>> _located(alignment_nul_key_file(64), lambda f: (f.alignment, f.data_offset % 64))
+    (32, 32)
+    """
+    tensors = {"a": np.zeros(32, np.float32), "b": np.ones(32, np.float32)}
+    fields = [*_fields(base_metadata()), make_field("general.alignment" + suffix, value, value_type)]
+    fields = _filler_for(fields, tensors, lambda end: 0 < end % 64 <= 32)
+    if real is not None:
+        fields.append(make_field("general.alignment", real, ValueType.UINT32))
+    return _save(fields, tensors) + bytes(256)
+
+
+def _drop_dims(data: bytes, name: str) -> bytes:
+    """``data`` with tensor ``name`` stored with n_dims 0 (its dimensions cut out) and the data section re-padded."""
+    info, ndims_at, end, data_offset, align = _located(data, lambda f: (
+        f.tensors[name], _dim_offset(f.tensors[name], 0) - 4, f.metadata_end, f.data_offset, f.alignment))
+    n = len(info.dims)
+    head = data[:ndims_at] + _u32(0) + data[ndims_at + 4 + 8 * n:end]
+    return head + bytes(-len(head) % align) + data[data_offset:]
+
+
+def ndims_zero_file(ggml_type: GGMLType | str) -> bytes:
+    """One tensor of one block of ``ggml_type``, stored with n_dims 0: ggml reads that as dims [1, 1, 1, 1].
+
+    >>> _located(ndims_zero_file("Q8_0"), lambda f: (f.tensor_list[0].type.name, f.tensor_list[0].dims))
+    ('Q8_0', ())
+    """
+    t = GGMLType.of(ggml_type)
+    md = base_metadata(quantized=t.quantized)
+    return _drop_dims(_save(md, {"w": RawTensor(t, (t.block_size,), np.zeros(t.type_size, np.uint8))}), "w")
+
+
+def zero_bytes_short_file(cut: int = 0) -> bytes:
+    """Two tensors of zero elements, and the file ends ``cut`` bytes after the tensor infos, before the aligned data start.
+
+    >>> data = zero_bytes_short_file()
+    >>> _located(data, lambda f: len(data) == f.metadata_end), len(data) % 32 != 0
+    (True, True)
+    """
+    tensors = {"e": np.zeros((4, 0), np.float32), "f": np.zeros(0, np.float32)}
+    fields = _filler_for(_fields(base_metadata()), tensors, lambda end: end % 32 not in (0, 31))
+    data = _save(fields, tensors)
+    end = _located(data, lambda f: f.metadata_end)
+    if not 0 <= cut < len(data) - end:
+        raise ValueError(f"cut must be in [0, {len(data) - end}), got {cut}")
+    return data[:end + cut]
+
+
+def no_tensors_unpadded_file() -> bytes:
+    """Metadata only (no tensors), and the file ends right after the last key, not at a multiple of ALIGNMENT.
+
+    ggml accepts it and puts the data section at that end, unpadded.
+
+    >>> data = no_tensors_unpadded_file()
+    >>> len(data) % 32 != 0
+    True
+    """
+    fields = _filler_for(_fields(base_metadata()), {}, lambda end: end % 32 != 0)
+    data = _save(fields)
+    return data[:_located(data, lambda f: f.metadata_end)]
+
+
+def zero_elements_huge_dims_file(dims: tuple[int, ...], ggml_type: GGMLType | str = "F32") -> bytes:
+    """A tensor of ``ggml_type`` with stored dimensions ``dims`` (one of them 0: no elements, no bytes), then an F32 tensor.
+
+    >>> _located(zero_elements_huge_dims_file((2**62, 0)), lambda f: f.tensor_list[0].dims)
+    (4611686018427387904, 0)
+    """
+    t = GGMLType.of(ggml_type)
+    if 0 not in dims:
+        raise ValueError(f"dims must hold a 0, got {dims}")
+    plain = _save(base_metadata(quantized=t.quantized), {"z": RawTensor(t, (0,) * len(dims), b""), "after": np.ones(4, np.float32)})
+    ats = _located(plain, lambda f: [_dim_offset(f.tensors["z"], j) for j in range(len(dims))])
+    for at, d in zip(ats, dims):
+        plain = _patch(plain, at, _u64(d))
+    return plain
+

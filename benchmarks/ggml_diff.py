@@ -16,6 +16,7 @@ than we do, and which of our costs exceed the budget (2 s, 300 MB peak RSS, 64 K
     python benchmarks/ggml_diff.py --ggml-lib /path/to/libggml-base.so            # full run (resumable)
     python benchmarks/ggml_diff.py --ggml-lib /path/to/libggml-base.so --quick    # a few hundred mutants
     python benchmarks/ggml_diff.py --ggml-lib ... --resume                        # continue a stopped full run
+    python benchmarks/ggml_diff.py --ggml-lib ... --confirm --no-cases            # re-measure the overruns, one at a time
     python benchmarks/ggml_diff.py --report-only                                  # rewrite the report from the state
     python benchmarks/ggml_diff.py --rebuild benchmarks/results/ggml_diff_disagreements.jsonl 123 out.gguf
 
@@ -222,6 +223,16 @@ def judge(rec: dict[str, Any]) -> None:
     if reads and not reads["same"]:
         kinds.append("ggml reads tensor data elsewhere")
     rec["kinds"] = kinds
+    notes = []
+    if reads and reads["same"] and reads["data_offset"][0] != reads["data_offset"][1]:
+        notes.append("data offsets differ, no tensors (nothing is read there)")
+    if g["verdict"] == "timeout":
+        notes.append("ggml over its time cap (no verdict)")
+    if g["meta"] == "accept" and g["full"] not in (None, "accept"):
+        notes.append(f"ggml: metadata load accepts, full load {g['full']}s")
+    if cv is not None and cv not in ("accept", "reject") and not str(cv).startswith("bug"):
+        notes.append("no profile verdict (" + str(cv).split(" (")[0] + ")")
+    rec["notes"] = notes
     over = []
     for phase, r in (("open", o), ("check", c), ("cli", cli)):
         if not r:
@@ -335,49 +346,24 @@ def _load_records(path: Path) -> list[dict[str, Any]]:
     return out
 
 
-def run(args: argparse.Namespace, state: Path, quick: bool) -> None:
-    seeds = Seeds(state / "seeds", shared=args.shared, with_gemma=not args.no_gemma)
-    seeds.materialize()
-    mutants = enumerate_mutants(seeds, random_count=args.random, rng_seed=args.seed)
-    if quick:
-        mutants = quick_sample(mutants, args.quick_target)
-    if args.limit:
-        mutants = mutants[:args.limit]
-    fp = _fingerprint(mutants)
-    records_path = state / "records.jsonl"
-    meta_path = state / "meta.json"
-    done: set[int] = set()
-    if args.resume and meta_path.is_file():
-        meta = json.loads(meta_path.read_text())
-        if meta.get("fingerprint") != fp:
-            sys.exit(f"the mutants changed since the state in {state} was written (fingerprint {meta.get('fingerprint')} != {fp}); "
-                     "start afresh without --resume")
-        done = {r["id"] for r in _load_records(records_path)}
-        seconds_before = meta.get("seconds", 0.0)
-    else:
-        if records_path.exists():
-            records_path.unlink()
-        seconds_before = 0.0
-    meta = {"fingerprint": fp, "mutants": len(mutants), "quick": quick, "ggml_lib": os.path.realpath(args.ggml_lib),
-            "timeout": args.timeout, "mem_cap": args.mem_cap, "ggml_mem_cap": args.ggml_mem_cap, "jobs": args.jobs,
-            "seed": args.seed, "random": args.random, "seeds": len(seeds.names()), "seconds": seconds_before,
-            "started": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "command": " ".join(sys.argv)}
-    meta_path.write_text(json.dumps(meta, indent=1))
-    todo = [m for m in mutants if m.id not in done]
-    print(f"{len(mutants):,} mutants ({len(done):,} done before), {len(todo):,} to run with {args.jobs} workers; state in {state}", flush=True)
-    cfg = {"state": str(state), "seeds_dir": str(state / "seeds"), "shared": str(args.shared), "ggml_lib": args.ggml_lib,
-           "timeout": args.timeout, "mem_cap": int(args.mem_cap * 2**30), "ggml_mem_cap": int(args.ggml_mem_cap * 2**30),
-           "build_mem_cap": 8 * 2**30}
+def _worker_cfg(args: argparse.Namespace, state: Path) -> dict[str, Any]:
+    return {"state": str(state), "seeds_dir": str(state / "seeds"), "shared": str(args.shared), "ggml_lib": args.ggml_lib,
+            "timeout": args.timeout, "mem_cap": int(args.mem_cap * 2**30), "ggml_mem_cap": int(args.ggml_mem_cap * 2**30),
+            "build_mem_cap": 8 * 2**30}
+
+
+def _execute(todo: list[Mutant], cfg: dict[str, Any], jobs: int, out_path: Path, *, total: int, deadline: float | None = None,
+             on_progress: Any = None) -> int:
+    """Run ``todo`` on ``jobs`` worker processes, appending each record to ``out_path``; return how many ran."""
     t0 = time.perf_counter()
-    deadline = time.time() + args.time_limit if args.time_limit else None
     n = disagree = over = 0
     ctx = multiprocessing.get_context("spawn")
-    with open(records_path, "a") as out, cf.ProcessPoolExecutor(args.jobs, mp_context=ctx, initializer=_init_worker, initargs=(cfg,)) as pool:
+    with open(out_path, "a") as out, cf.ProcessPoolExecutor(jobs, mp_context=ctx, initializer=_init_worker, initargs=(cfg,)) as pool:
         pending: set[cf.Future] = set()
         it = iter(todo)
         stop = False
         while True:
-            while not stop and len(pending) < 2 * args.jobs:
+            while not stop and len(pending) < 2 * jobs:
                 m = next(it, None)
                 if m is None or (deadline and time.time() > deadline):
                     stop = True
@@ -393,18 +379,74 @@ def run(args: argparse.Namespace, state: Path, quick: bool) -> None:
                 n += 1
                 disagree += bool(rec.get("kinds"))
                 over += bool(rec.get("over"))
-                if rec.get("kinds") or rec.get("over"):
-                    if n <= 50 or rec.get("kinds") and "bug" in rec["kinds"]:
-                        print(f"  #{rec['id']} {rec['cls']} {rec.get('seed', '')}: {rec['note'][:70]} -> {rec.get('kinds')} {rec.get('over')}", flush=True)
+                if rec.get("kinds") and "bug" in rec["kinds"]:
+                    print(f"  bug: #{rec['id']} {rec['cls']} {rec.get('seed', '')}: {rec['note'][:70]}", flush=True)
                 if n % 250 == 0:
                     el = time.perf_counter() - t0
-                    print(f"{n + len(done):,}/{len(mutants):,} done, {n / el:.1f}/s, {disagree:,} disagreements, {over:,} over budget", flush=True)
-                    meta["seconds"] = seconds_before + el
-                    meta_path.write_text(json.dumps(meta, indent=1))
+                    print(f"{n:,} of {total:,} run, {n / el:.1f}/s, {disagree:,} disagreements, {over:,} over budget", flush=True)
+                    if on_progress:
+                        on_progress(el)
+    return n
+
+
+def run(args: argparse.Namespace, state: Path, quick: bool) -> None:
+    seeds = Seeds(state / "seeds", shared=args.shared, with_gemma=not args.no_gemma)
+    seeds.materialize()
+    mutants = enumerate_mutants(seeds, random_count=args.random, rng_seed=args.seed)
+    if quick:
+        mutants = quick_sample(mutants, args.quick_target)
+    if args.limit:
+        mutants = mutants[:args.limit]
+    fp = _fingerprint(mutants)
+    records_path = state / "records.jsonl"
+    meta_path = state / "meta.json"
+    done: set[int] = set()
+    started = time.strftime("%Y-%m-%d %H:%M:%S %Z")
+    if args.resume and meta_path.is_file():
+        old = json.loads(meta_path.read_text())
+        if old.get("fingerprint") != fp:
+            sys.exit(f"the mutants changed since the state in {state} was written (fingerprint {old.get('fingerprint')} != {fp}); "
+                     "start afresh without --resume")
+        done = {r["id"] for r in _load_records(records_path)}
+        seconds_before, started = old.get("seconds", 0.0), old.get("started", started)
+    else:
+        for stale in (records_path, state / "confirm.jsonl"):
+            if stale.exists():
+                stale.unlink()
+        seconds_before = 0.0
+    meta = {"fingerprint": fp, "mutants": len(mutants), "quick": quick, "ggml_lib": os.path.realpath(args.ggml_lib),
+            "timeout": args.timeout, "mem_cap": args.mem_cap, "ggml_mem_cap": args.ggml_mem_cap, "jobs": args.jobs,
+            "seed": args.seed, "random": args.random, "seeds": len(seeds.names()), "seconds": seconds_before,
+            "started": started, "command": " ".join(sys.argv)}
+    meta_path.write_text(json.dumps(meta, indent=1))
+    todo = [m for m in mutants if m.id not in done]
+    print(f"{len(mutants):,} mutants ({len(done):,} done before), {len(todo):,} to run with {args.jobs} workers; state in {state}", flush=True)
+
+    def progress(elapsed: float) -> None:
+        meta["seconds"] = seconds_before + elapsed
+        meta_path.write_text(json.dumps(meta, indent=1))
+
+    t0 = time.perf_counter()
+    deadline = time.time() + args.time_limit if args.time_limit else None
+    n = _execute(todo, _worker_cfg(args, state), args.jobs, records_path, total=len(todo), deadline=deadline, on_progress=progress)
     meta["seconds"] = seconds_before + time.perf_counter() - t0
-    meta["finished"] = time.strftime("%Y-%m-%d %H:%M:%S %Z")
+    if n + len(done) >= len(mutants):
+        meta["finished"] = time.strftime("%Y-%m-%d %H:%M:%S %Z")
     meta_path.write_text(json.dumps(meta, indent=1))
     print(f"ran {n:,} mutants in {time.perf_counter() - t0:,.0f} s", flush=True)
+
+
+def confirm(args: argparse.Namespace, state: Path) -> None:
+    """Run every over-budget mutant of the run in ``state`` again, alone (one worker), into ``confirm.jsonl``."""
+    records = _load_records(state / "records.jsonl")
+    todo = [Mutant.from_dict(r) for r in records if r.get("over")]
+    out = state / "confirm.jsonl"
+    if out.exists():
+        out.unlink()
+    print(f"re-measuring {len(todo):,} over-budget mutants with one worker", flush=True)
+    t0 = time.perf_counter()
+    _execute(todo, _worker_cfg(args, state), 1, out, total=len(todo))
+    print(f"done in {time.perf_counter() - t0:,.0f} s", flush=True)
 
 
 # --------------------------------------------------------------------------- the regression cases, checked against the real ggml
@@ -455,7 +497,7 @@ def _fmt_s(x: float | None) -> str:
 def _fmt_b(n: int | None) -> str:
     if n is None:
         return "–"
-    for unit, div in (("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10)):
+    for unit, div in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
         if n >= div:
             return f"{n / div:,.1f} {unit}"
     return f"{n} B"
@@ -509,7 +551,7 @@ def _class_table(records: list[dict[str, Any]]) -> list[str]:
         peak = max([v for v in (mx("open", "peak_mb"), mx("check", "peak_mb"), mx("cli", "peak_mb")) if v is not None] or [0])
         lines.append(f"| `{cls}` | {len(rs):,} | {gv['accept']:,} / {gv['reject']:,} / {gv['crash']:,} / {gv['timeout']:,} | "
                      f"{agree:,} of {len(comparable):,} | {dis:,} | {_fmt_s(mx('open', 's'))} | {_fmt_s(mx('check', 's'))} | "
-                     f"{_fmt_s(mx('cli', 's'))} | {peak:,.0f} MB | {_fmt_b(mx('open', 'msg_len'))} | {_fmt_b(mx('cli', 'printed'))} | "
+                     f"{_fmt_s(mx('cli', 's'))} | {peak:,.0f} MiB | {_fmt_b(mx('open', 'msg_len'))} | {_fmt_b(mx('cli', 'printed'))} | "
                      f"{sum(1 for r in rs if r.get('over')):,} |")
     return lines
 
@@ -553,7 +595,7 @@ def _over_groups(records: list[dict[str, Any]]) -> list[str]:
         worst = max(rs, key=lambda r: (r["open"].get("s", 0) + (r["check"].get("s") or 0) + (r["cli"].get("s") or 0)))
         kinds = collections.Counter(o for r in rs for o in r["over"])
         lines.append(f"| `{cls}` | {len(rs):,} | {', '.join(f'{k} {v:,}' for k, v in kinds.most_common())} | {_fmt_s(mx('open', 's'))} | "
-                     f"{_fmt_s(mx('check', 's'))} | {_fmt_s(mx('cli', 's'))} | {peak:,.0f} MB | {_fmt_b(mx('open', 'msg_len'))} | "
+                     f"{_fmt_s(mx('check', 's'))} | {_fmt_s(mx('cli', 's'))} | {peak:,.0f} MiB | {_fmt_b(mx('open', 'msg_len'))} | "
                      f"{_fmt_b(mx('cli', 'printed'))} | {_example(worst)} |")
     return lines
 
@@ -565,7 +607,7 @@ def _ggml_costs(records: list[dict[str, Any]]) -> list[str]:
              "|---|---|---|---|---|---|---|---|---|"]
     for r in slow:
         lines.append(f"| {_example(r)} | {r['ggml']['meta']} | {_fmt_s(r['ggml']['meta_s'])} | {_fmt_s(r['ggml']['full_s'])} | "
-                     f"{_fmt_s(r['open'].get('s'))} | {_fmt_s(r['check'].get('s'))} | {r['open'].get('peak_mb', 0):,.0f} MB | "
+                     f"{_fmt_s(r['open'].get('s'))} | {_fmt_s(r['check'].get('s'))} | {r['open'].get('peak_mb', 0):,.0f} MiB | "
                      f"{_fmt_b(r['open'].get('msg_len'))} | {_fmt_b(r['cli'].get('printed'))} |")
     return lines
 
@@ -578,7 +620,7 @@ def _gen_table(records: list[dict[str, Any]]) -> list[str]:
         g, o, c, cli = r["ggml"], r["open"], r["check"], r["cli"]
         lines.append(f"| `{r['cls']}` | {_esc(r['note'][:60])} | {_fmt_b(r.get('size'))} | {g['meta']} / {g['full'] or '–'} | "
                      f"{_fmt_s((g['meta_s'] or 0) + (g['full_s'] or 0))} | {_esc(o['outcome'])} | {_fmt_s(o.get('s'))} | "
-                     f"{o.get('peak_mb', 0):,.0f} MB | {_fmt_b(o.get('msg_len'))} | {_esc(_our_says(r))} | {_fmt_s(c.get('s'))} | "
+                     f"{o.get('peak_mb', 0):,.0f} MiB | {_fmt_b(o.get('msg_len'))} | {_esc(_our_says(r))} | {_fmt_s(c.get('s'))} | "
                      f"{_fmt_b(cli.get('printed'))} | {_fmt_s(cli.get('s'))} |")
     return lines
 
@@ -605,11 +647,13 @@ def _summary(records: list[dict[str, Any]], meta: dict[str, Any]) -> list[str]:
     ]
     for k, v in sorted(kinds.items()):
         lines.append(f"| mutants: {k} | {v:,} |")
+    for k, v in sorted(collections.Counter(n for r in rs for n in r.get("notes", [])).items()):
+        lines.append(f"| note: {k} | {v:,} |")
     lines.append(f"| mutants over a budget | {sum(1 for r in rs if r.get('over')):,} |")
     for k, v in sorted(over.items()):
         lines.append(f"| … {k} | {v:,} |")
     if base:
-        lines.append(f"| RSS of a measuring child before it opens (fork of a worker with gguf_schema imported) | {min(base):.0f}–{max(base):.0f} MB |")
+        lines.append(f"| RSS of a measuring child before it opens (fork of a worker with gguf_schema imported) | {min(base):.0f}–{max(base):.0f} MiB |")
     return lines
 
 
@@ -639,7 +683,7 @@ def write_report(args: argparse.Namespace) -> None:
         "this one). On our side, each in its own forked child: `gguf_schema.open` (outcome, wall time, peak RSS = `VmHWM` of",
         "the child, error-message length), the `ggml` validation profile (`gguf_schema.check.validate.check(path, 'ggml')`),",
         "and what `gguf-schema check --profile ggml FILE` prints (its `main()` run in the child with stdout/stderr counted).",
-        f"Budgets: {BUDGET['seconds']:g} s per phase, {BUDGET['peak_mb']:g} MB peak RSS, {BUDGET['printed'] // 1024} KiB printed, "
+        f"Budgets: {BUDGET['seconds']:g} s per phase, {BUDGET['peak_mb']:g} MiB peak RSS, {BUDGET['printed'] // 1024} KiB printed, "
         f"{BUDGET['message'] // 1024} KiB error message. A phase over a budget is an overrun.",
         "",
     ]
@@ -651,8 +695,8 @@ def write_report(args: argparse.Namespace) -> None:
         meta = json.loads(meta_path.read_text())
         records = _load_records(state / "records.jsonl")
         for r in records:
-            if "ggml" in r and "kinds" not in r:
-                judge(r)
+            if "ggml" in r:
+                judge(r)  # judged again: the report follows the current rules
         rs = [r for r in records if "ggml" in r]
         lines += [f"## {title}", "",
                   f"Command: `{_esc(meta.get('command', ''))}`; started {meta.get('started')}, finished {meta.get('finished', '(not finished)')}.",
@@ -667,6 +711,15 @@ def write_report(args: argparse.Namespace) -> None:
                   "elsewhere`: ggml accepts and would read some tensor at another absolute offset than `Tensor.offset`.", ""]
         lines += _disagreement_groups(rs) + [""]
         lines += ["### Budget overruns, grouped", ""] + _over_groups(rs) + [""]
+        confirmed = [r for r in _load_records(state / "confirm.jsonl") if "ggml" in r]
+        if confirmed:
+            for r in confirmed:
+                judge(r)
+            first = {r["id"]: set(r.get("over", [])) for r in rs}
+            same = sum(1 for r in confirmed if set(r.get("over", [])) & first.get(r["id"], set()))
+            lines += ["The same over-budget mutants measured again, one at a time (one worker, nothing else of this harness",
+                      f"running): {same:,} of {len(confirmed):,} are over a budget again.", ""]
+            lines += _over_groups(confirmed) + [""]
         gen = _gen_table(rs)
         if len(gen) > 2:
             lines += ["### The size-built hostile files (classes a–d)", ""] + gen + [""]
@@ -726,6 +779,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--report-only", action="store_true", help="only rewrite the report from the state")
     p.add_argument("--rebuild", nargs=3, metavar=("JSONL", "ID", "OUT"), help="write the file of one reported mutant")
     p.add_argument("--no-cases", action="store_true", help="skip checking the malformed.py cases against ggml")
+    p.add_argument("--confirm", action="store_true", help="re-measure the over-budget mutants of the run, one at a time")
+    p.add_argument("--cases-only", action="store_true", help="only check the malformed.py cases against ggml")
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--timeout", type=float, default=60.0, help="seconds each load (ggml's or ours) may take")
     p.add_argument("--mem-cap", type=float, default=6.0, help="address-space cap of our children, GiB")
@@ -748,9 +803,12 @@ def main(argv: list[str] | None = None) -> int:
             p.error("--ggml-lib PATH is required (a libggml-base.so built from ggml's sources)")
         state = args.quick_state if args.quick else args.state
         state.mkdir(parents=True, exist_ok=True)
-        if not args.no_cases:
+        if not args.no_cases or args.cases_only:
             verify_cases(args, args.state)
-        run(args, state, quick=args.quick)
+        if args.confirm:
+            confirm(args, state)
+        elif not args.cases_only:
+            run(args, state, quick=args.quick)
     write_report(args)
     return 0
 

@@ -6,7 +6,8 @@ For each mutant (:mod:`ggml_mutants`) it records
   full load (:mod:`ggml_reader`; the library is loaded with ctypes from ``--ggml-lib``), and when
   ggml accepts, its data offset and tensor offsets;
 * ours: the outcome of :func:`gguf_schema.open` (ok / the GGUFError class / any other exception,
-  which is a bug), its wall time, peak RSS and error-message length; the verdict of the ``ggml``
+  which is a bug), its wall time, peak RSS and error-message length, then ``nbytes`` and ``data`` of every
+  tensor (a GGUFError is fine, anything else a bug); the verdict of the ``ggml``
   validation profile (:func:`profile_verdict`); and the bytes ``gguf-schema check --profile ggml FILE``
   prints. Each runs in its own forked child under the same time cap as ggml and an address-space cap;
 
@@ -107,6 +108,22 @@ def _memory_error_in(e: BaseException) -> bool:
     return False
 
 
+def _touch(tensors: list[Any], limit: int = 100_000) -> dict[str, Any]:
+    """``nbytes`` and ``data`` of each tensor: a GGUFError is fine (the tensor cannot be read), anything else a bug."""
+    t0 = time.perf_counter()
+    bug = None
+    for t in tensors[:limit]:
+        try:
+            t.nbytes
+            t.data
+        except GGUFError:
+            pass
+        except Exception as e:  # noqa: BLE001 - the point
+            bug = f"{type(e).__name__} from tensor {t.name[:40]!r}: {str(e)[:200]}"
+            break
+    return {"bug": bug, "s": round(time.perf_counter() - t0, 4)}
+
+
 def _ours_open(path: str, layout: dict[str, Any] | None, offsets_path: str | None, cfg: dict[str, Any]) -> dict[str, Any]:
     def fn(emit):
         base = rss_kb()
@@ -126,6 +143,7 @@ def _ours_open(path: str, layout: dict[str, Any] | None, offsets_path: str | Non
         if f is not None:
             with f:
                 tensors = f.tensor_list
+                rec["touch"] = _touch(tensors)
                 rec["layout"] = {"data_offset": f.data_offset, "alignment": f.alignment, "n_tensors": len(tensors),
                                  "n_kv": len(f.fields.records), "metadata_end": f.metadata_end}
                 if layout is not None and offsets_path:
@@ -207,7 +225,8 @@ def judge(rec: dict[str, Any]) -> None:
     g = rec["ggml"]
     o, c, cli = rec["open"], rec.get("check") or {}, rec.get("cli") or {}
     kinds = []
-    if o["outcome"].startswith("bug") or str(c.get("verdict", "")).startswith("bug") or str(cli.get("rc", "")).startswith("bug"):
+    if (o["outcome"].startswith("bug") or (o.get("touch") or {}).get("bug") or str(c.get("verdict", "")).startswith("bug")
+            or str(cli.get("rc", "")).startswith("bug")):
         kinds.append("bug")
     if o["outcome"].startswith("crash") or str(c.get("verdict", "")).startswith("crash"):
         kinds.append("our child crashed")
@@ -568,7 +587,9 @@ def _disagreement_groups(records: list[dict[str, Any]]) -> list[str]:
             elif k == "ggml reads it, open() refuses it":
                 key = (k, f"ggml meta {r['ggml']['meta']}, full {r['ggml']['full']}", _open_says(r))
             elif k in ("bug", "our child crashed"):
-                key = (k, r["ggml"]["verdict"], _open_says(r) + " / check " + str(r["check"].get("verdict"))[:60] + " / cli " + str(r["cli"].get("rc"))[:60])
+                touch = (r["open"].get("touch") or {}).get("bug")
+                key = (k, r["ggml"]["verdict"], (f"Tensor.data: {_NUM.sub('N', touch.split(':', 1)[0] + ':' + touch.split(':', 2)[-1])[:90]}" if touch else
+                                                 _open_says(r) + " / check " + str(r["check"].get("verdict"))[:60] + " / cli " + str(r["cli"].get("rc"))[:60]))
             else:
                 key = (k, normalize_reason(r["ggml"]["reason"]) or r["ggml"]["verdict"], _our_says(r))
             groups[key].append(r)

@@ -23,7 +23,8 @@ ggml-accepted malformed cases) and the real files with their arrays cut to 64 it
 Every mutant has a class (``cls``): the field it mutates (``tensor.n_dims``), ``truncate``,
 ``random``, or ``gen.<x>`` for the size-built files of the hostile-input classes:
 ``gen.a_*`` (a field that shifts the parse of a big file), ``gen.b_*`` (huge values inside an
-error), ``gen.c_*`` (cost per byte), ``gen.d_*`` (where ggml's verdict is subtle).
+error), ``gen.c_*`` (cost per byte), ``gen.d_*`` (where ggml's verdict is subtle, and an element count
+that wraps to 0 in int64, which ggml accepts).
 """
 
 from __future__ import annotations
@@ -68,6 +69,7 @@ BUILDERS: dict[str, Callable[..., bytes]] = {
     "zero_bytes_short_file": malformed.zero_bytes_short_file,
     "no_tensors_unpadded_file": malformed.no_tensors_unpadded_file,
     "zero_elements_huge_dims_file": lambda dims, **kw: malformed.zero_elements_huge_dims_file(tuple(dims), **kw),
+    "wrapped_dims_file": lambda dims, **kw: malformed.wrapped_dims_file(tuple(dims), **kw),
     "nested_array_file": nested_array_file,
 }
 
@@ -435,6 +437,9 @@ def _generated() -> Iterator[tuple[str, list[Any], str]]:
             if t == "Q8_0" and dims[0] % 32:
                 continue
             yield gen("gen.d_zero_elements_huge_dims", "zero_elements_huge_dims_file", f"{t} dims {list(dims)}", dims=list(dims), ggml_type=t)
+    for dims, t in (((4, 2**62), "F32"), ((2**62, 4), "F32"), ((2**32, 2**32), "F32"), ((1, 2**32, 2**32), "F32"), ((16, 2**60), "F32"),
+                    ((32, 2**59), "Q8_0"), ((2**63 - 1, 2**63 - 1), "F32"), ((3, 2**63 - 1), "F32")):
+        yield gen("gen.d_element_count_wraps", "wrapped_dims_file", f"last tensor {t} dims {list(dims)}", dims=list(dims), ggml_type=t)
 
 
 def enumerate_mutants(seeds: Seeds, *, random_count: int, rng_seed: int = 0) -> list[Mutant]:

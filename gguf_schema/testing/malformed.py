@@ -15,6 +15,11 @@ spec-complete ``gpt2`` header and its tensor data, so each case breaks one thing
 {'spec': 'reject', 'ggml': 'accept', 'lenient': 'accept'}
 >>> cases["header_bad_magic"].data[:4]
 b'GGUX'
+
+:func:`ggml_edge_cases` (also as the list ``GGML_EDGE_CASES``, built on first use) holds the classes
+found by ``benchmarks/ggml_diff.py``, the differential harness against ggml's own reader: files where
+the profiles disagree with ggml today, and small files that cost a reader far more than their size.
+Their ``ggml`` verdicts are the real ggml's; no test uses them yet.
 """
 
 from __future__ import annotations
@@ -32,7 +37,12 @@ from ..format.types import GGMLType, ValueType
 from ..format.values import BoolByte, Field, GGUFArray, make_field
 from ..writer import RawTensor, save
 
-__all__ = ["MalformedCase", "malformed_cases", "base_metadata"]
+__all__ = [
+    "MalformedCase", "malformed_cases", "ggml_edge_cases", "base_metadata",
+    "big_key_bad_type_file", "big_name_bad_dims_file", "many_dims_file", "nested_empty_arrays_file", "many_keys_file",
+    "many_tensors_file", "many_empty_strings_file", "ndims_shift_file", "name_nul_padded_file", "alignment_nul_key_file",
+    "ndims_zero_file", "zero_bytes_short_file", "no_tensors_unpadded_file", "zero_elements_huge_dims_file", "wrapped_dims_file",
+]
 
 ACCEPT, REJECT = "accept", "reject"
 
@@ -550,3 +560,89 @@ def zero_elements_huge_dims_file(dims: tuple[int, ...], ggml_type: GGMLType | st
         plain = _patch(plain, at, _u64(d))
     return plain
 
+
+
+def wrapped_dims_file(dims: tuple[int, ...], ggml_type: GGMLType | str = "F32") -> bytes:
+    """An F32 tensor, then last a tensor of ``ggml_type`` with stored dimensions ``dims`` and the bytes of one block.
+
+    With dims whose product wraps to 0 in int64 (``[4, 2**62]``), ggml's element-count check is skipped
+    (it guards on a positive count) and its byte size wraps to 0 too, so the tensor fits any file.
+
+    >>> _located(wrapped_dims_file((4, 2**62)), lambda f: f.tensor_list[-1].dims)
+    (4, 4611686018427387904)
+    """
+    t = GGMLType.of(ggml_type)
+    shape = (1,) * (len(dims) - 1) + (t.block_size,)
+    tensors = {"before": np.ones(4, np.float32), "w": RawTensor(t, shape, np.zeros(t.type_size, np.uint8))}
+    plain = _save(base_metadata(quantized=t.quantized), tensors)
+    ats = _located(plain, lambda f: [_dim_offset(f.tensors["w"], j) for j in range(len(dims))])
+    for at, d in zip(ats, dims):
+        plain = _patch(plain, at, _u64(d))
+    return plain
+
+
+def ggml_edge_cases() -> list[MalformedCase]:
+    """The edge classes of ``benchmarks/ggml_diff.py``, each with the verdict every profile should give.
+
+    ``ggml`` is what ggml's reader does (``gguf_init_from_file``, full load), checked against the real
+    library by ``python benchmarks/ggml_diff.py --cases-only``; where a profile decides otherwise today,
+    the harness's report (``benchmarks/results/ggml_diff.md``) lists it. ``spec`` and ``lenient`` are
+    this table's reading of the spec text and of "the file and its tensors can be read". Files built by
+    hand without ``general.architecture`` fail the spec on that alone (GGUF-E050).
+
+    The cost cases are sized so the cost shows: up to 8 MB, about a second to build them all.
+
+    >>> sorted({c.section for c in GGML_EDGE_CASES})
+    ['data', 'kv', 'tensor']
+    """
+    cases: list[MalformedCase] = []
+
+    def add(name: str, description: str, data: bytes, expected: dict[str, str]) -> None:
+        cases.append(MalformedCase(name, description, data, expected))
+
+    # ---------------------------------------------------------------- where ggml's verdict is subtle
+    add("tensor_name_64_bytes_nul_padded", "a tensor name of 10 letters and 54 NULs: ggml caps the stored length (63) "
+        "before it cuts the name at the first NUL", name_nul_padded_file(10, 64), _verdict(ACCEPT, REJECT, ACCEPT))
+    add("tensor_name_67_bytes_nul_padded", "a tensor name of 3 letters and 64 NULs (67 bytes stored)",
+        name_nul_padded_file(3, 67), _verdict(REJECT, REJECT, ACCEPT))
+    add("kv_alignment_nul_key_3", "a key 'general.alignment\\0x' = 3: ggml finds keys as C strings, so this is its ALIGNMENT",
+        alignment_nul_key_file(3), _verdict(REJECT, REJECT, ACCEPT))
+    add("kv_alignment_nul_key_uint8", "a key 'general.alignment\\0x' stored as UINT8 32: ggml requires its alignment as UINT32",
+        alignment_nul_key_file(32, value_type=ValueType.UINT8), _verdict(REJECT, REJECT, ACCEPT))
+    add("kv_alignment_nul_key_shadows", "'general.alignment\\0x' = 3 before 'general.alignment' = 32: ggml takes the first match",
+        alignment_nul_key_file(3, real=32), _verdict(REJECT, REJECT, ACCEPT))
+    add("kv_alignment_nul_key_64", "a key 'general.alignment\\0x' = 64, data laid out for 32: ggml accepts and reads the data "
+        "section 32 bytes after the offset gguf_schema reads it at", alignment_nul_key_file(64), _verdict(REJECT, ACCEPT, ACCEPT))
+    add("tensor_n_dims_0_q8_0", "a Q8_0 tensor stored with n_dims 0: ggml reads dims [1, 1, 1, 1], one element, not a multiple "
+        "of the block size 32 (the tensor has no byte size)", ndims_zero_file(GGMLType.Q8_0), ALL_REJECT)
+    add("data_zero_byte_tensors_before_aligned_start", "two zero-byte tensors, and the file ends right after the tensor infos, "
+        "before the aligned start of the data section: ggml fails to seek there", zero_bytes_short_file(0), _verdict(ACCEPT, REJECT, ACCEPT))
+    add("data_no_tensors_unpadded", "no tensors, and the file ends right after the metadata, unpadded (as llama.cpp writes "
+        "vocabulary-only files): ggml's data offset is that end", no_tensors_unpadded_file(), ALL_ACCEPT)
+    add("tensor_zero_elements_dims_2_62_by_0", "an F32 tensor of dims [2^62, 0]: no elements, no bytes (ggml skips the "
+        "overflow checks for a zero-element tensor; numpy cannot shape it)", zero_elements_huge_dims_file((2**62, 0)), ALL_ACCEPT)
+    add("tensor_zero_elements_dims_2_32_squared", "an F32 tensor of dims [2^32, 2^32, 0]: no elements, no bytes",
+        zero_elements_huge_dims_file((2**32, 2**32, 0)), ALL_ACCEPT)
+    # ---------------------------------------------------------------- small files that cost far more than their size
+    add("tensor_n_dims_0_misparse", "n_dims of the second of three tensors set from 1 to 0: the third name's length is read "
+        "from the second offset (1 MiB) and the name runs over the tensor data; ggml stops at the type (4, removed)",
+        ndims_shift_file(1 << 20), ALL_REJECT)
+    add("kv_key_1_mib_bad_type", "a key of 1 MiB with value type 13 (no general.architecture)", big_key_bad_type_file(1 << 20), ALL_REJECT)
+    add("tensor_name_1_mib_bad_dims", "a tensor name of 1 MiB with n_dims 99 (no general.architecture)",
+        big_name_bad_dims_file(1 << 20), ALL_REJECT)
+    add("tensor_1m_dims", "one tensor info with 1,000,000 dimensions of 1, 7.6 MiB (no general.architecture): numpy cannot "
+        "shape more than 64", many_dims_file(1_000_000), ALL_REJECT)
+    add("kv_100k_nested_empty_arrays", "an array of 100,000 empty arrays, 1.1 MiB (no general.architecture)",
+        nested_empty_arrays_file(100_000), _verdict(REJECT, REJECT, ACCEPT))
+    add("kv_50k_keys", "50,000 small keys, 0.9 MiB (no general.architecture; legal otherwise; ggml's duplicate-key check "
+        "is quadratic)", many_keys_file(50_000), _verdict(REJECT, ACCEPT, ACCEPT))
+    add("tensor_30k_tensors", "30,000 one-element F32 tensors, 2 MiB (no general.architecture; legal otherwise; ggml's "
+        "duplicate-name check is quadratic)", many_tensors_file(30_000), _verdict(REJECT, ACCEPT, ACCEPT))
+    return cases
+
+
+def __getattr__(name: str) -> Any:
+    if name == "GGML_EDGE_CASES":  # built on first use: a few MB, about a second
+        value = globals()[name] = ggml_edge_cases()
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -443,6 +443,7 @@ def run(args: argparse.Namespace, state: Path, quick: bool) -> None:
 
     def progress(elapsed: float) -> None:
         meta["seconds"] = seconds_before + elapsed
+        meta.setdefault("loadavg", []).append(round(os.getloadavg()[0], 2))
         meta_path.write_text(json.dumps(meta, indent=1))
 
     t0 = time.perf_counter()
@@ -469,6 +470,11 @@ def confirm(args: argparse.Namespace, state: Path) -> None:
 
 
 # --------------------------------------------------------------------------- the regression cases, checked against the real ggml
+
+
+def _as_verdict(ggml: str) -> str:
+    """ggml's verdict as a table verdict: an abort (``crash``) means ggml does not load the file."""
+    return "reject" if ggml == "crash" else ggml
 
 
 def verify_cases(args: argparse.Namespace, state: Path) -> list[dict[str, Any]]:
@@ -499,7 +505,7 @@ def verify_cases(args: argparse.Namespace, state: Path) -> list[dict[str, Any]]:
     with open(state / "cases.jsonl", "w") as fh:
         for r in out:
             fh.write(json.dumps(r) + "\n")
-    bad = [r for r in out if r["ggml"]["verdict"] != r["expected"]["ggml"]]
+    bad = [r for r in out if _as_verdict(r["ggml"]["verdict"]) != r["expected"]["ggml"]]
     print(f"{len(out)} cases checked against ggml: {len(bad)} expected ggml verdicts differ from the real ggml", flush=True)
     for r in bad:
         print(f"  {r['table']} {r['name']}: expected {r['expected']['ggml']}, ggml {r['ggml']['verdict']} ({r['ggml']['reason']})")
@@ -550,6 +556,17 @@ def _esc(s: str) -> str:
     return s.replace("|", "\\|").replace("`", "'").replace("\n", " ")
 
 
+def _max_of(rs: list[dict[str, Any]], phase: str, key: str) -> float | None:
+    """The largest number ``rec[phase][key]`` of the records (None when none has one)."""
+    vals = [r[phase][key] for r in rs if isinstance((r.get(phase) or {}).get(key), (int, float)) and not isinstance(r[phase][key], bool)]
+    return max(vals) if vals else None
+
+
+def _peak_of(rs: list[dict[str, Any]]) -> float:
+    """The highest peak RSS (MiB) of any phase of the records."""
+    return max([v for v in (_max_of(rs, p, "peak_mb") for p in ("open", "check", "cli")) if v is not None] or [0])
+
+
 def _class_table(records: list[dict[str, Any]]) -> list[str]:
     by: dict[str, list[dict[str, Any]]] = collections.defaultdict(list)
     for r in records:
@@ -564,10 +581,9 @@ def _class_table(records: list[dict[str, Any]]) -> list[str]:
         comparable = [r for r in rs if r["check"].get("verdict") in ("accept", "reject") and r["ggml"]["verdict"] in ("accept", "reject", "crash")]
         agree = sum(1 for r in comparable if (r["check"]["verdict"] == "accept") == (r["ggml"]["verdict"] == "accept"))
         dis = sum(1 for r in rs if r.get("kinds"))
-        def mx(phase, key):
-            vals = [r[phase].get(key) for r in rs if isinstance(r.get(phase, {}).get(key), (int, float))]
-            return max(vals) if vals else None
-        peak = max([v for v in (mx("open", "peak_mb"), mx("check", "peak_mb"), mx("cli", "peak_mb")) if v is not None] or [0])
+        def mx(phase: str, key: str, rs: list[dict[str, Any]] = rs) -> Any:
+            return _max_of(rs, phase, key)
+        peak = _peak_of(rs)
         lines.append(f"| `{cls}` | {len(rs):,} | {gv['accept']:,} / {gv['reject']:,} / {gv['crash']:,} / {gv['timeout']:,} | "
                      f"{agree:,} of {len(comparable):,} | {dis:,} | {_fmt_s(mx('open', 's'))} | {_fmt_s(mx('check', 's'))} | "
                      f"{_fmt_s(mx('cli', 's'))} | {peak:,.0f} MiB | {_fmt_b(mx('open', 'msg_len'))} | {_fmt_b(mx('cli', 'printed'))} | "
@@ -609,10 +625,9 @@ def _over_groups(records: list[dict[str, Any]]) -> list[str]:
     lines = ["| class | mutants over | overruns (mutants) | worst open s | worst check s | worst CLI s | worst peak RSS | worst message | worst printed | slowest case |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for cls, rs in sorted(groups.items(), key=lambda kv: -len(kv[1])):
-        def mx(phase, key):
-            vals = [r[phase].get(key) for r in rs if isinstance(r.get(phase, {}).get(key), (int, float))]
-            return max(vals) if vals else None
-        peak = max([v for v in (mx("open", "peak_mb"), mx("check", "peak_mb"), mx("cli", "peak_mb")) if v is not None] or [0])
+        def mx(phase: str, key: str, rs: list[dict[str, Any]] = rs) -> Any:
+            return _max_of(rs, phase, key)
+        peak = _peak_of(rs)
         worst = max(rs, key=lambda r: (r["open"].get("s", 0) + (r["check"].get("s") or 0) + (r["cli"].get("s") or 0)))
         kinds = collections.Counter(o for r in rs for o in r["over"])
         lines.append(f"| `{cls}` | {len(rs):,} | {', '.join(f'{k} {v:,}' for k, v in kinds.most_common())} | {_fmt_s(mx('open', 's'))} | "
@@ -686,7 +701,7 @@ def _cases_section(cases: list[dict[str, Any]]) -> list[str]:
     for r in cases:
         g = r["ggml"]
         differ = [p for p in PROFILES if r["profiles"].get(p) != r["expected"].get(p)]
-        flag = "" if g["verdict"] == r["expected"]["ggml"] else " **(differs)**"
+        flag = "" if _as_verdict(g["verdict"]) == r["expected"]["ggml"] else " **(differs)**"
         lines.append(f"| {r['table']} | `{r['name']}` | {_fmt_b(r['size'])} | {r['expected']['ggml']} | {g['meta']} / {g['full'] or '–'}{flag} | "
                      f"{_esc(g['reason'][:90])} | {', '.join(str(r['profiles'].get(p)) for p in PROFILES)} | {', '.join(differ) or '–'} |")
     return lines
@@ -724,6 +739,12 @@ def write_report(args: argparse.Namespace) -> None:
                   f"Machine: {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}; ggml library "
                   f"`{Path(meta['ggml_lib']).name}`; caps: {meta['timeout']:g} s per load, address space {meta['mem_cap']:g} GiB (ours) / "
                   f"{meta['ggml_mem_cap']:g} GiB (ggml); {meta['seeds']} seed files; random seed {meta['seed']}.", ""]
+        if meta.get("loadavg"):
+            la = meta["loadavg"]
+            lines += [f"1-minute load average during the run (sampled every 250 mutants): median {sorted(la)[len(la) // 2]:.1f}, "
+                      f"max {max(la):.1f} on {os.cpu_count()} CPUs: other work shared the machine, so times are upper bounds.", ""]
+        if meta.get("note"):
+            lines += [meta["note"], ""]
         lines += _summary(records, meta) + [""]
         lines += ["### Per mutant class", ""] + _class_table(records) + [""]
         lines += ["### Disagreements, grouped", "",
@@ -815,10 +836,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--state", type=Path, default=STATE / "full")
     p.add_argument("--quick-state", type=Path, default=STATE / "quick")
     p.add_argument("--output-dir", type=Path, default=RESULTS)
+    p.add_argument("--note", default=None, help="with --report-only: a sentence stored with the run and printed in its report")
     args = p.parse_args(argv)
     if args.rebuild:
         rebuild(args)
         return 0
+    if args.note is not None:
+        meta_path = (args.quick_state if args.quick else args.state) / "meta.json"
+        meta = json.loads(meta_path.read_text())
+        meta["note"] = args.note
+        meta_path.write_text(json.dumps(meta, indent=1))
     if not args.report_only:
         if not args.ggml_lib:
             p.error("--ggml-lib PATH is required (a libggml-base.so built from ggml's sources)")

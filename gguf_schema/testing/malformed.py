@@ -561,7 +561,6 @@ def zero_elements_huge_dims_file(dims: tuple[int, ...], ggml_type: GGMLType | st
     return plain
 
 
-
 def wrapped_dims_file(dims: tuple[int, ...], ggml_type: GGMLType | str = "F32") -> bytes:
     """An F32 tensor, then last a tensor of ``ggml_type`` with stored dimensions ``dims`` and the bytes of one block.
 
@@ -584,15 +583,19 @@ def wrapped_dims_file(dims: tuple[int, ...], ggml_type: GGMLType | str = "F32") 
 def ggml_edge_cases() -> list[MalformedCase]:
     """The edge classes of ``benchmarks/ggml_diff.py``, each with the verdict every profile should give.
 
-    ``ggml`` is what ggml's reader does (``gguf_init_from_file``, full load), checked against the real
-    library by ``python benchmarks/ggml_diff.py --cases-only``; where a profile decides otherwise today,
-    the harness's report (``benchmarks/results/ggml_diff.md``) lists it. ``spec`` and ``lenient`` are
-    this table's reading of the spec text and of "the file and its tensors can be read". Files built by
-    hand without ``general.architecture`` fail the spec on that alone (GGUF-E050).
+    ``ggml`` is what ggml's reader does (``gguf_init_from_file``, full load; an abort counts as a
+    rejection), checked against the real library by ``python benchmarks/ggml_diff.py --cases-only``;
+    the harness's report (``benchmarks/results/ggml_diff.md``) lists where a profile decides otherwise
+    today. ``spec`` and ``lenient`` are this table's reading of the spec text and of "the file and its
+    tensors can be read". Files built by hand without ``general.architecture`` fail the spec on that
+    alone (GGUF-E050).
 
     The cost cases are sized so the cost shows: up to 8 MB, about a second to build them all.
 
-    >>> sorted({c.section for c in GGML_EDGE_CASES})
+    >>> cases = {c.name: c for c in ggml_edge_cases()}
+    >>> cases["tensor_name_67_bytes_nul_padded"].expected
+    {'spec': 'reject', 'ggml': 'reject', 'lenient': 'accept'}
+    >>> sorted({c.section for c in cases.values()})
     ['data', 'kv', 'tensor']
     """
     cases: list[MalformedCase] = []
@@ -623,6 +626,12 @@ def ggml_edge_cases() -> list[MalformedCase]:
         "overflow checks for a zero-element tensor; numpy cannot shape it)", zero_elements_huge_dims_file((2**62, 0)), ALL_ACCEPT)
     add("tensor_zero_elements_dims_2_32_squared", "an F32 tensor of dims [2^32, 2^32, 0]: no elements, no bytes",
         zero_elements_huge_dims_file((2**32, 2**32, 0)), ALL_ACCEPT)
+    add("tensor_element_count_wraps_to_0", "the last tensor is F32 of dims [4, 2^62]: 2^64 elements, which wrap to 0 in "
+        "int64, so ggml skips its element-count check, and its byte size wraps to 0 too: ggml accepts a tensor whose data "
+        "cannot be in any file", wrapped_dims_file((4, 2**62)), _verdict(REJECT, ACCEPT, REJECT))
+    add("tensor_element_count_wraps_full_load_aborts", "the last tensor is Q8_0 of dims [32, 2^59]: the element count wraps "
+        "to 0, the byte size to 2^60; ggml's metadata load accepts, its full load aborts allocating 2^60 bytes (GGML_ASSERT)",
+        wrapped_dims_file((32, 2**59), GGMLType.Q8_0), ALL_REJECT)
     # ---------------------------------------------------------------- small files that cost far more than their size
     add("tensor_n_dims_0_misparse", "n_dims of the second of three tensors set from 1 to 0: the third name's length is read "
         "from the second offset (1 MiB) and the name runs over the tensor data; ggml stops at the type (4, removed)",

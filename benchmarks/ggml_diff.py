@@ -248,7 +248,7 @@ def judge(rec: dict[str, Any]) -> None:
     if g["verdict"] == "timeout":
         notes.append("ggml over its time cap (no verdict)")
     if g["meta"] == "accept" and g["full"] not in (None, "accept"):
-        notes.append(f"ggml: metadata load accepts, full load {g['full']}s")
+        notes.append(f"ggml: metadata load accepts, full load: {g['full']}")
     if cv is not None and cv not in ("accept", "reject") and not str(cv).startswith("bug"):
         notes.append("no profile verdict (" + str(cv).split(" (")[0] + ")")
     rec["notes"] = notes

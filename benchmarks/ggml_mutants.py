@@ -65,6 +65,7 @@ BUILDERS: dict[str, Callable[..., bytes]] = {
     "ndims_shift_file": malformed.ndims_shift_file,
     "name_nul_padded_file": malformed.name_nul_padded_file,
     "alignment_nul_key_file": lambda value_type="UINT32", **kw: malformed.alignment_nul_key_file(value_type=ValueType[value_type], **kw),
+    "alignment_key_renamed_file": malformed.alignment_key_renamed_file,
     "ndims_zero_file": malformed.ndims_zero_file,
     "zero_bytes_short_file": malformed.zero_bytes_short_file,
     "no_tensors_unpadded_file": malformed.no_tensors_unpadded_file,
@@ -426,6 +427,9 @@ def _generated() -> Iterator[tuple[str, list[Any], str]]:
                   value=v, real=real)
     for vt in ("INT32", "UINT64", "UINT8"):
         yield gen("gen.d_alignment_nul_key", "alignment_nul_key_file", f"general.alignment\\0x = 32 as {vt}", value=32, value_type=vt)
+    for v in (1, 8, 64, 128):
+        yield gen("gen.d_alignment_key_renamed", "alignment_key_renamed_file", f"laid out for {v}, key renamed general.alignment\\0x",
+                  value=v)
     for t in ("F32", "F16", "I8", "BF16", "Q4_0", "Q8_0", "Q4_K", "IQ2_XXS", "TQ1_0", "MXFP4"):
         yield gen("gen.d_ndims_zero", "ndims_zero_file", f"n_dims 0, type {t}", ggml_type=t)
     for cut in (0, 1, 7):

@@ -41,7 +41,8 @@ __all__ = [
     "MalformedCase", "malformed_cases", "ggml_edge_cases", "base_metadata",
     "big_key_bad_type_file", "big_name_bad_dims_file", "many_dims_file", "nested_empty_arrays_file", "many_keys_file",
     "many_tensors_file", "many_empty_strings_file", "ndims_shift_file", "name_nul_padded_file", "alignment_nul_key_file",
-    "ndims_zero_file", "zero_bytes_short_file", "no_tensors_unpadded_file", "zero_elements_huge_dims_file", "wrapped_dims_file",
+    "alignment_key_renamed_file", "ndims_zero_file", "zero_bytes_short_file", "no_tensors_unpadded_file",
+    "zero_elements_huge_dims_file", "wrapped_dims_file",
 ]
 
 ACCEPT, REJECT = "accept", "reject"
@@ -495,13 +496,41 @@ def alignment_nul_key_file(value: int, suffix: str = "\0x", value_type: ValueTyp
     return _save(fields, tensors) + bytes(256)
 
 
+def _with_head(data: bytes, head: Callable[[GGUFFile, bytes], bytes]) -> bytes:
+    """``data`` with everything before the padding replaced by ``head(file, old head)``, the data section re-padded
+    to the file's ALIGNMENT after it (tensor offsets stay right)."""
+    old, align, data_offset = _located(data, lambda f: (head(f, data[:f.metadata_end]), f.alignment, f.data_offset))
+    return old + bytes(-len(old) % align) + data[data_offset:]
+
+
+def alignment_key_renamed_file(value: int, suffix: str = "\0x") -> bytes:
+    """Two tensors laid out for ``general.alignment`` = ``value``, then that key renamed ``general.alignment`` + ``suffix``.
+
+    For ggml, which finds keys as C strings, the file is consistent; a reader that compares whole
+    keys lays the data out for the default ALIGNMENT 32 instead.
+
+    >>> _located(alignment_key_renamed_file(1), lambda f: (f.fields.records[-1].key, f.alignment))
+    ('general.alignment\\x00x', 32)
+    """
+    data = _save(base_metadata(), {"a": np.zeros(3, np.float32), "b": np.ones(5, np.float16)}, alignment=value)
+    return _rename_key(data, "general.alignment", ("general.alignment" + suffix).encode())
+
+
 def _drop_dims(data: bytes, name: str) -> bytes:
-    """``data`` with tensor ``name`` stored with n_dims 0 (its dimensions cut out) and the data section re-padded."""
-    info, ndims_at, end, data_offset, align = _located(data, lambda f: (
-        f.tensors[name], _dim_offset(f.tensors[name], 0) - 4, f.metadata_end, f.data_offset, f.alignment))
-    n = len(info.dims)
-    head = data[:ndims_at] + _u32(0) + data[ndims_at + 4 + 8 * n:end]
-    return head + bytes(-len(head) % align) + data[data_offset:]
+    """``data`` with tensor ``name`` stored with n_dims 0 (its dimensions cut out)."""
+    def cut(f: GGUFFile, head: bytes) -> bytes:
+        t = f.tensors[name]
+        at = _dim_offset(t, 0) - 4
+        return head[:at] + _u32(0) + head[at + 4 + 8 * len(t.dims):]
+    return _with_head(data, cut)
+
+
+def _rename_key(data: bytes, key: str, new: bytes) -> bytes:
+    """``data`` with metadata key ``key`` stored as the bytes ``new``."""
+    def rename(f: GGUFFile, head: bytes) -> bytes:
+        at = f.fields[key].offset
+        return head[:at] + _str(new) + head[at + 8 + len(key.encode()):]
+    return _with_head(data, rename)
 
 
 def ndims_zero_file(ggml_type: GGMLType | str) -> bytes:
@@ -616,6 +645,9 @@ def ggml_edge_cases() -> list[MalformedCase]:
         alignment_nul_key_file(3, real=32), _verdict(REJECT, REJECT, ACCEPT))
     add("kv_alignment_nul_key_64", "a key 'general.alignment\\0x' = 64, data laid out for 32: ggml accepts and reads the data "
         "section 32 bytes after the offset gguf_schema reads it at", alignment_nul_key_file(64), _verdict(REJECT, ACCEPT, ACCEPT))
+    add("kv_alignment_key_renamed_1", "tensors laid out for ALIGNMENT 1, the key stored as 'general.alignment\\0x' = 1: ggml "
+        "reads it as its alignment and the file as consistent; for a whole-key lookup ALIGNMENT is 32 and the data runs "
+        "past the end", alignment_key_renamed_file(1), _verdict(REJECT, ACCEPT, REJECT))
     add("tensor_n_dims_0_q8_0", "a Q8_0 tensor stored with n_dims 0: ggml reads dims [1, 1, 1, 1], one element, not a multiple "
         "of the block size 32 (the tensor has no byte size)", ndims_zero_file(GGMLType.Q8_0), ALL_REJECT)
     add("data_zero_byte_tensors_before_aligned_start", "two zero-byte tensors, and the file ends right after the tensor infos, "
@@ -632,6 +664,10 @@ def ggml_edge_cases() -> list[MalformedCase]:
     add("tensor_element_count_wraps_full_load_aborts", "the last tensor is Q8_0 of dims [32, 2^59]: the element count wraps "
         "to 0, the byte size to 2^60; ggml's metadata load accepts, its full load aborts allocating 2^60 bytes (GGML_ASSERT)",
         wrapped_dims_file((32, 2**59), GGMLType.Q8_0), ALL_REJECT)
+    add("tensor_name_invalid_utf8_too_long", "a tensor name of 68 bytes holding the byte 0xff: every profile's finding names "
+        "the tensor, and printing that name to a stdout whose error handler is strict (a UTF-8 locale other than C.UTF-8, "
+        "PYTHONIOENCODING=utf-8) raises UnicodeEncodeError in 'gguf-schema check'",
+        _save(base_metadata(), {"bad\udcffname" + "x" * 60: np.zeros(4, np.float32)}), _verdict(REJECT, REJECT, ACCEPT))
     # ---------------------------------------------------------------- small files that cost far more than their size
     add("tensor_n_dims_0_misparse", "n_dims of the second of three tensors set from 1 to 0: the third name's length is read "
         "from the second offset (1 MiB) and the name runs over the tensor data; ggml stops at the type (4, removed)",

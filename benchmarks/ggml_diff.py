@@ -9,10 +9,13 @@ For each mutant (:mod:`ggml_mutants`) it records
   which is a bug), its wall time, peak RSS and error-message length, then ``nbytes`` and ``data`` of every
   tensor (a GGUFError is fine, anything else a bug); the verdict of the ``ggml``
   validation profile (:func:`profile_verdict`); and the bytes ``gguf-schema check --profile ggml FILE``
-  prints. Each runs in its own forked child under the same time cap as ggml and an address-space cap;
+  prints (its ``main()``, with every subcommand module already imported, writing to a UTF-8 stream
+  with strict errors, as stdout is under a UTF-8 locale other than C.UTF-8). Each runs in its own
+  forked child under the same time cap as ggml and an address-space cap;
 
 then whether the profile agrees with ggml, whether ggml would read tensor data at other offsets
-than we do, and which of our costs exceed the budget (2 s, 300 MB peak RSS, 64 KiB printed).
+than we do, and which of our costs exceed the budget (2 s per phase, 300 MiB peak RSS, 64 KiB
+printed, 64 KiB error message).
 
     python benchmarks/ggml_diff.py --ggml-lib /path/to/libggml-base.so            # full run (resumable)
     python benchmarks/ggml_diff.py --ggml-lib /path/to/libggml-base.so --quick    # a few hundred mutants
@@ -65,8 +68,8 @@ RESULTS = ROOT / "benchmarks" / "results"
 STATE = Path("/tmp/gguf_schema_ggml_diff")
 DEFAULT_LIB = None
 
+#: What one file may cost us: seconds per phase, peak RSS (MiB), bytes printed, bytes of error message.
 BUDGET = {"seconds": 2.0, "peak_mb": 300.0, "printed": 64 * 1024, "message": 64 * 1024}
-MiB = 1 << 20
 
 
 # --------------------------------------------------------------------------- our side
@@ -648,13 +651,15 @@ def _ggml_costs(records: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
-def _gen_table(records: list[dict[str, Any]]) -> list[str]:
-    rs = sorted((r for r in records if r["cls"].startswith("gen.") and "ggml" in r), key=lambda r: r["id"])
-    lines = ["| class | file | size | ggml meta / full | ggml s | open() | open s | peak RSS | message | profile | check s | printed | CLI s |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+def _gen_table(records: list[dict[str, Any]], alone: dict[int, dict[str, Any]]) -> list[str]:
+    """One row per size-built file; a mutant measured again alone (``alone``, by id) shows those figures, marked *."""
+    rs = sorted((alone.get(r["id"], r) for r in records if r["cls"].startswith("gen.") and "ggml" in r), key=lambda r: r["id"])
+    lines = ["| class | file | size | ggml meta / full | ggml s (meta + full) | open() | open s | peak RSS | message | profile | "
+             "check s | printed | CLI s |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rs:
         g, o, c, cli = r["ggml"], r["open"], r["check"], r["cli"]
-        lines.append(f"| `{r['cls']}` | {_esc(r['note'][:60])} | {_fmt_b(r.get('size'))} | {g['meta']} / {g['full'] or '–'} | "
+        mark = " *" if r["id"] in alone else ""
+        lines.append(f"| `{r['cls']}`{mark} | {_esc(r['note'][:60])} | {_fmt_b(r.get('size'))} | {g['meta']} / {g['full'] or '–'} | "
                      f"{_fmt_s((g['meta_s'] or 0) + (g['full_s'] or 0))} | {_esc(o['outcome'])} | {_fmt_s(o.get('s'))} | "
                      f"{o.get('peak_mb', 0):,.0f} MiB | {_fmt_b(o.get('msg_len'))} | {_esc(_our_says(r))} | {_fmt_s(c.get('s'))} | "
                      f"{_fmt_b(cli.get('printed'))} | {_fmt_s(cli.get('s'))} |")
@@ -718,7 +723,8 @@ def write_report(args: argparse.Namespace) -> None:
         "llama.cpp's loader opens a file) and a full load (the data section read too; the `ggml` validation profile models",
         "this one). On our side, each in its own forked child: `gguf_schema.open` (outcome, wall time, peak RSS = `VmHWM` of",
         "the child, error-message length), the `ggml` validation profile (`gguf_schema.check.validate.check(path, 'ggml')`),",
-        "and what `gguf-schema check --profile ggml FILE` prints (its `main()` run in the child with stdout/stderr counted).",
+        "and what `gguf-schema check --profile ggml FILE` prints (its `main()` run in the child, subcommand modules already",
+        "imported, stdout/stderr counted through a UTF-8 stream with strict errors, as under a UTF-8 locale other than C.UTF-8).",
         f"Budgets: {BUDGET['seconds']:g} s per phase, {BUDGET['peak_mb']:g} MiB peak RSS, {BUDGET['printed'] // 1024} KiB printed, "
         f"{BUDGET['message'] // 1024} KiB error message. A phase over a budget is an overrun.",
         "",
@@ -762,9 +768,11 @@ def write_report(args: argparse.Namespace) -> None:
             lines += ["The same over-budget mutants measured again, one at a time (one worker, nothing else of this harness",
                       f"running): {same:,} of {len(confirmed):,} are over a budget again.", ""]
             lines += _over_groups(confirmed) + [""]
-        gen = _gen_table(rs)
+        gen = _gen_table(rs, {r["id"]: r for r in confirmed})
         if len(gen) > 2:
-            lines += ["### The size-built hostile files (classes a–d)", ""] + gen + [""]
+            lines += ["### The size-built hostile files (classes a–d)", "",
+                      "Rows marked * show the measurement made alone (one worker) after the run; the others are from the run.", ""]
+            lines += gen + [""]
         lines += ["### Where ggml itself is slowest", ""] + _ggml_costs(rs) + [""]
         if files:
             kept = [r for r in rs if r.get("kinds") or r.get("over")]

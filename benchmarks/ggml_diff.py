@@ -719,10 +719,11 @@ def write_report(args: argparse.Namespace) -> None:
     lines = ["# ggml's reader against gguf_schema: differential run and the cost of hostile input", ""]
     lines += [
         "`python benchmarks/ggml_diff.py --ggml-lib PATH/libggml-base.so` (full run) and `--quick` (a sample). Every mutant is",
-        "loaded by ggml's own reader through ctypes, twice in separate capped children: metadata only (`no_alloc`, as",
-        "llama.cpp's loader opens a file) and a full load (the data section read too; the `ggml` validation profile models",
+        "loaded by ggml's own reader through ctypes in capped children: metadata only (`no_alloc`, as llama.cpp's loader",
+        "opens a file) and, when that accepts, a full load (the data section read too; the `ggml` validation profile models",
         "this one). On our side, each in its own forked child: `gguf_schema.open` (outcome, wall time, peak RSS = `VmHWM` of",
-        "the child, error-message length), the `ggml` validation profile (`gguf_schema.check.validate.check(path, 'ggml')`),",
+        "the child, error-message length; then `nbytes` and `data` of every tensor, where anything but a `GGUFError` is a",
+        "bug), the `ggml` validation profile (`gguf_schema.check.validate.check(path, 'ggml')`),",
         "and what `gguf-schema check --profile ggml FILE` prints (its `main()` run in the child, subcommand modules already",
         "imported, stdout/stderr counted through a UTF-8 stream with strict errors, as under a UTF-8 locale other than C.UTF-8).",
         f"Budgets: {BUDGET['seconds']:g} s per phase, {BUDGET['peak_mb']:g} MiB peak RSS, {BUDGET['printed'] // 1024} KiB printed, "
@@ -788,7 +789,8 @@ def write_report(args: argparse.Namespace) -> None:
                         fh.write(json.dumps(r) + "\n")
             lines += ["Every such mutant, with the operations that rebuild it from its seed (`ops`; `repro` for seeded random",
                       "mutations): " + ", ".join(f"`benchmarks/results/{n}` ({len(rows):,} lines)" for n, rows in parts.items()) +
-                      ". Rebuild one with `python benchmarks/ggml_diff.py --rebuild FILE ID OUT.gguf`.", ""]
+                      ". Rebuild one with `python benchmarks/ggml_diff.py --rebuild FILE ID OUT.gguf` (ids number the mutants of",
+                      "that run; each line carries its own seed and operations, and `sha256` of the file when it was built whole).", ""]
     cases_path = full_state / "cases.jsonl"
     if cases_path.is_file():
         cases = _load_records(cases_path)

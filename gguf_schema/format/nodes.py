@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 from construct import Adapter, Array, Bytes, Construct, Container, FormatField, ListContainer, evaluate, this
 
-from ..errors import GGUFBuildError, GGUFError, GGUFFormatError, GGUFLimitError, GGUFTruncatedError, shorten
+from ..errors import SHOWN, GGUFBuildError, GGUFError, GGUFFormatError, GGUFLimitError, GGUFTruncatedError
 from .limits import DEFAULT_LIMITS, MAX_SAFE_DEPTH, Limits
 from .source import ByteReader
 from .types import ValueType
@@ -457,8 +457,8 @@ def _peek_name(stream: Any, start: int, context: Any) -> str | None:
         if len(head) != size_t:
             return None
         n = int.from_bytes(head, context._params.get("byte_order", "little"))
-        shown = stream.read(min(n, 64)).decode("utf-8", "surrogateescape")
-        return shorten(shown) if n <= 64 else shorten(shown)[:-1] + f"...' ({n:,} bytes)"
+        text = repr(stream.read(min(n, SHOWN)).decode("utf-8", "surrogateescape"))
+        return text if n <= SHOWN else f"{text[:-1]}...{text[-1]} ({n:,} bytes)"
     except (OSError, ValueError):
         return None
     finally:

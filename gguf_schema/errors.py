@@ -178,8 +178,9 @@ class GGUFValidationError(GGUFFormatError):
         )
 
 
-def _rebuild_validation(reason: str, finding: Any, report: Any, offset: int | None, path: str | None,
-                        value: Any) -> GGUFValidationError:
+def _rebuild_validation(
+    reason: str, finding: Any, report: Any, offset: int | None, path: str | None, value: Any
+) -> GGUFValidationError:
     return GGUFValidationError(reason, finding=finding, report=report, offset=offset, path=path, value=value)
 
 

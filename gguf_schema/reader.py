@@ -114,7 +114,9 @@ def _parse(src: Source, schema_for: SchemaFor, *, limits: Limits | None, lazy: b
             order, version = sniff(bytes(head[:8]))
             # a prefix is parsed without decoding strings (lazy): most of these parses fail, and
             # the one that succeeds is parsed again as asked, below
-            parsed = boundary.parse(schema_for(order, version), ByteReader(head), limits=limits, lazy=lazy or not complete)
+            parsed = boundary.parse(
+                schema_for(order, version), ByteReader(head), limits=limits, lazy=lazy or not complete
+            )
         except GGUFTruncatedError:
             if complete:
                 raise

@@ -93,7 +93,9 @@ _NO_RANGES = (
 T = TypeVar("T")
 
 
-def url_filesystem(url: str, storage_options: Mapping[str, Any] | None = None, *, timeout: float | None = TIMEOUT) -> Any:
+def url_filesystem(
+    url: str, storage_options: Mapping[str, Any] | None = None, *, timeout: float | None = TIMEOUT
+) -> Any:
     """The fsspec filesystem and path for ``url`` (``(fs, path)``), with ``storage_options``.
 
     For HTTP(S) a connect and read ``timeout`` (seconds) is set unless ``storage_options`` give
@@ -115,7 +117,9 @@ def url_filesystem(url: str, storage_options: Mapping[str, Any] | None = None, *
             try:
                 import aiohttp
             except ImportError:
-                raise GGUFDependencyError(f"reading {scheme}:// URLs needs aiohttp: {_INSTALL}", name="aiohttp") from None
+                raise GGUFDependencyError(
+                    f"reading {scheme}:// URLs needs aiohttp: {_INSTALL}", name="aiohttp"
+                ) from None
             client["timeout"] = aiohttp.ClientTimeout(total=None, sock_connect=timeout, sock_read=timeout)
             options["client_kwargs"] = client
     try:
@@ -192,9 +196,7 @@ class RemoteSource(RangeSource):
         if not self._ranges:
             self._note(_NO_RANGES)
         else:
-            self._file = self._retrying(
-                lambda: self._fs.open(self._path, "rb", cache_type="none", size=size), None
-            )
+            self._file = self._retrying(lambda: self._fs.open(self._path, "rb", cache_type="none", size=size), None)
         try:
             super().__init__(size, url, first_read=first_read, cache_bytes=cache_bytes)
         except BaseException:
@@ -317,7 +319,9 @@ def _passing(error: GGUFIOError) -> bool:
 def _as_io_error(e: BaseException, url: str | None, offset: int | None, suffix: str = "") -> GGUFIOError:
     error = _io_error(e, url, offset, suffix)
     return (
-        error if error is not None else GGUFRemoteError(f"reading failed: {_describe(e)}{suffix}", path=url, offset=offset)
+        error
+        if error is not None
+        else GGUFRemoteError(f"reading failed: {_describe(e)}{suffix}", path=url, offset=offset)
     )
 
 
@@ -373,14 +377,18 @@ def _classify(e: BaseException, aiohttp: Any, url: str | None, offset: int | Non
         if status in (404, 410):
             return GGUFFileNotFoundError(f"no file at this URL ({words}){suffix}", **where)
         if status in (401, 403, 407):
-            return GGUFPermissionError(f"access refused ({words}): check the credentials (storage_options){suffix}", **where)
+            return GGUFPermissionError(
+                f"access refused ({words}): check the credentials (storage_options){suffix}", **where
+            )
         return GGUFRemoteError(f"the server answered {words}{suffix}", status=status, **where)
     if isinstance(e, (TimeoutError, asyncio.TimeoutError)):
         return GGUFTimeoutError(f"the server did not answer in time ({_describe(e)}){suffix}", **where)
     if isinstance(e, ConnectionError) or (
         aiohttp is not None and isinstance(e, (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError))
     ):
-        return GGUFConnectionError(f"cannot reach the server, or the connection broke ({_describe(e)}){suffix}", **where)
+        return GGUFConnectionError(
+            f"cannot reach the server, or the connection broke ({_describe(e)}){suffix}", **where
+        )
     if aiohttp is not None and isinstance(e, aiohttp.ClientError):
         return GGUFRemoteError(f"the request failed ({_describe(e)}){suffix}", **where)
     if isinstance(e, FileNotFoundError):

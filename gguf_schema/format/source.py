@@ -499,6 +499,4 @@ def open_source(
             return local(src, stream_name, owned=False)
         except OSError as e:
             raise os_error(e, stream_name) from None
-    raise TypeError(
-        f"cannot read GGUF from a {type(src).__name__}: pass a path, a URL, bytes or a binary file object"
-    )
+    raise TypeError(f"cannot read GGUF from a {type(src).__name__}: pass a path, a URL, bytes or a binary file object")

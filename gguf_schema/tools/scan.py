@@ -207,7 +207,9 @@ def scan(
 _MAGIC = frozenset("*?[")
 
 
-def expand(patterns: Iterable[str | os.PathLike[str]], *, storage_options: Mapping[str, Any] | None = None) -> list[str]:
+def expand(
+    patterns: Iterable[str | os.PathLike[str]], *, storage_options: Mapping[str, Any] | None = None
+) -> list[str]:
     """Paths and URLs from patterns: a local glob (``**`` recurses), a local folder (every
     ``*.gguf`` under it), a URL glob (through fsspec: ``s3://bucket/**/*.gguf``), or a path or
     URL taken as it is. Each pattern's matches are sorted; the first occurrence of a duplicate is kept.

@@ -10,7 +10,8 @@ Each name can be told to misbehave (``server.behave(name, ...)``):
 * ``fail=[503, 503]``: answer these statuses to the next requests, one each, before behaving;
 * ``delay=S``: wait S seconds before answering;
 * ``shrink_to=N, after=K``: after K requests for the name, serve only the first N bytes (the file
-  got shorter while a client had it open).
+  got shorter while a client had it open);
+* ``require=("X-Token", "secret")``: answer 401 to a request without that header.
 
 A name that was never added is a 404.
 """
@@ -36,6 +37,7 @@ class Behaviour:
     delay: float = 0.0
     shrink_to: int | None = None
     after: int = 0
+    require: tuple[str, str] | None = None
     seen: int = 0
 
 
@@ -62,6 +64,7 @@ class FileServer:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True  # headers and body leave at once, not 40 ms apart
 
             def log_message(self, *args: Any) -> None:  # quiet
                 pass
@@ -134,13 +137,13 @@ class FileServer:
     def _answer(self, h: BaseHTTPRequestHandler, head: bool) -> None:
         name = h.path.lstrip("/").split("?", 1)[0]
         wanted = h.headers.get("Range")
-        status, sent = 0, 0
+        # counted before anything is sent: a client that has the answer sees it in the log
+        entry = Entry(h.command, name, wanted, 0, 0)
+        with self._lock:
+            self.log.append(entry)
         try:
             if name not in self.files:
-                status = 404
-                h.send_response(404)
-                h.send_header("Content-Length", "0")
-                h.end_headers()
+                self._empty(h, entry, 404)
                 return
             b = self.behaviour[name]
             with self._lock:
@@ -149,11 +152,10 @@ class FileServer:
                 failing = b.fail.pop(0) if b.fail else None
             if b.delay:
                 time.sleep(b.delay)
+            if failing is None and b.require is not None and h.headers.get(b.require[0]) != b.require[1]:
+                failing = 401
             if failing is not None:
-                status = failing
-                h.send_response(failing)
-                h.send_header("Content-Length", "0")
-                h.end_headers()
+                self._empty(h, entry, failing)
                 return
             size = self._size(name)
             if b.shrink_to is not None and seen > b.after:
@@ -167,17 +169,13 @@ class FileServer:
                 else:  # the last N bytes
                     start = max(0, size - int(m.group(2)))
                 if start >= size:
-                    status = 416
-                    h.send_response(416)
-                    h.send_header("Content-Range", f"bytes */{size}")
-                    h.send_header("Content-Length", "0")
-                    h.end_headers()
+                    self._empty(h, entry, 416, {"Content-Range": f"bytes */{size}"})
                     return
-                status = 206
+                entry.status = 206
                 h.send_response(206)
                 h.send_header("Content-Range", f"bytes {start}-{end - 1}/{size}")
             else:
-                status = 200
+                entry.status = 200
                 h.send_response(200)
             h.send_header("Content-Type", "application/octet-stream")
             h.send_header("Content-Length", str(end - start))
@@ -189,11 +187,17 @@ class FileServer:
             pos = start
             while pos < end:
                 chunk = self._content(name, pos, min(end, pos + 2**20))
+                entry.sent += len(chunk)
                 h.wfile.write(chunk)
                 pos += len(chunk)
-                sent += len(chunk)
         except (BrokenPipeError, ConnectionResetError):
             h.close_connection = True  # the client stopped reading: fine
-        finally:
-            with self._lock:
-                self.log.append(Entry(h.command, name, wanted, status, sent))
+
+    @staticmethod
+    def _empty(h: BaseHTTPRequestHandler, entry: Entry, status: int, headers: dict[str, str] | None = None) -> None:
+        entry.status = status
+        h.send_response(status)
+        for k, v in (headers or {}).items():
+            h.send_header(k, v)
+        h.send_header("Content-Length", "0")
+        h.end_headers()

@@ -177,7 +177,7 @@ class RemoteSource(RangeSource):
             raise ValueError(f"retries must be a non-negative int, got {retries!r}")
         if not backoff >= 0:
             raise ValueError(f"backoff must be a non-negative number of seconds, got {backoff!r}")
-        self.url = url
+        self.url = self.name = url
         self.retries = retries
         self.backoff = backoff
         self._lock = threading.Lock()

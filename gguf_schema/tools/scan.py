@@ -237,9 +237,9 @@ def _url_glob(pattern: str, storage_options: Mapping[str, Any] | None) -> list[s
         found = fs.glob(path)
     except Exception as e:
         error = io_error(e, pattern)
-        if error is None:
-            raise
-        raise error from None
+        if error is not None:
+            raise error from None
+        raise ValueError(f"cannot expand {pattern!r}: {e}") from None
     return sorted(fs.unstrip_protocol(m) for m in found)
 
 

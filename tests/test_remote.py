@@ -150,6 +150,12 @@ def test_generated_files_of_every_variant_open_remotely_as_locally(server, order
             assert np.array_equal(t.dequantize(), u.dequantize())
     with gguf_schema.open(url, strict="ggml" if (order, version) >= ("little", 2) else "lenient", lazy=True) as f:
         assert f.version == version
+    limits = gguf_schema.Limits(max_tensors=3)
+    with pytest.raises(gguf_schema.GGUFLimitError) as remotely:
+        gguf_schema.open(url, limits=limits)
+    with pytest.raises(gguf_schema.GGUFLimitError) as locally:
+        gguf_schema.open(data, limits=limits)
+    assert (remotely.value.offset, remotely.value.reason) == (locally.value.offset, locally.value.reason)
 
 
 def test_gemma_opens_with_its_header_and_two_mib_at_most_in_four_requests(server):
@@ -386,6 +392,19 @@ def test_without_fsspec_a_url_says_which_extra_to_install(monkeypatch):
         gguf_schema.open("https://example.invalid/m.gguf")
     assert isinstance(info.value, ImportError) and info.value.name == "fsspec"
     assert run_cli("info", "https://example.invalid/m.gguf").returncode == 2
+
+
+@pytest.mark.parametrize("url,package", [("hf://org/repo/m.gguf", "huggingface_hub"), ("s3://bucket/m.gguf", "s3fs")])
+def test_a_missing_fsspec_backend_names_its_package(url, package):
+    try:
+        __import__(package)
+    except ImportError:
+        pass
+    else:
+        pytest.skip(f"{package} is installed")
+    with pytest.raises(GGUFDependencyError, match=f"pip install {package}$") as info:
+        gguf_schema.open(url)
+    assert info.value.name == package
 
 
 def test_a_scheme_fsspec_does_not_know_is_a_value_error():

@@ -92,6 +92,18 @@ _NO_RANGES = (
 
 T = TypeVar("T")
 
+#: the package that gives fsspec its backend for a scheme (fsspec itself has http, file, memory ...)
+_BACKENDS = {
+    "hf": "huggingface_hub",
+    "s3": "s3fs",
+    "s3a": "s3fs",
+    "gs": "gcsfs",
+    "gcs": "gcsfs",
+    "az": "adlfs",
+    "abfs": "adlfs",
+    "abfss": "adlfs",
+}
+
 
 def url_filesystem(
     url: str, storage_options: Mapping[str, Any] | None = None, *, timeout: float | None = TIMEOUT
@@ -125,10 +137,14 @@ def url_filesystem(
     try:
         return fsspec.core.url_to_fs(url, **options)
     except ImportError as e:
+        if scheme in ("http", "https"):
+            raise GGUFDependencyError(f"reading {scheme}:// URLs needs aiohttp: {_INSTALL}", name="aiohttp") from None
+        package = _BACKENDS.get(scheme)
         raise GGUFDependencyError(
-            f"reading {scheme}:// URLs needs a package that is not installed ({shorten(str(e), 200)}); "
-            f"for http/https: {_INSTALL}",
-            name=e.name,
+            f"reading {scheme}:// URLs needs fsspec's backend for them: pip install {package}"
+            if package
+            else f"reading {scheme}:// URLs needs a package that is not installed ({shorten(str(e), 200)})",
+            name=package,
         ) from None
     except ValueError as e:
         if scheme not in fsspec.available_protocols():
@@ -362,15 +378,16 @@ def _io_error(e: BaseException, url: str | None, offset: int | None, suffix: str
     if isinstance(e, GGUFIOError):
         return e
     aiohttp = sys.modules.get("aiohttp")  # its errors can only come from it once it is imported
-    for inner in reversed(_chain(e)):
-        found = _classify(inner, aiohttp, url, offset, suffix)
-        if found is not None:
-            return found
+    chain = _chain(e)
+    for classify in (_network, _local):  # what the network says first (a DNS failure is an OSError inside)
+        for inner in reversed(chain):
+            found = classify(inner, aiohttp, {"path": url, "offset": offset}, suffix)
+            if found is not None:
+                return found
     return None
 
 
-def _classify(e: BaseException, aiohttp: Any, url: str | None, offset: int | None, suffix: str) -> GGUFIOError | None:
-    where: dict[str, Any] = {"path": url, "offset": offset}
+def _network(e: BaseException, aiohttp: Any, where: dict[str, Any], suffix: str) -> GGUFIOError | None:
     if aiohttp is not None and isinstance(e, aiohttp.ClientResponseError):
         status = int(e.status)
         words = f"HTTP {status}" + (f" {e.message}" if e.message else "")
@@ -391,9 +408,13 @@ def _classify(e: BaseException, aiohttp: Any, url: str | None, offset: int | Non
         )
     if aiohttp is not None and isinstance(e, aiohttp.ClientError):
         return GGUFRemoteError(f"the request failed ({_describe(e)}){suffix}", **where)
+    return None
+
+
+def _local(e: BaseException, aiohttp: Any, where: dict[str, Any], suffix: str) -> GGUFIOError | None:
     if isinstance(e, FileNotFoundError):
         return GGUFFileNotFoundError(f"no such file{suffix}", **where)
     if isinstance(e, OSError):
-        base = os_error(e, url)
+        base = os_error(e, where["path"])
         return type(base)(base.reason + suffix, errno=base.errno, **where)
     return None

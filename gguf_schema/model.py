@@ -233,7 +233,7 @@ class Tensor:
 
     def raw(self) -> memoryview:
         """The tensor's bytes as a read-only memoryview (of the map: no copy; of the fetched bytes for a remote file)."""
-        return memoryview(self.data.reshape(-1).view(np.uint8))  # type: ignore[arg-type]  # ndarray is a buffer
+        return self.data.reshape(-1).view(np.uint8).data
 
     def __repr__(self) -> str:
         return f"Tensor({self.name!r}, {self.type_name}, shape={self.shape}, offset={self.offset})"
@@ -253,10 +253,10 @@ class Fields(Mapping[str, Field]):
         self._reindex()
 
     def _reindex(self) -> None:
-        index: dict[str, int] = {}
-        for i, f in enumerate(self._records):
-            index.setdefault(f.key, i)
-        self._index = index
+        keys = [f.key for f in self._records]
+        # built back to front (in C), so that the first of duplicate keys wins; then in file order
+        first = dict(zip(reversed(keys), range(len(keys) - 1, -1, -1), strict=True))
+        self._index = {k: first[k] for k in dict.fromkeys(keys)}
 
     def __getitem__(self, key: str) -> Field:
         return self._records[self._index[key]]
@@ -274,6 +274,10 @@ class Fields(Mapping[str, Field]):
     def records(self) -> list[Field]:
         """Every stored pair in file order, duplicate keys included (a copy)."""
         return list(self._records)
+
+    def records_at(self, i: int) -> Field:
+        """The pair at index ``i`` of :attr:`records`."""
+        return self._records[i]
 
     def position(self, key: str) -> int | None:
         """The index among :attr:`records` of the first pair with ``key``, or None."""
@@ -415,7 +419,9 @@ class GGUFFile:
 
     @property
     def alignment(self) -> int:
-        return alignment_of(self.fields.records)
+        """ALIGNMENT as the fields say now (``general.alignment``, or 32)."""
+        i = self.fields.position("general.alignment")
+        return alignment_of([] if i is None else [self.fields.records_at(i)])
 
     @property
     def tensor_list(self) -> list[Tensor]:

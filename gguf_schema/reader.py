@@ -144,7 +144,10 @@ def _parse(src: Source, schema_for: SchemaFor, *, limits: Limits | None, lazy: b
                 f"could not read past {len(head):,} bytes of {src.size:,}", offset=len(head), path=src.name
             )
     kvs, infos = parsed.header.metadata_kv, parsed.tensor_infos
-    fields = [Field(kv.key, kv.value_type, kv.value, at) for kv, at in zip(kvs, kvs.offsets, strict=True)]
+    fields = [
+        kv if isinstance(kv, Field) else Field(kv.key, kv.value_type, kv.value, at)
+        for kv, at in zip(kvs, kvs.offsets, strict=True)
+    ]
     data_offset = parsed.tensor_data.offset
     tensors = [
         Tensor(

@@ -458,7 +458,7 @@ def _converted(data: np.ndarray, t: GGMLType, src_order: str, dst_order: str) ->
     raw = np.ascontiguousarray(data).reshape(-1).view(np.uint8)
     swap = src_order != dst_order and (t.type_size > 1 if t.quantized else t.numpy_dtype.itemsize > 1)  # type: ignore[union-attr]
     step = CHUNK - CHUNK % (t.type_size if t.quantized else t.numpy_dtype.itemsize)  # type: ignore[union-attr]
-    mv = memoryview(raw)  # type: ignore[arg-type]  # ndarray is a buffer
+    mv = raw.data
     for a in range(0, raw.size, step):
         yield byteswap(raw[a : a + step], t, src_order, dst_order) if swap else mv[a : a + step]
 

@@ -13,8 +13,8 @@ import json
 import numpy as np
 import pytest
 
-from gguf_schema.tensors import COMPILED_DEQUANTIZE, COMPILED_QUANTIZE, QUANTIZE_TYPES, dequantize, quantize
 from gguf_schema.format.types import GGMLType
+from gguf_schema.tensors import COMPILED_DEQUANTIZE, COMPILED_QUANTIZE, QUANTIZE_TYPES, dequantize, quantize
 
 from .conftest import SHARED
 
@@ -30,8 +30,9 @@ def golden(name: str) -> dict[str, np.ndarray]:
 
 
 def engines(types: list[str], compiled: frozenset[GGMLType]) -> list:
-    return ([pytest.param(t, "numpy", id=f"{t}-numpy") for t in types]
-            + [pytest.param(t, "compiled", id=f"{t}-compiled") for t in types if GGMLType[t] in compiled])
+    return [pytest.param(t, "numpy", id=f"{t}-numpy") for t in types] + [
+        pytest.param(t, "compiled", id=f"{t}-compiled") for t in types if GGMLType[t] in compiled
+    ]
 
 
 TYPES = sorted(MANIFEST) or ["Q8_0"]
@@ -61,7 +62,9 @@ def test_dequantize_gives_ggmls_floats(name, engine):
         if deq not in g:  # deq was decoded from q_ref where there is no q
             continue
         got = dequantize(g[q], t, g["x"].shape, engine=engine)
-        assert np.array_equal(bits(got), bits(g[deq])), f"{name} {q}: rows differ: {np.flatnonzero((bits(got) != bits(g[deq])).any(1))}"
+        assert np.array_equal(bits(got), bits(g[deq])), (
+            f"{name} {q}: rows differ: {np.flatnonzero((bits(got) != bits(g[deq])).any(1))}"
+        )
     if "q" not in g and "q_ref" in g and "deq" in g:
         got = dequantize(g["q_ref"], t, g["x"].shape, engine=engine)
         assert np.array_equal(bits(got), bits(g["deq"]))

@@ -15,10 +15,8 @@ import numpy as np
 import pytest
 
 import gguf_schema
-
-from gguf_schema.tensors import engine
-from gguf_schema.tensors import COMPILED_DEQUANTIZE, COMPILED_QUANTIZE, dequantize, quantize
 from gguf_schema.format.types import GGMLType
+from gguf_schema.tensors import COMPILED_DEQUANTIZE, COMPILED_QUANTIZE, dequantize, engine, quantize
 
 from .helpers import bits
 
@@ -57,17 +55,21 @@ def test_kernels_are_built_where_a_c_compiler_exists():
         GGMLType.IQ4_NL,
         GGMLType.IQ4_XS,
     }
-    assert COMPILED_DEQUANTIZE == expected
-    assert COMPILED_QUANTIZE == expected - {
-        GGMLType.Q2_K,
-        GGMLType.Q3_K,
-        GGMLType.Q4_K,
-        GGMLType.Q5_K,
-        GGMLType.Q6_K,
-        GGMLType.Q8_K,
-        GGMLType.IQ4_NL,
-        GGMLType.IQ4_XS,
-    }
+    assert expected == COMPILED_DEQUANTIZE
+    assert (
+        expected
+        - {
+            GGMLType.Q2_K,
+            GGMLType.Q3_K,
+            GGMLType.Q4_K,
+            GGMLType.Q5_K,
+            GGMLType.Q6_K,
+            GGMLType.Q8_K,
+            GGMLType.IQ4_NL,
+            GGMLType.IQ4_XS,
+        }
+        == COMPILED_QUANTIZE
+    )
     features = engine.compiled_kernels.features()
     assert set(features) == {"sse2", "avx2_copies", "f16c"} and all(isinstance(v, bool) for v in features.values())
 

@@ -11,6 +11,7 @@ import os
 import socket
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -33,7 +34,7 @@ from gguf_schema.format.source import FIRST_READ, is_url
 from gguf_schema.tensors import quantize
 from gguf_schema.tools.split import open_split, split
 
-from .conftest import VOCAB_FILES, demo_bytes, gemma_path
+from .conftest import VOCAB_FILES, gemma_path
 from .helpers import run_cli
 
 fsspec = pytest.importorskip("fsspec")
@@ -82,7 +83,9 @@ def same_file(a: gguf_schema.GGUFFile, b: gguf_schema.GGUFFile, data: bool = Tru
     ]
     if data:
         for x, y in zip(a.tensor_list, b.tensor_list, strict=True):
-            assert x.data.tobytes() == y.data.tobytes() and x.data.dtype == y.data.dtype and x.data.shape == y.data.shape
+            assert (
+                x.data.tobytes() == y.data.tobytes() and x.data.dtype == y.data.dtype and x.data.shape == y.data.shape
+            )
 
 
 def typed_file(byte_order: str = "little", version: int = 3, rows: int = 6) -> bytes:
@@ -237,13 +240,13 @@ def test_the_cache_keeps_ranges_up_to_its_bound(server):
     with gguf_schema.open(remote(url, first_read=1024)) as f:
         a, b = f.tensors["f32"], f.tensors["q8_0"]  # 64 KiB and 17 KiB
         server.reset()
-        a.data, b.data, a.data, b.data  # noqa: B018
+        a.data, b.data, a.data, b.data
         assert server.requests() == 2  # each fetched once
         assert a.dequantize(rows=slice(3, 9)).shape == (6, 256) and server.requests() == 2  # rows of a cached range
     with gguf_schema.open(remote(url, first_read=1024, cache_bytes=a.nbytes)) as f:
         a, b = f.tensors["f32"], f.tensors["q8_0"]
         server.reset()
-        a.data, b.data, a.data  # noqa: B018 - b pushed a out of a cache that holds one of them
+        a.data, b.data, a.data
         assert server.requests() == 3
 
 
@@ -255,7 +258,11 @@ def test_a_header_larger_than_the_first_read_grows_by_doubling(server, big_heade
         same_file(f, local)
         assert f.data_offset > 2 * MiB
         ranges = [e.range for e in server.entries() if e.method == "GET"][:3]
-        assert ranges == [f"bytes=0-{2 * MiB - 1}", f"bytes={2 * MiB}-{4 * MiB - 1}", f"bytes={4 * MiB}-{len(data) - 1}"]
+        assert ranges == [
+            f"bytes=0-{2 * MiB - 1}",
+            f"bytes={2 * MiB}-{4 * MiB - 1}",
+            f"bytes={4 * MiB}-{len(data) - 1}",
+        ]
 
 
 # --------------------------------------------------------------------------- split models
@@ -266,7 +273,7 @@ def test_a_split_model_is_found_and_opened_from_the_url_of_its_first_shard(serve
     src.write_bytes(typed_file())
     paths = split(src, str(tmp_path / "m"), max_tensors=3)
     assert len(paths) == 3
-    urls = [server.add(f"split/{os.path.basename(p)}", open(p, "rb").read()) for p in paths]
+    urls = [server.add(f"split/{os.path.basename(p)}", Path(p).read_bytes()) for p in paths]
     for first in (urls[0], urls[0] + "?download=true"):
         with open_split(first) as model, open_split(paths[0]) as local:
             assert [os.path.basename(p.split("?")[0]) for p in model.paths] == [os.path.basename(u) for u in urls]
@@ -370,7 +377,9 @@ def test_a_file_that_shrinks_after_opening_is_a_changed_error(server):
         server.behave("shrinks.gguf", shrink_to=last.offset + 10)
         with pytest.raises(GGUFChangedError) as info:
             last.data
-        assert info.value.path == url and info.value.offset == last.offset + 10 and "changed meanwhile" in str(info.value)
+        assert (
+            info.value.path == url and info.value.offset == last.offset + 10 and "changed meanwhile" in str(info.value)
+        )
     server.behave("shrinks.gguf", shrink_to=100, after=1)  # shorter between the size and the first read
     with pytest.raises(GGUFChangedError, match="shorter than"):
         remote(url, first_read=1024)
@@ -435,8 +444,16 @@ def test_the_commands_read_urls_as_they_read_paths(server, tmp_path):
     local = tmp_path / "typed.gguf"
     local.write_bytes(data)
     url = server.add("cli/typed.gguf", data)
-    for args in (["dump"], ["dump", "--json"], ["tensors"], ["get", "@", "general.name"], ["check", "--profile", "ggml"]):
-        a, b = (run_cli(*[x if x != "@" else p for x in args], *([] if "@" in args else [p])) for p in (url, str(local)))
+    for args in (
+        ["dump"],
+        ["dump", "--json"],
+        ["tensors"],
+        ["get", "@", "general.name"],
+        ["check", "--profile", "ggml"],
+    ):
+        a, b = (
+            run_cli(*[x if x != "@" else p for x in args], *([] if "@" in args else [p])) for p in (url, str(local))
+        )
         assert a.returncode == b.returncode == 0, (args, a)
         assert a.stdout.replace(url.encode(), b"FILE") == b.stdout.replace(str(local).encode(), b"FILE"), args
     info = run_cli("info", url)
@@ -464,7 +481,10 @@ def test_storage_options_on_the_command_line_before_or_after_the_command(server)
     denied = run_cli("get", url, "general.name")
     assert denied.returncode == 2 and b"access refused (HTTP 401" in denied.stderr and url.encode() in denied.stderr
     option = 'headers={"X-Token": "s3cr=t"}'
-    for argv in (["--storage-option", option, "get", url, "general.name"], ["get", url, "general.name", "--storage-option", option]):
+    for argv in (
+        ["--storage-option", option, "get", url, "general.name"],
+        ["get", url, "general.name", "--storage-option", option],
+    ):
         result = run_cli(*argv)
         assert (result.returncode, result.stdout) == (0, b"typed\n")
     bad = run_cli("--storage-option", "novalue", "info", url)

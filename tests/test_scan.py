@@ -39,7 +39,9 @@ def expected(path, f: gguf_schema.GGUFFile) -> ScanRecord:
         type_histogram=dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))),
         vocab_size=len(md["tokenizer.ggml.tokens"]) if "tokenizer.ggml.tokens" in md else None,
         verdicts={p: r.ok for p, r in reports.items()},
-        failed_rules={p: sorted({x.rule for x in r.errors}, key=[x.rule for x in r.errors].index) for p, r in reports.items()},
+        failed_rules={
+            p: sorted({x.rule for x in r.errors}, key=[x.rule for x in r.errors].index) for p, r in reports.items()
+        },
     )
 
 
@@ -59,7 +61,7 @@ def corpus(tmp_path_factory):
 
 
 def test_every_record_says_what_the_file_says(corpus):
-    d, good, broken, absent = corpus
+    _d, good, broken, absent = corpus
     paths = [str(p) for p in (*good, *VOCAB_FILES[:4], broken, absent)]
     records = scan(paths, threads=3)
     assert [r.path for r in records] == paths
@@ -90,7 +92,13 @@ def test_gemma_record(gemma):
     with gguf_schema.open(gemma, lazy=True) as f:
         assert r.parameter_count == sum(t.n_elements for t in f.tensor_list)
         assert r.type_histogram == dict(Counter(t.type_name for t in f.tensor_list).most_common())
-        assert sum(r.type_histogram.values()) == 236 and set(r.type_histogram) == {"F32", "Q5_0", "Q8_0", "Q4_K", "Q6_K"}
+        assert sum(r.type_histogram.values()) == 236 and set(r.type_histogram) == {
+            "F32",
+            "Q5_0",
+            "Q8_0",
+            "Q4_K",
+            "Q6_K",
+        }
     assert r.verdicts == {"ggml": True} and r.data_offset == 6_525_120
 
 
@@ -119,7 +127,7 @@ def test_remote_files_are_scanned_by_their_headers(corpus):
 def test_expand_reads_globs_folders_and_url_globs(corpus, tmp_path):
     d, good, broken, absent = corpus
     assert expand([str(d / "models")]) == sorted(str(p) for p in good)
-    assert expand([str(d / "**" / "*.gguf")]) == [str(broken)] + sorted(str(p) for p in good)
+    assert expand([str(d / "**" / "*.gguf")]) == [str(broken), *sorted(str(p) for p in good)]
     assert expand([str(absent), str(good[0]), str(good[0])]) == [str(absent), str(good[0])]  # kept as given, once
     fsspec = pytest.importorskip("fsspec")
     mem = fsspec.filesystem("memory")
@@ -152,7 +160,7 @@ def test_scan_file_distributes_on_dask(corpus):
     """The documented recipe: a dask.bag over a LocalCluster of worker processes (each imports the package afresh)."""
     db = pytest.importorskip("dask.bag")
     distributed = pytest.importorskip("dask.distributed")
-    d, good, broken, absent = corpus
+    _d, good, broken, absent = corpus
     paths = [str(p) for p in (*good, broken, absent)]
     with (
         distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=True, dashboard_address=None) as cluster,
@@ -166,7 +174,7 @@ def test_scan_file_distributes_on_dask(corpus):
 
 
 def test_scan_command_prints_a_line_per_file_and_fails_on_unreadable_ones(corpus):
-    d, good, broken, absent = corpus
+    d, good, broken, _absent = corpus
     result = run_cli("scan", str(d / "models"), "--profile", "ggml")
     assert result.returncode == 0
     lines = dict(line.split(": ", 1) for line in result.stdout.decode().splitlines())
@@ -186,7 +194,7 @@ def test_scan_command_prints_a_line_per_file_and_fails_on_unreadable_ones(corpus
 
 
 def test_scan_command_json_and_parquet(corpus, tmp_path):
-    d, good, broken, absent = corpus
+    _d, good, broken, absent = corpus
     paths = [str(p) for p in (*good, broken, absent)]
     result = run_cli("scan", *paths, "--json", "--threads", "2")
     assert result.returncode == 2

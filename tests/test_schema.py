@@ -14,7 +14,7 @@ from gguf_schema.format import boundary
 from gguf_schema.format.schema import align_offset, gguf_schema, sniff
 from gguf_schema.format.source import ByteReader
 from gguf_schema.format.types import ValueType
-from gguf_schema.format.values import BoolByte, GGUFArray
+from gguf_schema.format.values import BoolByte, Field, GGUFArray
 from gguf_schema.testing.reference import reference_schema
 
 from .conftest import VOCAB_FILES, demo_bytes
@@ -215,9 +215,9 @@ def test_fast_and_reference_variants_agree_on_real_files(path):
     data = path.read_bytes()
     a, b = _parse_values(data, True), _parse_values(data, False)
     assert len(a.header.metadata_kv) == len(b.header.metadata_kv)
-    for x, y in zip(a.header.metadata_kv, b.header.metadata_kv, strict=False):
-        assert (x.key, x.value_type) == (y.key, y.value_type)
-        assert _same_value(x.value, y.value), x.key
+    for x, y in zip(map(_kv, a.header.metadata_kv), map(_kv, b.header.metadata_kv), strict=True):
+        assert x[:2] == y[:2]
+        assert _same_value(x[2], y[2]), x[0]
     s_fast, s_ref = gguf_schema("little", 3), reference_schema("little", 3)
     assert _build(s_fast, a, data) == _build(s_ref, b, data) == data
 
@@ -226,12 +226,21 @@ def test_fast_and_reference_variants_agree_on_real_files(path):
 def test_fast_and_reference_variants_agree_on_generated_files(order, version):
     data = demo_bytes(order, version)
     a, b = _parse_values(data, True), _parse_values(data, False)
-    for x, y in zip(a.header.metadata_kv, b.header.metadata_kv, strict=False):
-        assert (x.key, x.value_type) == (y.key, y.value_type) and _same_value(x.value, y.value), x.key
+    for x, y in zip(map(_kv, a.header.metadata_kv), map(_kv, b.header.metadata_kv), strict=True):
+        assert x[:2] == y[:2] and _same_value(x[2], y[2]), x[0]
     strip = lambda t: {k: v for k, v in t.items() if k != "_io"}  # noqa: E731
     assert [strip(t) for t in a.tensor_infos] == [strip(t) for t in b.tensor_infos]
     s_fast, s_ref = gguf_schema(order, version), reference_schema(order, version)
     assert _build(s_fast, a, data) == _build(s_ref, b, data) == data
+
+
+def _kv(record) -> tuple:
+    """(key, value type, value) of a parsed pair: a Field (the fast loop) or a container (the declared struct)."""
+    return (
+        (record.key, record.type, record.value)
+        if isinstance(record, Field)
+        else (record.key, record.value_type, record.value)
+    )
 
 
 def _same_value(a, b) -> bool:
@@ -274,8 +283,8 @@ def test_constructs_own_entry_points_read_a_foreign_stream_once():
     assert stream.bytes_read <= len(data) + 1024  # (an in-memory stream is sliced, not read)
     ours = boundary.parse(s, data)
     assert [kv.key for kv in parsed.header.metadata_kv] == [kv.key for kv in ours.header.metadata_kv]
-    tokens = [kv.value for kv in parsed.header.metadata_kv if kv.key == "tokenizer.ggml.tokens"][0]
-    assert tokens.items == [kv.value for kv in ours.header.metadata_kv if kv.key == "tokenizer.ggml.tokens"][0].items
+    tokens = next(kv.value for kv in parsed.header.metadata_kv if kv.key == "tokenizer.ggml.tokens")
+    assert tokens.items == next(kv.value for kv in ours.header.metadata_kv if kv.key == "tokenizer.ggml.tokens").items
     with open(VOCAB_FILES[0], "rb") as fh:  # a real file: mapped once
         assert len(s.gguf_file_t.parse_stream(fh).header.metadata_kv) == len(ours.header.metadata_kv)
 

@@ -59,7 +59,9 @@ def load_spec() -> dict[str, Any]:
     >>> load_spec()["enums"]["gguf_metadata_value_type"]["values"]["FLOAT64"]
     12
     """
-    spec: dict[str, Any] = json.loads(resources.files(__package__).joinpath("spec/gguf.json").read_text(encoding="utf-8"))
+    spec: dict[str, Any] = json.loads(
+        resources.files(__package__).joinpath("spec/gguf.json").read_text(encoding="utf-8")
+    )
     return spec
 
 

@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import GGUFError, GGUFValidationError
+from ..errors import GGUFError, GGUFValidationError, shorten
 from ..format.types import GGML_TYPE_COUNT, FileType, GGMLType, ValueType, tensor_nbytes
 from ..format.values import BoolByte, Field, GGUFArray
 from ..model import GGUFFile, Tensor
@@ -547,7 +547,7 @@ class _Checker:
     def add(self, rule: str, offset: int | None, name: str | None, value: Any, message: str) -> None:
         r = RULES[rule]
         assert self.profile in r.profiles, (rule, self.profile)
-        self.findings.append(Finding(rule, r.severity, offset, name, value, message))
+        self.findings.append(Finding(rule, r.severity, offset, _clip(name), _bounded(value), _clip(message, 400)))
 
     # ---------------------------------------------------------------- offsets of stored items
 
@@ -610,7 +610,7 @@ class _Checker:
                         fld.offset,
                         key,
                         key,
-                        f"key {key!r} is not ASCII lower_snake_case segments separated by '.'",
+                        f"key {shorten(key)} is not ASCII lower_snake_case segments separated by '.'",
                     )
                 if len(raw) > 65535:
                     self.add("GGUF-E021", fld.offset, key, len(raw), f"key of {len(raw)} bytes is longer than 65535")
@@ -621,11 +621,19 @@ class _Checker:
             if key in seen:
                 if self.profile == GGML:
                     self.add(
-                        "GGUF-E023", fld.offset, key, key, f"key {key!r} appears again (first at offset {seen[key]})"
+                        "GGUF-E023",
+                        fld.offset,
+                        key,
+                        key,
+                        f"key {shorten(key)} appears again (first at offset {seen[key]})",
                     )
                 else:
                     self.add(
-                        "GGUF-W004", fld.offset, key, key, f"key {key!r} appears again (first at offset {seen[key]})"
+                        "GGUF-W004",
+                        fld.offset,
+                        key,
+                        key,
+                        f"key {shorten(key)} appears again (first at offset {seen[key]})",
                     )
             else:
                 seen[key] = fld.offset
@@ -721,9 +729,9 @@ class _Checker:
                         t.info_offset,
                         t.name,
                         cut.decode("utf-8", "surrogateescape"),
-                        f"tensor name {cut!r} repeats tensor {seen[cut]!r}"
+                        f"tensor name {shorten(cut)} repeats tensor {shorten(seen[cut])}"
                         if seen[cut] != t.name
-                        else f"tensor name {t.name!r} appears twice",
+                        else f"tensor name {shorten(t.name)} appears twice",
                     )
                 else:
                     seen[cut] = t.name
@@ -739,7 +747,7 @@ class _Checker:
                 if _SURROGATES.search(t.name):
                     self.add("GGUF-E026", t.info_offset, t.name, raw, "tensor name is not valid UTF-8")
                 if raw in seen:
-                    self.add("GGUF-W005", t.info_offset, t.name, t.name, f"tensor name {t.name!r} appears twice")
+                    self.add("GGUF-W005", t.info_offset, t.name, t.name, f"tensor name {shorten(t.name)} appears twice")
                 else:
                     seen[raw] = t.name
             if len(t.dims) > 4:
@@ -909,7 +917,7 @@ class _Checker:
                     self.value_offset(arch_fld),
                     arch_fld.key,
                     arch,
-                    f"architecture {arch!r} is not [a-z0-9]+",
+                    f"architecture {shorten(arch)} is not [a-z0-9]+",
                 )
             elif arch not in known_architectures(spec):
                 self.add(
@@ -917,7 +925,7 @@ class _Checker:
                     self.value_offset(arch_fld),
                     arch_fld.key,
                     arch,
-                    f"architecture {arch!r} is not one the spec names",
+                    f"architecture {shorten(arch)} is not one the spec names",
                 )
         quantized = [t for t in self.f.tensor_list if isinstance(t.type, GGMLType) and t.type.quantized]
         if quantized and "general.quantization_version" not in fields:
@@ -926,7 +934,7 @@ class _Checker:
                 None,
                 "general.quantization_version",
                 None,
-                f"general.quantization_version is missing but tensor {quantized[0].name!r} is {quantized[0].type_name}",
+                f"general.quantization_version is missing but tensor {shorten(quantized[0].name)} is {quantized[0].type_name}",
             )
         types = key_types(spec)
         for fld in fields.records:
@@ -939,7 +947,9 @@ class _Checker:
         if arch is not None:
             for key in required_keys(spec).get(arch, []):
                 if key not in fields:
-                    self.add("GGUF-E054", None, key, None, f"{key} is missing (required for architecture {arch!r})")
+                    self.add(
+                        "GGUF-E054", None, key, None, f"{key} is missing (required for architecture {shorten(arch)})"
+                    )
 
     def tokenizer(self) -> None:
         fields = self.f.fields
@@ -1166,3 +1176,19 @@ def _jsonable(v: Any) -> Any:
     if isinstance(v, (list, tuple)):
         return [_jsonable(x) for x in v]
     return repr(v)
+
+
+def _clip(text: str | None, limit: int = 120) -> str | None:
+    """A name or message cut to ``limit`` characters, its full length said: findings stay small whatever the file holds."""
+    if text is None or len(text) <= limit:
+        return text
+    return f"{text[:limit]}... ({len(text):,} characters)"
+
+
+def _bounded(value: Any) -> Any:
+    """A finding's value kept as is when small; long strings, bytes and sequences as a short description."""
+    if isinstance(value, (str, bytes, bytearray)) and len(value) > 120:
+        return shorten(value, 120)
+    if isinstance(value, (list, tuple)) and len(value) > 16:
+        return shorten(value, 120)
+    return value

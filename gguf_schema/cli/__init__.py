@@ -7,9 +7,9 @@ operations take a progress callback, which the commands supply (:mod:`.progress`
 Exit codes: 0 success, 1 findings or differences, 2 unreadable input or usage error. A closed
 output pipe (``gguf-schema dump f | head``) ends a command quietly.
 
-Modules: :mod:`.commands` (inspect, edit, convert, split, merge, diff, build), :mod:`.check`
-(check, rules, audit-spec), :mod:`.generate` (generate, demo), :mod:`.scan` (scan),
-:mod:`.text_values` (typed values from command-line text), :mod:`.progress` (the progress bar).
+Modules: :mod:`.commands` (inspect, edit, convert, split, merge, diff, build),
+:mod:`.model_commands` (estimate, export), :mod:`.check` (check, rules, audit-spec), :mod:`.generate` (generate, demo),
+:mod:`.scan` (scan), :mod:`.text_values` (typed values from command-line text), :mod:`.progress` (the progress bar).
 
 Remote files: every command that reads a file takes a URL too (``https://``, ``hf://``, ``s3://``
 ...; writing stays local), and ``--storage-option KEY=VALUE`` (repeatable, before or after the
@@ -32,13 +32,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..errors import GGUFError
-from . import check, commands, generate, scan
+from . import check, commands, generate, model_commands, scan
 
 __all__ = ["build_parser", "main", "parse_storage_option"]
 
 #: modules that own subcommands: each has ``register_cli(subparsers)`` adding its parsers,
 #: each parser with ``set_defaults(func=handler)`` where ``handler(args) -> int`` is the exit code.
-COMMAND_MODULES = (generate, commands, check, scan)
+COMMAND_MODULES = (generate, commands, model_commands, check, scan)
 
 _STORAGE_HELP = (
     "option for the fsspec backend of URLs (credentials, endpoints), repeatable: "

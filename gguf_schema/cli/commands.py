@@ -394,18 +394,10 @@ def _cmd_merge(args: argparse.Namespace) -> int:
     return 0
 
 
-def _open_model(path: str, storage_options: Any = None) -> Any:
-    f = gguf_open(path, storage_options=storage_options)
-    if "split.count" in f.fields and f.metadata.get("split.no") == 0 and f.metadata["split.count"] > 1:
-        f.close()
-        return split_mod.open_split(path, storage_options=storage_options)
-    return f
-
-
 def _cmd_diff(args: argparse.Namespace) -> int:
-    a = _open_model(args.a, _storage(args))
+    a = split_mod.open_model(args.a, storage_options=_storage(args))
     try:
-        b = _open_model(args.b, _storage(args))
+        b = split_mod.open_model(args.b, storage_options=_storage(args))
         try:
             total = 0 if args.no_data else sum(t.nbytes for t in a.tensor_list if t.name in b.tensors) * 2
             with Progress(total, "hashing") as bar:

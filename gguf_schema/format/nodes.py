@@ -29,10 +29,10 @@ import numpy as np
 from construct import Adapter, Array, Bytes, Construct, Container, FormatField, ListContainer, evaluate, this
 
 from ..errors import GGUFBuildError, GGUFError, GGUFFormatError, GGUFLimitError, GGUFTruncatedError, shorten
-from .limits import DEFAULT_LIMITS, Limits
+from .limits import DEFAULT_LIMITS, MAX_SAFE_DEPTH, Limits
 from .source import ByteReader
 from .types import ValueType
-from .values import BoolByte, GGUFArray, LazyStrings
+from .values import BoolByte, Field, GGUFArray, LazyStrings
 
 __all__ = [
     "AlignmentPadding",
@@ -42,10 +42,13 @@ __all__ = [
     "DataSection",
     "FloatValue",
     "IndexedArray",
+    "KeyValueArray",
     "Number",
+    "RecordArray",
     "StringBytes",
     "StringValue",
     "TensorData",
+    "TensorInfoArray",
     "ValueTypeField",
     "limits_of",
     "min_value_size",
@@ -224,6 +227,198 @@ class IndexedArray(Array):
         return obj
 
 
+class _Slow(Exception):
+    """Raised inside a fast record loop: this record needs the declared struct (which names the failure)."""
+
+
+class RecordArray(IndexedArray):
+    """An array of the spec's records read in one loop: the metadata pairs or the tensor infos.
+
+    The records are those the declared struct (``subcon``) describes; this node reads them
+    without construct's per-field calls, which cost tens of microseconds a record (a legal file of
+    800,000 keys). It checks what the struct checks (lengths against the bytes left and the
+    limits); a record it cannot read is read again through the struct, which raises the exact
+    error (offset, path, value). Building goes through the struct, record by record.
+    """
+
+    def _parse(self, stream: Any, context: Any, path: str) -> Any:
+        r, base = _buffered(stream, context)
+        try:
+            return self._parse_records(r, context, path)
+        finally:
+            if r is not stream:
+                stream.seek(base + r.pos)
+
+    def _parse_records(self, r: ByteReader, context: Any, path: str) -> Any:
+        count = evaluate(self.count, context)
+        cap = getattr(limits_of(context), self.limit) if self.limit else None
+        _check_count(r, count, evaluate(self.min_size, context), path, cap, self.what, self.limit or "the limit")
+        read = self._reader(context)
+        obj = ListContainer()
+        obj.offsets = offsets = []
+        for i in range(count):
+            start = r.pos
+            offsets.append(start)
+            try:
+                obj.append(read(r))
+            except (_Slow, GGUFError, struct.error, ValueError, IndexError, UnicodeError):
+                r.pos = start
+                context._index = i
+                try:
+                    self.subcon._parsereport(r, context, f"{path}[{i}]")
+                except GGUFError as e:
+                    raise self._named(e, r, start, f"{path}[{i}]", context) from None
+                raise GGUFFormatError(
+                    "a record the struct reads but the fast loop does not", offset=start, path=where(f"{path}[{i}]")
+                ) from None
+        return obj
+
+    def _reader(self, context: Any) -> Any:
+        raise NotImplementedError
+
+    def _build(self, obj: Any, stream: Any, context: Any, path: str) -> Any:
+        return super()._build([self._record(x) for x in obj], stream, context, path)
+
+    def _record(self, x: Any) -> Any:
+        return x
+
+
+class KeyValueArray(RecordArray):
+    """``gguf_metadata_kv_t metadata_kv[metadata_kv_count]``, read in one loop (see :class:`RecordArray`).
+
+    Scalars are unpacked in place, strings decoded in place, arrays read by the schema's array
+    body (``items``, an :class:`ArrayItems`). Each pair comes out as the plain value it stands
+    for, a :class:`~gguf_schema.format.values.Field` with its offset (one object per pair: a file
+    of 800,000 keys costs 800,000 of them, not twice that). Building takes Fields or containers.
+    """
+
+    def __init__(
+        self,
+        count: Any,
+        subcon: Construct,
+        min_size: Any,
+        *,
+        items: ArrayItems,
+        byte_order: str,
+        size_t: int,
+        limit: str,
+    ):
+        super().__init__(count, subcon, min_size, limit=limit, named=True)
+        self.items = items
+        e = "<" if byte_order == "little" else ">"
+        self.length = struct.Struct(e + ("L" if size_t == 4 else "Q"))
+        self.array_head = struct.Struct(e + "L" + ("L" if size_t == 4 else "Q"))
+        self.u32 = struct.Struct(e + "L")
+        codes = {
+            ValueType.UINT8: "B",
+            ValueType.INT8: "b",
+            ValueType.UINT16: "H",
+            ValueType.INT16: "h",
+            ValueType.UINT32: "L",
+            ValueType.INT32: "l",
+            ValueType.UINT64: "Q",
+            ValueType.INT64: "q",
+            ValueType.BOOL: "B",
+        }
+        self.scalars = {vt: struct.Struct(e + code) for vt, code in codes.items()}
+        self.floats = {ValueType.FLOAT32: np.dtype(e + "f4"), ValueType.FLOAT64: np.dtype(e + "f8")}
+
+    def _record(self, x: Any) -> Any:
+        return Container(key=x.key, value_type=x.type, value=x.value) if isinstance(x, Field) else x
+
+    def _reader(self, context: Any) -> Any:
+        limits = limits_of(context)
+        key_cap, string_cap = limits.max_key_length, limits.max_string_length
+        length, u32, array_head, scalars, floats = (
+            self.length,
+            self.u32.unpack_from,
+            self.array_head,
+            self.scalars,
+            self.floats,
+        )
+        lsize, types, items = length.size, list(ValueType), self.items
+
+        def read(r: ByteReader) -> Field:
+            data, start, size = r.data, r.pos, r.size
+            pos = start
+            (klen,) = length.unpack_from(data, pos)
+            pos += lsize
+            if klen > key_cap or pos + klen > size:
+                raise _Slow
+            key = str(data[pos : pos + klen], "utf-8", "surrogateescape")
+            pos += klen
+            vt = types[u32(data, pos)[0]]
+            pos += 4
+            sc = scalars.get(vt)
+            if sc is not None:
+                (value,) = sc.unpack_from(data, pos)
+                pos += sc.size
+                if vt == ValueType.BOOL:
+                    value = value == 1 if value <= 1 else BoolByte(value)
+            elif vt in floats:
+                dt = floats[vt]
+                if pos + dt.itemsize > size:
+                    raise _Slow
+                value = np.frombuffer(data, dt, 1, pos)[0]
+                pos += dt.itemsize
+            elif vt == ValueType.STRING:
+                (n,) = length.unpack_from(data, pos)
+                pos += lsize
+                if n > string_cap or pos + n > size:
+                    raise _Slow
+                value = str(data[pos : pos + n], "utf-8", "surrogateescape")
+                pos += n
+            else:  # ARRAY
+                et, n = array_head.unpack_from(data, pos)
+                r.pos = pos + array_head.size
+                et = types[et]
+                value = GGUFArray(et, items.parse_items(r, et, n, context, "array"))
+                pos = r.pos
+            r.pos = pos
+            return Field(key, vt, value, start)
+
+        return read
+
+
+class TensorInfoArray(RecordArray):
+    """``gguf_tensor_info_t tensor_infos[tensor_count]``, read in one loop (see :class:`RecordArray`)."""
+
+    def __init__(self, count: Any, subcon: Construct, min_size: Any, *, byte_order: str, size_t: int, limit: str):
+        super().__init__(count, subcon, min_size, limit=limit, named=True)
+        self.e = "<" if byte_order == "little" else ">"
+        self.size_code = "L" if size_t == 4 else "Q"
+        self.length = struct.Struct(self.e + self.size_code)
+        self.tail = struct.Struct(self.e + "LQ")  # type, offset
+        self.u32 = struct.Struct(self.e + "L")
+
+    def _reader(self, context: Any) -> Any:
+        limits = limits_of(context)
+        name_cap, dims_cap = limits.max_tensor_name_length, limits.max_dims
+        length, tail, u32, e, code = self.length, self.tail, self.u32.unpack_from, self.e, self.size_code
+        lsize, dims_structs = length.size, {n: struct.Struct(f"{e}{n}{code}") for n in range(5)}
+
+        def read(r: ByteReader) -> Container:
+            data, pos, size = r.data, r.pos, r.size
+            (n,) = length.unpack_from(data, pos)
+            pos += lsize
+            if n > name_cap or pos + n > size:
+                raise _Slow
+            name = str(data[pos : pos + n], "utf-8", "surrogateescape")
+            pos += n
+            (nd,) = u32(data, pos)
+            pos += 4
+            if nd > dims_cap or pos + nd * lsize + tail.size > size:
+                raise _Slow
+            dims_struct = dims_structs.get(nd) or struct.Struct(f"{e}{nd}{code}")
+            dims = ListContainer(dims_struct.unpack_from(data, pos))
+            pos += nd * lsize
+            ggml_type, offset = tail.unpack_from(data, pos)
+            r.pos = pos + tail.size
+            return Container(name=name, n_dimensions=nd, dimensions=dims, type=ggml_type, offset=offset)
+
+        return read
+
+
 def _peek_name(stream: Any, start: int, context: Any) -> str | None:
     """The (shortened) name a record at ``start`` begins with, reading at most a few dozen bytes of it."""
     here = stream.tell()
@@ -366,15 +561,15 @@ class ArrayValue(Adapter):
 
 @contextlib.contextmanager
 def nested(context: Any, limits: Limits, offset: int, path: str) -> Iterator[None]:
-    """One level deeper into arrays of arrays, refused past ``limits.max_depth``."""
+    """One level deeper into arrays of arrays, refused past ``limits.max_depth`` (and past
+    :data:`~gguf_schema.format.limits.MAX_SAFE_DEPTH`, whatever the limit says: the parser recurses)."""
     params = context._params
     depth = params.get("_depth", 1) + 1
-    if depth > limits.max_depth:
+    cap = min(limits.max_depth, MAX_SAFE_DEPTH)
+    if depth > cap:
+        name = "max_depth" if cap == limits.max_depth else "the deepest nesting this reader follows"
         raise GGUFLimitError(
-            f"arrays nested {depth} deep exceed max_depth = {limits.max_depth}",
-            offset=offset,
-            path=where(path),
-            value=depth,
+            f"arrays nested {depth} deep exceed {name} = {cap}", offset=offset, path=where(path), value=depth
         )
     params["_depth"] = depth
     try:
@@ -436,8 +631,10 @@ class ArrayItems(Construct):
                 stream.seek(base + r.pos)
 
     def _parse_body(self, r: ByteReader, context: Any, path: str) -> Any:
-        vt = evaluate(self.item_type, context)
-        n = evaluate(self.count, context)
+        return self.parse_items(r, evaluate(self.item_type, context), evaluate(self.count, context), context, path)
+
+    def parse_items(self, r: ByteReader, vt: ValueType, n: int, context: Any, path: str) -> Any:
+        """The ``n`` items of type ``vt`` at ``r.pos``; ``r`` ends after them."""
         limits = limits_of(context)
         _check_count(r, n, min_value_size(vt, self.length.size), path)  # a count the file cannot hold: truncated
         if n > limits.max_array_length:
@@ -453,13 +650,34 @@ class ArrayItems(Construct):
             return self._parse_strings(r, n, limits, path)
         if vt == ValueType.ARRAY:
             with nested(context, limits, r.pos, path):
-                return [self.nested._parsereport(r, context, f"{path}[{i}]") for i in range(n)]
+                return self._parse_arrays(r, n, context, path)
         dtype = vt.numpy_dtype(self.byte_order)
         arr = np.frombuffer(r.data, dtype, n, r.pos)
         arr = arr.astype(dtype.newbyteorder("=")) if not dtype.isnative else arr.copy()
         arr.flags.writeable = False
         r.pos += n * dtype.itemsize
         return arr
+
+    def _parse_arrays(self, r: ByteReader, n: int, context: Any, path: str) -> list[GGUFArray]:
+        """``n`` arrays, each ``{type, len, items}``, read in one loop (no construct frames per element).
+
+        A failure is re-read through the declared struct (``nested``), which names it exactly.
+        """
+        head = struct.Struct(self.length.format[0] + "I" + self.length.format[1])
+        data, out = r.data, []
+        for i in range(n):
+            start = r.pos
+            try:
+                vt, count = head.unpack_from(data, start)
+                r.pos = start + head.size
+                out.append(GGUFArray(ValueType(vt), self.parse_items(r, ValueType(vt), count, context, f"{path}[{i}]")))
+            except GGUFError:
+                raise
+            except (struct.error, ValueError):  # past the end, or not a value type: the struct says which
+                r.pos = start
+                self.nested._parsereport(r, context, f"{path}[{i}]")
+                raise GGUFFormatError("inconsistent array", offset=start, path=where(f"{path}[{i}]")) from None
+        return out
 
     def _parse_strings(self, r: ByteReader, n: int, limits: Limits, path: str, decode: bool = True) -> list[str]:
         """Decode ``n`` strings; ``decode=False`` only walks their lengths (to name the one that fails)."""

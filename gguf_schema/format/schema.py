@@ -43,9 +43,11 @@ from .nodes import (
     DataSection,
     FloatValue,
     IndexedArray,
+    KeyValueArray,
     StringBytes,
     StringValue,
     TensorData,
+    TensorInfoArray,
     ValueTypeField,
     align_offset,
     numbers,
@@ -120,6 +122,29 @@ one item type) and ``array`` (the array member, for items that are arrays). :cla
 by default; :mod:`gguf_schema.testing.reference` passes construct's plain ``Array``."""
 
 
+RecordsNode = Callable[..., Construct]
+"""Makes the node for an array of records (``metadata_kv``, ``tensor_infos``): called with ``kind``
+("metadata_kv" or "tensor_infos"), ``count``, ``record`` (the declared struct), ``min_size``,
+``limit``, ``items`` (the array body node), ``byte_order`` and ``size_t``. :func:`fast_records` by
+default (one loop per array); :mod:`gguf_schema.testing.reference` passes :func:`declared_records`."""
+
+
+def fast_records(
+    *, kind: str, count: Any, record: Construct, min_size: int, limit: str, items: Any, byte_order: str, size_t: int
+) -> Construct:
+    """The default: a :class:`~gguf_schema.format.nodes.KeyValueArray` or :class:`~gguf_schema.format.nodes.TensorInfoArray`."""
+    if kind == "metadata_kv":
+        return KeyValueArray(count, record, min_size, items=items, byte_order=byte_order, size_t=size_t, limit=limit)
+    return TensorInfoArray(count, record, min_size, byte_order=byte_order, size_t=size_t, limit=limit)
+
+
+def declared_records(
+    *, kind: str, count: Any, record: Construct, min_size: int, limit: str, items: Any, byte_order: str, size_t: int
+) -> Construct:
+    """construct's array of the declared struct (with our count checks and error paths)."""
+    return IndexedArray(count, record, min_size=min_size, limit=limit, named=True)
+
+
 def fast_array_body(
     *, item_type: Any, count: Any, byte_order: str, version: int, value: Any, array: Construct
 ) -> Construct:
@@ -156,7 +181,13 @@ class GGUFSchema:
 
 
 @functools.cache
-def gguf_schema(byte_order: str = "little", version: int = 3, *, array_body: ArrayBody = fast_array_body) -> GGUFSchema:
+def gguf_schema(
+    byte_order: str = "little",
+    version: int = 3,
+    *,
+    array_body: ArrayBody = fast_array_body,
+    records: RecordsNode = fast_records,
+) -> GGUFSchema:
     """The GGUF schema for ``byte_order`` ("little" or "big") and ``version`` (1, 2 or 3).
 
     Results are cached: each variant is built once.
@@ -207,21 +238,22 @@ def gguf_schema(byte_order: str = "little", version: int = 3, *, array_body: Arr
 
     # the `array` member of the union:
     # { gguf_metadata_value_type type; uint64_t len; gguf_metadata_value_t array[len]; }
+    items = array_body(
+        item_type=this.type,
+        count=this.len,
+        byte_order=byte_order,
+        version=version,
+        value=gguf_metadata_value_t,
+        array=LazyBound(lambda: gguf_array_t),
+    )
     gguf_array_t: Construct = ArrayValue(
         Struct(
             "type" / gguf_metadata_value_type,
             "len" / Rebuild(length, len_(this.array)),
-            "array"
-            / array_body(
-                item_type=this.type,
-                count=this.len,
-                byte_order=byte_order,
-                version=version,
-                value=gguf_metadata_value_t,
-                array=LazyBound(lambda: gguf_array_t),
-            ),
+            "array" / items,
         )
     )
+    variant = {"items": items, "byte_order": byte_order, "size_t": size_t}
 
     # struct gguf_metadata_kv_t { gguf_string_t key; gguf_metadata_value_type value_type; gguf_metadata_value_t value; }
     gguf_metadata_kv_t = Struct(
@@ -237,8 +269,13 @@ def gguf_schema(byte_order: str = "little", version: int = 3, *, array_body: Arr
         "tensor_count" / Rebuild(length, len_(this._.tensor_infos)),
         "metadata_kv_count" / Rebuild(length, len_(this.metadata_kv)),
         "metadata_kv"
-        / IndexedArray(
-            this.metadata_kv_count, gguf_metadata_kv_t, min_size=size_t + 4 + 1, limit="max_keys", named=True
+        / records(
+            kind="metadata_kv",
+            count=this.metadata_kv_count,
+            record=gguf_metadata_kv_t,
+            min_size=size_t + 4 + 1,
+            limit="max_keys",
+            **variant,
         ),
     )
 
@@ -258,8 +295,13 @@ def gguf_schema(byte_order: str = "little", version: int = 3, *, array_body: Arr
     gguf_file_t = Struct(
         "header" / gguf_header_t,
         "tensor_infos"
-        / IndexedArray(
-            this.header.tensor_count, gguf_tensor_info_t, min_size=size_t + 4 + 4 + 8, limit="max_tensors", named=True
+        / records(
+            kind="tensor_infos",
+            count=this.header.tensor_count,
+            record=gguf_tensor_info_t,
+            min_size=size_t + 4 + 4 + 8,
+            limit="max_tensors",
+            **variant,
         ),
         # ALIGNMENT: general.alignment, 32 by default
         "alignment" / Computed(lambda ctx: alignment_of(ctx.header.metadata_kv)),

@@ -190,7 +190,7 @@ def _items_equal(vt: ValueType, a: Any, b: Any) -> bool:
     return len(a) == len(b) and all(x == y for x, y in zip(a, b, strict=False))
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, slots=True)
 class Field:
     """One metadata key-value pair as stored.
 

@@ -27,8 +27,9 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -42,7 +43,7 @@ try:
 except ImportError:  # built without a C compiler (or GGUF_SCHEMA_NO_KERNELS=1): numpy does all the work
     compiled_kernels = None
 
-__all__ = ["dequantize", "quantize", "COMPILED_DEQUANTIZE", "COMPILED_QUANTIZE", "ENGINES"]
+__all__ = ["COMPILED_DEQUANTIZE", "COMPILED_QUANTIZE", "ENGINES", "dequantize", "quantize"]
 
 F32 = np.float32
 _CHUNK_ELEMENTS = 1 << 18
@@ -81,8 +82,11 @@ def _use_compiled(t: GGMLType, engine: str, available: frozenset[GGMLType]) -> b
         return False
     if engine == "compiled":
         if t not in available:
-            built = ("not built in this installation" if compiled_kernels is None
-                     else f"built for {', '.join(sorted(x.name for x in available))}")
+            built = (
+                "not built in this installation"
+                if compiled_kernels is None
+                else f"built for {', '.join(sorted(x.name for x in available))}"
+            )
             raise ValueError(f"no compiled kernel for {t.name} (the compiled kernels are {built})")
         return True
     raise ValueError(f"engine must be one of {', '.join(map(repr, ENGINES))}, got {engine!r}")
@@ -122,8 +126,9 @@ def _thread_count(threads: int | None, elements: int = 0, compiled: bool = False
     return threads
 
 
-def _run_chunks(starts: range, fn: Callable[[int], None], threads: int,
-                fresh: np.ndarray | None = None, per_chunk: int = 0) -> None:
+def _run_chunks(
+    starts: range, fn: Callable[[int], None], threads: int, fresh: np.ndarray | None = None, per_chunk: int = 0
+) -> None:
     """Call ``fn(start)`` for every chunk start; with threads > 1 the chunks go to a shared
     pool (each chunk writes its own slice of the output: same result).
 
@@ -140,7 +145,7 @@ def _run_chunks(starts: range, fn: Callable[[int], None], threads: int,
             fn(i)
         return
     with _POOL_LOCK:
-        if _POOL is None or _POOL._max_workers < threads:  # noqa: SLF001 - the pool's size has no public getter
+        if _POOL is None or _POOL._max_workers < threads:
             _POOL = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="gguf_schema.tensors")
         pool = _POOL
     # contiguous runs of chunks per task: one run per thread, or short runs faulted in ahead
@@ -155,8 +160,8 @@ def _run_chunks(starts: range, fn: Callable[[int], None], threads: int,
     futures = []
     for k in range(0, len(starts), per):
         if flat is not None:
-            flat[k * nbytes:(k + per) * nbytes:_PAGE] = 0
-        futures.append(pool.submit(run_group, starts[k:k + per]))
+            flat[k * nbytes : (k + per) * nbytes : _PAGE] = 0
+        futures.append(pool.submit(run_group, starts[k : k + per]))
     for f in futures:
         f.result()
 
@@ -188,10 +193,16 @@ def _result_buffer(out: np.ndarray | None, n: int) -> np.ndarray:
     """A flat float32 array of n elements: new, or a view of the caller's ``out`` once checked."""
     if out is None:
         return np.empty(n, dtype=F32)
-    ok = (isinstance(out, np.ndarray) and out.dtype == F32 and out.dtype.isnative
-          and out.flags.c_contiguous and out.flags.writeable and out.size == n)
+    ok = (
+        isinstance(out, np.ndarray)
+        and out.dtype == F32
+        and out.dtype.isnative
+        and out.flags.c_contiguous
+        and out.flags.writeable
+        and out.size == n
+    )
     if not ok:
-        got = (f"{out.dtype} array of shape {out.shape}" if isinstance(out, np.ndarray) else type(out).__name__)
+        got = f"{out.dtype} array of shape {out.shape}" if isinstance(out, np.ndarray) else type(out).__name__
         raise ValueError(f"out must be a writable C-contiguous float32 array of {n} elements, got {got}")
     return out.reshape(-1)
 
@@ -270,7 +281,7 @@ def dequantize(
     if byte_order not in ("little", "big"):
         raise ValueError(f"byte order must be 'little' or 'big', got {byte_order!r}")
     start, stop = _row_range(rows, n_rows)
-    data = data[start * row_bytes:stop * row_bytes]
+    data = data[start * row_bytes : stop * row_bytes]
     given = out
     result = _result_buffer(out, (stop - start) * cols)
     compiled = _use_compiled(t, engine, COMPILED_DEQUANTIZE)
@@ -282,14 +293,14 @@ def dequantize(
     step = max(1, _CHUNK_ELEMENTS // t.block_size)
 
     def run(i: int) -> None:
-        q = blocks[i:i + step]
+        q = blocks[i : i + step]
         if byte_order == "big" and t.type_size > 1:
             q = byteswap(q, t, "big", "little").reshape(-1, t.type_size)
         if compiled:
-            compiled_kernels.decode(t, q, out_blocks[i:i + step])
+            compiled_kernels.decode(t, q, out_blocks[i : i + step])
             return
         with np.errstate(all="ignore"):  # inf/nan scales decode to inf/nan, as in ggml
-            kernel(q, out_blocks[i:i + step])
+            kernel(q, out_blocks[i : i + step])
 
     _run_chunks(range(0, len(blocks), step), run, workers, fresh, step * t.block_size)
     if rows is None:
@@ -297,8 +308,14 @@ def dequantize(
     return result.reshape(stop - start, cols)
 
 
-def quantize(array: np.ndarray, t: GGMLType | int | str, *, imatrix: np.ndarray | None = None,
-             threads: int | None = None, engine: str = "auto") -> np.ndarray:
+def quantize(
+    array: np.ndarray,
+    t: GGMLType | int | str,
+    *,
+    imatrix: np.ndarray | None = None,
+    threads: int | None = None,
+    engine: str = "auto",
+) -> np.ndarray:
     """Encode a numeric array as the raw bytes of a tensor of ggml type ``t``.
 
     The bytes are those ggml's ``ggml_quantize_chunk`` writes for the same rows (without an
@@ -336,8 +353,9 @@ def quantize(array: np.ndarray, t: GGMLType | int | str, *, imatrix: np.ndarray 
         raise ValueError(f"cannot quantize a {a.dtype} array of shape {a.shape} to {t.name}")
     n_rows, cols = _check_shape(a.shape, t)
     if t not in QUANTIZE_TYPES:
-        raise ValueError(f"quantizing to {t.name} is not supported (supported: "
-                         f"{', '.join(sorted(x.name for x in QUANTIZE_TYPES))})")
+        raise ValueError(
+            f"quantizing to {t.name} is not supported (supported: {', '.join(sorted(x.name for x in QUANTIZE_TYPES))})"
+        )
     codec = CODECS[t]
     weights = _importance(imatrix, cols, t)
     rows2d = a.reshape(n_rows, cols)
@@ -358,10 +376,10 @@ def quantize(array: np.ndarray, t: GGMLType | int | str, *, imatrix: np.ndarray 
 
     def run(i: int) -> None:
         if compiled:
-            compiled_kernels.encode(t, x[i:i + step], raw[i:i + step])
+            compiled_kernels.encode(t, x[i : i + step], raw[i : i + step])
             return
         with np.errstate(all="ignore"):
-            quantizer(x[i:i + step], blocks[i:i + step])
+            quantizer(x[i : i + step], blocks[i : i + step])
 
     _run_chunks(range(0, len(x), step), run, _thread_count(threads, x.size, compiled))
     return raw.reshape(n_rows, -1)
@@ -375,12 +393,15 @@ def _importance(imatrix: Any, cols: int, t: GGMLType) -> np.ndarray | None:
     if w is None:
         raise TypeError(f"imatrix must be a numpy array of {cols} float32 weights, got {type(imatrix).__name__}")
     if w.shape != (cols,):
-        raise ValueError(f"imatrix must hold one weight per column: {cols} for these {t.name} rows, got shape {w.shape}")
+        raise ValueError(
+            f"imatrix must hold one weight per column: {cols} for these {t.name} rows, got shape {w.shape}"
+        )
     return w
 
 
-def _quantize_rows(rows2d: np.ndarray, t: GGMLType, weights: np.ndarray | None, threads: int | None,
-                   compiled: bool) -> np.ndarray:
+def _quantize_rows(
+    rows2d: np.ndarray, t: GGMLType, weights: np.ndarray | None, threads: int | None, compiled: bool
+) -> np.ndarray:
     """Whole rows through the codec's row quantizer (ggml's ``quantize_<type>``), in chunks of rows."""
     n_rows, cols = rows2d.shape
     x = np.ascontiguousarray(rows2d, dtype=F32)
@@ -391,10 +412,10 @@ def _quantize_rows(rows2d: np.ndarray, t: GGMLType, weights: np.ndarray | None, 
 
     def run(i: int) -> None:
         if compiled:
-            compiled_kernels.quantize_rows(t, x[i:i + step], out[i:i + step], cols, weights)
+            compiled_kernels.quantize_rows(t, x[i : i + step], out[i : i + step], cols, weights)
             return
         with np.errstate(all="ignore"):
-            kernel(x[i:i + step], out[i:i + step], weights)
+            kernel(x[i : i + step], out[i : i + step], weights)
 
     _run_chunks(range(0, n_rows, step), run, _thread_count(threads, x.size, compiled))
     return out
@@ -413,12 +434,12 @@ def _quantize_plain(rows2d: np.ndarray, t: GGMLType, threads: int | None, compil
 
     def convert(i: int) -> None:
         if compiled:
-            compiled_kernels.encode(t, flat[i:i + c], res[i:i + c].view(np.uint8))
+            compiled_kernels.encode(t, flat[i : i + c], res[i : i + c].view(np.uint8))
         elif t == GGMLType.BF16:
-            plain.to_bf16(flat[i:i + c], res[i:i + c])
+            plain.to_bf16(flat[i : i + c], res[i : i + c])
         else:
             with np.errstate(over="ignore"):  # beyond the F16 range: inf, as in ggml
-                np.copyto(res[i:i + c], flat[i:i + c], casting="unsafe")
+                np.copyto(res[i : i + c], flat[i : i + c], casting="unsafe")
 
     _run_chunks(range(0, flat.size, c), convert, _thread_count(threads, flat.size, compiled))
     return res.astype(res.dtype.newbyteorder("<"), copy=False).view(np.uint8).reshape(n_rows, -1)

@@ -63,8 +63,9 @@ _UE4M3_HALF = _ue4m3_half()
 _TQ1_POW3 = np.repeat(np.array([1, 3, 9, 27, 81], dtype=np.uint16), 26)  # per 16-bit lane of a plane
 
 
-_TQ1_PARTS = np.dtype({"names": ["a", "b", "c"], "formats": ["V32", "V16", "V4"], "offsets": [0, 32, 48],
-                       "itemsize": 52})
+_TQ1_PARTS = np.dtype(
+    {"names": ["a", "b", "c"], "formats": ["V32", "V16", "V4"], "offsets": [0, 32, 48], "itemsize": 52}
+)
 
 
 def dq_tq1_0(q, out):

@@ -64,8 +64,7 @@ def field(q: np.ndarray, t: GGMLType, name: str) -> np.ndarray:
     vdt = _FIELD_VIEWS.get(key)
     if vdt is None:
         sub, off = block_dtype(t).fields[name][:2]
-        vdt = np.dtype({"names": ["f"], "formats": [f"V{sub.itemsize}"], "offsets": [off],
-                        "itemsize": t.type_size})
+        vdt = np.dtype({"names": ["f"], "formats": [f"V{sub.itemsize}"], "offsets": [off], "itemsize": t.type_size})
         _FIELD_VIEWS[key] = vdt
     v = np.ascontiguousarray(q).reshape(-1).view(vdt)["f"]
     return np.ascontiguousarray(v).view(np.uint8).reshape(len(q), -1)
@@ -198,8 +197,11 @@ def bitplanes(qh: np.ndarray) -> np.ndarray:
 
 
 def scale_into(
-    out: np.ndarray, lv: np.ndarray, scale: np.ndarray,
-    minus: np.ndarray | None = None, plus: np.ndarray | None = None,
+    out: np.ndarray,
+    lv: np.ndarray,
+    scale: np.ndarray,
+    minus: np.ndarray | None = None,
+    plus: np.ndarray | None = None,
 ) -> None:
     """``out = float(lv) * scale [- minus] [+ plus]`` with one scale (and min) per run of elements.
 
@@ -343,8 +345,10 @@ def halves(xi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """First and second half of each row of a (n, 2k) uint8 array, as contiguous (n, k) copies."""
     n, k2 = xi.shape
     v = np.ascontiguousarray(xi).view(f"V{k2 // 2}")
-    return (np.ascontiguousarray(v[:, 0]).view(np.uint8).reshape(n, -1),
-            np.ascontiguousarray(v[:, 1]).view(np.uint8).reshape(n, -1))
+    return (
+        np.ascontiguousarray(v[:, 0]).view(np.uint8).reshape(n, -1),
+        np.ascontiguousarray(v[:, 1]).view(np.uint8).reshape(n, -1),
+    )
 
 
 def pack_halves(xi: np.ndarray) -> np.ndarray:
@@ -357,8 +361,7 @@ def put(b: np.ndarray, name: str, values: np.ndarray) -> None:
     """Store ``values`` (n, …) into field ``name`` of every block of the structured array ``b``,
     one void item per block (a direct field assignment runs one short loop per block)."""
     sub, off = b.dtype.fields[name][:2]
-    vdt = np.dtype({"names": ["f"], "formats": [f"V{sub.itemsize}"], "offsets": [off],
-                    "itemsize": b.dtype.itemsize})
+    vdt = np.dtype({"names": ["f"], "formats": [f"V{sub.itemsize}"], "offsets": [off], "itemsize": b.dtype.itemsize})
     src = np.ascontiguousarray(values, dtype=sub.base).reshape(len(b), -1)
     b.view(vdt)["f"] = src.view(f"V{sub.itemsize}").reshape(len(b))
 

@@ -430,7 +430,9 @@ def _base_meta(extra: dict[str, Any] | None = None, *, alignment: int = 32) -> l
         make_field("general.quantization_version", 2, U32),
     ]
     fields += [make_field(f"llama.{suffix}", value, vt) for suffix, vt, value in ARCHITECTURES["llama"]]
-    return fields + [make_field(k, v) if not isinstance(v, tuple) else make_field(k, *v) for k, v in (extra or {}).items()]
+    return fields + [
+        make_field(k, v) if not isinstance(v, tuple) else make_field(k, *v) for k, v in (extra or {}).items()
+    ]
 
 
 def _arch_fixtures(seed: int) -> list[Fixture]:

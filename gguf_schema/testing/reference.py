@@ -1,9 +1,10 @@
 """The reference variant of the schema: the same spec structs with construct's plain ``Array`` as array bodies.
 
 The schema (:mod:`gguf_schema.format.schema`) reads a metadata array's items with one fast node
-(:class:`~gguf_schema.format.nodes.ArrayItems`: numpy for numbers, a tight loop for strings).
-This module swaps that node for the literal spec reading, ``gguf_metadata_value_t array[len]``
-as construct's ``Array`` of the value union, under the same limits. It is slow (seconds for a
+(:class:`~gguf_schema.format.nodes.ArrayItems`: numpy for numbers, a tight loop for strings), and
+the arrays of records (metadata pairs, tensor infos) with one loop each. This module swaps those
+nodes for the literal spec reading: ``gguf_metadata_value_t array[len]`` as construct's ``Array``
+of the value union, and construct's array of each declared struct, under the same limits. It is slow (seconds for a
 real vocabulary) and exists to prove the fast node right: the test-suite checks that both
 variants give identical values and identical bytes on every real and generated file.
 
@@ -25,7 +26,7 @@ from construct import Adapter, Construct, evaluate
 from ..errors import GGUFLimitError
 from ..format.limits import Limits
 from ..format.nodes import IndexedArray, _check_count, limits_of, min_value_size, nested, numeric_bytes, where
-from ..format.schema import GGUFSchema, gguf_schema
+from ..format.schema import GGUFSchema, declared_records, gguf_schema
 from ..format.source import SourceLike
 from ..format.types import ValueType
 from ..model import GGUFFile
@@ -87,7 +88,7 @@ def reference_array_body(
 
 def reference_schema(byte_order: str = "little", version: int = 3) -> GGUFSchema:
     """The reference variant of :func:`gguf_schema.format.schema.gguf_schema`."""
-    return gguf_schema(byte_order, version, array_body=reference_array_body)
+    return gguf_schema(byte_order, version, array_body=reference_array_body, records=declared_records)
 
 
 def read_reference(source: SourceLike, *, limits: Limits | None = None) -> GGUFFile:

@@ -89,7 +89,7 @@ def tensor_sha256(t: Tensor, progress: Progress | None = None) -> str:
     if t.byte_order == "big":
         raw = byteswap(raw, t.known_type(), "big", "little")
     h = hashlib.sha256()
-    mv = memoryview(np.ascontiguousarray(raw))  # type: ignore[arg-type]  # ndarray is a buffer
+    mv = np.ascontiguousarray(raw).data
     for a in range(0, len(mv), CHUNK):
         h.update(mv[a : a + CHUNK])
         if progress is not None:

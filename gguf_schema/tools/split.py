@@ -45,6 +45,7 @@ __all__ = [
     "SPLIT_KEYS",
     "SplitModel",
     "merge",
+    "open_model",
     "open_split",
     "parse_size",
     "plan_split",
@@ -327,27 +328,32 @@ class SplitModel:
         return f"SplitModel({self.name!r}, {len(self.shards)} shards, {len(self.fields)} keys, {len(self._tensor_list)} tensors)"
 
 
-def open_split(first_shard: PathLike, *, storage_options: StorageOptions = None) -> SplitModel:
+def open_split(first_shard: PathLike, *, storage_options: StorageOptions = None, lazy: bool = False) -> SplitModel:
     """Open a split model from its first shard (a path or URL): one object with its metadata and all tensors.
 
     Checks each shard's ``split.no`` and ``split.count``, and that ``split.tensors.count``
     equals the number of tensors found. A file that is not split opens as a model of one shard.
     The other shards of a URL are found next to it, by name (:func:`shard_paths`), and read
-    remotely too (``storage_options``: those of its fsspec backend).
+    remotely too (``storage_options``: those of its fsspec backend). ``lazy`` as in :func:`gguf_schema.open`.
     """
     first = os.fspath(first_shard)
-    shards: list[GGUFFile] = [read(first, storage_options=storage_options)]
+    return _open_shards(read(first, storage_options=storage_options, lazy=lazy), first, storage_options, lazy)
+
+
+def _open_shards(head: GGUFFile, first: str, storage_options: StorageOptions, lazy: bool) -> SplitModel:
+    """The split model whose first shard ``head`` (read from ``first``) is open already: the others read next to it."""
+    shards: list[GGUFFile] = [head]
     try:
-        paths = _shard_paths_of(shards[0], first)
+        paths = _shard_paths_of(head, first)
         for i, p in enumerate(paths):
             missing = f"shard {i + 1} of {len(paths)} is missing: {p}"
             if i == 0:
-                s = shards[0]
+                s = head
             elif not is_url(p) and not os.path.exists(p):
                 raise GGUFFormatError(missing, path=p)
             else:
                 try:
-                    s = read(p, storage_options=storage_options)
+                    s = read(p, storage_options=storage_options, lazy=lazy)
                 except GGUFFileNotFoundError as e:
                     raise GGUFFormatError(f"{missing} ({e.reason})", path=p) from None
                 shards.append(s)
@@ -387,3 +393,12 @@ def merge(
         fields = [x for x in model.fields.records if x.key not in SPLIT_KEYS]
         planned = [plan_tensor(t.name, t, model.byte_order) for t in model.tensor_list]
         write_file(target, fields, planned, version=model.version, byte_order=model.byte_order, progress=progress)
+
+
+def open_model(path: PathLike, *, lazy: bool = False, storage_options: StorageOptions = None) -> GGUFFile | SplitModel:
+    """Open a GGUF file (a path or URL), or every shard of a split model (:func:`open_split`) when
+    ``path`` is its first shard; ``lazy`` and ``storage_options`` as in :func:`gguf_schema.open`."""
+    f = read(path, lazy=lazy, storage_options=storage_options)
+    if "split.count" in f.fields and f.metadata.get("split.no") == 0 and f.metadata["split.count"] > 1:
+        return _open_shards(f, os.fspath(path), storage_options, lazy)
+    return f

@@ -7,6 +7,7 @@ and misbehaves on demand (no range requests, 404, 401, 503, a file that shrinks,
 from __future__ import annotations
 
 import io
+import json
 import os
 import socket
 import sys
@@ -473,6 +474,22 @@ def test_the_commands_read_urls_as_they_read_paths(server, tmp_path):
         b"header ~ metadata keys: 5 -> 2\nmetadata - split.no: UINT16 0\nmetadata - split.count: UINT16 2\n"
         b"metadata - split.tensors.count: INT32 7\n",
     )
+
+
+def test_estimate_and_export_read_urls(server, tmp_path):
+    data = typed_file()
+    url = server.add("cli/export.gguf", data)
+    (tmp_path / "local.gguf").write_bytes(data)
+    a = run_cli("export", url, str(tmp_path / "remote.safetensors"))
+    b = run_cli("export", str(tmp_path / "local.gguf"), str(tmp_path / "local.safetensors"))
+    assert a.returncode == b.returncode == 0
+    assert (tmp_path / "remote.safetensors").read_bytes() == (tmp_path / "local.safetensors").read_bytes()
+    path = gemma_path()
+    if path is not None:
+        gemma = server.add("cli/gemma.gguf", path)
+        remote_estimate, local_estimate = run_cli("estimate", gemma, "--json"), run_cli("estimate", str(path), "--json")
+        assert remote_estimate.returncode == local_estimate.returncode == 0
+        assert json.loads(remote_estimate.stdout) == json.loads(local_estimate.stdout)
 
 
 def test_storage_options_on_the_command_line_before_or_after_the_command(server):

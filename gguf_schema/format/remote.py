@@ -23,7 +23,7 @@ what happened                           error
 no file there (HTTP 404, 410)           :class:`~gguf_schema.errors.GGUFFileNotFoundError`
 access refused (HTTP 401, 403)          :class:`~gguf_schema.errors.GGUFPermissionError`
 host unreachable, connection dropped    :class:`~gguf_schema.errors.GGUFConnectionError`
-no answer within ``timeout`` seconds    :class:`~gguf_schema.errors.GGUFTimeoutError`
+no answer in time (30 s; connect 10 s)  :class:`~gguf_schema.errors.GGUFTimeoutError`
 other HTTP error status                 :class:`~gguf_schema.errors.GGUFRemoteError` (``status``)
 the file got shorter after opening      :class:`~gguf_schema.errors.GGUFChangedError`
 ======================================  ====================================================
@@ -80,8 +80,9 @@ log = logging.getLogger(__name__)
 RETRIES = 3
 #: seconds before the first retry; each further retry waits twice as long
 BACKOFF = 0.25
-#: seconds an HTTP(S) connection may take to open, and a read may wait for the next bytes
-TIMEOUT = 60.0
+#: seconds an HTTP(S) read may wait for the next bytes (a connection may take at most 10 s to open)
+TIMEOUT = 30.0
+_CONNECT = 10.0
 
 _RETRY_STATUS = frozenset({408, 425, 429, 500, 502, 503, 504})
 _INSTALL = "pip install 'gguf-schema[remote]'"
@@ -110,7 +111,7 @@ def url_filesystem(
 ) -> Any:
     """The fsspec filesystem and path for ``url`` (``(fs, path)``), with ``storage_options``.
 
-    For HTTP(S) a connect and read ``timeout`` (seconds) is set unless ``storage_options`` give
+    For HTTP(S) a read ``timeout`` (seconds; at most 10 s to connect) is set unless ``storage_options`` give
     aiohttp's own (``client_kwargs={"timeout": aiohttp.ClientTimeout(...)}``). A missing fsspec,
     aiohttp or backend package is a :class:`~gguf_schema.errors.GGUFDependencyError`; a scheme
     fsspec has no backend for is a ``ValueError``.
@@ -132,7 +133,9 @@ def url_filesystem(
                 raise GGUFDependencyError(
                     f"reading {scheme}:// URLs needs aiohttp: {_INSTALL}", name="aiohttp"
                 ) from None
-            client["timeout"] = aiohttp.ClientTimeout(total=None, sock_connect=timeout, sock_read=timeout)
+            client["timeout"] = aiohttp.ClientTimeout(
+                total=None, sock_connect=min(timeout, _CONNECT), sock_read=timeout
+            )
             options["client_kwargs"] = client
     try:
         return fsspec.core.url_to_fs(url, **options)
@@ -167,7 +170,8 @@ class RemoteSource(RangeSource):
         cache_bytes: the bound of the cache of fetched ranges.
         retries: how many times a request that failed for a passing reason is tried again.
         backoff: seconds before the first retry (doubling each time).
-        timeout: seconds an HTTP(S) connection may take to open and a read may wait for data.
+        timeout: seconds an HTTP(S) read may wait for data (and a connection to open, at most 10 s);
+            no limit on a whole transfer, so a large tensor takes the time it takes.
 
     Attributes:
         url: the URL (also ``name``).
@@ -240,28 +244,33 @@ class RemoteSource(RangeSource):
             return self._stream_read(offset, nbytes)
 
     def _stream_read(self, offset: int, nbytes: int) -> bytes:
-        """``nbytes`` from ``offset`` of one plain download of the file, opened again only to go back."""
-        if self._stream is None or offset < self._stream_pos:
+        """``nbytes`` from ``offset`` of one plain download of the file, opened again only to go back
+        (or after a failure: a retry starts a new download)."""
+        try:
+            if self._stream is None or offset < self._stream_pos:
+                self._close_stream()
+                self.requests += 1
+                self._stream = self._fs.open(self._path, "rb", block_size=0, size=self.size)
+                self._stream_pos = 0
+            while self._stream_pos < offset:  # skip what comes before
+                skipped = len(self._stream.read(min(offset - self._stream_pos, 2**20)))
+                if not skipped:
+                    return b""
+                self._stream_pos += skipped
+                self.bytes_fetched += skipped
+            parts: list[bytes] = []
+            got = 0
+            while got < nbytes:
+                part = self._stream.read(min(nbytes - got, 2**22))
+                if not part:
+                    break
+                parts.append(bytes(part))
+                got += len(part)
+            self._stream_pos += got
+            return b"".join(parts)
+        except BaseException:
             self._close_stream()
-            self.requests += 1
-            self._stream = self._fs.open(self._path, "rb", block_size=0, size=self.size)
-            self._stream_pos = 0
-        while self._stream_pos < offset:  # skip what comes before
-            skipped = len(self._stream.read(min(offset - self._stream_pos, 2**20)))
-            if not skipped:
-                return b""
-            self._stream_pos += skipped
-            self.bytes_fetched += skipped
-        parts: list[bytes] = []
-        got = 0
-        while got < nbytes:
-            part = self._stream.read(min(nbytes - got, 2**22))
-            if not part:
-                break
-            parts.append(bytes(part))
-            got += len(part)
-        self._stream_pos += got
-        return b"".join(parts)
+            raise
 
     def _fetch(self, offset: int, nbytes: int) -> bytes:
         data = self._retrying(lambda: self.fetch(offset, nbytes), offset)

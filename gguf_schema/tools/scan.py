@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..check import PROFILES, check
-from ..errors import GGUFDependencyError, GGUFError, GGUFFormatError
+from ..errors import GGUFDependencyError, GGUFError, GGUFFormatError, shorten
 from ..format.source import is_url
 from ..format.types import FileType
 from ..model import GGUFFile
@@ -250,9 +250,10 @@ def write_parquet(records: Iterable[ScanRecord], target: str | os.PathLike[str])
     try:
         import pyarrow as pa
         import pyarrow.parquet as pq
-    except ImportError:
+    except ImportError as e:  # absent, or installed but unusable (built for another numpy)
+        why = "" if isinstance(e, ModuleNotFoundError) or not str(e) else f" ({shorten(str(e), 200)})"
         raise GGUFDependencyError(
-            "writing Parquet needs pyarrow: pip install 'gguf-schema[parquet]'", name="pyarrow"
+            f"writing Parquet needs pyarrow{why}: pip install 'gguf-schema[parquet]'", name="pyarrow"
         ) from None
     schema = pa.schema(
         [

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import struct
+from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -32,7 +33,7 @@ from ..errors import GGUFBuildError, GGUFError, GGUFFormatError, GGUFLimitError,
 from .limits import DEFAULT_LIMITS, MAX_SAFE_DEPTH, Limits
 from .source import ByteReader
 from .types import ValueType
-from .values import BoolByte, Field, GGUFArray, LazyStrings
+from .values import STRIDE, BoolByte, Field, GGUFArray, LazyStrings
 
 __all__ = [
     "AlignmentPadding",
@@ -653,7 +654,8 @@ class ArrayItems(Construct):
                 return self._parse_arrays(r, n, context, path)
         dtype = vt.numpy_dtype(self.byte_order)
         arr = np.frombuffer(r.data, dtype, n, r.pos)
-        arr = arr.astype(dtype.newbyteorder("=")) if not dtype.isnative else arr.copy()
+        if not context._params.get("lazy"):  # lazily: a read-only view of the map (in the file's byte order)
+            arr = arr.astype(dtype.newbyteorder("=")) if not dtype.isnative else arr.copy()
         arr.flags.writeable = False
         r.pos += n * dtype.itemsize
         return arr
@@ -703,21 +705,27 @@ class ArrayItems(Construct):
     def _skip_strings(self, r: ByteReader, n: int, limits: Limits, path: str) -> LazyStrings:
         """Find where ``n`` strings end without decoding them: the lazy open's only loop.
 
-        ``limits.max_string_length`` is enforced here too: when all the strings together fit
-        under it no single one can exceed it; otherwise a second pass over the lengths finds
-        the first one that does (if any).
+        It notes where every STRIDE-th string starts (the index of :class:`LazyStrings`) and
+        hands out a view of the strings' bytes, not a copy. ``limits.max_string_length`` is
+        enforced here too: when all the strings together fit under it no single one can exceed
+        it; otherwise a second pass over the lengths finds the first one that does (if any).
         """
         lsize = self.length.size
         data, start, unpack = r.data, r.pos, self.length.unpack_from
-        pos = start
+        marks, pos = array("Q"), start
         try:
-            for _ in range(n >> 2):  # unrolled: this loop is the whole cost of a lazy open
-                pos += unpack(data, pos)[0] + lsize
-                pos += unpack(data, pos)[0] + lsize
-                pos += unpack(data, pos)[0] + lsize
-                pos += unpack(data, pos)[0] + lsize
-            for _ in range(n & 3):
-                pos += unpack(data, pos)[0] + lsize
+            for _ in range(n // STRIDE):  # this loop is the whole cost of a lazy open
+                marks.append(pos - start)
+                for _ in range(STRIDE // 4):
+                    pos += unpack(data, pos)[0] + lsize
+                    pos += unpack(data, pos)[0] + lsize
+                    pos += unpack(data, pos)[0] + lsize
+                    pos += unpack(data, pos)[0] + lsize
+            if n % STRIDE:
+                marks.append(pos - start)
+                for _ in range(n % STRIDE):
+                    pos += unpack(data, pos)[0] + lsize
+            marks.append(pos - start)
         except struct.error:
             pos = r.size + 1
         if pos > r.size:
@@ -731,7 +739,7 @@ class ArrayItems(Construct):
                     _string_failure(r, i, ln, at, cap, path, lsize)
                 at += lsize + ln
         r.pos = pos
-        return LazyStrings(bytes(data[start:pos]), n, self.length.format)
+        return LazyStrings(memoryview(data)[start:pos], n, self.length.format, marks)
 
     def _build(self, obj: Any, stream: Any, context: Any, path: str) -> Any:
         vt = evaluate(self.item_type, context)

@@ -290,7 +290,7 @@ class PositionedSource(_LocalFile):
 
     def __init__(self, file: IO[bytes], name: str | None = None, owned: bool = True):
         super().__init__(file, name, owned)
-        self._head = bytearray()
+        self._head = b""
         self.extend(min(self.size, FIRST_READ))
 
     def header(self) -> Any:
@@ -306,7 +306,7 @@ class PositionedSource(_LocalFile):
         if fd is None or want <= len(self._head):
             return False
         chunk = os.pread(fd, want - len(self._head), len(self._head))
-        self._head = self._head + chunk  # a new buffer: views of the old one stay valid
+        self._head = self._head + chunk  # a new buffer: views of the old one (lazy values) stay valid
         return bool(chunk)
 
     def _read(self, offset: int, nbytes: int) -> Any:
@@ -344,7 +344,7 @@ class RangeSource(Source):
         self, size: int, name: str | None = None, *, first_read: int = FIRST_READ, cache_bytes: int = CACHE_BYTES
     ):
         super().__init__(size, name)
-        self._head = bytearray()
+        self._head = b""
         self.cache_bytes = cache_bytes
         self._cache: OrderedDict[int, bytes] = OrderedDict()  # start -> bytes, least recently used first
         self._cached = 0
@@ -386,7 +386,7 @@ class RangeSource(Source):
         chunk = self._fetch(have, want - have)
         if len(chunk) != want - have:
             raise self._short_read(have, want - have, len(chunk))
-        self._head = self._head + chunk  # a new buffer: views of the old one stay valid
+        self._head = self._head + chunk  # a new buffer: views of the old one (lazy values) stay valid
         return True
 
     def _read(self, offset: int, nbytes: int) -> Any:

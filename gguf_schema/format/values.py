@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import builtins
 import struct
+from array import array
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, overload
@@ -39,7 +40,18 @@ import numpy as np
 from ..errors import GGUFBuildError
 from .types import ValueType
 
-__all__ = ["BoolByte", "Field", "GGUFArray", "LazyStrings", "coerce_value", "infer_type", "make_field", "plain"]
+__all__ = [
+    "STRIDE",
+    "BoolByte",
+    "Field",
+    "GGUFArray",
+    "LazyStrings",
+    "coerce_value",
+    "infer_type",
+    "make_field",
+    "plain",
+    "string_marks",
+]
 
 _INT_RANGES = {
     ValueType.UINT8: (0, 2**8 - 1),
@@ -66,12 +78,33 @@ class BoolByte(int):
         return f"BoolByte({int(self)})"
 
 
+#: LazyStrings keeps the position of every STRIDE-th string (8 bytes per 64 strings)
+STRIDE = 64
+
+
+def string_marks(raw: Any, count: int, length_format: str) -> array[int]:
+    """Where strings ``0, STRIDE, 2*STRIDE, ...`` (and the end) start in ``raw``: the index of :class:`LazyStrings`.
+
+    Lengths are taken as they are: callers check them against the buffer first.
+    """
+    unpack, size = struct.Struct(length_format).unpack_from, struct.calcsize(length_format)
+    marks, pos = array("Q"), 0
+    for i in range(count):
+        if i % STRIDE == 0:
+            marks.append(pos)
+        pos += unpack(raw, pos)[0] + size
+    marks.append(pos)
+    return marks
+
+
 class LazyStrings(Sequence[str]):
     """The items of a STRING array, decoded only when asked for (``open(..., lazy=True)``).
 
-    Holds the array's bytes as stored (a copy independent of the file) and its count. ``len()``
-    costs nothing; the first index builds the table of string offsets without decoding any
-    string; each access decodes only what it returns. Compares equal to the list it stands for.
+    Holds the array's bytes as stored -- a read-only view of the file's map where the file is
+    mapped, not a copy -- its count, and where every 64th string starts (found by the scan that
+    checked the lengths at open: 8 bytes per 64 strings). ``len()`` costs nothing; an index decodes
+    one string after skipping at most 63 lengths; iteration decodes in order. Compares equal to the
+    list it stands for. Like tensor views, it stays valid after the file is closed.
 
     >>> import struct
     >>> raw = b"".join(struct.pack("<Q", len(s)) + s for s in (b"a", b"bc", b""))
@@ -80,27 +113,16 @@ class LazyStrings(Sequence[str]):
     (3, 'bc', '', True, 1)
     """
 
-    __slots__ = ("_n", "_offsets", "length_format", "raw")
+    __slots__ = ("_marks", "_n", "length_format", "raw")
 
-    def __init__(self, raw: bytes, count: int, length_format: str):
+    def __init__(self, raw: Any, count: int, length_format: str, marks: array[int] | None = None):
         self.raw = raw
         self._n = count
         self.length_format = length_format
-        self._offsets: list[int] | None = None
+        self._marks = marks if marks is not None else string_marks(raw, count, length_format)
 
     def __len__(self) -> int:
         return self._n
-
-    def _table(self) -> list[int]:
-        if self._offsets is None:
-            unpack, size = struct.Struct(self.length_format).unpack_from, struct.calcsize(self.length_format)
-            offsets, pos, raw = [0] * (self._n + 1), 0, self.raw
-            for i in range(self._n):
-                offsets[i] = pos
-                pos += unpack(raw, pos)[0] + size
-            offsets[self._n] = pos
-            self._offsets = offsets
-        return self._offsets
 
     @overload
     def __getitem__(self, i: int) -> str: ...
@@ -115,15 +137,19 @@ class LazyStrings(Sequence[str]):
             i += self._n
         if not 0 <= i < self._n:
             raise IndexError(f"string index {i} out of range for {self._n} strings")
-        table, size = self._table(), struct.calcsize(self.length_format)
-        return self.raw[table[i] + size : table[i + 1]].decode("utf-8", "surrogateescape")
+        unpack, size = struct.Struct(self.length_format).unpack_from, struct.calcsize(self.length_format)
+        raw, pos = self.raw, self._marks[i // STRIDE]
+        for _ in range(i % STRIDE):
+            pos += unpack(raw, pos)[0] + size
+        end = pos + size + unpack(raw, pos)[0]
+        return str(raw[pos + size : end], "utf-8", "surrogateescape")
 
     def __iter__(self) -> Iterator[str]:
         unpack, size = struct.Struct(self.length_format).unpack_from, struct.calcsize(self.length_format)
         raw, pos = self.raw, 0
         for _ in range(self._n):
             end = pos + size + unpack(raw, pos)[0]
-            yield raw[pos + size : end].decode("utf-8", "surrogateescape")
+            yield str(raw[pos + size : end], "utf-8", "surrogateescape")
             pos = end
 
     def tolist(self) -> list[str]:
@@ -132,10 +158,12 @@ class LazyStrings(Sequence[str]):
     def __eq__(self, other: object) -> bool:
         if isinstance(other, LazyStrings):
             return self._n == other._n and (
-                self.raw == other.raw if self.length_format == other.length_format else list(self) == list(other)
+                bytes(self.raw) == bytes(other.raw)
+                if self.length_format == other.length_format
+                else list(self) == list(other)
             )
         if isinstance(other, (list, tuple)):
-            return self._n == len(other) and all(a == b for a, b in zip(self, other, strict=False))
+            return self._n == len(other) and all(a == b for a, b in zip(self, other, strict=True))
         return NotImplemented
 
     __hash__ = None  # type: ignore[assignment]
@@ -184,7 +212,7 @@ class GGUFArray:
 
 def _items_equal(vt: ValueType, a: Any, b: Any) -> bool:
     if vt.is_numeric:
-        a, b = np.asarray(a), np.asarray(b)
+        a, b = _native(np.asarray(a)), _native(np.asarray(b))
         # compare bit patterns, so NaNs and -0.0 compare as stored
         return bool(a.shape == b.shape and a.dtype == b.dtype and a.tobytes() == b.tobytes())
     return len(a) == len(b) and all(x == y for x, y in zip(a, b, strict=False))
@@ -222,6 +250,11 @@ class Field:
 
     def __repr__(self) -> str:
         return f"Field({self.key!r}, {self.type.name}, {self.value!r})"
+
+
+def _native(a: np.ndarray) -> np.ndarray:
+    """``a`` in native byte order (lazily read arrays of big-endian files are views in file order)."""
+    return a if a.dtype.isnative else a.astype(a.dtype.newbyteorder("="))
 
 
 def _value_equal(vt: ValueType, a: Any, b: Any) -> bool:

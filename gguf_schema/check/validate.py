@@ -621,19 +621,11 @@ class _Checker:
             if key in seen:
                 if self.profile == GGML:
                     self.add(
-                        "GGUF-E023",
-                        fld.offset,
-                        key,
-                        key,
-                        f"key {shorten(key)} appears again (first at offset {seen[key]})",
+                        "GGUF-E023", fld.offset, key, key, f"key {shorten(key)} appears again (first at offset {seen[key]})"
                     )
                 else:
                     self.add(
-                        "GGUF-W004",
-                        fld.offset,
-                        key,
-                        key,
-                        f"key {shorten(key)} appears again (first at offset {seen[key]})",
+                        "GGUF-W004", fld.offset, key, key, f"key {shorten(key)} appears again (first at offset {seen[key]})"
                     )
             else:
                 seen[key] = fld.offset
@@ -947,9 +939,7 @@ class _Checker:
         if arch is not None:
             for key in required_keys(spec).get(arch, []):
                 if key not in fields:
-                    self.add(
-                        "GGUF-E054", None, key, None, f"{key} is missing (required for architecture {shorten(arch)})"
-                    )
+                    self.add("GGUF-E054", None, key, None, f"{key} is missing (required for architecture {shorten(arch)})")
 
     def tokenizer(self) -> None:
         fields = self.f.fields

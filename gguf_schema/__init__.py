@@ -10,16 +10,21 @@
 
 The package is layered (see ARCHITECTURE.md): ``format`` (the spec as a schema), ``tensors``
 (tensor data), ``model`` (the objects you hold), ``reader`` / ``writer`` (the only ways in and
-out), ``check`` (validation), ``tools`` (edit, convert, split, diff, JSON), ``cli``. This module
+out), ``check`` (validation), ``tools`` (edit, convert, split, diff, JSON, scan), ``cli``. This module
 only gathers the public names and composes :func:`open` from the reader and the checks.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from .check import require as _require
 from .errors import (
     GGUFBuildError,
     GGUFChangedError,
+    GGUFConnectionError,
+    GGUFDependencyError,
     GGUFError,
     GGUFFileNotFoundError,
     GGUFFormatError,
@@ -27,16 +32,19 @@ from .errors import (
     GGUFKeyError,
     GGUFLimitError,
     GGUFPermissionError,
+    GGUFRemoteError,
     GGUFRoundTripError,
+    GGUFTimeoutError,
     GGUFTruncatedError,
     GGUFValidationError,
 )
 from .format.limits import Limits
-from .format.source import SourceLike
+from .format.source import Source, SourceLike
 from .format.types import FileType, GGMLType, ValueType
 from .format.values import BoolByte, Field, GGUFArray, LazyStrings, make_field
 from .model import Fields, GGUFFile, Metadata, Tensor
 from .reader import read
+from .tools.scan import ScanRecord, scan, scan_file
 from .tools.split import SplitModel, open_split
 from .writer import RawTensor, save
 
@@ -44,14 +52,15 @@ __version__ = "0.1.0"
 
 
 def open(
-    source: SourceLike,
+    source: SourceLike | Source,
     *,
     lazy: bool = False,
     strict: str | None = None,
     limits: Limits | None = None,
     mmap: bool = True,
+    storage_options: Mapping[str, Any] | None = None,
 ) -> GGUFFile:
-    """Open a GGUF file: a path, bytes-like object or binary file object.
+    """Open a GGUF file: a path, URL, bytes-like object or binary file object.
 
     Metadata and tensor infos are parsed at once; tensor data is not read. Raises
     :class:`GGUFError` and nothing else for a file that cannot be read: a malformed one
@@ -71,6 +80,10 @@ def open(
         mmap: map a local file (tensor data as zero-copy views; the default), or read it with
             positioned reads (``False``: tensor data copied on access; a file truncated by another
             process meanwhile is a clean :class:`GGUFTruncatedError`, never a crash).
+        storage_options: for a URL, the options of its fsspec backend (credentials, endpoints):
+            ``https://``, ``hf://``, ``s3://``, ``gs://`` ... are read in ranges, the header only,
+            tensor data on demand (``pip install 'gguf-schema[remote]'``; see
+            :mod:`gguf_schema.format.remote`). Ignored for anything that is not a URL.
 
     >>> import io
     >>> try:
@@ -79,7 +92,7 @@ def open(
     ...     print(type(e).__name__, isinstance(e, GGUFError))
     GGUFFileNotFoundError True
     """
-    f = read(source, lazy=lazy, limits=limits, mmap=mmap)
+    f = read(source, lazy=lazy, limits=limits, mmap=mmap, storage_options=storage_options)
     return f if strict is None else _require(f, strict)
 
 
@@ -92,6 +105,8 @@ __all__ = [
     "GGUFArray",
     "GGUFBuildError",
     "GGUFChangedError",
+    "GGUFConnectionError",
+    "GGUFDependencyError",
     "GGUFError",
     "GGUFFile",
     "GGUFFileNotFoundError",
@@ -100,13 +115,16 @@ __all__ = [
     "GGUFKeyError",
     "GGUFLimitError",
     "GGUFPermissionError",
+    "GGUFRemoteError",
     "GGUFRoundTripError",
+    "GGUFTimeoutError",
     "GGUFTruncatedError",
     "GGUFValidationError",
     "LazyStrings",
     "Limits",
     "Metadata",
     "RawTensor",
+    "ScanRecord",
     "SplitModel",
     "Tensor",
     "ValueType",
@@ -115,4 +133,6 @@ __all__ = [
     "open_split",
     "read",
     "save",
+    "scan",
+    "scan_file",
 ]

@@ -30,6 +30,8 @@ from typing import Any
 __all__ = [
     "GGUFBuildError",
     "GGUFChangedError",
+    "GGUFConnectionError",
+    "GGUFDependencyError",
     "GGUFError",
     "GGUFFileNotFoundError",
     "GGUFFormatError",
@@ -37,7 +39,9 @@ __all__ = [
     "GGUFKeyError",
     "GGUFLimitError",
     "GGUFPermissionError",
+    "GGUFRemoteError",
     "GGUFRoundTripError",
+    "GGUFTimeoutError",
     "GGUFTruncatedError",
     "GGUFValidationError",
     "os_error",
@@ -183,33 +187,103 @@ def _rebuild_validation(
 class GGUFIOError(GGUFError, OSError):
     """The file cannot be opened, read or written (also the matching ``OSError``).
 
-    ``errno``, ``strerror`` and ``filename`` are those of the operating system's error.
+    ``errno``, ``strerror`` and ``filename`` are those of the operating system's error; for a
+    remote file ``path`` and ``filename`` are its URL, and ``offset`` where a ranged read failed.
     """
 
-    def __init__(self, reason: str, *, path: str | None = None, errno: int | None = None, value: Any = _UNSET):
-        super().__init__(reason, path=path, value=value)
+    def __init__(
+        self,
+        reason: str,
+        *,
+        path: str | None = None,
+        errno: int | None = None,
+        offset: int | None = None,
+        value: Any = _UNSET,
+    ):
+        super().__init__(reason, offset=offset, path=path, value=value)
         self.errno = errno
         self.strerror = reason
         self.filename = path
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (_rebuild_io, (type(self), self.reason, self.path, self.errno))
+        return (_rebuild_io, (type(self), self.reason, self.path, self.errno, self.offset))
 
 
-def _rebuild_io(cls: type[GGUFIOError], reason: str, path: str | None, errno: int | None) -> GGUFIOError:
-    return cls(reason, path=path, errno=errno)
+def _rebuild_io(
+    cls: type[GGUFIOError], reason: str, path: str | None, errno: int | None, offset: int | None = None
+) -> GGUFIOError:
+    return cls(reason, path=path, errno=errno, offset=offset)
 
 
 class GGUFFileNotFoundError(GGUFIOError, FileNotFoundError):
-    """There is no file at the path (also a ``FileNotFoundError``)."""
+    """There is no file at the path or URL (also a ``FileNotFoundError``; HTTP 404 and 410)."""
 
 
 class GGUFPermissionError(GGUFIOError, PermissionError):
-    """The operating system refuses access (also a ``PermissionError``)."""
+    """The operating system or the server refuses access (also a ``PermissionError``; HTTP 401 and 403)."""
 
 
 class GGUFChangedError(GGUFIOError):
-    """The file changed under an operation (replaced, truncated or edited by another process)."""
+    """The file changed under an operation (replaced, truncated or edited by another process;
+    a remote file that became shorter than when it was opened)."""
+
+
+class GGUFConnectionError(GGUFIOError, ConnectionError):
+    """The server of a remote file cannot be reached, or it dropped the connection (also a ``ConnectionError``)."""
+
+
+class GGUFTimeoutError(GGUFIOError, TimeoutError):
+    """The server of a remote file did not answer in the time allowed (also a ``TimeoutError``)."""
+
+
+class GGUFRemoteError(GGUFIOError):
+    """The server of a remote file answered with an error (``status``: the HTTP status, when there is one).
+
+    >>> e = GGUFRemoteError("the server answered HTTP 503", path="https://example.org/m.gguf", status=503)
+    >>> e.status, str(e)
+    (503, 'the server answered HTTP 503 (in https://example.org/m.gguf)')
+    """
+
+    def __init__(
+        self,
+        reason: str,
+        *,
+        path: str | None = None,
+        status: int | None = None,
+        errno: int | None = None,
+        offset: int | None = None,
+        value: Any = _UNSET,
+    ):
+        super().__init__(reason, path=path, errno=errno, offset=offset, value=value)
+        self.status = status
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild_remote, (self.reason, self.path, self.status, self.offset))
+
+
+def _rebuild_remote(reason: str, path: str | None, status: int | None, offset: int | None) -> GGUFRemoteError:
+    return GGUFRemoteError(reason, path=path, status=status, offset=offset)
+
+
+class GGUFDependencyError(GGUFError, ImportError):
+    """An optional package a feature needs is not installed (also an ``ImportError``); the message
+    says which extra to install, e.g. ``pip install 'gguf-schema[remote]'``.
+
+    Attributes:
+        name: the missing module (as ``ImportError.name``).
+    """
+
+    def __init__(self, reason: str, *, name: str | None = None):
+        super().__init__(reason)
+        self.name = name
+        self.path = None  # ImportError's own ``path`` slot: not a file's
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild_dependency, (self.reason, self.name))
+
+
+def _rebuild_dependency(reason: str, name: str | None) -> GGUFDependencyError:
+    return GGUFDependencyError(reason, name=name)
 
 
 _OS_CLASSES: dict[int, type[GGUFIOError]] = {

@@ -29,6 +29,7 @@ from .format.schema import alignment_of
 from .format.types import GGMLType, ValueType, tensor_nbytes, type_name
 from .format.values import Field, make_field
 from .tensors import dequantize
+from .tensors.engine import _row_range as row_range  # the engine's reading of ``rows=``, shared
 
 __all__ = ["Fields", "GGUFFile", "Metadata", "Storage", "Tensor"]
 
@@ -145,7 +146,8 @@ class Tensor:
 
     @property
     def data(self) -> np.ndarray:
-        """Zero-copy, read-only view of the tensor's bytes in the file.
+        """Read-only view of the tensor's bytes in the file: zero-copy for a mapped file, a copy of
+        exactly the tensor's bytes for a file read in ranges (remote, ``mmap=False``, file objects).
 
         Plain types get their own dtype in the file's byte order and ``shape`` (F32, F16, F64,
         I8..I64; BF16 as ``uint16`` bit patterns). Block-quantized types get ``uint8`` of shape
@@ -161,13 +163,23 @@ class Tensor:
                 path=f"tensor {self.name!r}",
                 value=self.dims,
             )
+        buf = self._bytes(0, nbytes, nbytes)
+        if t.quantized:
+            row = t.row_nbytes(self.dims[0]) if self.dims else nbytes
+            rows = nbytes // row if row else 0
+            return np.frombuffer(buf, np.uint8, nbytes).reshape(rows, row)
+        dtype = t.numpy_dtype.newbyteorder("<" if self.byte_order == "little" else ">")  # type: ignore[union-attr]
+        return np.frombuffer(buf, dtype, self.n_elements).reshape(self.shape)
+
+    def _bytes(self, start: int, count: int, nbytes: int) -> Any:
+        """Bytes ``[start, start + count)`` of the tensor's ``nbytes`` bytes, from its file."""
         storage = self._storage
         if storage is None or storage.closed:
             raise GGUFError(
                 "the file is closed: tensor data is only available while it is open", path=f"tensor {self.name!r}"
             )
         try:
-            buf = storage.view(self.offset, nbytes)
+            return storage.view(self.offset + start, count)
         except GGUFTruncatedError as e:
             raise GGUFTruncatedError(
                 f"tensor data [{self.offset}, {self.offset + nbytes}) runs past the end of the file ({e.reason})",
@@ -175,12 +187,6 @@ class Tensor:
                 path=f"tensor {self.name!r}",
                 value=nbytes,
             ) from None
-        if t.quantized:
-            row = t.row_nbytes(self.dims[0]) if self.dims else nbytes
-            rows = nbytes // row if row else 0
-            return np.frombuffer(buf, np.uint8, nbytes).reshape(rows, row)
-        dtype = t.numpy_dtype.newbyteorder("<" if self.byte_order == "little" else ">")  # type: ignore[union-attr]
-        return np.frombuffer(buf, dtype, self.n_elements).reshape(self.shape)
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         """``np.asarray(tensor)``: the data (:attr:`data`; quantized types as their raw blocks)."""
@@ -192,13 +198,32 @@ class Tensor:
     ) -> np.ndarray:
         """The tensor as float32 in ``shape`` (any ggml type; see :func:`gguf_schema.tensors.dequantize`).
 
-        ``rows`` decodes only a contiguous range of rows (the tensor seen as ``(-1, shape[-1])``);
+        ``rows`` decodes only a contiguous range of rows (the tensor seen as ``(-1, shape[-1])``),
+        and reads only their bytes from the file (for a remote file: fetches only them);
         ``threads``, ``engine`` and ``out`` (a float32 buffer to decode into) are passed on.
+
+        >>> import io, numpy as np, gguf_schema
+        >>> buf = io.BytesIO()
+        >>> gguf_schema.save(buf, {}, {"w": np.arange(12, dtype=np.float32).reshape(4, 3)})
+        >>> with gguf_schema.open(buf.getvalue()) as f:
+        ...     f.tensors["w"].dequantize(rows=slice(1, 3)).tolist()
+        [[3.0, 4.0, 5.0], [6.0, 7.0, 8.0]]
         """
+        t = self.known_type()
+        if rows is None or not self.dims:
+            data: Any = self.data
+            shape = self.shape
+        else:
+            nbytes = self.nbytes
+            n_rows = math.prod(self.dims[1:])
+            start, stop = row_range(rows, n_rows)
+            row = nbytes // n_rows if n_rows else 0
+            data = self._bytes(start * row, (stop - start) * row, nbytes)
+            shape, rows = (stop - start, self.dims[0]), None
         return dequantize(
-            self.data,
-            self.known_type(),
-            self.shape,
+            data,
+            t,
+            shape,
             byte_order=self.byte_order,
             rows=rows,
             threads=threads,
@@ -207,7 +232,7 @@ class Tensor:
         )
 
     def raw(self) -> memoryview:
-        """The tensor's bytes as a read-only memoryview of the file (no copy)."""
+        """The tensor's bytes as a read-only memoryview (of the map: no copy; of the fetched bytes for a remote file)."""
         return self.data.reshape(-1).view(np.uint8).data
 
     def __repr__(self) -> str:

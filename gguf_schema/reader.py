@@ -7,6 +7,12 @@ schema (:mod:`gguf_schema.format.schema`, through the error boundary of
 Tensor data is never read while opening: :attr:`Tensor.data` is a zero-copy, read-only numpy
 view into the memory map, made on first access.
 
+A source that holds only a prefix of the file (a remote file, positioned reads: see
+:mod:`gguf_schema.format.source`) gives the parser what it has fetched; when the parse runs past
+its end, the reader asks for twice as much (2 MiB, 4 MiB, 8 MiB ...) and parses again: a header of
+``H`` bytes takes about ``log2(H / 2 MiB) + 1`` reads and fetches less than ``2 H`` (and at most
+2 MiB for a header under 2 MiB). gemma-3-270m's 6.5 MB header takes three reads, 8 MiB in all.
+
 Validation is not this module's business: ``gguf_schema.open(..., strict=PROFILE)`` composes this
 reader with :mod:`gguf_schema.check`.
 
@@ -21,27 +27,37 @@ reader with :mod:`gguf_schema.check`.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from .durable import FileLock, check_no_journal
-from .errors import GGUFTruncatedError
+from .errors import GGUFLimitError, GGUFTruncatedError
 from .format import boundary
 from .format.limits import Limits
-from .format.nodes import DataSection
-from .format.schema import GGUFSchema, gguf_schema, sniff
+from .format.nodes import DataSection, align_offset
+from .format.schema import GGUFSchema, alignment_of, gguf_schema, sniff
 from .format.source import ByteReader, Source, SourceLike, open_source
 from .format.values import Field
 from .model import GGUFFile, Tensor
 
-__all__ = ["read", "read_with"]
+__all__ = ["MAX_PADDING_FETCH", "read", "read_with"]
 
 SchemaFor = Callable[[str, int], GGUFSchema]
 
+#: the most bytes of alignment padding fetched to find where the data section of a file that is
+#: not mapped begins (real files pad to 32 bytes; a hostile ``general.alignment`` may claim 2**63)
+MAX_PADDING_FETCH = 2**24
+
 
 def read(
-    source: SourceLike | Source, *, lazy: bool = False, limits: Limits | None = None, mmap: bool = True
+    source: SourceLike | Source,
+    *,
+    lazy: bool = False,
+    limits: Limits | None = None,
+    mmap: bool = True,
+    storage_options: Mapping[str, Any] | None = None,
 ) -> GGUFFile:
-    """Open a GGUF file: a path, bytes-like object or binary file object.
+    """Open a GGUF file: a path, URL, bytes-like object or binary file object.
 
     Metadata and tensor infos are parsed at once; tensor data is not read. Raises
     :class:`~gguf_schema.errors.GGUFError` (and nothing else) for a file that cannot be read:
@@ -58,8 +74,11 @@ def read(
             reads (``False``: tensor data copied on access, and another process truncating the file
             meanwhile gives a clean :class:`~gguf_schema.errors.GGUFTruncatedError` instead of killing
             this one with SIGBUS).
+        storage_options: for a URL (``https://``, ``hf://``, ``s3://`` ...: read through fsspec, see
+            :mod:`gguf_schema.format.remote`), the options of its fsspec backend (credentials,
+            endpoints); ignored for anything else.
     """
-    return read_with(gguf_schema, source, lazy=lazy, limits=limits, mmap=mmap)
+    return read_with(gguf_schema, source, lazy=lazy, limits=limits, mmap=mmap, storage_options=storage_options)
 
 
 def read_with(
@@ -69,6 +88,7 @@ def read_with(
     lazy: bool = False,
     limits: Limits | None = None,
     mmap: bool = True,
+    storage_options: Mapping[str, Any] | None = None,
 ) -> GGUFFile:
     """:func:`read` with another variant of the schema (``schema_for(byte_order, version)``):
     the tests prove the fast schema against the reference one (:mod:`gguf_schema.testing.reference`)."""
@@ -78,7 +98,7 @@ def read_with(
         raise TypeError(f"mmap must be True or False, got {mmap!r}")
     if limits is not None and not isinstance(limits, Limits):
         raise TypeError(f"limits must be a gguf_schema.Limits, got {type(limits).__name__}")
-    src = open_source(source, mmap=mmap)
+    src = open_source(source, mmap=mmap, storage_options=storage_options)
     try:
         with _header_lock(src):
             return _parse(src, schema_for, limits=limits, lazy=lazy)
@@ -101,20 +121,43 @@ def _header_lock(src: Source) -> FileLock | contextlib.nullcontext[None]:
 
 def _parse(src: Source, schema_for: SchemaFor, *, limits: Limits | None, lazy: bool) -> GGUFFile:
     """Parse the header; where the source holds only a prefix of the file, grow it until the parse
-    no longer runs into its end."""
+    no longer runs into its end (see the module docstring)."""
     while True:
         head = src.header()
+        complete = src.complete()
         try:
             order, version = sniff(bytes(head[:8]))
-            parsed = boundary.parse(schema_for(order, version), ByteReader(head), limits=limits, lazy=lazy)
+            # a prefix is parsed without decoding strings (lazy): most of these parses fail, and
+            # the one that succeeds is parsed again as asked, below
+            parsed = boundary.parse(
+                schema_for(order, version), ByteReader(head), limits=limits, lazy=lazy or not complete
+            )
         except GGUFTruncatedError:
-            if src.complete() or not src.extend(max(2 * len(head), 1024)):
+            if complete:
                 raise
-            continue
-        if not src.complete() and parsed.tensor_data.offset >= len(head):  # the padding may run on
-            src.extend(len(head) + 64 * 1024)
-            continue
-        break
+            want = 2 * len(head)
+        else:
+            if complete:
+                break
+            # the padding was read as far as the prefix goes: fetch the rest of it
+            metadata_end = parsed.tensor_data.offset - len(parsed._padding)
+            want = min(align_offset(metadata_end, alignment_of(parsed.header.metadata_kv)), src.size)
+            if want <= len(head):
+                if not lazy:
+                    parsed = boundary.parse(schema_for(order, version), ByteReader(head), limits=limits, lazy=False)
+                break
+            if want - len(head) > MAX_PADDING_FETCH:
+                raise GGUFLimitError(
+                    f"the alignment padding after the tensor infos runs to offset {want:,}: more than "
+                    f"{MAX_PADDING_FETCH:,} bytes to fetch beyond the header read so far",
+                    offset=metadata_end,
+                    path="_padding",
+                    value=want - metadata_end,
+                )
+        if not src.extend(max(want, 1024)):
+            raise GGUFTruncatedError(
+                f"could not read past {len(head):,} bytes of {src.size:,}", offset=len(head), path=src.name
+            )
     kvs, infos = parsed.header.metadata_kv, parsed.tensor_infos
     fields = [
         kv if isinstance(kv, Field) else Field(kv.key, kv.value_type, kv.value, at)

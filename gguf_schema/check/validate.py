@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -424,12 +424,13 @@ class Report:
 # --------------------------------------------------------------------------- entry points
 
 
-def validate(file_or_path: Any, profile: str = "spec") -> Report:
+def validate(file_or_path: Any, profile: str = "spec", *, storage_options: Mapping[str, Any] | None = None) -> Report:
     """Check a GGUF file against a profile's rules and return every finding.
 
     Args:
-        file_or_path: an open :class:`~gguf_schema.model.GGUFFile`, a path, bytes, or a binary file object.
+        file_or_path: an open :class:`~gguf_schema.model.GGUFFile`, a path, a URL, bytes, or a binary file object.
         profile: ``"spec"``, ``"ggml"`` or ``"lenient"``.
+        storage_options: for a URL, the options of its fsspec backend (credentials, endpoints).
 
     Never raises for a bad file: a file that cannot be opened gives a ``GGUF-E001`` finding.
 
@@ -449,7 +450,7 @@ def validate(file_or_path: Any, profile: str = "spec") -> Report:
     )
     path = path if isinstance(path, str) else None
     try:
-        f = read(file_or_path)
+        f = read(file_or_path, storage_options=storage_options)
     except GGUFError as e:
         return _unreadable(path, profile, e.offset, e.path, e.value, str(e))
     with f:

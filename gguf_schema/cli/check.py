@@ -19,7 +19,9 @@ __all__ = ["register_cli"]
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
-    reports = [validate(path, args.profile) for path in args.files]
+    reports = [
+        validate(path, args.profile, storage_options=getattr(args, "storage_options", None)) for path in args.files
+    ]
     if args.json:
         print(
             json.dumps(

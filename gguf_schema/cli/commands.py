@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import GGUFBuildError, GGUFFormatError, GGUFKeyError
+from ..format.source import is_url
 from ..format.types import FileType, ValueType
 from ..format.values import Field
 from ..model import GGUFFile
@@ -99,8 +100,13 @@ _ARCH_KEYS = (
 )
 
 
+def _storage(args: argparse.Namespace) -> Any:
+    """The ``--storage-option`` s given (for URLs), or None."""
+    return getattr(args, "storage_options", None)
+
+
 def _cmd_info(args: argparse.Namespace) -> int:
-    with gguf_open(args.file) as f:
+    with gguf_open(args.file, storage_options=_storage(args)) as f:
         md = f.metadata
         out = [
             f"file:        {args.file} ({_num(f.file_size)} bytes)",
@@ -195,7 +201,7 @@ def _value_text(f: Field, full: bool, limit: int = 8) -> str:
 
 
 def _cmd_dump(args: argparse.Namespace) -> int:
-    with gguf_open(args.file) as f:
+    with gguf_open(args.file, storage_options=_storage(args)) as f:
         if args.json:
             _write(jsonio.dumps(f, tensors=not args.no_tensors) + "\n")
             return 0
@@ -224,7 +230,7 @@ def _cmd_dump(args: argparse.Namespace) -> int:
 
 
 def _cmd_tensors(args: argparse.Namespace) -> int:
-    with gguf_open(args.file) as f:
+    with gguf_open(args.file, storage_options=_storage(args)) as f:
         rows = [t for t in f.tensor_list if not args.filter or any(fnmatch.fnmatchcase(t.name, g) for g in args.filter)]
         width = max([len(t.name) for t in rows] + [4])
         out = [
@@ -247,7 +253,7 @@ def _cmd_tensors(args: argparse.Namespace) -> int:
 
 
 def _cmd_get(args: argparse.Namespace) -> int:
-    with gguf_open(args.file) as f:
+    with gguf_open(args.file, storage_options=_storage(args)) as f:
         if args.key not in f.fields:
             raise GGUFKeyError(f"no metadata key {args.key!r}", path=args.file, value=args.key)
         fld = f.fields[args.key]
@@ -336,7 +342,12 @@ def _cmd_rename(args: argparse.Namespace) -> int:
 def _cmd_convert(args: argparse.Namespace) -> int:
     with Progress(file_size(args.file), "convert") as bar:
         convert_mod.convert(
-            args.file, args.output, byte_order=args.byte_order, version=args.version, progress=bar.update
+            args.file,
+            args.output,
+            byte_order=args.byte_order,
+            version=args.version,
+            progress=bar.update,
+            storage_options=_storage(args),
         )
     print(f"wrote {args.output} ({_num(os.path.getsize(args.output))} bytes)", file=sys.stderr)
     return 0
@@ -362,7 +373,12 @@ def _positive(text: str) -> int:
 def _cmd_split(args: argparse.Namespace) -> int:
     with Progress(file_size(args.file), "split") as bar:
         paths = split_mod.split(
-            args.file, args.prefix, max_size=args.max_size, max_tensors=args.max_tensors, progress=bar.update
+            args.file,
+            args.prefix,
+            max_size=args.max_size,
+            max_tensors=args.max_tensors,
+            progress=bar.update,
+            storage_options=_storage(args),
         )
     for p in paths:
         with gguf_open(p) as s:
@@ -371,16 +387,17 @@ def _cmd_split(args: argparse.Namespace) -> int:
 
 
 def _cmd_merge(args: argparse.Namespace) -> int:
-    with Progress(sum(file_size(p) for p in split_mod.shard_paths(args.first_shard)), "merge") as bar:
-        split_mod.merge(args.first_shard, args.output, progress=bar.update)
+    local = not is_url(args.first_shard)  # a progress total for local shards (URLs: the bar has none)
+    with Progress(sum(file_size(p) for p in split_mod.shard_paths(args.first_shard)) if local else 0, "merge") as bar:
+        split_mod.merge(args.first_shard, args.output, progress=bar.update, storage_options=_storage(args))
     print(f"wrote {args.output} ({_num(os.path.getsize(args.output))} bytes)", file=sys.stderr)
     return 0
 
 
 def _cmd_diff(args: argparse.Namespace) -> int:
-    a = split_mod.open_model(args.a)
+    a = split_mod.open_model(args.a, storage_options=_storage(args))
     try:
-        b = split_mod.open_model(args.b)
+        b = split_mod.open_model(args.b, storage_options=_storage(args))
         try:
             total = 0 if args.no_data else sum(t.nbytes for t in a.tensor_list if t.name in b.tensors) * 2
             with Progress(total, "hashing") as bar:

@@ -123,7 +123,7 @@ def estimate_text(e: Estimate, path: str) -> str:
 
 @_argument_errors
 def _cmd_estimate(args: argparse.Namespace) -> int:
-    model = open_model(args.file, lazy=True)
+    model = open_model(args.file, lazy=True, storage_options=getattr(args, "storage_options", None))
     try:
         e = estimate(
             model,

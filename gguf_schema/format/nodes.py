@@ -708,7 +708,8 @@ class ArrayItems(Construct):
                 raise GGUFFormatError("inconsistent array", offset=start, path=where(f"{path}[{i}]")) from None
         return out
 
-    def _parse_strings(self, r: ByteReader, n: int, limits: Limits, path: str) -> list[str]:
+    def _parse_strings(self, r: ByteReader, n: int, limits: Limits, path: str, decode: bool = True) -> list[str]:
+        """Decode ``n`` strings; ``decode=False`` only walks their lengths (to name the one that fails)."""
         lsize = self.length.size
         data, pos, size, unpack = r.data, r.pos, r.size, self.length.unpack_from
         cap = limits.max_string_length
@@ -723,7 +724,8 @@ class ArrayItems(Construct):
             pos = start + ln
             if pos > size or ln > cap:
                 _string_failure(r, i, ln, start - lsize, cap, path, lsize)
-            out[i] = str(data[start:pos], "utf-8", "surrogateescape")
+            if decode:
+                out[i] = str(data[start:pos], "utf-8", "surrogateescape")
         r.pos = pos
         return out
 
@@ -754,7 +756,7 @@ class ArrayItems(Construct):
         except struct.error:
             pos = r.size + 1
         if pos > r.size:
-            self._parse_strings(r, n, DEFAULT_LIMITS, path)  # names the string that runs past the end
+            self._parse_strings(r, n, DEFAULT_LIMITS, path, decode=False)  # names the string that runs past the end
         cap = limits.max_string_length
         if pos - start - n * lsize > cap:
             at = start

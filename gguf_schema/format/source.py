@@ -21,7 +21,12 @@ Kinds of source, chosen by :func:`open_source`:
 * :class:`BufferSource` -- bytes already in memory.
 * :class:`RangeSource` -- a file reached by ranged reads (a file object that is not a local file;
   remote files, see :mod:`gguf_schema.format.remote`): the header is fetched in growing reads, tensor
-  data on demand.
+  data on demand, exactly the bytes asked for, kept in a bounded cache (:data:`CACHE_BYTES`).
+  Views of its data are copies of the fetched bytes (read-only).
+
+A string with a scheme (``https://``, ``hf://``, ``s3://``, ``file://`` ...: :func:`is_url`) is a
+URL: :func:`open_source` opens it as a :class:`~gguf_schema.format.remote.RemoteSource` through
+fsspec (the optional extra ``pip install 'gguf-schema[remote]'``), with ``storage_options``.
 
 The schema parses from a :class:`ByteReader`. It never hands out more bytes than the buffer
 holds, so a claimed length of 2**60 costs nothing before it fails, and its numpy-backed nodes
@@ -41,11 +46,18 @@ from __future__ import annotations
 
 import contextlib
 import io
+import logging
 import mmap
 import os
+import re
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping
 from typing import IO, Any, Union
 
 from ..errors import GGUFError, GGUFTruncatedError, os_error
+
+log = logging.getLogger("gguf_schema")
 
 __all__ = [
     "BufferSource",
@@ -55,10 +67,23 @@ __all__ = [
     "RangeSource",
     "Source",
     "SourceLike",
+    "StreamSource",
+    "is_url",
     "open_source",
 ]
 
 SourceLike = Union[str, "os.PathLike[str]", bytes, bytearray, memoryview, IO[bytes]]
+
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*://")
+
+
+def is_url(src: object) -> bool:
+    """True for a string that starts with a scheme and ``://`` (``https://``, ``hf://``, ``file://`` ...).
+
+    >>> is_url("https://host/m.gguf"), is_url("s3://bucket/m.gguf"), is_url("models/m.gguf"), is_url("C:/models/m.gguf")
+    (True, True, False, False)
+    """
+    return isinstance(src, str) and _SCHEME.match(src) is not None
 
 
 class ByteReader:
@@ -115,6 +140,19 @@ class Source:
     def __init__(self, size: int, name: str | None = None):
         self.size = size
         self.name = name
+
+    @property
+    def notes(self) -> list[str]:
+        """What the caller should know about how the bytes are read (e.g. a server without range
+        requests: the file is streamed). The library records them here, and logs them at INFO level
+        (logger ``gguf_schema``); it never prints them."""
+        return list(self.__dict__.get("_notes", ()))
+
+    def _note(self, text: str) -> None:
+        notes = self.__dict__.setdefault("_notes", [])
+        if text not in notes:
+            notes.append(text)
+            log.info("%s: %s", self.name, text)
 
     def header(self) -> Any:
         """A contiguous buffer of the first bytes of the file (the whole file where that is free)."""
@@ -281,19 +319,37 @@ class PositionedSource(_LocalFile):
         return data
 
 
+#: default bound of a :class:`RangeSource`'s cache of fetched ranges, in bytes
+CACHE_BYTES = 64 * 2**20
+
+
 class RangeSource(Source):
     """A file reached by ranged reads (``fetch(offset, n) -> bytes``): the header is fetched in
-    growing reads, tensor data on demand. Views are copies.
+    growing reads, tensor data on demand. Views are copies (read-only buffers of fetched bytes).
 
-    ``first_read`` bytes are fetched at once; :meth:`extend` grows the header by at least half of
-    what it holds, so a header of any size takes a few reads.
+    ``first_read`` bytes are fetched at once; the reader asks :meth:`extend` for more as the
+    parse runs into the end of what was fetched (doubling it: see :func:`gguf_schema.reader.read`).
+    A view outside the header fetches exactly its bytes, in one request; ranges of at most
+    ``cache_bytes`` are kept (least recently used dropped first), so reading a tensor again, or
+    rows of a tensor already read, costs nothing. Larger ranges are fetched on every access.
+
+    Attributes:
+        requests: requests made so far (the header's reads, views, retries).
+        bytes_fetched: bytes received so far.
     """
 
-    def __init__(self, size: int, name: str | None = None, *, first_read: int = FIRST_READ):
+    requests: int = 0
+    bytes_fetched: int = 0
+
+    def __init__(
+        self, size: int, name: str | None = None, *, first_read: int = FIRST_READ, cache_bytes: int = CACHE_BYTES
+    ):
         super().__init__(size, name)
         self._head = b""
-        self.requests = 0
-        self.bytes_fetched = 0
+        self.cache_bytes = cache_bytes
+        self._cache: OrderedDict[int, bytes] = OrderedDict()  # start -> bytes, least recently used first
+        self._cached = 0
+        self._cache_lock = threading.Lock()
         self.extend(min(size, first_read))
 
     def fetch(self, offset: int, nbytes: int) -> bytes:
@@ -306,6 +362,16 @@ class RangeSource(Source):
         self.bytes_fetched += len(data)
         return data
 
+    def _short_read(self, offset: int, nbytes: int, got: int) -> GGUFError:
+        """The error for a read that returned ``got`` of ``nbytes`` bytes inside the size the file had when opened."""
+        return GGUFTruncatedError(
+            f"the file ended after {offset + got:,} bytes while {nbytes:,} were read from offset {offset:,}"
+            f" ({self.size:,} bytes when it was opened: truncated meanwhile)",
+            offset=offset + got,
+            path=self.name,
+            value=nbytes,
+        )
+
     def header(self) -> Any:
         self._check_open()
         return self._head
@@ -315,52 +381,101 @@ class RangeSource(Source):
 
     def extend(self, want: int) -> bool:
         want = min(want, self.size)
-        if want <= len(self._head):
+        have = len(self._head)
+        if want <= have:
             return False
-        chunk = self._fetch(len(self._head), want - len(self._head))
+        chunk = self._fetch(have, want - have)
+        if len(chunk) != want - have:
+            raise self._short_read(have, want - have, len(chunk))
         self._head = self._head + chunk  # a new buffer: views of the old one (lazy values) stay valid
-        return bool(chunk)
+        return True
 
     def _read(self, offset: int, nbytes: int) -> Any:
-        if offset + nbytes <= len(self._head):
-            return memoryview(self._head)[offset : offset + nbytes]
+        end = offset + nbytes
+        if end <= len(self._head):
+            return memoryview(self._head)[offset:end]
+        with self._cache_lock:
+            for start, data in self._cache.items():
+                if start <= offset and end <= start + len(data):
+                    self._cache.move_to_end(start)
+                    return memoryview(data)[offset - start : end - start]
         data = self._fetch(offset, nbytes)
         if len(data) != nbytes:
-            raise GGUFTruncatedError(
-                f"the file ended after {offset + len(data):,} bytes while {nbytes:,} were read from offset {offset:,}",
-                offset=offset + len(data),
-                path=self.name,
-                value=nbytes,
-            )
-        return data
+            raise self._short_read(offset, nbytes, len(data))
+        if nbytes <= self.cache_bytes:
+            with self._cache_lock:
+                old = self._cache.pop(offset, None)
+                self._cached += nbytes - (len(old) if old is not None else 0)
+                self._cache[offset] = data
+                while self._cached > self.cache_bytes:
+                    _, dropped = self._cache.popitem(last=False)
+                    self._cached -= len(dropped)
+        return memoryview(data)
+
+    def close(self) -> None:
+        super().close()
+        with self._cache_lock:
+            self._cache.clear()
+            self._cached = 0
 
 
 class StreamSource(RangeSource):
-    """A binary file object that is not a local file (``read``/``seek``/``tell``): ranged reads through it."""
+    """A binary file object that is not a local file (``read``/``seek``/``tell``): ranged reads through it.
+
+    An ``OSError`` of the stream (or a network error of an fsspec file object) is a
+    :class:`~gguf_schema.errors.GGUFIOError` naming the stream.
+    """
 
     def __init__(self, stream: IO[bytes], name: str | None = None):
         self._stream = stream
-        here = stream.tell()
-        size = stream.seek(0, io.SEEK_END)
-        stream.seek(here)
+        self._lock = threading.Lock()
+        try:
+            here = stream.tell()
+            size = stream.seek(0, io.SEEK_END)
+            stream.seek(here)
+        except Exception as e:
+            raise self._error(e, name, None) from None
         super().__init__(size, name)
 
     def fetch(self, offset: int, nbytes: int) -> bytes:
-        self._stream.seek(offset)
-        data = self._stream.read(nbytes)
+        try:
+            with self._lock:
+                self._stream.seek(offset)
+                data = self._stream.read(nbytes)
+        except Exception as e:
+            raise self._error(e, self.name, offset) from None
         return bytes(data) if not isinstance(data, bytes) else data
 
+    @staticmethod
+    def _error(e: Exception, name: str | None, offset: int | None) -> Exception:
+        from .remote import io_error  # the one classifier of I/O and network errors
 
-def open_source(src: SourceLike | Source, *, mmap: bool = True) -> Source:
-    """The :class:`Source` for a path, bytes-like object or binary file object.
+        translated = io_error(e, name, offset)
+        return translated if translated is not None else e
+
+
+def open_source(
+    src: SourceLike | Source, *, mmap: bool = True, storage_options: Mapping[str, Any] | None = None
+) -> Source:
+    """The :class:`Source` for a path, URL, bytes-like object or binary file object.
 
     A path (or a file object with a real descriptor) is mapped read-only, or read with positioned
-    reads when ``mmap=False``; bytes-like objects are used as they are; other file objects are read
-    in ranges. OS errors are :class:`~gguf_schema.errors.GGUFIOError` s (a missing path is a
+    reads when ``mmap=False``; a URL (:func:`is_url`) is read in ranges through fsspec
+    (:class:`~gguf_schema.format.remote.RemoteSource`, given ``storage_options``: credentials,
+    endpoints; ignored for anything that is not a URL); bytes-like objects are used as they are;
+    other file objects (``read``/``seek``/``tell`` and no descriptor) are read in ranges. OS errors
+    are :class:`~gguf_schema.errors.GGUFIOError` s (a missing path is a
     :class:`~gguf_schema.errors.GGUFFileNotFoundError`, also a ``FileNotFoundError``).
     """
     if isinstance(src, Source):
         return src
+    if storage_options is not None and not isinstance(storage_options, Mapping):
+        raise TypeError(f"storage_options must be a dict, got {type(storage_options).__name__}")
+    if is_url(src):
+        from .remote import RemoteSource  # fsspec is imported only for URLs
+
+        assert isinstance(src, str)
+        return RemoteSource(src, storage_options)
     local = MappedSource if mmap else PositionedSource
     if isinstance(src, (str, os.PathLike)):
         name = os.fspath(src)
@@ -374,7 +489,7 @@ def open_source(src: SourceLike | Source, *, mmap: bool = True) -> Source:
             raise os_error(e, name) from None
     if isinstance(src, (bytes, bytearray, memoryview)):
         return BufferSource(src)
-    if hasattr(src, "read") and hasattr(src, "seek"):
+    if hasattr(src, "read") and hasattr(src, "seek") and hasattr(src, "tell"):
         given = getattr(src, "name", None)
         stream_name = given if isinstance(given, str) else None
         try:
@@ -385,4 +500,4 @@ def open_source(src: SourceLike | Source, *, mmap: bool = True) -> Source:
             return local(src, stream_name, owned=False)
         except OSError as e:
             raise os_error(e, stream_name) from None
-    raise TypeError(f"cannot read GGUF from a {type(src).__name__}: pass a path, bytes or a binary file object")
+    raise TypeError(f"cannot read GGUF from a {type(src).__name__}: pass a path, a URL, bytes or a binary file object")

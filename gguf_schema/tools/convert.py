@@ -22,9 +22,11 @@ verbatim (a version change keeps every tensor's offset).
 from __future__ import annotations
 
 import os
-from typing import IO, Union
+from collections.abc import Mapping
+from typing import IO, Any, Union
 
 from ..errors import GGUFBuildError
+from ..format.source import is_url
 from ..reader import read
 from ..writer import Progress, save_file
 
@@ -40,11 +42,12 @@ def convert(
     byte_order: str | None = None,
     version: int | None = None,
     progress: Progress | None = None,
+    storage_options: Mapping[str, Any] | None = None,
 ) -> None:
     """Write ``source`` to ``target`` in another byte order and/or format version.
 
     Args:
-        source: the GGUF file to read.
+        source: the GGUF file to read (a path, or a URL read through fsspec with ``storage_options``).
         target: the path to write (atomically; it may not be ``source``) or a binary stream.
         byte_order: "little" or "big" (default: unchanged).
         version: 1, 2 or 3 (default: unchanged). ggml reads versions 2 and 3 only.
@@ -57,9 +60,14 @@ def convert(
         raise ValueError(f"byte order must be 'little' or 'big', got {byte_order!r}")
     if version not in (None, 1, 2, 3):
         raise ValueError(f"version must be 1, 2 or 3, got {version!r}")
-    if isinstance(target, (str, os.PathLike)) and os.path.exists(target) and os.path.samefile(source, target):
+    if (
+        isinstance(target, (str, os.PathLike))
+        and not is_url(source)
+        and os.path.exists(target)
+        and os.path.samefile(source, target)
+    ):
         raise GGUFBuildError("convert writes a new file: the output must not be the input", path=os.fspath(target))
-    with read(source) as f:
+    with read(source, storage_options=storage_options) as f:
         for t in f.tensor_list:  # fail before writing anything if a tensor cannot be converted
             if byte_order not in (None, f.byte_order):
                 t.nbytes  # noqa: B018 - raises GGUFFormatError for an unknown or removed type

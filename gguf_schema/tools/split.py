@@ -32,8 +32,9 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any, Union
 
-from ..errors import GGUFBuildError, GGUFFormatError, GGUFKeyError
+from ..errors import GGUFBuildError, GGUFFileNotFoundError, GGUFFormatError, GGUFKeyError
 from ..format.nodes import align_offset
+from ..format.source import is_url
 from ..format.types import ValueType
 from ..format.values import Field, make_field
 from ..model import Fields, GGUFFile, Tensor
@@ -50,10 +51,12 @@ __all__ = [
     "plan_split",
     "shard_name",
     "shard_paths",
+    "shard_paths_named",
     "split",
 ]
 
 PathLike = Union[str, "os.PathLike[str]"]
+StorageOptions = Mapping[str, Any] | None
 
 #: the keys a shard carries, in the order llama.cpp writes them
 SPLIT_KEYS = ("split.no", "split.count", "split.tensors.count")
@@ -150,13 +153,15 @@ def split(
     max_size: int | None = None,
     max_tensors: int | None = None,
     progress: Progress | None = None,
+    storage_options: StorageOptions = None,
 ) -> list[str]:
-    """Split ``source`` into shards named ``<prefix>-0000i-of-0000n.gguf``; returns their paths.
+    """Split ``source`` (a path or URL) into shards named ``<prefix>-0000i-of-0000n.gguf``; returns their paths.
 
     Each shard is written atomically. Raises :class:`~gguf_schema.errors.GGUFBuildError` when
-    neither limit is given or more than 65535 shards would be needed.
+    neither limit is given or more than 65535 shards would be needed. ``storage_options`` are
+    those of a URL's fsspec backend.
     """
-    with read(source) as f:
+    with read(source, storage_options=storage_options) as f:
         groups = plan_split(f, max_size=max_size, max_tensors=max_tensors)
         n = len(groups)
         if n > 65535:
@@ -174,16 +179,24 @@ def split(
     return paths
 
 
-def shard_paths(first_shard: PathLike) -> list[str]:
-    """The paths of all shards of the split model whose first shard is ``first_shard``.
+def shard_paths(first_shard: PathLike, *, storage_options: StorageOptions = None) -> list[str]:
+    """The paths (or URLs) of all shards of the split model whose first shard is ``first_shard``.
 
     A file without ``split.count`` (or with a count of 1) is a model of one shard. The
-    others are found by the naming convention ``<prefix>-0000i-of-0000n.gguf``.
+    others are found by the naming convention ``<prefix>-0000i-of-0000n.gguf``; for a URL the
+    convention applies to its path, and a query (``?download=true``) is kept on every shard's URL.
+
+    >>> shard_paths_named("https://host/m/x-00001-of-00003.gguf?download=true", 3)[1]
+    'https://host/m/x-00002-of-00003.gguf?download=true'
     """
     first = os.fspath(first_shard)
-    with read(first) as f:
-        no = _split_int(f, "split.no", 0)
-        count = _split_int(f, "split.count", 1)
+    with read(first, storage_options=storage_options) as f:
+        return _shard_paths_of(f, first)
+
+
+def _shard_paths_of(f: GGUFFile, first: str) -> list[str]:
+    no = _split_int(f, "split.no", 0)
+    count = _split_int(f, "split.count", 1)
     if no != 0:
         raise GGUFFormatError(
             f"{first} is shard {no + 1} of {count}, not the first shard (split.no = {no})", path=first, value=no
@@ -192,18 +205,31 @@ def shard_paths(first_shard: PathLike) -> list[str]:
         raise GGUFFormatError(f"split.count is {count}", path=first, value=count)
     if count == 1:
         return [first]
-    m = _SHARD_RE.match(first)
+    return shard_paths_named(first, count)
+
+
+def shard_paths_named(first: str, count: int) -> list[str]:
+    """The ``count`` shard paths (or URLs) named after ``first`` by the convention ``<prefix>-0000i-of-0000n.gguf``."""
+    base, query = _url_parts(first) if is_url(first) else (first, "")
+    m = _SHARD_RE.match(base)
+    name = base.rsplit("/", 1)[-1] if is_url(first) else os.path.basename(base)
     if not m:
         raise GGUFFormatError(
-            f"a model of {count} shards needs names like PREFIX-00001-of-{count:05d}.gguf, got {os.path.basename(first)!r}",
+            f"a model of {count} shards needs names like PREFIX-00001-of-{count:05d}.gguf, got {name!r}",
             path=first,
-            value=os.path.basename(first),
+            value=name,
         )
     if int(m.group("count")) != count:
         raise GGUFFormatError(
             f"the name says {int(m.group('count'))} shards, split.count says {count}", path=first, value=count
         )
-    return [shard_name(m.group("prefix"), i, count) for i in range(count)]
+    return [shard_name(m.group("prefix"), i, count) + query for i in range(count)]
+
+
+def _url_parts(url: str) -> tuple[str, str]:
+    """A URL without its query and fragment, and them (``?a=b#c``)."""
+    cut = min((i for i in (url.find("?"), url.find("#")) if i >= 0), default=len(url))
+    return url[:cut], url[cut:]
 
 
 def _split_int(f: GGUFFile, key: str, default: int) -> int:
@@ -302,20 +328,35 @@ class SplitModel:
         return f"SplitModel({self.name!r}, {len(self.shards)} shards, {len(self.fields)} keys, {len(self._tensor_list)} tensors)"
 
 
-def open_split(first_shard: PathLike) -> SplitModel:
-    """Open a split model from its first shard: one object with its metadata and all tensors.
+def open_split(first_shard: PathLike, *, storage_options: StorageOptions = None, lazy: bool = False) -> SplitModel:
+    """Open a split model from its first shard (a path or URL): one object with its metadata and all tensors.
 
     Checks each shard's ``split.no`` and ``split.count``, and that ``split.tensors.count``
     equals the number of tensors found. A file that is not split opens as a model of one shard.
+    The other shards of a URL are found next to it, by name (:func:`shard_paths`), and read
+    remotely too (``storage_options``: those of its fsspec backend). ``lazy`` as in :func:`gguf_schema.open`.
     """
-    paths = shard_paths(first_shard)
-    shards: list[GGUFFile] = []
+    first = os.fspath(first_shard)
+    return _open_shards(read(first, storage_options=storage_options, lazy=lazy), first, storage_options, lazy)
+
+
+def _open_shards(head: GGUFFile, first: str, storage_options: StorageOptions, lazy: bool) -> SplitModel:
+    """The split model whose first shard ``head`` (read from ``first``) is open already: the others read next to it."""
+    shards: list[GGUFFile] = [head]
     try:
+        paths = _shard_paths_of(head, first)
         for i, p in enumerate(paths):
-            if not os.path.exists(p):
-                raise GGUFFormatError(f"shard {i + 1} of {len(paths)} is missing: {p}", path=p)
-            s = read(p)
-            shards.append(s)
+            missing = f"shard {i + 1} of {len(paths)} is missing: {p}"
+            if i == 0:
+                s = head
+            elif not is_url(p) and not os.path.exists(p):
+                raise GGUFFormatError(missing, path=p)
+            else:
+                try:
+                    s = read(p, storage_options=storage_options, lazy=lazy)
+                except GGUFFileNotFoundError as e:
+                    raise GGUFFormatError(f"{missing} ({e.reason})", path=p) from None
+                shards.append(s)
             if len(paths) > 1:
                 no, count = _split_int(s, "split.no", -1), _split_int(s, "split.count", -1)
                 if (no, count) != (i, len(paths)):
@@ -343,20 +384,21 @@ def open_split(first_shard: PathLike) -> SplitModel:
         raise
 
 
-def merge(first_shard: PathLike, target: PathLike, *, progress: Progress | None = None) -> None:
-    """Merge the shards of a split model into one file (the first shard's metadata without the
-    split keys, then every tensor in shard order, copied byte for byte)."""
-    with open_split(first_shard) as model:
+def merge(
+    first_shard: PathLike, target: PathLike, *, progress: Progress | None = None, storage_options: StorageOptions = None
+) -> None:
+    """Merge the shards of a split model (local, or URLs: see :func:`open_split`) into one local file (the
+    first shard's metadata without the split keys, then every tensor in shard order, copied byte for byte)."""
+    with open_split(first_shard, storage_options=storage_options) as model:
         fields = [x for x in model.fields.records if x.key not in SPLIT_KEYS]
         planned = [plan_tensor(t.name, t, model.byte_order) for t in model.tensor_list]
         write_file(target, fields, planned, version=model.version, byte_order=model.byte_order, progress=progress)
 
 
-def open_model(path: PathLike, *, lazy: bool = False) -> GGUFFile | SplitModel:
-    """Open a GGUF file, or every shard of a split model (:func:`open_split`) when ``path`` is its
-    first shard; ``lazy`` as in :func:`gguf_schema.open`."""
-    f = read(path, lazy=lazy)
+def open_model(path: PathLike, *, lazy: bool = False, storage_options: StorageOptions = None) -> GGUFFile | SplitModel:
+    """Open a GGUF file (a path or URL), or every shard of a split model (:func:`open_split`) when
+    ``path`` is its first shard; ``lazy`` and ``storage_options`` as in :func:`gguf_schema.open`."""
+    f = read(path, lazy=lazy, storage_options=storage_options)
     if "split.count" in f.fields and f.metadata.get("split.no") == 0 and f.metadata["split.count"] > 1:
-        f.close()
-        return open_split(path)
+        return _open_shards(f, os.fspath(path), storage_options, lazy)
     return f

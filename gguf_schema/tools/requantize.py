@@ -321,7 +321,7 @@ def _keep_reason(t: Tensor, keep_1d: bool) -> str | None:
         return "kept: not a weight"
     for part in KEEP_NAMES:
         if part in t.name:
-            return f"kept: {part.strip('_.')}"
+            return f"kept: {part}"
     return None
 
 
@@ -454,14 +454,13 @@ def _stream(t: Tensor, report: TensorReport, weights: np.ndarray | None, threads
             try:
                 q = quantize(x, new, imatrix=w, threads=threads)
             except ValueError as e:
-                raise GGUFBuildError(
-                    f"cannot requantize to {new.name}: {e}", path=f"tensor {t.name!r}", value=new.name
-                ) from None
+                raise GGUFBuildError(str(e), path=f"tensor {t.name!r}", value=new.name) from None
             y = dequantize(q, new, x.shape, threads=threads)
             with np.errstate(over="ignore", invalid="ignore"):
-                d = y - x
-                err += float(np.dot(d.reshape(-1), d.reshape(-1)))
-                total += float(np.dot(x.reshape(-1), x.reshape(-1)))
+                d = (y - x).reshape(-1).astype(np.float64)
+                err += float(d @ d)
+                d = x.reshape(-1).astype(np.float64, copy=False)
+                total += float(d @ d)
             yield q.reshape(-1).data
     n = max(1, t.n_elements)
     report.rms_error = math.sqrt(err / n)

@@ -94,6 +94,10 @@ class Lattice:
             search produces.
         offsets: ``(lists + 1,)``: list ``r`` is ``neighbours[offsets[r]:offsets[r + 1]]``.
         neighbours: the lists, each ordered by (squared level distance, point index).
+        nlevels: distinct coordinate values of the grid.
+        slot_of_entry: ``(len(neighbours), dim)`` int32: for each list entry (a point p),
+            ``i * nlevels + levels[p, i]``: where coordinate i of p finds its term in a
+            ``(dim, nlevels)`` table of a search.
     """
 
     name: str
@@ -102,6 +106,8 @@ class Lattice:
     code: np.ndarray
     offsets: np.ndarray
     neighbours: np.ndarray
+    nlevels: int
+    slot_of_entry: np.ndarray
 
     @property
     def dim(self) -> int:
@@ -168,7 +174,9 @@ def lattice(name: str) -> Lattice:
     counts = np.bincount(rows, minlength=len(keys))
     code[keys] = -1 - np.arange(len(keys), dtype=np.int32)
     offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-    return Lattice(name, levels, bits, code, offsets, cols[order].astype(np.int32))
+    neighbours = cols[order].astype(np.int32)
+    slots = (np.arange(dim) * len(values) + levels[neighbours]).astype(np.int32)
+    return Lattice(name, levels, bits, code, offsets, neighbours, len(values), slots)
 
 
 def _best_neighbours(lat: Lattice, code: np.ndarray, x: np.ndarray, w: np.ndarray, scale: np.ndarray,
@@ -176,27 +184,46 @@ def _best_neighbours(lat: Lattice, code: np.ndarray, x: np.ndarray, w: np.ndarra
     """For m keys off the grid (``code`` < 0): the neighbour with the least
     ``sum_i w_i (scale * table[level_i] - x_i)^2`` below FLT_MAX (summed in order, first of
     equals), or -1 where none is (ggml aborts). x, w ``(m, dim)``, scale ``(m,)``, table
-    ``(nlevels,)`` or ``(m, nlevels)``."""
-    m = len(code)
+    ``(levels,)`` or ``(m, levels)``.
+
+    Each term depends only on the coordinate and its level: the ``dim * levels`` possible terms
+    of each key are computed first (the same float32 operations ggml repeats per neighbour)
+    and every neighbour's distance is the in-order sum of its terms.
+    """
+    dim, nlev = lat.dim, lat.nlevels
+    values = table[:nlev][None, None, :] if table.ndim == 1 else table[:, None, :nlev]
+    diff = scale[:, None, None] * values - x[:, :, None]
+    term = (w[:, :, None] * diff * diff).reshape(-1)
     row = -code.astype(np.int64) - 1
     start = lat.offsets[row]
     count = lat.offsets[row + 1] - start
+    out = np.empty(len(code), np.int64)
+    ends = np.cumsum(count)
+    lo = 0
+    while lo < len(code):  # batches of about 2**16 candidates: the arrays stay in the CPU's cache
+        hi = max(lo + 1, int(np.searchsorted(ends, ends[lo] - count[lo] + (1 << 16), side="right")))
+        out[lo:hi] = _nearest_of(lat, term, lo, start[lo:hi], count[lo:hi], dim * nlev)
+        lo = hi
+    return out
+
+
+def _nearest_of(lat: Lattice, term: np.ndarray, first: int, start: np.ndarray, count: np.ndarray,
+                width: int) -> np.ndarray:
+    """The best neighbour of queries first, first + 1, ... (lists ``start``, ``count``), given
+    the flat table of their terms (``width`` per query); -1 where no distance is below FLT_MAX."""
+    m = len(start)
     seg_start = np.cumsum(count) - count
-    seg = np.repeat(np.arange(m), count)
-    cand = lat.neighbours[np.arange(int(count.sum())) + np.repeat(start - seg_start, count)]
-    lv = lat.levels[cand]
-    sc = scale[seg]
-    d2 = None
-    for i in range(lat.dim):
-        q = table[lv[:, i]] if table.ndim == 1 else table[seg, lv[:, i]]
-        diff = sc * q - x[seg, i]
-        t = w[seg, i] * diff * diff
-        d2 = t + F32(0) if d2 is None else d2 + t
+    seg = np.repeat(np.arange(m, dtype=np.int32), count)
+    pos = np.arange(int(count.sum()), dtype=np.int64) + np.repeat(start - seg_start, count)
+    t = term[lat.slot_of_entry[pos] + ((seg + first) * width)[:, None]]
+    d2 = t[:, 0] + F32(0)
+    for i in range(1, lat.dim):
+        d2 += t[:, i]
     d2 = np.where(d2 < FLT_MAX, d2, F32(np.inf))
     least = np.minimum.reduceat(d2, seg_start)
     hits = np.flatnonzero(d2 == np.repeat(least, count))
-    first = hits[np.searchsorted(seg[hits], np.arange(m))]
-    return np.where(least < np.inf, cand[first], -1)
+    at = hits[np.searchsorted(seg[hits], np.arange(m))]
+    return np.where(least < np.inf, lat.neighbours[pos[at]], -1)
 
 
 # ---------------------------------------------------------------------------- float32 helpers
@@ -243,11 +270,12 @@ def _columns(a: np.ndarray, n: int) -> np.ndarray:
     return np.ascontiguousarray(a.reshape(-1, n).T)
 
 
-def _fail_message(type_name: str, block: np.ndarray) -> str:
-    """The ValueError message of a super-block ggml aborts on (csrc/quantize_iq.c formats the same)."""
-    amax = float(np.abs(block).max())
-    return (f"ggml's {type_name} quantizer aborts on a block of 256 values with magnitudes up to {amax:.3g} "
-            "(its lattice search overflows float32): no ggml bytes exist for it; scale the values down")
+def _fail_message(type_name: str, block: np.ndarray, qw: np.ndarray | None) -> str:
+    """The ValueError message of a super-block ggml aborts on (csrc/quantize_iq.c, fail, words it the same)."""
+    weights = "" if qw is None else f", importance up to {float(np.abs(qw).max()):.3g}"
+    return (f"ggml's {type_name} quantizer aborts on a block of 256 values (magnitudes up to "
+            f"{float(np.abs(block).max()):.3g}{weights}): its lattice search overflows float32 and ggml "
+            "writes no bytes for it; scale the values or the weights down")
 
 
 @dataclass
@@ -273,7 +301,7 @@ class _Rows:
         """Raise ValueError for the first super-block where ``ok`` (per super-block) is False."""
         bad = np.flatnonzero(~ok)
         if len(bad):
-            raise ValueError(_fail_message(type_name, self.x[bad[0]]))
+            raise ValueError(_fail_message(type_name, self.x[bad[0]], None if self.qw is None else self.qw[bad[0]]))
 
 
 def _weights(rows: _Rows, n: int, sigma2: np.ndarray, xs: np.ndarray, no_imatrix: str) -> np.ndarray:

@@ -29,7 +29,7 @@
 /* ---------------------------------------------------------------------------------- */
 /* Failures (where ggml aborts)                                                        */
 
-static THREAD_LOCAL char failure[200];
+static THREAD_LOCAL char failure[320];
 static THREAD_LOCAL int failed;
 
 const char *quantize_iq_error(void) {
@@ -38,14 +38,20 @@ const char *quantize_iq_error(void) {
     return failure;
 }
 
-/* Record why ggml aborts on the super-block at x; always returns -1. */
-static int fail(const char *type, const float *x) {
-    float amax = 0.0f;
+/* Record why ggml aborts on the super-block at x (importance weights qw or NULL); returns -1.
+ * lattice.py (_fail_message) words it the same way. */
+static int fail(const char *type, const float *x, const float *qw) {
+    float amax = 0.0f, wmax = 0.0f;
+    char weights[64] = "";
     for (int i = 0; i < QK; i++) amax = fabsf(x[i]) > amax ? fabsf(x[i]) : amax;
+    if (qw != NULL) {
+        for (int i = 0; i < QK; i++) wmax = fabsf(qw[i]) > wmax ? fabsf(qw[i]) : wmax;
+        snprintf(weights, sizeof weights, ", importance up to %.3g", (double)wmax);
+    }
     snprintf(failure, sizeof failure,
-             "ggml's %s quantizer aborts on a block of 256 values with magnitudes up to %.3g "
-             "(its lattice search overflows float32): no ggml bytes exist for it; scale the values down",
-             type, (double)amax);
+             "ggml's %s quantizer aborts on a block of 256 values (magnitudes up to %.3g%s): its lattice "
+             "search overflows float32 and ggml writes no bytes for it; scale the values or the weights down",
+             type, (double)amax, weights);
     failed = 1;
     return -1;
 }
@@ -62,6 +68,7 @@ static int fail(const char *type, const float *x) {
 typedef struct {
     const char *grid;
     int points, dim, bits, nwant, top;
+    int nlevels;      /* distinct coordinate values */
     uint8_t *level;
     int32_t *map;
     uint16_t *near;
@@ -71,12 +78,12 @@ typedef struct {
 enum { L_IQ2XXS, L_IQ2XS, L_IQ2S, L_IQ1S, L_IQ3XXS, L_IQ3S, N_LATTICES };
 
 static lattice lattices[N_LATTICES] = {
-    {"IQ2XXS_GRID", 256, 8, 2, 2, 2, NULL, NULL, NULL, 0},
-    {"IQ2XS_GRID", 512, 8, 2, 2, 2, NULL, NULL, NULL, 0},
-    {"IQ2S_GRID", 1024, 8, 2, 1, 2, NULL, NULL, NULL, 0},
-    {"IQ1S_GRID", 2048, 8, 2, 3, 2, NULL, NULL, NULL, 0},
-    {"IQ3XXS_GRID", 256, 4, 3, 2, 7, NULL, NULL, NULL, 0},
-    {"IQ3S_GRID", 512, 4, 3, 3, 7, NULL, NULL, NULL, 0},
+    {"IQ2XXS_GRID", 256, 8, 2, 2, 2, 0, NULL, NULL, NULL, 0},
+    {"IQ2XS_GRID", 512, 8, 2, 2, 2, 0, NULL, NULL, NULL, 0},
+    {"IQ2S_GRID", 1024, 8, 2, 1, 2, 0, NULL, NULL, NULL, 0},
+    {"IQ1S_GRID", 2048, 8, 2, 3, 2, 0, NULL, NULL, NULL, 0},
+    {"IQ3XXS_GRID", 256, 4, 3, 2, 7, 0, NULL, NULL, NULL, 0},
+    {"IQ3S_GRID", 512, 4, 3, 3, 7, 0, NULL, NULL, NULL, 0},
 };
 static PyThread_type_lock build_lock;
 
@@ -125,6 +132,7 @@ int quantize_iq_init(void) {
                 while (value[j] != v) j++;
                 lat->level[i] = (uint8_t)j;
             }
+            lat->nlevels = nvalues;
             if (nvalues > (1 << lat->bits)) {
                 PyErr_Format(PyExc_ImportError, "grid %s has %d levels", lat->grid, nvalues);
                 rc = -1;
@@ -251,18 +259,26 @@ static inline float max_abs(const float *x, int n) {
 /* The lattice search of IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS and IQ3_S                     */
 
 /* Among the neighbours of an off-grid key (map entry e), the point at the least weighted distance
- * sum(w * (scale * (2 * level + 1) - x)^2) below FLT_MAX, the first of equals; -1 if none. */
-static int best_neighbour(const lattice *lat, int32_t e, const float *x, const float *w, float scale) {
+ * sum_i w_i (scale * value[level_i] - x_i)^2 below FLT_MAX, summed in order, the first of equals;
+ * -1 if none. value: 2 * level + 1 (IQ2, IQ3) or IQ1's shifted values. Each term depends only on
+ * the coordinate and its level, so the few possible terms are computed first (the same float
+ * operations: ggml computes each again per neighbour). */
+static int best_neighbour(const lattice *lat, int32_t e, const float *x, const float *w, float scale,
+                          const float *value, int nlevels) {
     const uint16_t *nb = lat->near + (-(int64_t)e - 1);
+    const int dim = lat->dim;
+    float term[8][8];
+    for (int i = 0; i < dim; i++)
+        for (int l = 0; l < nlevels; l++) {
+            const float diff = scale * value[l] - x[i];
+            term[i][l] = w[i] * diff * diff;
+        }
     float best = FLT_MAX;
     int found = -1;
     for (int j = 1; j <= nb[0]; j++) {
-        const uint8_t *lv = lat->level + (size_t)nb[j] * lat->dim;
+        const uint8_t *lv = lat->level + (size_t)nb[j] * dim;
         float d2 = 0.0f;
-        for (int i = 0; i < lat->dim; i++) {
-            const float diff = scale * (float)(2 * lv[i] + 1) - x[i];
-            d2 += w[i] * diff * diff;
-        }
+        for (int i = 0; i < dim; i++) d2 += term[i][lv[i]];
         if (d2 < best) {
             best = d2;
             found = nb[j];
@@ -270,6 +286,8 @@ static int best_neighbour(const lattice *lat, int32_t e, const float *x, const f
     }
     return found;
 }
+
+static const float ODD[8] = {1, 3, 5, 7, 9, 11, 13, 15}; /* 2 * level + 1 */
 
 /* One group: levels nearest to x * id, clamped to 0..kmax-1, looked up; off the grid, the best
  * neighbour at this scale. Writes the point's levels to lv; returns the point (-1: none). */
@@ -284,7 +302,7 @@ static int place(const lattice *lat, int kmax, const float *x, const float *waux
     const int32_t e = lat->map[key];
     *on_grid = e >= 0;
     if (e >= 0) return e;
-    const int p = best_neighbour(lat, e, x, waux, scale);
+    const int p = best_neighbour(lat, e, x, waux, scale, ODD, lat->nlevels);
     if (p >= 0) memcpy(lv, lat->level + (size_t)p * lat->dim, (size_t)lat->dim);
     return p;
 }
@@ -517,12 +535,12 @@ static int lattice_block(const lattice_type *T, const lattice *lat, const float 
             scale = max / (float)(2 * s->kmax - 1);
             top = max;
         }
-        if (search(lat, s, xval, weight, waux, top, &scale, lv, pt) < 0) return fail(T->name, xbl);
+        if (search(lat, s, xval, weight, waux, top, &scale, lv, pt) < 0) return fail(T->name, xbl, qw);
         if (scale < 0) {
             scale = -scale;
             for (int k = 0; k < 4 && k < n / 8; k++) signs[k] = (uint8_t)(~signs[k] & (T->parity ? 127 : 255));
         }
-        if (!(scale >= 0)) return fail(T->name, xbl);
+        if (!(scale >= 0)) return fail(T->name, xbl, qw);
         switch (lat - lattices) {
         case L_IQ2XXS: { /* per 32: 4 point bytes, then 4 x 7 sign bits (the scale goes on top later) */
             uint8_t *q = y + 2 + 8 * ib;
@@ -646,28 +664,6 @@ static void sort_order(const float *x, int n, int *order) {
     }
 }
 
-/* IQ1's neighbour search: the point among the neighbours of map entry e at the least
- * sum(w * (scale * xx[level] - x)^2) below FLT_MAX; -1 if none (ggml then scans the whole grid
- * reading values past the group, out of its row: no defined result). */
-static int iq1_neighbour(const lattice *lat, int32_t e, const float *x, const float *w, float scale, const float *xx) {
-    const uint16_t *nb = lat->near + (-(int64_t)e - 1);
-    float best = FLT_MAX;
-    int found = -1;
-    for (int j = 1; j <= nb[0]; j++) {
-        const uint8_t *lv = lat->level + (size_t)nb[j] * 8;
-        float d2 = 0.0f;
-        for (int i = 0; i < 8; i++) {
-            const float diff = scale * xx[lv[i]] - x[i];
-            d2 += w[i] * diff * diff;
-        }
-        if (d2 < best) {
-            best = d2;
-            found = nb[j];
-        }
-    }
-    return found;
-}
-
 /* The points of the groups of levels L (8 per group), with the shifted values xx[g] of group g;
  * off the grid, the best neighbour at this scale, and then the scale refitted. 0 or -1. */
 static int iq1_points(const lattice *lat, int groups, uint8_t *L, const float *xb, const float *w,
@@ -680,7 +676,9 @@ static int iq1_points(const lattice *lat, int groups, uint8_t *L, const float *x
             continue;
         }
         all_on = 0;
-        pt[k] = iq1_neighbour(lat, e, xb + 8 * k, w + 8 * k, *scale, xx[k]);
+        /* no neighbour at a finite distance: ggml then scans the whole grid reading values past the
+         * group, out of its row (no defined result) and aborts where that finds none either */
+        pt[k] = best_neighbour(lat, e, xb + 8 * k, w + 8 * k, *scale, xx[k], lat->nlevels);
         if (pt[k] < 0) return -1;
         memcpy(L + 8 * k, lat->level + (size_t)pt[k] * 8, 8);
     }
@@ -746,14 +744,14 @@ static int iq1_s_block(const lattice *lat, const float *xbl, const float *qw, ui
         }
         const float *v = shift == 1 ? X_PLUS : X_MINUS;
         const float *const xx[4] = {v, v, v, v};
-        if (iq1_points(lat, 4, L, xb, weight, xx, &scale, pt) < 0) return fail("IQ1_S", xbl);
+        if (iq1_points(lat, 4, L, xb, weight, xx, &scale, pt) < 0) return fail("IQ1_S", xbl, qw);
         uint16_t h = 0;
         for (int k = 0; k < 4; k++) {
             y[2 + 4 * ib + k] = (uint8_t)pt[k];
             h |= (uint16_t)((pt[k] >> 8) << (3 * k));
         }
         wr16(y + 34 + 2 * ib, h);
-        if (!(scale >= 0)) return fail("IQ1_S", xbl);
+        if (!(scale >= 0)) return fail("IQ1_S", xbl, qw);
         scales[ib] = scale;
         shifts[ib] = (int8_t)shift;
         max_scale = max_scale > scale ? max_scale : scale;
@@ -858,11 +856,11 @@ static int iq1_m_block(const lattice *lat, const float *xbl, const float *qw, ui
             bk = 3 - bk;
         }
         const float *const xx[2] = {bk < 2 ? X_PLUS : X_MINUS, bk % 2 == 0 ? X_PLUS : X_MINUS};
-        if (iq1_points(lat, 2, L, xb, weight, xx, &scale, pt) < 0) return fail("IQ1_M", xbl);
+        if (iq1_points(lat, 2, L, xb, weight, xx, &scale, pt) < 0) return fail("IQ1_M", xbl, qw);
         qs[2 * ib] = (uint8_t)pt[0];
         qs[2 * ib + 1] = (uint8_t)pt[1];
         qh[ib] = (uint8_t)((pt[0] >> 8) | ((pt[1] >> 8) << 4));
-        if (!(scale >= 0)) return fail("IQ1_M", xbl);
+        if (!(scale >= 0)) return fail("IQ1_M", xbl, qw);
         scales[ib] = scale;
         shifts[ib] = (int8_t)bk;
         max_scale = max_scale > scale ? max_scale : scale;

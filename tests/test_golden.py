@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from gguf_schema.tensors import COMPILED_DEQUANTIZE, COMPILED_QUANTIZE, QUANTIZE_TYPES, dequantize, quantize
+from gguf_schema.tensors.registry import CODECS
 from gguf_schema.format.types import GGMLType
 
 from .conftest import SHARED
@@ -67,7 +68,8 @@ def test_dequantize_gives_ggmls_floats(name, engine):
         assert np.array_equal(bits(got), bits(g["deq"]))
 
 
-QUANT_TYPES = [n for n in TYPES if GGMLType[n] in QUANTIZE_TYPES]
+QUANT_TYPES = [n for n in TYPES if GGMLType[n] in QUANTIZE_TYPES and not CODECS[GGMLType[n]].needs_imatrix]
+# (IQ2_XXS, IQ2_XS, IQ1_S have only q_imatrix: test_quantize_iq.py)
 
 
 @pytest.mark.parametrize("name, engine", engines(QUANT_TYPES, COMPILED_QUANTIZE))

@@ -43,21 +43,25 @@ sums the skipped sub-blocks into its final scale. ggml sorts with the C library'
 glibc's is a stable merge sort, so equal values keep their order here too (other C libraries
 may order ties differently, and their ggml then writes other IQ1 bytes).
 
-**Hostile rows.** Where squares of the input overflow float32 (magnitudes beyond about 1e19),
-ggml's searches find no candidate at a finite distance, or a NaN scale, and ggml aborts the
-process (``GGML_ASSERT``). Both engines raise ``ValueError`` there instead, with the same
-message; on every other row they give ggml's bytes.
+**Hostile rows.** Where the weighted squared distances overflow float32 -- magnitudes from about
+1e13 on (weights grow like ``|x|``, so distances like ``|x|^3``), less with large importance
+weights -- ggml's searches find no candidate at a finite distance, or a NaN scale, and ggml
+aborts the process (``GGML_ASSERT``). Both engines raise ``ValueError`` there instead, with the
+same message; on every other row they give ggml's bytes. (IQ1_S skips what overflows: it never
+aborts.)
 
 >>> import numpy as np
->>> x = np.random.default_rng(0).normal(size=(2, 256)).astype(np.float32)
->>> out = np.zeros((2, 110), np.uint8)
->>> q_iq3_s(x, out, None)
->>> out[0, :6].tolist()
-[188, 46, 107, 168, 86, 242]
->>> lattice("IQ3S").neighbours_of([0, 0, 0, 1])
-[]
->>> lattice("IQ2XXS").neighbours_of([1, 1, 1, 1, 1, 1, 1, 1])[:4]
-[48, 70, 92, 98]
+>>> from gguf_schema.tensors.iquants import dq_iq3_s
+>>> x = np.random.default_rng(0).normal(size=(1, 256)).astype(np.float32)
+>>> q = np.zeros((1, 110), np.uint8)
+>>> q_iq3_s(x, q, None)            # 3.44 bits per value
+>>> y = np.empty((1, 256), np.float32)
+>>> dq_iq3_s(q, y)
+>>> round(float(np.sqrt(((y - x) ** 2).mean())), 3)
+0.175
+>>> grid = lattice("IQ3S")          # levels (7, 7, 7, 7) are no IQ3_S grid point; the nearest are:
+>>> grid.neighbours_of([7, 7, 7, 7]), grid.levels[437].tolist()
+([437, 338, 431, 441], [6, 4, 4, 5])
 """
 
 from __future__ import annotations

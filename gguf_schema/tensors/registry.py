@@ -10,7 +10,7 @@ engine uses a compiled kernel only where its geometry agrees with this registry.
 >>> CODECS[GGMLType.Q4_K].family, CODECS[GGMLType.Q4_K].quantize is None
 ('kquants', True)
 >>> sorted(t.name for t in QUANTIZE_TYPES if t.quantized)[:3]
-['MXFP4', 'NVFP4', 'Q1_0']
+['IQ1_M', 'IQ1_S', 'IQ2_S']
 """
 
 from __future__ import annotations

@@ -261,21 +261,36 @@ static inline float max_abs(const float *x, int n) {
 /* Among the neighbours of an off-grid key (map entry e), the point at the least weighted distance
  * sum_i w_i (scale * value[level_i] - x_i)^2 below FLT_MAX, summed in order, the first of equals;
  * -1 if none. value: 2 * level + 1 (IQ2, IQ3) or IQ1's shifted values. Each term depends only on
- * the coordinate and its level, so the few possible terms are computed first (the same float
- * operations: ggml computes each again per neighbour). */
+ * the coordinate and its level: with more neighbours than levels, the dim * nlevels possible
+ * terms are computed first (the same float operations ggml repeats per neighbour). */
 static int best_neighbour(const lattice *lat, int32_t e, const float *x, const float *w, float scale,
                           const float *value, int nlevels) {
     const uint16_t *nb = lat->near + (-(int64_t)e - 1);
-    const int dim = lat->dim;
+    const int dim = lat->dim, count = nb[0];
+    float best = FLT_MAX;
+    int found = -1;
+    if (count <= nlevels) {
+        for (int j = 1; j <= count; j++) {
+            const uint8_t *lv = lat->level + (size_t)nb[j] * dim;
+            float d2 = 0.0f;
+            for (int i = 0; i < dim; i++) {
+                const float diff = scale * value[lv[i]] - x[i];
+                d2 += w[i] * diff * diff;
+            }
+            if (d2 < best) {
+                best = d2;
+                found = nb[j];
+            }
+        }
+        return found;
+    }
     float term[8][8];
     for (int i = 0; i < dim; i++)
         for (int l = 0; l < nlevels; l++) {
             const float diff = scale * value[l] - x[i];
             term[i][l] = w[i] * diff * diff;
         }
-    float best = FLT_MAX;
-    int found = -1;
-    for (int j = 1; j <= nb[0]; j++) {
+    for (int j = 1; j <= count; j++) {
         const uint8_t *lv = lat->level + (size_t)nb[j] * dim;
         float d2 = 0.0f;
         for (int i = 0; i < dim; i++) d2 += term[i][lv[i]];

@@ -85,7 +85,7 @@ _UNREACHABLE = np.iinfo(np.int32).min
 # ---------------------------------------------------------------------------- lattices
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Lattice:
     """A grid with its key map and neighbour lists (see the module docstring).
 

@@ -347,7 +347,7 @@ static inline void weighted_sums(int n, const float *w, const float *x, const ui
 /* Search the scale and the points of one sub-block of magnitudes x (weights w, sqrt weights waux):
  * candidates at 2 * steps + 1 scales from top, the best by sum(w x q)^2 / sum(w q^2), then a second
  * pass at the best scale. In: *scale the starting scale; out: *scale, levels lv (n), points pt
- * (n / dim). 0, or -1 where ggml aborts (a search without a finite distance, a NaN scale). */
+ * (n / dim). 0, or -1 where ggml aborts (a group with no neighbour at a finite distance). */
 static int search(const lattice *lat, const search_spec *s, const float *x, const float *w, const float *waux,
                   float top, float *scale_io, uint8_t *lv, int *pt) {
     const int n = s->n, groups = n / lat->dim;

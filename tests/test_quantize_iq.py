@@ -123,6 +123,18 @@ def test_round_trip_error_is_bounded(t):
     assert 0.05 < rel < bound, (bits_per_value, rel)
 
 
+@pytest.mark.parametrize("t", LATTICE_TYPES, ids=lambda t: t.name)
+def test_calls_with_nothing_to_search_give_zero_blocks(t):
+    # every sub-block below the type's threshold (ggml's golden row of zeros quantizes to zero bytes)
+    w = weights(512)
+    for x in (np.zeros((2, 512), np.float32), np.full((1, 512), -0.0, np.float32)):
+        for eng in engines_for(t):
+            assert not quantize(x, t, imatrix=w, engine=eng).any()
+    tiny = np.random.default_rng(5).normal(size=(2, 512)).astype(np.float32) * np.float32(1e-30)
+    got = [quantize(tiny, t, imatrix=w, engine=eng) for eng in engines_for(t)]
+    assert all(np.array_equal(g, got[0]) for g in got)
+
+
 def test_iq3_s_writes_sub_blocks_after_a_zero_one_into_earlier_slots():
     # ggml's IQ3_S advances its qs/signs slots only past non-zero sub-blocks: with sub-block 0
     # all zero, sub-block 1 lands in slot 0 and the last slot stays empty; qh keeps its place.

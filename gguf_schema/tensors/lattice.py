@@ -250,6 +250,37 @@ def _seq_max(t: np.ndarray, start: np.ndarray | None = None) -> np.ndarray:
     return m
 
 
+def _running_best(sqx: np.ndarray, sq2: np.ndarray, best: np.ndarray, scale: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """ggml's scan over candidates c = 0, 1, ... (axis 0 of ``sqx``, ``sq2``; columns are
+    sub-blocks): where ``sq2 > 0 and sqx * sqx > best * sq2``, ``scale = sqx / sq2``,
+    ``best = scale * sqx`` and c is picked (strictly better replaces: the first best stays).
+    Returns (pick, -1 where none; scale).
+
+    Candidates go in blocks of 32: within a block, a column's first pick has to beat the best
+    held at the block's start, so columns where no candidate of the block does are skipped
+    and the others scanned one candidate at a time, exactly as ggml does.
+    """
+    best, scale = best.copy(), scale.copy()
+    pick = np.full(sqx.shape[1], -1)
+    for c0 in range(0, len(sqx), 32):
+        bx, b2 = sqx[c0:c0 + 32], sq2[c0:c0 + 32]
+        cols = np.flatnonzero(((b2 > 0) & (bx * bx > best * b2)).any(axis=0))
+        if not len(cols):
+            continue
+        b, sc, pk = best[cols], scale[cols], pick[cols]
+        for k in range(len(bx)):
+            x, q = bx[k, cols], b2[k, cols]
+            take = (q > 0) & (x * x > b * q)
+            if take.any():
+                new = x / q
+                sc = np.where(take, new, sc)
+                b = np.where(take, new * x, b)
+                pk[take] = c0 + k
+        best[cols], scale[cols], pick[cols] = b, sc, pk
+    return pick, scale
+
+
 def _half_bits(v: np.ndarray) -> np.ndarray:
     """``GGML_FP32_TO_FP16`` as uint16 bits: round to nearest even, a NaN becomes 0x7e00 with its sign."""
     v = np.asarray(v, F32)
@@ -397,15 +428,7 @@ def _search(sp: _Spec, lat: Lattice, xv: np.ndarray, w: np.ndarray, waux: np.nda
     ids = (F32(2 * sp.kmax - 1) + cand[:, None] * F32(sp.step)) / top
     lv_all, on_all, ok = _place(lat, sp.kmax, xv, waux, ids, F32(1) / ids)
     sqx, sq2 = _level_sums(w, wx, lv_all, axis=1)
-    best = np.zeros(S, F32)
-    choice = np.full(S, -1)
-    for k in range(len(cand)):  # in ggml's order: strictly better replaces
-        take = (sq2[k] > 0) & (sqx[k] * sqx[k] > best * sq2[k])
-        if take.any():
-            new = sqx[k] / sq2[k]
-            scale = np.where(take, new, scale)
-            best = np.where(take, new * sqx[k], best)
-            choice[take] = k
+    choice, scale = _running_best(sqx, sq2, np.zeros(S, F32), scale)
     lv = np.zeros((n, S), np.int32)
     on = np.full((groups, S), not sp.start_off)
     taken = np.flatnonzero(choice >= 0)
@@ -688,18 +711,13 @@ def _iq1_s(rows: _Rows, y: np.ndarray) -> None:
     v = _SHIFTED[:, :, None, None]  # (shift, level, 1, 1)
     sqx = a * v[:, 0] + b * v[:, 1] + c * v[:, 2]  # (shift, split, S)
     sq2 = aw * v[:, 0] * v[:, 0] + bw * v[:, 1] * v[:, 1] + cw * v[:, 2] * v[:, 2]
-    best = np.full(S, -FLT_MAX, F32)
-    scale = mx.copy()
+    act = np.flatnonzero(active)  # each split with the plus shift, then the minus shift:
     pick = np.full(S, -1)
-    for k in range(len(i1)):  # each split with the plus shift, then the minus shift
-        for m in range(2):
-            qx, q2 = sqx[m, k], sq2[m, k]
-            take = (q2 > 0) & (qx * qx > best * q2) & active
-            if take.any():
-                new = qx / q2
-                scale = np.where(take, new, scale)
-                best = np.where(take, new * qx, best)
-                pick[take] = 2 * k + m
+    scale = mx.copy()
+    cands = (2 * len(i1), len(act))
+    pick[act], scale[act] = _running_best(sqx[:, :, act].swapaxes(0, 1).reshape(cands),
+                                          sq2[:, :, act].swapaxes(0, 1).reshape(cands),
+                                          np.full(len(act), -FLT_MAX, F32), mx[act])
     active &= pick >= 0
     act = np.flatnonzero(active)
     k = pick[act] // 2
@@ -785,18 +803,9 @@ def _iq1_m(rows: _Rows, y: np.ndarray) -> None:
     order = _sorted_columns(xa)
     cols = np.arange(A)
     sqx, sq2 = _iq1_m_split_sums(xa[order, cols], wa[order, cols], order < 8)
-    best = np.full(A, -FLT_MAX, F32)
-    scale = mx[act].copy()
-    pick = np.full(A, -1)
-    for s in range(sqx.shape[0]):  # each split, shift choices 0..3
-        for k in range(4):
-            a, b = sqx[s, k], sq2[s, k]
-            take = (b > 0) & (a * a > best * b)
-            if take.any():
-                new = a / b
-                scale = np.where(take, new, scale)
-                best = np.where(take, new * a, best)
-                pick[take] = 4 * s + k
+    # each split, shift choices 0..3
+    cands = (4 * sqx.shape[0], A)
+    pick, scale = _running_best(sqx.reshape(cands), sq2.reshape(cands), np.full(A, -FLT_MAX, F32), mx[act])
     keep = np.flatnonzero(pick >= 0)
     act, order, scale, pick = act[keep], order[:, keep], scale[keep], pick[keep]
     A = len(act)

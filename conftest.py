@@ -21,6 +21,7 @@ def pytest_report_header(config):
             got.append(f"{dist} absent")
     return "versions: " + ", ".join(got)
 
+
 settings.register_profile("doctests", derandomize=True, database=None)
 
 
@@ -29,7 +30,7 @@ def _deterministic_hypothesis_in_doctests(request):
     if type(request.node).__name__ != "DoctestItem":
         yield
         return
-    previous = settings._current_profile  # noqa: SLF001 - Hypothesis has no public getter
+    previous = settings._current_profile
     settings.load_profile("doctests")
     try:
         yield

@@ -20,14 +20,25 @@ class BuildKernels(build_ext):
     def build_extensions(self) -> None:
         unix = self.compiler.compiler_type != "msvc"
         for ext in self.extensions:
-            ext.extra_compile_args = ["-O3", "-ffp-contract=off", "-fno-fast-math", "-fno-trapping-math"] if unix else ["/O2", "/fp:precise"]
+            ext.extra_compile_args = (
+                ["-O3", "-ffp-contract=off", "-fno-fast-math", "-fno-trapping-math"] if unix else ["/O2", "/fp:precise"]
+            )
         super().build_extensions()
 
 
 CSRC = "gguf_schema/tensors/csrc"
 KERNEL_SOURCES = sorted(f"{CSRC}/{name}" for name in os.listdir(CSRC) if name.endswith(".c"))
-kernels = [] if os.environ.get("GGUF_SCHEMA_NO_KERNELS") == "1" else [
-    Extension("gguf_schema.tensors._kernels", KERNEL_SOURCES, include_dirs=[CSRC], depends=[f"{CSRC}/common.h"],
-              optional=True)
-]
+kernels = (
+    []
+    if os.environ.get("GGUF_SCHEMA_NO_KERNELS") == "1"
+    else [
+        Extension(
+            "gguf_schema.tensors._kernels",
+            KERNEL_SOURCES,
+            include_dirs=[CSRC],
+            depends=[f"{CSRC}/common.h"],
+            optional=True,
+        )
+    ]
+)
 setup(ext_modules=kernels, cmdclass={"build_ext": BuildKernels})

@@ -43,16 +43,26 @@ print(json.dumps({{"seconds": best, "rss_mb": (rss1 - rss0) / 1024, "peak_mb": r
 """
 
 READERS = {
-    "gguf package GGUFReader": ("import gguf", "r = gguf.GGUFReader(PATH); n = len(r.fields) + len(r.tensors)", "del r"),
+    "gguf package GGUFReader": (
+        "import gguf",
+        "r = gguf.GGUFReader(PATH); n = len(r.fields) + len(r.tensors)",
+        "del r",
+    ),
     "struct.unpack_from loop (floor)": ("from struct_floor import open_floor", "m, t = open_floor(PATH)", "del m, t"),
     "gguf-schema open (eager)": ("import gguf_schema", "f = gguf_schema.open(PATH); f.close()", "del f"),
     "gguf-schema open (lazy=True)": ("import gguf_schema", "f = gguf_schema.open(PATH, lazy=True); f.close()", "del f"),
-    "gguf-schema reference schema (fast=False)": ("import gguf_schema", "f = gguf_schema.open(PATH, fast=False); f.close()", "del f"),
+    "gguf-schema reference schema (fast=False)": (
+        "import gguf_schema",
+        "f = gguf_schema.open(PATH, fast=False); f.close()",
+        "del f",
+    ),
 }
 
 
 def run_child(imports: str, action: str, after: str, path: str, repeat: int) -> dict:
-    code = _CHILD.format(here=str(HERE), imports=imports, action=action.replace("PATH", repr(path)), after=after, repeat=repeat)
+    code = _CHILD.format(
+        here=str(HERE), imports=imports, action=action.replace("PATH", repr(path)), after=after, repeat=repeat
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -76,39 +86,74 @@ def bench_open(path: str, repeat: int, skip_gguf: bool) -> list[str]:
         rows[name] = run_child(imports, action, after, path, 1 if name.startswith("gguf package") else repeat)
     floor = rows["struct.unpack_from loop (floor)"]["seconds"]
     peer = rows.get("gguf package GGUFReader", {}).get("seconds")
-    lines = [f"Model: `{os.path.basename(path)}` ({os.path.getsize(path):,} bytes)", "",
-             "| reader | open time | vs gguf package | vs struct floor | peak RSS | growth over its imports |", "|---|---|---|---|---|---|"]
+    lines = [
+        f"Model: `{os.path.basename(path)}` ({os.path.getsize(path):,} bytes)",
+        "",
+        "| reader | open time | vs gguf package | vs struct floor | peak RSS | growth over its imports |",
+        "|---|---|---|---|---|---|",
+    ]
     for name, r in rows.items():
         vs_peer = f"{peer / r['seconds']:.0f}x faster" if peer and name != "gguf package GGUFReader" else "1x"
         ratio = r["seconds"] / floor
         vs_floor = f"{1 / ratio:.2f}x faster" if ratio < 1 else f"{ratio:.2f}x slower"
-        lines.append(f"| {name} | {r['seconds'] * 1000:.0f} ms | {vs_peer} | {vs_floor} | {r['peak_mb']:.0f} MB | {r['rss_mb']:.1f} MB |")
+        lines.append(
+            f"| {name} | {r['seconds'] * 1000:.0f} ms | {vs_peer} | {vs_floor} | {r['peak_mb']:.0f} MB | {r['rss_mb']:.1f} MB |"
+        )
     return lines
 
 
 def bench_copy(path: str, repeat: int) -> list[str]:
     with tempfile.TemporaryDirectory(dir=os.path.dirname(os.path.abspath(__file__))) as d:
         out = os.path.join(d, "copy.gguf")
-        fresh = f"os.unlink({out!r})"  # every write goes to a new file: replacing an old one adds the cost of freeing it
+        fresh = (
+            f"os.unlink({out!r})"  # every write goes to a new file: replacing an old one adds the cost of freeing it
+        )
         rows = {
-            "plain file copy (shutil.copyfile)": run_child("import os, shutil", f"shutil.copyfile(PATH, {out!r})", fresh, path, repeat),
+            "plain file copy (shutil.copyfile)": run_child(
+                "import os, shutil", f"shutil.copyfile(PATH, {out!r})", fresh, path, repeat
+            ),
             "gguf-schema open + save (sync=False)": run_child(
-                "import os, gguf_schema", f"f = gguf_schema.open(PATH, lazy=True); f.save({out!r}, sync=False); f.close()", fresh, path, repeat),
+                "import os, gguf_schema",
+                f"f = gguf_schema.open(PATH, lazy=True); f.save({out!r}, sync=False); f.close()",
+                fresh,
+                path,
+                repeat,
+            ),
             "gguf-schema open + save (default: fsync)": run_child(
-                "import os, gguf_schema", f"f = gguf_schema.open(PATH, lazy=True); f.save({out!r}); f.close()", fresh, path, repeat),
+                "import os, gguf_schema",
+                f"f = gguf_schema.open(PATH, lazy=True); f.save({out!r}); f.close()",
+                fresh,
+                path,
+                repeat,
+            ),
             "gguf-schema open + save, metadata edited (sync=False)": run_child(
                 "import os, gguf_schema",
                 f"f = gguf_schema.open(PATH, lazy=True); f.metadata['general.name'] = 'x' * 100; f.save({out!r}, sync=False); f.close()",
-                fresh, path, repeat),
+                fresh,
+                path,
+                repeat,
+            ),
         }
-        run_child("import gguf_schema", f"f = gguf_schema.open(PATH, lazy=True); f.save({out!r}, sync=False); f.close()", "", path, 1)
+        run_child(
+            "import gguf_schema",
+            f"f = gguf_schema.open(PATH, lazy=True); f.save({out!r}, sync=False); f.close()",
+            "",
+            path,
+            1,
+        )
         identical = Path(out).read_bytes() == Path(path).read_bytes()
         base = rows["plain file copy (shutil.copyfile)"]["seconds"]
         size = os.path.getsize(path)
-        lines = [f"Output byte-identical to the input: {identical}.", "",
-                 "| write (to a new file) | time | MB/s | speed vs plain copy | peak RSS growth |", "|---|---|---|---|---|"]
+        lines = [
+            f"Output byte-identical to the input: {identical}.",
+            "",
+            "| write (to a new file) | time | MB/s | speed vs plain copy | peak RSS growth |",
+            "|---|---|---|---|---|",
+        ]
         for name, r in rows.items():
-            lines.append(f"| {name} | {r['seconds'] * 1000:.0f} ms | {size / r['seconds'] / 1e6:.0f} | {base / r['seconds']:.2f}x | {r['rss_mb']:.1f} MB |")
+            lines.append(
+                f"| {name} | {r['seconds'] * 1000:.0f} ms | {size / r['seconds'] / 1e6:.0f} | {base / r['seconds']:.2f}x | {r['rss_mb']:.1f} MB |"
+            )
     return lines
 
 
@@ -122,19 +167,25 @@ def make_vocab(path: str, n_tokens: int) -> None:
     alphabet = np.frombuffer(b"abcdefghijklmnopqrstuvwxyz", np.uint8)
     blob = alphabet[rng.integers(0, 26, int(lengths.sum()))].tobytes().decode()
     ends = np.cumsum(lengths)
-    tokens = [blob[e - n:e] for e, n in zip(ends.tolist(), lengths.tolist())]
-    gguf_schema.save(path, {
-        "general.architecture": "llama",
-        "tokenizer.ggml.model": "llama",
-        "tokenizer.ggml.tokens": tokens,
-        "tokenizer.ggml.scores": rng.standard_normal(n_tokens).astype(np.float32),
-        "tokenizer.ggml.token_type": np.ones(n_tokens, np.int32),
-    }, sync=False)
+    tokens = [blob[e - n : e] for e, n in zip(ends.tolist(), lengths.tolist(), strict=False)]
+    gguf_schema.save(
+        path,
+        {
+            "general.architecture": "llama",
+            "tokenizer.ggml.model": "llama",
+            "tokenizer.ggml.tokens": tokens,
+            "tokenizer.ggml.scores": rng.standard_normal(n_tokens).astype(np.float32),
+            "tokenizer.ggml.token_type": np.ones(n_tokens, np.int32),
+        },
+        sync=False,
+    )
 
 
 def bench_scaling(sizes: list[int], repeat: int) -> list[str]:
-    lines = ["| tokens | file size | eager open | eager per token | eager RSS growth | lazy open | lazy RSS growth | struct floor |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| tokens | file size | eager open | eager per token | eager RSS growth | lazy open | lazy RSS growth | struct floor |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     with tempfile.TemporaryDirectory() as d:
         for millions in sizes:
             n = millions * 2**20
@@ -143,8 +194,10 @@ def bench_scaling(sizes: list[int], repeat: int) -> list[str]:
             eager = run_child(*READERS["gguf-schema open (eager)"], p, repeat)
             lazy = run_child(*READERS["gguf-schema open (lazy=True)"], p, repeat)
             floor = run_child(*READERS["struct.unpack_from loop (floor)"], p, repeat)
-            lines.append(f"| {n:,} | {os.path.getsize(p) / 1e6:.0f} MB | {eager['seconds']:.2f} s | {eager['seconds'] / n * 1e9:.0f} ns "
-                         f"| {eager['rss_mb']:.0f} MB | {lazy['seconds']:.2f} s | {lazy['rss_mb']:.0f} MB | {floor['seconds']:.2f} s |")
+            lines.append(
+                f"| {n:,} | {os.path.getsize(p) / 1e6:.0f} MB | {eager['seconds']:.2f} s | {eager['seconds'] / n * 1e9:.0f} ns "
+                f"| {eager['rss_mb']:.0f} MB | {lazy['seconds']:.2f} s | {lazy['rss_mb']:.0f} MB | {floor['seconds']:.2f} s |"
+            )
             os.unlink(p)
     return lines
 
@@ -158,15 +211,24 @@ def main() -> None:
     ap.add_argument("--out", default=str(HERE / "results" / "open.md"))
     args = ap.parse_args()
     model = args.model or default_model()
-    report = ["# Open / copy / scaling benchmark", "",
-              f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; Python {platform.python_version()}, {os.cpu_count()} cores; "
-              f"best of {args.repeat} (the gguf package: 1 run); each reader in its own process.", ""]
+    report = [
+        "# Open / copy / scaling benchmark",
+        "",
+        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; Python {platform.python_version()}, {os.cpu_count()} cores; "
+        f"best of {args.repeat} (the gguf package: 1 run); each reader in its own process.",
+        "",
+    ]
     if model:
-        report += ["## Open (all metadata + tensor infos)", ""] + bench_open(model, args.repeat, args.skip_gguf) + [""]
-        report += ["## Copy (parse + build, byte-identical)", ""] + bench_copy(model, args.repeat) + [""]
+        report += ["## Open (all metadata + tensor infos)", "", *bench_open(model, args.repeat, args.skip_gguf), ""]
+        report += ["## Copy (parse + build, byte-identical)", "", *bench_copy(model, args.repeat), ""]
     if args.scaling:
         sizes = [int(x) for x in args.scaling.split(",") if x]
-        report += ["## Scaling (synthetic vocabularies: tokens, scores, token types)", ""] + bench_scaling(sizes, max(1, args.repeat // 2)) + [""]
+        report += [
+            "## Scaling (synthetic vocabularies: tokens, scores, token types)",
+            "",
+            *bench_scaling(sizes, max(1, args.repeat // 2)),
+            "",
+        ]
     text = "\n".join(report)
     print(text)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)

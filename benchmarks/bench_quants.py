@@ -22,11 +22,17 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
 
-from gguf_schema.tensors import (  # noqa: E402
-    COMPILED_DEQUANTIZE, COMPILED_QUANTIZE, QUANTIZE_TYPES, _run_chunks, dequantize, quantize,
+from test_quants import GEMMA, random_blocks
+
+from gguf_schema.format.types import GGMLType
+from gguf_schema.tensors import (
+    COMPILED_DEQUANTIZE,
+    COMPILED_QUANTIZE,
+    QUANTIZE_TYPES,
+    _run_chunks,
+    dequantize,
+    quantize,
 )
-from gguf_schema.format.types import GGMLType  # noqa: E402
-from test_quants import GEMMA, random_blocks  # noqa: E402
 
 warnings.filterwarnings("ignore")
 
@@ -60,18 +66,24 @@ def row(label: str, nel: int, times: list[float], compiled: bool) -> str:
     engine = "C" if compiled else "numpy"
     if rate[3] is None:
         return f"| {label} | {engine} | {nel / 1e6:.1f} | {' | '.join(cells)} | — | — |"
-    return (f"| {label} | {engine} | {nel / 1e6:.1f} | {' | '.join(cells)} | "
-            f"{rate[1] / rate[3]:.1f}x | {rate[2] / rate[3]:.1f}x |")
+    return (
+        f"| {label} | {engine} | {nel / 1e6:.1f} | {' | '.join(cells)} | "
+        f"{rate[1] / rate[3]:.1f}x | {rate[2] / rate[3]:.1f}x |"
+    )
 
 
-HEAD = ("| {} | engine | Melem | numpy 1t | 1t | default | gguf | 1t / gguf | default / gguf |\n"
-        "|---|---|---|---|---|---|---|---|---|")
+HEAD = (
+    "| {} | engine | Melem | numpy 1t | 1t | default | gguf | 1t / gguf | default / gguf |\n"
+    "|---|---|---|---|---|---|---|---|---|"
+)
 
 
 def dequantize_cases(raw, t, shape):
-    return [lambda: dequantize(raw, t, shape, threads=1, engine="numpy"),
-            lambda: dequantize(raw, t, shape, threads=1),
-            lambda: dequantize(raw, t, shape)]
+    return [
+        lambda: dequantize(raw, t, shape, threads=1, engine="numpy"),
+        lambda: dequantize(raw, t, shape, threads=1),
+        lambda: dequantize(raw, t, shape),
+    ]
 
 
 def main() -> None:
@@ -85,21 +97,23 @@ def main() -> None:
     from gguf_schema import quants
 
     built = f"built, {quants._compiled.features()}" if quants._compiled is not None else "not built"
-    print(f"Melem/s, best of {args.repeat}; {os.cpu_count()} CPUs; numpy {np.__version__}; "
-          f"compiled kernels: {built}\n")
+    print(f"Melem/s, best of {args.repeat}; {os.cpu_count()} CPUs; numpy {np.__version__}; compiled kernels: {built}\n")
     n = args.elements
     src8 = np.zeros(n, dtype=np.int8)
 
     def fill(threads: int) -> None:
         out = np.empty(n, dtype=np.float32)
-        _run_chunks(range(0, n, 1 << 18), lambda i: out[i:i + (1 << 18)].fill(1.0), threads)
+        _run_chunks(range(0, n, 1 << 18), lambda i: out[i : i + (1 << 18)].fill(1.0), threads)
 
-    floor_fill, floor_cast, floor_fill_t = best([lambda: fill(1), lambda: src8.astype(np.float32),
-                                                 lambda: fill(args.threads)], args.repeat)
-    print(f"Floor for any dequantizer that returns a new float32 array of {n / 1e6:.1f} M elements on this "
-          f"machine: allocate + fill {n / floor_fill / 1e6:.0f} Melem/s on one thread, "
-          f"{n / floor_fill_t / 1e6:.0f} Melem/s on {args.threads}; int8 -> float32 astype "
-          f"{n / floor_cast / 1e6:.0f} Melem/s.\n")
+    floor_fill, floor_cast, floor_fill_t = best(
+        [lambda: fill(1), lambda: src8.astype(np.float32), lambda: fill(args.threads)], args.repeat
+    )
+    print(
+        f"Floor for any dequantizer that returns a new float32 array of {n / 1e6:.1f} M elements on this "
+        f"machine: allocate + fill {n / floor_fill / 1e6:.0f} Melem/s on one thread, "
+        f"{n / floor_fill_t / 1e6:.0f} Melem/s on {args.threads}; int8 -> float32 astype "
+        f"{n / floor_cast / 1e6:.0f} Melem/s.\n"
+    )
 
     if not args.no_gemma and gq is not None and os.path.exists(GEMMA):
         import gguf
@@ -119,14 +133,21 @@ def main() -> None:
             rows = min(int(np.prod(shape[:-1])), max(1, (1 << 24) // shape[-1]))  # <= 16M elements
             raw = raw[: rows * t.row_nbytes(shape[-1])]
             nel = rows * shape[-1]
-            times = best(dequantize_cases(raw, t, (rows, shape[-1]))
-                         + [lambda: gq.dequantize(raw.reshape(rows, -1), info.tensor_type)], args.repeat)
+            times = best(
+                [
+                    *dequantize_cases(raw, t, (rows, shape[-1])),
+                    lambda: gq.dequantize(raw.reshape(rows, -1), info.tensor_type),
+                ],
+                args.repeat,
+            )
             print(row(f"{info.name} ({name})", nel, times, t in COMPILED_DEQUANTIZE))
         print()
 
     print(f"## Dequantize, random blocks ({args.elements / 1e6:.1f} M elements per type)\n")
-    print("F16 and BF16 decode the bytes of normal random floats; the package's F32 \"dequantize\" "
-          "is a view of the input (no work), so F32 is not timed.\n")
+    print(
+        'F16 and BF16 decode the bytes of normal random floats; the package\'s F32 "dequantize" '
+        "is a view of the input (no work), so F32 is not timed.\n"
+    )
     print(HEAD.format("type"))
     x = np.random.default_rng(0).standard_normal((args.elements // 4096, 4096)).astype(np.float32)
     for t in [GGMLType.F16, GGMLType.BF16] + [t for t in GGMLType if t.quantized and not t.removed]:
@@ -145,10 +166,12 @@ def main() -> None:
                 qt = GT(int(t))
                 data = raw.view(np.float16) if t == GGMLType.F16 else raw
                 gq.dequantize(data[:1], qt)
-                theirs = (lambda qt=qt, data=data: gq.dequantize(data.reshape(shape[0], -1), qt))
+
+                def theirs(qt=qt, data=data):
+                    return gq.dequantize(data.reshape(shape[0], -1), qt)
             except (ValueError, NotImplementedError):
                 pass
-        times = best(dequantize_cases(raw, t, shape) + [theirs], args.repeat)
+        times = best([*dequantize_cases(raw, t, shape), theirs], args.repeat)
         print(row(t.name, nel, times, t in COMPILED_DEQUANTIZE))
     print()
 
@@ -162,8 +185,9 @@ def main() -> None:
         else:
             raw, shape = quantize(x, t), x.shape
         buf = np.empty(shape[0] * shape[1], dtype=np.float32)
-        fresh, reused = best([lambda: dequantize(raw, t, shape), lambda: dequantize(raw, t, shape, out=buf)],
-                             args.repeat)
+        fresh, reused = best(
+            [lambda: dequantize(raw, t, shape), lambda: dequantize(raw, t, shape, out=buf)], args.repeat
+        )
         nel = buf.size
         print(f"| {t.name} | {nel / fresh / 1e6:.0f} | {nel / reused / 1e6:.0f} | {fresh / reused:.2f}x |")
     print()
@@ -179,11 +203,20 @@ def main() -> None:
             try:
                 qt = GT(int(t))
                 gq.quantize(x[:1], qt)
-                theirs = (lambda qt=qt: gq.quantize(x, qt))
+
+                def theirs(qt=qt):
+                    return gq.quantize(x, qt)
             except (ValueError, NotImplementedError):
                 pass
-        times = best([lambda: quantize(x, t, threads=1, engine="numpy"), lambda: quantize(x, t, threads=1),
-                      lambda: quantize(x, t), theirs], args.repeat)
+        times = best(
+            [
+                lambda: quantize(x, t, threads=1, engine="numpy"),
+                lambda: quantize(x, t, threads=1),
+                lambda: quantize(x, t),
+                theirs,
+            ],
+            args.repeat,
+        )
         print(row(t.name, x.size, times, t in COMPILED_QUANTIZE))
 
 

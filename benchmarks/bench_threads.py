@@ -24,9 +24,10 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
 
-from gguf_schema import quants  # noqa: E402
-from gguf_schema.format.types import GGMLType  # noqa: E402
-from test_quants import GEMMA, random_blocks  # noqa: E402
+from test_quants import GEMMA, random_blocks
+
+from gguf_schema import quants
+from gguf_schema.format.types import GGMLType
 
 
 def decode_q8_0(raw: np.ndarray, rows: int, cols: int, threads: int, fault_ahead: bool) -> None:
@@ -35,13 +36,13 @@ def decode_q8_0(raw: np.ndarray, rows: int, cols: int, threads: int, fault_ahead
     out = np.empty(rows * cols, dtype=np.float32)
     blocks = raw.reshape(-1, t.type_size)
     out_blocks = out.reshape(-1, t.block_size)
-    step = quants._CHUNK_ELEMENTS // t.block_size  # noqa: SLF001
+    step = quants._CHUNK_ELEMENTS // t.block_size
 
     def run(i: int) -> None:
-        quants._compiled.decode(t, blocks[i:i + step], out_blocks[i:i + step])  # noqa: SLF001
+        quants._compiled.decode(t, blocks[i : i + step], out_blocks[i : i + step])
 
     fresh = out if fault_ahead else None
-    quants._run_chunks(range(0, len(blocks), step), run, threads, fresh, step * t.block_size)  # noqa: SLF001
+    quants._run_chunks(range(0, len(blocks), step), run, threads, fresh, step * t.block_size)
 
 
 def stats(times: list[float], n: int) -> str:
@@ -53,7 +54,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=15)
     args = ap.parse_args()
-    if quants._compiled is None:  # noqa: SLF001
+    if quants._compiled is None:
         sys.exit("needs the compiled kernels (gguf_schema.tensors._kernels)")
     import gguf  # the `bench` extra
 
@@ -62,13 +63,16 @@ def main() -> None:
     emb = infos["token_embd.weight"]
     cols = int(emb.shape[0])
     rows = (1 << 24) // cols
-    mapped = np.asarray(emb.data).view(np.uint8).reshape(-1)[:rows * GGMLType.Q8_0.row_nbytes(cols)]
+    mapped = np.asarray(emb.data).view(np.uint8).reshape(-1)[: rows * GGMLType.Q8_0.row_nbytes(cols)]
     anonymous = random_blocks(GGMLType.Q8_0, rows * cols // 32, 1).reshape(-1)
     print(f"Melem/s over {args.repeat} runs each, candidates in turn; {os.cpu_count()} CPUs; numpy {np.__version__}\n")
     print("## Q8_0 into a new array (16.8 M elements)\n")
     print("| source | how | median | best | worst |\n|---|---|---|---|---|")
-    cases = [("1 thread", 1, True), ("2 threads, caller faults ahead", 2, True),
-             ("2 threads, each faults its half", 2, False)]
+    cases = [
+        ("1 thread", 1, True),
+        ("2 threads, caller faults ahead", 2, True),
+        ("2 threads, each faults its half", 2, False),
+    ]
     for label, src in (("gemma, via the package's memory map", mapped), ("random blocks, anonymous memory", anonymous)):
         times: dict[str, list[float]] = {c[0]: [] for c in cases}
         for _ in range(args.repeat):

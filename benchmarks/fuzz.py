@@ -52,8 +52,19 @@ def corpus(with_vocab: bool) -> list[bytes]:
 def load_state(path: Path) -> dict:
     if path.is_file():
         return json.loads(path.read_text())
-    return {"executions": 0, "seconds": 0.0, "accepted": 0, "rejected": 0, "peak_memory": 0, "slowest": 0.0,
-            "chunks_done": 0, "findings": {}, "counts": {}, "seed": 0, "corpus": 0}
+    return {
+        "executions": 0,
+        "seconds": 0.0,
+        "accepted": 0,
+        "rejected": 0,
+        "peak_memory": 0,
+        "slowest": 0.0,
+        "chunks_done": 0,
+        "findings": {},
+        "counts": {},
+        "seed": 0,
+        "corpus": 0,
+    }
 
 
 def save_state(path: Path, state: dict) -> None:
@@ -73,8 +84,10 @@ def merge(state: dict, report: FuzzReport) -> None:
     for sig, n in report.counts.items():
         state["counts"][sig] = state["counts"].get(sig, 0) + n
     for sig, f in report.findings.items():
-        state["findings"].setdefault(sig, {"kind": f.kind, "detail": f.detail[-3000:], "input_hex": f.data.hex(),
-                                           "found_at": state["executions"]})
+        state["findings"].setdefault(
+            sig,
+            {"kind": f.kind, "detail": f.detail[-3000:], "input_hex": f.data.hex(), "found_at": state["executions"]},
+        )
 
 
 def run_mutation(args: argparse.Namespace, state: dict) -> None:
@@ -87,13 +100,21 @@ def run_mutation(args: argparse.Namespace, state: dict) -> None:
             break
         chunk = state["chunks_done"]
         n = min(args.chunk, args.executions - state["executions"])
-        report = fuzz(seeds, executions=n, seed=args.seed * 1_000_003 + chunk, timeout=args.timeout,
-                      on_finding=lambda f: print(f"  new: {f.signature}", flush=True))
+        report = fuzz(
+            seeds,
+            executions=n,
+            seed=args.seed * 1_000_003 + chunk,
+            timeout=args.timeout,
+            on_finding=lambda f: print(f"  new: {f.signature}", flush=True),
+        )
         merge(state, report)
         state["chunks_done"] = chunk + 1
         save_state(args.state, state)
-        print(f"{state['executions']:,} executions, {state['executions'] / state['seconds']:.0f}/s, "
-              f"{len(state['findings'])} classes", flush=True)
+        print(
+            f"{state['executions']:,} executions, {state['executions'] / state['seconds']:.0f}/s, "
+            f"{len(state['findings'])} classes",
+            flush=True,
+        )
 
 
 def run_atheris(args: argparse.Namespace, state: dict) -> None:  # pragma: no cover - optional engine
@@ -118,8 +139,12 @@ def run_atheris(args: argparse.Namespace, state: dict) -> None:  # pragma: no co
             state["counts"][sig] = state["counts"].get(sig, 0) + 1
             if sig not in state["findings"]:
                 print(f"  new: {sig}", flush=True)
-                state["findings"][sig] = {"kind": finding.kind, "detail": finding.detail[-3000:], "input_hex": data.hex(),
-                                          "found_at": base + seen["n"]}
+                state["findings"][sig] = {
+                    "kind": finding.kind,
+                    "detail": finding.detail[-3000:],
+                    "input_hex": data.hex(),
+                    "found_at": base + seen["n"],
+                }
                 save_state(args.state, state)
 
     corpus_dir = Path(args.state).with_suffix(".corpus")
@@ -169,7 +194,9 @@ def _table(state: dict, status: dict[str, str]) -> list[str]:
             f"| peak traced memory of one execution | {state['peak_memory'] / 2**20:.1f} MiB |",
             f"| slowest input | {state['slowest'] * 1000:.0f} ms |",
         ]
-    lines.append(f"| distinct crash classes | {len(state['findings'])} ({sum(1 for s in status.values() if s == 'fixed')} fixed) |")
+    lines.append(
+        f"| distinct crash classes | {len(state['findings'])} ({sum(1 for s in status.values() if s == 'fixed')} fixed) |"
+    )
     return lines
 
 
@@ -186,19 +213,32 @@ def write_report(state: dict, path: Path, extra: list[dict] = ()) -> str:
         "",
         f"Machine: {platform.machine()}, Python {platform.python_version()}, {os.cpu_count()} CPUs.",
         "",
-    ] + _table(state, status) + [""]
+        *_table(state, status),
+        "",
+    ]
     for other in extra:
         other_status = recheck(other)
-        lines += ["A second run:", ""] + _table(other, other_status) + [""]
+        lines += ["A second run:", "", *_table(other, other_status), ""]
         for sig, f in other["findings"].items():
             if sig not in state["findings"]:
-                state["findings"][sig], state["counts"][sig], status[sig] = f, other["counts"].get(sig, 0), other_status[sig]
+                state["findings"][sig], state["counts"][sig], status[sig] = (
+                    f,
+                    other["counts"].get(sig, 0),
+                    other_status[sig],
+                )
     if state["findings"]:
-        lines += ["## Crash classes", "",
-                  "Hits keep counting until a run restarts on the fixed code (a run imports the library once).", "",
-                  "| class | found by execution | hits | status now | first input (hex, first 96 bytes) |", "|---|---|---|---|---|"]
+        lines += [
+            "## Crash classes",
+            "",
+            "Hits keep counting until a run restarts on the fixed code (a run imports the library once).",
+            "",
+            "| class | found by execution | hits | status now | first input (hex, first 96 bytes) |",
+            "|---|---|---|---|---|",
+        ]
         for sig, f in sorted(state["findings"].items(), key=lambda kv: kv[1].get("found_at", 0)):
-            lines.append(f"| `{sig.replace('`', chr(39))}` | {f.get('found_at', 0):,} | {state['counts'].get(sig, 0):,} | {status[sig]} | `{f['input_hex'][:192]}` |")
+            lines.append(
+                f"| `{sig.replace('`', chr(39))}` | {f.get('found_at', 0):,} | {state['counts'].get(sig, 0):,} | {status[sig]} | `{f['input_hex'][:192]}` |"
+            )
         lines += ["", "Last line of each traceback:", ""]
         for sig, f in sorted(state["findings"].items()):
             last = [x for x in f["detail"].strip().splitlines() if x.strip()][-1:] or [""]

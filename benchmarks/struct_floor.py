@@ -23,7 +23,7 @@ def open_floor(path: str) -> tuple[dict, list]:
 
     def string(pos):
         (n,) = u64(mm, pos)
-        return mm[pos + 8:pos + 8 + n].decode("utf-8", "surrogateescape"), pos + 8 + n
+        return mm[pos + 8 : pos + 8 + n].decode("utf-8", "surrogateescape"), pos + 8 + n
 
     def value(vt, pos):
         if vt == 8:
@@ -32,7 +32,7 @@ def open_floor(path: str) -> tuple[dict, list]:
             (et,), (n,) = u32(mm, pos), u64(mm, pos + 4)
             pos += 12
             if et in _SCALARS:
-                fmt = "<%d%s" % (n, _SCALARS[et])
+                fmt = f"<{n}{_SCALARS[et]}"
                 return list(struct.unpack_from(fmt, mm, pos)), pos + struct.calcsize(fmt)
             out = []
             for _ in range(n):
@@ -51,7 +51,7 @@ def open_floor(path: str) -> tuple[dict, list]:
     for _ in range(n_tensors):
         name, pos = string(pos)
         (nd,) = u32(mm, pos)
-        dims = struct.unpack_from("<%dQ" % nd, mm, pos + 4)
+        dims = struct.unpack_from(f"<{nd}Q", mm, pos + 4)
         pos += 4 + 8 * nd
         (t,), (off,) = u32(mm, pos), u64(mm, pos + 4)
         pos += 12

@@ -7,53 +7,132 @@
 >>> with gguf_schema.open(buf.getvalue()) as f:
 ...     f.metadata["general.name"], f.fields["general.name"].type.name, f.tensors["token_embd.weight"].shape
 ('tiny', 'STRING', (4, 8))
+
+The package is layered (see ARCHITECTURE.md): ``format`` (the spec as a schema), ``tensors``
+(tensor data), ``model`` (the objects you hold), ``reader`` / ``writer`` (the only ways in and
+out), ``check`` (validation), ``tools`` (edit, convert, split, diff, JSON, scan), ``cli``. This module
+only gathers the public names and composes :func:`open` from the reader and the checks.
 """
 
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from .check import require as _require
 from .errors import (
     GGUFBuildError,
+    GGUFChangedError,
+    GGUFConnectionError,
+    GGUFDependencyError,
     GGUFError,
+    GGUFFileNotFoundError,
     GGUFFormatError,
+    GGUFIOError,
+    GGUFKeyError,
     GGUFLimitError,
+    GGUFPermissionError,
+    GGUFRemoteError,
     GGUFRoundTripError,
+    GGUFTimeoutError,
     GGUFTruncatedError,
+    GGUFValidationError,
 )
 from .format.limits import Limits
-from .reader import Fields, GGUFFile, GGUFKeyError, Metadata, Tensor, open
+from .format.source import Source, SourceLike
 from .format.types import FileType, GGMLType, ValueType
-from .format.values import BoolByte, Field, GGUFArray, make_field
+from .format.values import BoolByte, Field, GGUFArray, LazyStrings, make_field
+from .model import Fields, GGUFFile, Metadata, Tensor
+from .reader import read
+from .tools.scan import ScanRecord, scan, scan_file
+from .tools.split import SplitModel, open_split
 from .writer import RawTensor, save
-
-
-def open_split(first_shard):  # type: ignore[no-untyped-def]
-    """Open a model split into shards (``NAME-00001-of-0000N.gguf``) as one: see :func:`gguf_schema.tools.split.open_split`."""
-    from .tools.split import open_split as _open_split
-
-    return _open_split(first_shard)
 
 __version__ = "0.1.0"
 
+
+def open(
+    source: SourceLike | Source,
+    *,
+    lazy: bool = False,
+    strict: str | None = None,
+    limits: Limits | None = None,
+    mmap: bool = True,
+    storage_options: Mapping[str, Any] | None = None,
+) -> GGUFFile:
+    """Open a GGUF file: a path, URL, bytes-like object or binary file object.
+
+    Metadata and tensor infos are parsed at once; tensor data is not read. Raises
+    :class:`GGUFError` and nothing else for a file that cannot be read: a malformed one
+    (:class:`GGUFFormatError` and its subclasses, naming offset, schema path and value) or one
+    the operating system will not give (:class:`GGUFIOError`, also the matching ``OSError``:
+    a missing path is a :class:`GGUFFileNotFoundError`, also a ``FileNotFoundError``). A bad
+    argument is a ``ValueError`` or ``TypeError``.
+
+    Args:
+        source: where the file is.
+        lazy: leave string arrays (vocabularies) undecoded until used: they come back as
+            :class:`LazyStrings`, which compare equal to lists of str.
+        strict: a validation profile ("spec", "ggml" or "lenient"): raise
+            :class:`GGUFValidationError` for the first error-severity finding instead of
+            returning a file that breaks the profile's rules.
+        limits: resource limits (:class:`Limits`); the defaults accept every real file.
+        mmap: map a local file (tensor data as zero-copy views; the default), or read it with
+            positioned reads (``False``: tensor data copied on access; a file truncated by another
+            process meanwhile is a clean :class:`GGUFTruncatedError`, never a crash).
+        storage_options: for a URL, the options of its fsspec backend (credentials, endpoints):
+            ``https://``, ``hf://``, ``s3://``, ``gs://`` ... are read in ranges, the header only,
+            tensor data on demand (``pip install 'gguf-schema[remote]'``; see
+            :mod:`gguf_schema.format.remote`). Ignored for anything that is not a URL.
+
+    >>> import io
+    >>> try:
+    ...     open("no/such/model.gguf")
+    ... except FileNotFoundError as e:
+    ...     print(type(e).__name__, isinstance(e, GGUFError))
+    GGUFFileNotFoundError True
+    """
+    f = read(source, lazy=lazy, limits=limits, mmap=mmap, storage_options=storage_options)
+    return f if strict is None else _require(f, strict)
+
+
 __all__ = [
+    "BoolByte",
+    "Field",
+    "Fields",
+    "FileType",
+    "GGMLType",
+    "GGUFArray",
+    "GGUFBuildError",
+    "GGUFChangedError",
+    "GGUFConnectionError",
+    "GGUFDependencyError",
+    "GGUFError",
+    "GGUFFile",
+    "GGUFFileNotFoundError",
+    "GGUFFormatError",
+    "GGUFIOError",
+    "GGUFKeyError",
+    "GGUFLimitError",
+    "GGUFPermissionError",
+    "GGUFRemoteError",
+    "GGUFRoundTripError",
+    "GGUFTimeoutError",
+    "GGUFTruncatedError",
+    "GGUFValidationError",
+    "LazyStrings",
+    "Limits",
+    "Metadata",
+    "RawTensor",
+    "ScanRecord",
+    "SplitModel",
+    "Tensor",
+    "ValueType",
+    "make_field",
     "open",
     "open_split",
+    "read",
     "save",
-    "GGUFFile",
-    "Tensor",
-    "RawTensor",
-    "Fields",
-    "Metadata",
-    "Field",
-    "GGUFArray",
-    "BoolByte",
-    "make_field",
-    "ValueType",
-    "GGMLType",
-    "FileType",
-    "Limits",
-    "GGUFError",
-    "GGUFFormatError",
-    "GGUFTruncatedError",
-    "GGUFLimitError",
-    "GGUFBuildError",
-    "GGUFRoundTripError",
-    "GGUFKeyError",
+    "scan",
+    "scan_file",
 ]

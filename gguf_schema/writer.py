@@ -1,10 +1,15 @@
-"""Writing: build GGUF files from fields and tensors, streamed, atomic, byte-exact.
+"""Writing: the one file assembler. Fields and tensors go in, GGUF bytes come out, streamed and atomic.
 
-The bytes come from the same schema that parses them (:mod:`gguf_schema.format.schema`): the writer
-only turns API objects back into the schema's records, computes tensor offsets, and supplies
-the data section as a stream so tensor bytes go from their source to the file in chunks.
-A write to a path goes to a temporary file in the same folder first and replaces the target
-only when complete: a failed write leaves the old file as it was.
+Every GGUF file this library writes is assembled here (``save``, ``GGUFFile.save``, and the
+tools: edit, convert, split, merge, JSON build): the header bytes come from the same schema that
+parses them (:mod:`gguf_schema.format.schema`, through :mod:`gguf_schema.format.boundary`);
+this module turns API objects back into the schema's records, lays tensors out (aligned,
+contiguous, padded after each, as ggml writes them) and supplies the data section as a stream,
+so tensor bytes go from their source to the file in chunks: a tensor of another file is copied
+without loading it whole (inside the kernel with ``copy_file_range`` where both ends allow it),
+its blocks converted to the target's byte order field by field where needed. A write to a path
+goes through :func:`gguf_schema.durable.atomic_replace`: a temporary file in the same folder,
+renamed over the target only when complete: a failed or killed write leaves the old file as it was.
 
 >>> import io, numpy as np
 >>> buf = io.BytesIO()
@@ -16,25 +21,45 @@ only when complete: a failed write leaves the old file as it was.
 
 from __future__ import annotations
 
-import math
 import os
-import tempfile
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from typing import IO, Any, Callable, Iterator, Union
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import IO, Any, Union
 
 import numpy as np
-from construct import ConstructError, Container
+from construct import Container
 
-from .errors import GGUFBuildError, GGUFError
-from .format.schema import DataSection, align_offset, alignment_of, gguf_schema, recursion_headroom
-from .format.types import GGMLType, ValueType
+from .durable import atomic_replace
+from .errors import GGUFBuildError
+from .format import boundary
+from .format.nodes import DataSection, Verbatim, align_offset
+from .format.schema import alignment_of, gguf_schema
+from .format.types import GGMLType, ValueType, tensor_nbytes
 from .format.values import Field, make_field
+from .model import GGUFFile, Tensor, register_writer
+from .tensors import byteswap
 
-__all__ = ["save", "save_file", "RawTensor", "atomic_write", "CHUNK"]
+__all__ = [
+    "CHUNK",
+    "PlannedTensor",
+    "Progress",
+    "RawTensor",
+    "TensorInfo",
+    "encoded_size",
+    "header_bytes",
+    "plan_tensor",
+    "save",
+    "save_file",
+    "write_file",
+]
 
 #: bytes copied per write when streaming tensor data
 CHUNK = 16 * 2**20
+
+Progress = Callable[[int], None]
+"""A progress callback: called with the number of bytes just written (the CLI draws a bar from it)."""
+
+PathLike = Union[str, "os.PathLike[str]"]
 
 _DTYPE_TYPES = {
     np.dtype("float32"): GGMLType.F32,
@@ -52,37 +77,69 @@ class RawTensor:
     """Tensor bytes with an explicit ggml type: quantized blocks, BF16 bits, or any type.
 
     Attributes:
-        type: the ggml type.
+        type: the ggml type (a :class:`GGMLType`, its id or its name).
         shape: numpy shape, outermost first (``shape[-1]`` must be a multiple of the block size).
         data: the bytes (bytes-like or numpy array).
         byte_order: the byte order ``data`` is in (default little, as ggml and quantizers write
             blocks); a file of the other order gets every block's multi-byte fields swapped.
     """
 
-    type: GGMLType
+    type: GGMLType | int | str
     shape: tuple[int, ...]
     data: Any
     byte_order: str = "little"
 
 
+@dataclass(frozen=True)
+class TensorInfo:
+    """A tensor info record as stored: name, ggml type id, dims (innermost first), relative offset."""
+
+    name: str
+    type: int
+    dims: tuple[int, ...]
+    offset: int
+
+    @classmethod
+    def of(cls, t: Tensor) -> TensorInfo:
+        return cls(t.name, int(t.type), tuple(t.dims), t.stored_offset)
+
+
 @dataclass
-class _Planned:
-    """A tensor on its way into a file: its info record and where its bytes come from."""
+class PlannedTensor:
+    """A tensor on its way into a file: its info record and where its bytes come from.
+
+    ``chunks()`` yields the bytes in the target's byte order; ``offset`` is None until laid out.
+    """
 
     name: str
     type: int
     dims: tuple[int, ...]
     nbytes: int
-    chunks: Callable[[], Iterator[Any]]
-    offset: int = 0
+    chunks: Callable[[], Iterator[Any]] = field(repr=False)
+    offset: int | None = None
+
+    def info(self) -> TensorInfo:
+        assert self.offset is not None
+        return TensorInfo(self.name, self.type, self.dims, self.offset)
 
 
-TensorLike = Union[np.ndarray, RawTensor, Any]
+TensorLike = np.ndarray | RawTensor | Tensor
 
 
-def save(target: Union[str, "os.PathLike[str]", IO[bytes]], metadata: Mapping[str, Any] | Iterable[Field] | None = None,
-         tensors: Mapping[str, TensorLike] | None = None, *, version: int = 3, byte_order: str = "little",
-         alignment: int | None = None, sync: bool = True) -> None:
+# --------------------------------------------------------------------------- public entry points
+
+
+def save(
+    target: PathLike | IO[bytes],
+    metadata: Mapping[str, Any] | Iterable[Field] | None = None,
+    tensors: Mapping[str, TensorLike] | None = None,
+    *,
+    version: int = 3,
+    byte_order: str = "little",
+    alignment: int | None = None,
+    sync: bool = True,
+    progress: Progress | None = None,
+) -> None:
     """Write a new GGUF file.
 
     Args:
@@ -90,51 +147,228 @@ def save(target: Union[str, "os.PathLike[str]", IO[bytes]], metadata: Mapping[st
         metadata: mapping key -> value (types inferred, see :func:`gguf_schema.format.values.infer_type`;
             use numpy scalars or :class:`~gguf_schema.format.values.GGUFArray` to choose), or :class:`Field` records.
         tensors: mapping name -> numpy array (F32, F16, F64, I8..I64 from its dtype),
-            :class:`RawTensor`, or a :class:`~gguf_schema.reader.Tensor` of an open file.
+            :class:`RawTensor`, or a :class:`~gguf_schema.model.Tensor` of an open file.
         version: 1, 2 or 3.
         byte_order: "little" or "big".
         alignment: sets ``general.alignment`` (UINT32) when given.
         sync: fsync the new file before it replaces the old one (a path target only). False is
             faster; a power cut right after the write may then leave an incomplete file.
+        progress: called with the number of bytes written, as they are written.
 
     Tensors are laid out in order, each at an offset aligned to ALIGNMENT and padded after, as
     ggml writes them. n_dims is the array's ``ndim``.
     """
+    _check_variant(version, byte_order)
     fields = _fields_from(metadata)
     if alignment is not None:
-        if not isinstance(alignment, int) or alignment <= 0:
+        if isinstance(alignment, bool) or not isinstance(alignment, int) or alignment <= 0:
             raise GGUFBuildError(f"alignment must be a positive integer, got {alignment!r}", value=alignment)
-        fields = [f for f in fields if f.key != "general.alignment"] + [make_field("general.alignment", alignment, ValueType.UINT32)]
-    planned = [_plan(name, t, byte_order) for name, t in (tensors or {}).items()]
-    _write(target, fields, planned, version=version, byte_order=byte_order, padding=None, blob=None, sync=sync)
+        fields = [f for f in fields if f.key != "general.alignment"] + [
+            make_field("general.alignment", alignment, ValueType.UINT32)
+        ]
+    planned = [plan_tensor(name, t, byte_order) for name, t in (tensors or {}).items()]
+    write_file(target, fields, planned, version=version, byte_order=byte_order, sync=sync, progress=progress)
 
 
-def save_file(f: Any, target: Any, *, version: int | None = None, byte_order: str | None = None, sync: bool = True) -> None:
-    """Write a :class:`~gguf_schema.reader.GGUFFile` back out (see :meth:`GGUFFile.save`).
+def save_file(
+    f: GGUFFile,
+    target: PathLike | IO[bytes],
+    *,
+    version: int | None = None,
+    byte_order: str | None = None,
+    sync: bool = True,
+    progress: Progress | None = None,
+) -> None:
+    """Write a :class:`~gguf_schema.model.GGUFFile` back out (:meth:`GGUFFile.save`).
 
     With the byte order and alignment unchanged the data section is copied verbatim (so an
     unedited file comes out byte-identical, padding and trailing bytes included) and the
     stored padding after the tensor infos is kept where it still fits. Otherwise tensors are
-    laid out afresh, contiguous and aligned.
+    laid out afresh, contiguous and aligned, with the padding as read kept where it fits (a
+    file with no data may end before its padding is complete).
     """
     version = version or f.version
     byte_order = byte_order or f.byte_order
+    _check_variant(version, byte_order)
     fields = f.fields.records
-    alignment = alignment_of(fields)
     tensors = f.tensor_list
-    if byte_order == f.byte_order and alignment == f._read_alignment:
-        planned = [_Planned(t.name, int(t.type), t.dims, 0, _no_chunks, t.stored_offset) for t in tensors]
-        section = f.data_section
-        blob = _BlobCopy(f, section)
-        _write(target, fields, planned, version=version, byte_order=byte_order, padding=f.padding, blob=blob, sync=sync)
+    if byte_order == f.byte_order and alignment_of(fields) == f.stored_alignment:
+        infos = [TensorInfo.of(t) for t in tensors]
+        write_file(
+            target,
+            fields,
+            infos,
+            version=version,
+            byte_order=byte_order,
+            padding=f.padding,
+            data=DataCopy(f, f.data_section),
+            sync=sync,
+            progress=progress,
+            source=f,
+        )
     else:
-        planned = [_plan(t.name, t, byte_order) for t in tensors]
-        # the padding as read is kept where it still fits (a file with no data may end before it is complete)
-        _write(target, fields, planned, version=version, byte_order=byte_order, padding=f.padding, blob=None, sync=sync)
+        planned = [plan_tensor(t.name, t, byte_order) for t in tensors]
+        write_file(
+            target,
+            fields,
+            planned,
+            version=version,
+            byte_order=byte_order,
+            padding=f.padding,
+            sync=sync,
+            progress=progress,
+            source=f,
+        )
 
 
-def _no_chunks() -> Iterator[Any]:
-    return iter(())
+register_writer(save_file)
+
+
+def write_file(
+    target: PathLike | IO[bytes],
+    fields: Sequence[Field],
+    tensors: Sequence[PlannedTensor] | Sequence[TensorInfo],
+    *,
+    version: int,
+    byte_order: str,
+    padding: bytes | None = None,
+    data: DataCopy | None = None,
+    sync: bool = True,
+    progress: Progress | None = None,
+    source: GGUFFile | None = None,
+) -> None:
+    """Assemble a file: the header from ``fields`` and tensor infos, then the data section.
+
+    ``tensors`` are :class:`PlannedTensor` s (their bytes streamed at their ``offset``, laid out
+    contiguously and aligned where it is None), or, with ``data`` (a verbatim copy of another
+    file's data section), :class:`TensorInfo` s whose offsets already point into it.
+    ``padding``: the padding after the tensor infos to keep where it fits. ``source``: the file
+    the fields and tensor infos were read from; those still as stored there are copied as they
+    are, never encoded again (when the variant is the same).
+    """
+    alignment = alignment_of(fields)
+    if data is None:
+        planned = [t for t in tensors if isinstance(t, PlannedTensor)]
+        if len(planned) != len(tensors):
+            raise TypeError("tensors must be PlannedTensor records when no data section is copied")
+        section: Any = TensorStream(planned, alignment)
+        infos = [t.info() for t in planned]
+    else:
+        infos = [t if isinstance(t, TensorInfo) else t.info() for t in tensors]
+        section = data
+    obj = _file_container(fields, infos, padding, section, _same_variant(source, version, byte_order))
+    schema = gguf_schema(byte_order, version)
+    depth = max((_nesting(f.value) for f in fields if f.type == ValueType.ARRAY), default=0)
+
+    def build(stream: IO[bytes]) -> None:
+        out: Any = _Counting(stream, progress) if progress is not None else stream
+        boundary.build(schema.gguf_file_t, obj, out, depth=depth)
+
+    if isinstance(target, (str, os.PathLike)):
+        atomic_replace(target, build, sync=sync)
+    else:
+        build(target)
+
+
+def header_bytes(
+    fields: Iterable[Field],
+    tensors: Sequence[TensorInfo],
+    *,
+    version: int,
+    byte_order: str,
+    padding: bytes | None = None,
+    data_size: int = 1,
+    source: GGUFFile | None = None,
+) -> bytes:
+    """The bytes of a GGUF file before its data section: what :func:`write_file` writes first.
+
+    Args:
+        fields: metadata records in file order (duplicates allowed).
+        tensors: tensor infos with their stored (relative) offsets.
+        version, byte_order: the file variant.
+        padding: the padding bytes to keep after the tensor infos when they fit (else zeros).
+        data_size: size of the data section that will follow; with 0 a short ``padding`` is kept
+            as it is (a file with no data may end before the padding is complete).
+        source: the file the records come from: records still as stored there are copied as they are.
+
+    >>> len(header_bytes([make_field("a", 1)], [TensorInfo("t", 0, (4,), 0)], version=3, byte_order="little"))
+    96
+    """
+    import io
+
+    fields = list(fields)
+    out = io.BytesIO()
+    data = b"" if data_size == 0 else _NoData(data_size)
+    obj = _file_container(fields, tensors, padding, data, _same_variant(source, version, byte_order))
+    depth = max((_nesting(f.value) for f in fields if f.type == ValueType.ARRAY), default=0)
+    boundary.build(gguf_schema(byte_order, version).gguf_file_t, obj, out, depth=depth)
+    return out.getvalue()
+
+
+def encoded_size(
+    fields: Iterable[Field] = (), tensors: Iterable[TensorInfo] = (), *, version: int, byte_order: str = "little"
+) -> int:
+    """Bytes that ``fields`` (metadata pairs) and ``tensors`` (tensor infos) take in a file of this variant.
+
+    >>> encoded_size([make_field("a", 1)], version=3)
+    17
+    """
+    import io
+
+    schema = gguf_schema(byte_order, version)
+    total = 0
+    for f in fields:
+        out = io.BytesIO()
+        boundary.build(
+            schema.gguf_metadata_kv_t,
+            Container(key=f.key, value_type=f.type, value=f.value),
+            out,
+            depth=_nesting(f.value) if f.type == ValueType.ARRAY else 1,
+        )
+        total += out.tell()
+    for t in tensors:
+        out = io.BytesIO()
+        boundary.build(schema.gguf_tensor_info_t, _info_container(t), out)
+        total += out.tell()
+    return total
+
+
+# --------------------------------------------------------------------------- records
+
+
+def _file_container(
+    fields: Sequence[Field], infos: Sequence[TensorInfo], padding: bytes | None, data: Any, source: GGUFFile | None
+) -> Container:
+    """The ``gguf_file_t`` record the schema builds; records still as stored in ``source`` go in verbatim."""
+    pairs: list[Any] = []
+    for f in fields:
+        stored = source.stored_bytes(f) if source is not None else None
+        pairs.append(
+            Verbatim(stored, f) if stored is not None else Container(key=f.key, value_type=f.type, value=f.value)
+        )
+    if source is not None and list(infos) == [TensorInfo.of(t) for t in source.tensor_list]:
+        tensor_infos: list[Any] = [Verbatim(source.stored_info_bytes(i)) for i in range(len(infos))]
+    else:
+        tensor_infos = [_info_container(t) for t in infos]
+    return Container(header=Container(metadata_kv=pairs), tensor_infos=tensor_infos, _padding=padding, tensor_data=data)
+
+
+def _same_variant(source: GGUFFile | None, version: int, byte_order: str) -> GGUFFile | None:
+    """``source`` when its records can be copied into a file of this variant as they are."""
+    if source is None or source.storage is None or source.storage.closed:
+        return None
+    return source if (source.version, source.byte_order) == (version, byte_order) else None
+
+
+def _info_container(t: TensorInfo) -> Container:
+    return Container(name=t.name, dimensions=list(t.dims), type=int(t.type), offset=int(t.offset))
+
+
+def _check_variant(version: int, byte_order: str) -> None:
+    if version not in (1, 2, 3):
+        raise ValueError(f"version must be 1, 2 or 3, got {version!r}")
+    if byte_order not in ("little", "big"):
+        raise ValueError(f"byte order must be 'little' or 'big', got {byte_order!r}")
 
 
 def _fields_from(metadata: Mapping[str, Any] | Iterable[Field] | None) -> list[Field]:
@@ -150,173 +384,6 @@ def _fields_from(metadata: Mapping[str, Any] | Iterable[Field] | None) -> list[F
     return out
 
 
-def _plan(name: str, t: TensorLike, byte_order: str) -> _Planned:
-    from .reader import Tensor
-
-    if not isinstance(name, str):
-        raise GGUFBuildError(f"a tensor name must be a str, got {type(name).__name__}", value=name)
-    if isinstance(t, Tensor):
-        return _plan_from_file(name, t, byte_order)
-    if isinstance(t, RawTensor):
-        try:
-            gt = GGMLType(t.type)
-        except ValueError:
-            raise GGUFBuildError(f"unknown ggml type {t.type}", path=f"tensor {name!r}", value=t.type) from None
-        shape = tuple(int(d) for d in t.shape)
-        nbytes = _nbytes(name, gt, shape)
-        raw = np.frombuffer(t.data, np.uint8) if not isinstance(t.data, np.ndarray) else t.data.reshape(-1).view(np.uint8)
-        if raw.size != nbytes:
-            raise GGUFBuildError(f"{gt.name} tensor of shape {shape} takes {nbytes} bytes, {raw.size} given", path=f"tensor {name!r}", value=raw.size)
-        if t.byte_order != byte_order and gt.type_size > 1:
-            from .tensors import byteswap
-
-            raw = byteswap(raw, gt, t.byte_order, byte_order)
-        return _Planned(name, int(gt), tuple(reversed(shape)), nbytes, lambda: _chunks_of(raw))
-    if isinstance(t, np.ndarray):
-        gt = _DTYPE_TYPES.get(t.dtype.newbyteorder("="))
-        if gt is None:
-            raise GGUFBuildError(f"no ggml type for numpy dtype {t.dtype}: convert it, or pass RawTensor(type, shape, data)",
-                                 path=f"tensor {name!r}", value=str(t.dtype))
-        arr = t if t.flags.c_contiguous else t.copy(order="C")  # (ascontiguousarray would make a 0-d array 1-d)
-        target = arr.dtype.newbyteorder("<" if byte_order == "little" else ">")
-        return _Planned(name, int(gt), tuple(reversed(arr.shape)), arr.nbytes, lambda: _array_chunks(arr, target))
-    raise GGUFBuildError(f"a tensor must be a numpy array, RawTensor or Tensor, got {type(t).__name__}", path=f"tensor {name!r}", value=type(t).__name__)
-
-
-def _plan_from_file(name: str, t: Any, byte_order: str) -> _Planned:
-    gt = t._known_type()
-    nbytes = t.nbytes
-    src_order = t._file.byte_order
-
-    def chunks() -> Iterator[Any]:
-        data = t.data
-        if src_order == byte_order or gt.type_size == 1:
-            yield from _chunks_of(data.reshape(-1).view(np.uint8))
-        elif not gt.quantized:
-            yield from _array_chunks(data, data.dtype.newbyteorder("<" if byte_order == "little" else ">"))
-        else:
-            try:
-                from .tensors import byteswap
-            except ImportError:  # pragma: no cover - blocks ships with the package
-                raise GGUFBuildError(f"cannot change the byte order of {gt.name} blocks", path=f"tensor {name!r}") from None
-            yield from _chunks_of(byteswap(data.reshape(-1), gt, src_order, byte_order).reshape(-1))
-
-    return _Planned(name, int(gt), tuple(t.dims), nbytes, chunks)
-
-
-def _nbytes(name: str, gt: GGMLType, shape: tuple[int, ...]) -> int:
-    if gt.removed:
-        raise GGUFBuildError(f"ggml type {gt.name} has been removed", path=f"tensor {name!r}", value=int(gt))
-    if any(d < 0 for d in shape):
-        raise GGUFBuildError(f"negative dimension in shape {shape}", path=f"tensor {name!r}", value=shape)
-    row = shape[-1] if shape else 1
-    if row % gt.block_size:
-        raise GGUFBuildError(f"{gt.name} rows must be a multiple of {gt.block_size} elements, shape {shape} has {row}",
-                             path=f"tensor {name!r}", value=shape)
-    return math.prod(shape) // gt.block_size * gt.type_size
-
-
-def _chunks_of(raw: np.ndarray) -> Iterator[memoryview]:
-    mv = memoryview(np.ascontiguousarray(raw).reshape(-1).view(np.uint8))
-    for a in range(0, len(mv), CHUNK):
-        yield mv[a:a + CHUNK]
-
-
-def _array_chunks(arr: np.ndarray, target: np.dtype) -> Iterator[Any]:
-    flat = arr.reshape(-1)
-    if flat.dtype == target:
-        yield from _chunks_of(flat)
-        return
-    step = max(1, CHUNK // max(1, flat.itemsize))
-    for a in range(0, flat.size, step):
-        yield flat[a:a + step].astype(target).tobytes()
-
-
-class _BlobCopy:
-    """Copies a source file's data section verbatim (tensor bytes, gaps, trailing bytes)."""
-
-    def __init__(self, f: Any, section: DataSection):
-        self.f = f
-        self.section = section
-        self.size = section.size
-
-    def write_to(self, stream: Any) -> None:
-        start, size = self.section.offset, self.section.size
-        src = self.f._source.fileno() if self.f._source is not None else None
-        if src is not None and isinstance(stream, _Positioned) and stream.copy_from(src, start, size):
-            return
-        buf = memoryview(self.f._buffer())
-        for a in range(start, start + size, CHUNK):
-            stream.write(buf[a:min(a + CHUNK, start + size)])
-
-
-class _TensorStream:
-    """Writes planned tensors at their offsets, zero padding between and after them."""
-
-    def __init__(self, planned: list[_Planned], alignment: int):
-        self.planned = planned
-        self.alignment = alignment
-        end = planned[-1].offset + planned[-1].nbytes if planned else 0
-        self.size = align_offset(end, alignment) if planned else 0
-
-    def write_to(self, stream: IO[bytes]) -> None:
-        pos = 0
-        for p in self.planned:
-            stream.write(bytes(p.offset - pos))
-            written = 0
-            for chunk in p.chunks():
-                stream.write(chunk)
-                written += len(chunk) if not isinstance(chunk, memoryview) else chunk.nbytes
-            if written != p.nbytes:
-                raise GGUFBuildError(f"tensor data gave {written} bytes, {p.nbytes} expected", path=f"tensor {p.name!r}", value=written)
-            pos = p.offset + p.nbytes
-        stream.write(bytes(self.size - pos))
-
-
-def _write(target: Any, fields: list[Field], planned: list[_Planned], *, version: int, byte_order: str,
-           padding: bytes | None, blob: _BlobCopy | None, sync: bool = True) -> None:
-    schema = gguf_schema(byte_order, version)
-    alignment = alignment_of(fields)
-    if blob is None:
-        offset = 0
-        for p in planned:
-            p.offset = align_offset(offset, alignment)
-            offset = p.offset + p.nbytes
-        data: Any = _TensorStream(planned, alignment)
-    else:
-        data = blob
-    obj = Container(
-        header=Container(metadata_kv=[Container(key=f.key, value_type=f.type, value=f.value) for f in fields]),
-        tensor_infos=[Container(name=p.name, dimensions=list(p.dims), type=p.type, offset=p.offset) for p in planned],
-        _padding=padding,
-        tensor_data=data,
-    )
-
-    depth = max((_nesting(f.value) for f in fields if f.type == ValueType.ARRAY), default=0)
-
-    def build(stream: IO[bytes]) -> None:
-        out = _Positioned(stream)
-        try:
-            with recursion_headroom(depth):
-                schema.gguf_file_t._build(obj, out, _build_context(), "gguf_file_t")
-        except GGUFError:
-            raise
-        except RecursionError:
-            raise GGUFBuildError(f"arrays nested {depth} deep are too deep to write", value=depth) from None
-        except ConstructError as e:
-            if out.error is not None:  # the target's own failure (disk full, closed file): surface it as it is
-                raise out.error from None
-            msg = str(e).split("\n", 1)[-1]
-            raise GGUFBuildError(f"cannot build: {msg}", path=(e.path or "").replace("gguf_file_t -> ", "") or None) from None
-        except (KeyError, TypeError, ValueError, OverflowError, AttributeError) as e:
-            raise GGUFBuildError(f"cannot build: {type(e).__name__}: {e}") from None
-
-    if isinstance(target, (str, os.PathLike)):
-        atomic_write(target, build, sync=sync)
-    else:
-        build(target)
-
-
 def _nesting(a: Any) -> int:
     """How deep arrays nest in a GGUFArray (1 for an array of scalars)."""
     depth, level = 1, a
@@ -326,91 +393,202 @@ def _nesting(a: Any) -> int:
     return depth
 
 
-def _build_context() -> Container:
-    ctx = Container(_parsing=False, _building=True, _sizing=False)
-    ctx._params = ctx
-    return ctx
+# --------------------------------------------------------------------------- tensor sources
 
 
-class _Positioned:
-    """A write-only stream wrapper that counts bytes, so the padding node knows its position."""
+def plan_tensor(name: str, t: TensorLike, byte_order: str, offset: int | None = None) -> PlannedTensor:
+    """A :class:`PlannedTensor` for a numpy array, a :class:`RawTensor` or a :class:`Tensor` of an open
+    file, its bytes converted to ``byte_order`` as they are streamed."""
+    if not isinstance(name, str):
+        raise GGUFBuildError(f"a tensor name must be a str, got {type(name).__name__}", value=name)
+    where = f"tensor {name!r}"
+    if isinstance(t, Tensor):
+        gt = t.known_type()
+        nbytes = t.nbytes
+        return PlannedTensor(
+            name,
+            int(gt),
+            tuple(t.dims),
+            nbytes,
+            lambda: _converted(t.data.reshape(-1), gt, t.byte_order, byte_order),
+            offset,
+        )
+    if isinstance(t, RawTensor):
+        try:
+            gt = GGMLType.of(t.type)
+        except (ValueError, TypeError) as e:
+            raise GGUFBuildError(str(e), path=where, value=t.type) from None
+        shape = tuple(int(d) for d in t.shape)
+        if gt.removed:
+            raise GGUFBuildError(f"ggml type {gt.name} has been removed", path=where, value=int(gt))
+        if any(d < 0 for d in shape):
+            raise GGUFBuildError(f"negative dimension in shape {shape}", path=where, value=shape)
+        try:
+            nbytes = tensor_nbytes(gt, tuple(reversed(shape)))
+        except ValueError:
+            raise GGUFBuildError(
+                f"{gt.name} rows must be a multiple of {gt.block_size} elements, shape {shape} has "
+                f"{shape[-1] if shape else 1}",
+                path=where,
+                value=shape,
+            ) from None
+        raw = (
+            np.frombuffer(t.data, np.uint8) if not isinstance(t.data, np.ndarray) else t.data.reshape(-1).view(np.uint8)
+        )
+        if raw.size != nbytes:
+            raise GGUFBuildError(
+                f"{gt.name} tensor of shape {shape} takes {nbytes} bytes, {raw.size} given", path=where, value=raw.size
+            )
+        return PlannedTensor(
+            name, int(gt), tuple(reversed(shape)), nbytes, lambda: _converted(raw, gt, t.byte_order, byte_order), offset
+        )
+    if isinstance(t, np.ndarray):
+        gt = _DTYPE_TYPES.get(t.dtype.newbyteorder("="))  # type: ignore[assignment]
+        if gt is None:
+            raise GGUFBuildError(
+                f"no ggml type for numpy dtype {t.dtype}: convert it, or pass RawTensor(type, shape, data)",
+                path=where,
+                value=str(t.dtype),
+            )
+        arr = t if t.flags.c_contiguous else t.copy(order="C")  # (ascontiguousarray would make a 0-d array 1-d)
+        src_order = (
+            "big"
+            if arr.dtype.byteorder == ">" or (arr.dtype.byteorder == "=" and np.little_endian is False)
+            else "little"
+        )
+        return PlannedTensor(
+            name,
+            int(gt),
+            tuple(reversed(arr.shape)),
+            arr.nbytes,
+            lambda: _converted(arr.reshape(-1), gt, src_order, byte_order),
+            offset,
+        )
+    raise GGUFBuildError(
+        f"a tensor must be a numpy array, RawTensor or Tensor, got {type(t).__name__}",
+        path=where,
+        value=type(t).__name__,
+    )
 
-    __slots__ = ("stream", "pos", "error")
 
-    def __init__(self, stream: IO[bytes]):
+def _converted(data: np.ndarray, t: GGMLType, src_order: str, dst_order: str) -> Iterator[Any]:
+    """A tensor's bytes in chunks, in ``dst_order``: the one place tensor data changes byte order
+    (every multi-byte field of every block swapped, byte arrays left alone: :func:`gguf_schema.tensors.byteswap`)."""
+    raw = np.ascontiguousarray(data).reshape(-1).view(np.uint8)
+    swap = src_order != dst_order and (t.type_size > 1 if t.quantized else t.numpy_dtype.itemsize > 1)  # type: ignore[union-attr]
+    step = CHUNK - CHUNK % (t.type_size if t.quantized else t.numpy_dtype.itemsize)  # type: ignore[union-attr]
+    mv = raw.data
+    for a in range(0, raw.size, step):
+        yield byteswap(raw[a : a + step], t, src_order, dst_order) if swap else mv[a : a + step]
+
+
+class TensorStream:
+    """The data section of planned tensors: each at its offset, zero padding between and after them."""
+
+    def __init__(self, planned: list[PlannedTensor], alignment: int):
+        pos = 0
+        for p in planned:
+            if p.offset is None:
+                p.offset = align_offset(pos, alignment)
+            pos = p.offset + p.nbytes
+        self.planned = sorted(planned, key=lambda p: p.offset or 0)
+        for a, b in zip(self.planned, self.planned[1:], strict=False):
+            if (b.offset or 0) < (a.offset or 0) + a.nbytes:
+                raise GGUFBuildError(
+                    f"tensor {b.name!r} at offset {b.offset} overlaps {a.name!r} (which ends at "
+                    f"{(a.offset or 0) + a.nbytes})",
+                    path=f"tensor {b.name!r}",
+                    value=b.offset,
+                )
+        end = max(((p.offset or 0) + p.nbytes for p in planned), default=0)
+        self.size = align_offset(end, alignment) if planned else 0
+
+    def write_to(self, stream: IO[bytes]) -> None:
+        pos = 0
+        for p in self.planned:
+            stream.write(bytes((p.offset or 0) - pos))
+            written = 0
+            for chunk in p.chunks():
+                stream.write(chunk)
+                written += chunk.nbytes if isinstance(chunk, memoryview) else len(chunk)
+            if written != p.nbytes:
+                raise GGUFBuildError(
+                    f"tensor data gave {written} bytes, {p.nbytes} expected", path=f"tensor {p.name!r}", value=written
+                )
+            pos = (p.offset or 0) + p.nbytes
+        stream.write(bytes(self.size - pos))
+
+
+class DataCopy:
+    """Another file's data section, copied verbatim (tensor bytes, gaps, trailing bytes)."""
+
+    def __init__(self, f: GGUFFile, section: DataSection):
+        self.f = f
+        self.section = section
+        self.size = section.size
+
+    def write_to(self, stream: Any) -> None:
+        start, size = self.section.offset, self.section.size
+        src = self.f.fileno()
+        if src is not None and _copy_in_kernel(src, stream, start, size):
+            return
+        for a in range(start, start + size, CHUNK):
+            stream.write(self.f.view(a, min(CHUNK, start + size - a)))
+
+
+def _copy_in_kernel(fd: int, stream: Any, offset: int, count: int) -> bool:
+    """Copy ``count`` bytes of file ``fd`` from ``offset`` to the end of ``stream`` inside the kernel, if both ends allow it."""
+    copy = getattr(os, "copy_file_range", None)
+    moved = getattr(stream, "moved", None)
+    if copy is None or moved is None:
+        return False
+    try:
+        out = stream.fileno()
+    except (AttributeError, OSError, ValueError):
+        return False
+    stream.flush()
+    done = 0
+    try:
+        while done < count:
+            n = copy(fd, out, count - done, offset + done)
+            if n == 0:
+                break
+            done += n
+    except OSError:
+        if done:
+            raise
+        return False
+    if done != count:
+        raise GGUFBuildError(f"source ended after {done} of {count} bytes of tensor data", value=done)
+    stream.seek(0, os.SEEK_END)
+    moved(count)
+    return True
+
+
+class _NoData:
+    """A stand-in for a non-empty data section that writes nothing (the padding node asks its size)."""
+
+    def __init__(self, size: int):
+        self.size = size
+
+    def write_to(self, stream: Any) -> None:
+        return None
+
+
+class _Counting:
+    """Passes writes on and reports their sizes to a progress callback."""
+
+    def __init__(self, stream: IO[bytes], progress: Progress):
         self.stream = stream
-        self.pos = 0
-        self.error: BaseException | None = None
+        self.progress = progress
 
     def write(self, b: Any) -> int:
-        try:
-            n = self.stream.write(b)
-        except Exception as e:
-            self.error = e
-            raise
-        self.pos += len(b) if not isinstance(b, memoryview) else b.nbytes
+        n = self.stream.write(b)
+        self.progress(b.nbytes if isinstance(b, memoryview) else len(b))
         return n
 
-    def tell(self) -> int:
-        return self.pos
+    def moved(self, n: int) -> None:
+        self.progress(n)
 
-    def copy_from(self, fd: int, offset: int, count: int) -> bool:
-        """Copy ``count`` bytes of file ``fd`` from ``offset`` inside the kernel, if both ends allow it."""
-        try:
-            out = self.stream.fileno()
-        except (AttributeError, OSError, ValueError):
-            return False
-        copy = getattr(os, "copy_file_range", None)
-        if copy is None:
-            return False
-        self.stream.flush()
-        done = 0
-        try:
-            while done < count:
-                n = copy(fd, out, count - done, offset + done)
-                if n == 0:
-                    break
-                done += n
-        except OSError:
-            if done:
-                raise
-            return False
-        if done != count:
-            raise GGUFBuildError(f"source ended after {done} of {count} bytes of tensor data", value=done)
-        self.stream.seek(0, os.SEEK_END)
-        self.pos += count
-        return True
-
-
-def atomic_write(path: Union[str, "os.PathLike[str]"], write: Callable[[IO[bytes]], None], *, sync: bool = True) -> None:
-    """Call ``write(stream)`` on a temporary file beside ``path``, then rename it over ``path``.
-
-    If ``write`` raises (or the process dies), ``path`` is untouched and the temporary file is removed.
-    The new file keeps the old file's permission bits.
-    """
-    path = os.fspath(path)
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=folder)
-    try:
-        with os.fdopen(fd, "wb") as out:
-            write(out)
-            out.flush()
-            if sync:
-                os.fsync(out.fileno())
-        try:
-            os.chmod(tmp, os.stat(path).st_mode & 0o7777)
-        except FileNotFoundError:
-            os.chmod(tmp, 0o666 & ~_umask())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.stream, name)

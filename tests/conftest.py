@@ -43,13 +43,22 @@ def gemma() -> Path:
     return p
 
 
+@pytest.fixture(scope="session")
+def gemma_reader(gemma: Path):
+    """The `gguf` package's reading of gemma-3-270m, shared by every test that compares with it (it takes seconds)."""
+    gguf = pytest.importorskip("gguf")
+    return gguf.GGUFReader(str(gemma))
+
+
 def demo_bytes(byte_order: str = "little", version: int = 3, **kw) -> bytes:
     buf = io.BytesIO()
     gguf_schema.save(buf, example_metadata(), example_tensors(), byte_order=byte_order, version=version, **kw)
     return buf.getvalue()
 
 
-@pytest.fixture(params=[("little", 3), ("big", 3), ("little", 2), ("little", 1), ("big", 1)], ids=lambda p: f"{p[0]}-v{p[1]}")
+@pytest.fixture(
+    params=[("little", 3), ("big", 3), ("little", 2), ("little", 1), ("big", 1)], ids=lambda p: f"{p[0]}-v{p[1]}"
+)
 def demo_variant(request) -> tuple[str, int, bytes]:
     order, version = request.param
     return order, version, demo_bytes(order, version)

@@ -11,7 +11,9 @@ from gguf_schema import ValueType
 
 def test_demo_command_writes_reads_proves_the_round_trip_and_validates(tmp_path):
     out = tmp_path / "demo.gguf"
-    r = subprocess.run([sys.executable, "-m", "gguf_schema", "demo", "-o", str(out)], capture_output=True, text=True, cwd=tmp_path)
+    r = subprocess.run(
+        [sys.executable, "-m", "gguf_schema", "demo", "-o", str(out)], capture_output=True, text=True, cwd=tmp_path
+    )
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
     assert lines[0].startswith(f"wrote {out}: 4,544 bytes, sha256 ")

@@ -44,7 +44,9 @@ def test_float_values_compare_bit_for_bit() -> None:
     assert diff(opened({"x": nan1}), opened({"x": nan1})) == []
     d = diff(opened({"x": nan1}), opened({"x": nan2}))
     assert d == [Difference("metadata", "~", "x", "FLOAT32 nan -> FLOAT32 nan")]
-    assert diff(opened({"z": np.float32(0.0)}), opened({"z": np.float32(-0.0)}))[0].detail == "FLOAT32 0.0 -> FLOAT32 -0.0"
+    assert (
+        diff(opened({"z": np.float32(0.0)}), opened({"z": np.float32(-0.0)}))[0].detail == "FLOAT32 0.0 -> FLOAT32 -0.0"
+    )
 
 
 def test_type_change_same_value_is_a_difference() -> None:
@@ -65,20 +67,34 @@ def test_duplicates_and_order() -> None:
 
 
 def test_tensor_changes_by_hash_shape_and_type() -> None:
-    base = {"same": np.ones(4, np.float32), "data": np.zeros(4, np.float32), "shape": np.zeros(4, np.float32),
-            "gone": np.zeros(1, np.float32)}
-    other = {"same": np.ones(4, np.float32), "data": np.full(4, 2, np.float32), "shape": np.zeros((2, 2), np.float32),
-             "new": np.zeros(1, np.int8)}
+    base = {
+        "same": np.ones(4, np.float32),
+        "data": np.zeros(4, np.float32),
+        "shape": np.zeros(4, np.float32),
+        "gone": np.zeros(1, np.float32),
+    }
+    other = {
+        "same": np.ones(4, np.float32),
+        "data": np.full(4, 2, np.float32),
+        "shape": np.zeros((2, 2), np.float32),
+        "new": np.zeros(1, np.int8),
+    }
     d = diff(opened({}, base), opened({}, other))
     sha = hashlib.sha256
     assert [str(x) for x in d] == [
-        "tensor ~ data: data differs (sha256 " + sha(np.zeros(4, np.float32).tobytes()).hexdigest()[:16] + "... -> "
-        + sha(np.full(4, 2, np.float32).tobytes()).hexdigest()[:16] + "...)",
+        "tensor ~ data: data differs (sha256 "
+        + sha(np.zeros(4, np.float32).tobytes()).hexdigest()[:16]
+        + "... -> "
+        + sha(np.full(4, 2, np.float32).tobytes()).hexdigest()[:16]
+        + "...)",
         "tensor ~ shape: F32 [4] -> F32 [2, 2]",
         "tensor - gone: F32 [1]",
         "tensor + new: I8 [1]",
     ]
-    assert [str(x) for x in diff(opened({}, base), opened({}, other), data=False)][0] == "tensor ~ shape: F32 [4] -> F32 [2, 2]"
+    assert (
+        next(str(x) for x in diff(opened({}, base), opened({}, other), data=False))
+        == "tensor ~ shape: F32 [4] -> F32 [2, 2]"
+    )
 
 
 def test_big_endian_copy_differs_only_in_byte_order(tmp_path: Path) -> None:

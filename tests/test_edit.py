@@ -11,9 +11,10 @@ import pytest
 
 import gguf_schema
 from gguf_schema import ValueType
-from gguf_schema.tools.edit import TensorInfo, delete_key, edit_file, header_bytes, parse_type, parse_value_text, rename_key, set_key, set_key_from_file
-from gguf_schema.errors import GGUFBuildError
-from gguf_schema.reader import GGUFKeyError
+from gguf_schema.cli.text_values import parse_type, parse_value_text
+from gguf_schema.errors import GGUFBuildError, GGUFKeyError
+from gguf_schema.tools.edit import delete_key, edit_file, rename_key, set_key, set_key_from_file
+from gguf_schema.writer import TensorInfo, header_bytes
 
 from .conftest import demo_bytes
 
@@ -37,7 +38,7 @@ def test_same_size_value_is_written_in_place_touching_only_its_bytes(demo: Path)
     assert (r.in_place, r.bytes_written) == (True, 2)  # 128 -> 4096: two little-endian bytes change
     after = demo.read_bytes()
     assert demo.stat().st_ino == inode and len(after) == len(before)
-    changed = [i for i, (x, y) in enumerate(zip(before, after)) if x != y]
+    changed = [i for i, (x, y) in enumerate(zip(before, after, strict=False)) if x != y]
     with gguf_schema.open(demo) as f:
         at = f.fields["llama.context_length"].offset
         assert f.metadata["llama.context_length"] == 4096
@@ -123,7 +124,9 @@ def test_header_bytes_is_the_prefix_of_the_file(demo: Path) -> None:
     data = demo.read_bytes()
     with gguf_schema.open(demo) as f:
         infos = [TensorInfo(t.name, int(t.type), t.dims, t.stored_offset) for t in f.tensor_list]
-        head = header_bytes(f.fields.records, infos, version=3, byte_order="little", padding=f.padding, data_size=f.data_section.size)
+        head = header_bytes(
+            f.fields.records, infos, version=3, byte_order="little", padding=f.padding, data_size=f.data_section.size
+        )
     assert head == data[:1600]
 
 

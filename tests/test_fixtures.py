@@ -13,8 +13,10 @@ import numpy as np
 import pytest
 
 import gguf_schema
-from gguf_schema.testing.fixtures import ARCHITECTURES, KINDS, PROFILES, fixture_files, generate, random_blocks
 from gguf_schema.format.types import GGMLType
+from gguf_schema.testing.fixtures import ARCHITECTURES, KINDS, PROFILES, fixture_files, generate, random_blocks
+
+from .helpers import open_variant
 
 SPEC_ARCHS = {"llama", "mpt", "gptneox", "gptj", "gpt2", "bloom", "falcon", "rwkv", "whisper", "mamba"}
 
@@ -36,7 +38,7 @@ def test_manifest_lines_are_well_formed(generated):
     assert lines == records
     names = [r["file"] for r in lines]
     assert len(names) == len(set(names))
-    assert sorted(p.name for p in folder.iterdir()) == sorted(names + ["manifest.jsonl"])
+    assert sorted(p.name for p in folder.iterdir()) == sorted([*names, "manifest.jsonl"])
     for r in lines:
         assert set(r) == {"file", "kind", "description", "expected", "size", "sha256"}
         assert r["kind"] in KINDS and r["file"].endswith(".gguf") and r["description"]
@@ -50,8 +52,15 @@ def test_every_family_is_there(generated):
     by_kind = {k: [r["file"] for r in records if r["kind"] == k] for k in KINDS}
     assert {f"arch_{a}.gguf" for a in SPEC_ARCHS} == set(by_kind["arch"])
     assert {f"type_{t.name}.gguf" for t in GGMLType if not t.removed} <= set(by_kind["types"])
-    for edge in ("edge_alignment_1.gguf", "edge_no_tensors.gguf", "edge_ndims_0.gguf", "edge_zero_size_dims.gguf",
-                 "edge_name_63.gguf", "edge_name_64.gguf", "edge_vocab_300k.gguf"):
+    for edge in (
+        "edge_alignment_1.gguf",
+        "edge_no_tensors.gguf",
+        "edge_ndims_0.gguf",
+        "edge_zero_size_dims.gguf",
+        "edge_name_63.gguf",
+        "edge_name_64.gguf",
+        "edge_vocab_300k.gguf",
+    ):
         assert edge in by_kind["edge"]
     try:
         from gguf_schema.testing.malformed import malformed_cases
@@ -68,7 +77,7 @@ def test_valid_fixtures_open_and_round_trip_byte_identically(generated):
         path = folder / r["file"]
         data = path.read_bytes()
         for fast in (True, False) if len(data) < 2**20 else (True,):  # the 300k vocabulary: the fast variant only
-            with gguf_schema.open(path, fast=fast) as f:
+            with open_variant(path, fast=fast) as f:
                 for t in f.tensor_list:
                     assert t.data.nbytes == t.nbytes, (r["file"], t.name)
                 out = io.BytesIO()
@@ -94,10 +103,9 @@ def test_lenient_rejects_are_refused_by_the_reader_or_fail_on_tensor_access(gene
         if r["expected"]["lenient"] != "reject":
             continue
         try:
-            with gguf_schema.open(folder / r["file"]) as f:
-                with pytest.raises(gguf_schema.GGUFError):
-                    for t in f.tensor_list:
-                        t.data
+            with gguf_schema.open(folder / r["file"]) as f, pytest.raises(gguf_schema.GGUFError):
+                for t in f.tensor_list:
+                    t.data
         except gguf_schema.GGUFError:
             pass
 
@@ -107,7 +115,7 @@ def test_architecture_models_have_the_keys_the_spec_requires(generated):
     for arch, keys in ARCHITECTURES.items():
         with gguf_schema.open(folder / f"arch_{arch}.gguf") as f:
             assert f.metadata["general.architecture"] == arch
-            for suffix, vt, value in keys:
+            for suffix, vt, _value in keys:
                 field = f.fields[f"{arch}.{suffix}"]
                 assert field.type == vt
             n_vocab = len(f.metadata["tokenizer.ggml.tokens"])
@@ -130,9 +138,7 @@ def test_quantized_fixture_data_dequantizes_to_finite_values(generated):
 
 @pytest.mark.parametrize("t", [t for t in GGMLType if t.quantized], ids=lambda t: t.name)
 def test_random_blocks_are_valid_in_both_byte_orders(t):
-    from gguf_schema.tensors import dequantize
-
-    from gguf_schema.tensors import byteswap
+    from gguf_schema.tensors import byteswap, dequantize
 
     shape = (4 * t.block_size,)
     little = random_blocks(t, 4, np.random.default_rng(1), "little")
@@ -174,8 +180,24 @@ def test_same_seed_same_bytes_other_seed_other_data():
 
 
 def test_generate_command_writes_only_the_chosen_families(tmp_path):
-    out = subprocess.run([sys.executable, "-m", "gguf_schema", "generate", str(tmp_path / "g"), "--only", "types", "edge",
-                          "--seed", "3", "--small"], capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "gguf_schema",
+            "generate",
+            str(tmp_path / "g"),
+            "--only",
+            "types",
+            "edge",
+            "--seed",
+            "3",
+            "--small",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr
     assert "manifest.jsonl" in out.stdout
     kinds = {r["kind"] for r in _manifest(tmp_path / "g")}
@@ -184,6 +206,10 @@ def test_generate_command_writes_only_the_chosen_families(tmp_path):
 
 
 def test_generate_command_rejects_an_unknown_family(tmp_path):
-    out = subprocess.run([sys.executable, "-m", "gguf_schema", "generate", str(tmp_path), "--only", "bogus"],
-                         capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-m", "gguf_schema", "generate", str(tmp_path), "--only", "bogus"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 2 and "invalid choice" in out.stderr

@@ -23,9 +23,11 @@ def corpus() -> list[bytes]:
 
 def test_smoke_run_finds_nothing(corpus):
     # deep nesting has its own tests below (one is an open core bug); mutants here are kept to the seeds' structure
-    report = fuzz(corpus, executions=2000, seed=20260101, timeout=10, time_limit=150, deep_nesting=0.0)
-    assert report.executions >= 500  # the time limit only guards a very slow machine
-    assert report.crash_classes() == [], "\n".join(f"{s}\n{f.detail}\ninput: {f.data.hex()}" for s, f in report.findings.items())
+    report = fuzz(corpus, executions=800, seed=20260101, timeout=10, time_limit=150, deep_nesting=0.0)
+    assert report.executions >= 400  # the time limit only guards a very slow machine (benchmarks/fuzz.py runs long)
+    assert report.crash_classes() == [], "\n".join(
+        f"{s}\n{f.detail}\ninput: {f.data.hex()}" for s, f in report.findings.items()
+    )
     assert report.accepted > 0 and report.rejected > 0  # mutants both open and fail
     assert report.accepted + report.rejected == report.executions
     assert report.peak_memory < 64 * 2**20
@@ -42,8 +44,24 @@ def test_layout_finds_every_count_length_and_type_field():
     buf = io.BytesIO()
     gguf_schema.save(buf, {"a": "hi", "b": [1, 2]}, {"w": np.ones((2, 4), np.float32)})
     kinds = [s.kind for s in layout(buf.getvalue())]
-    assert kinds == ["version", "count", "count", "length", "vtype", "length", "length", "vtype", "vtype", "count",
-                     "length", "ndims", "dim", "dim", "ggml_type", "toffset"]
+    assert kinds == [
+        "version",
+        "count",
+        "count",
+        "length",
+        "vtype",
+        "length",
+        "length",
+        "vtype",
+        "vtype",
+        "count",
+        "length",
+        "ndims",
+        "dim",
+        "dim",
+        "ggml_type",
+        "toffset",
+    ]
 
 
 # ----------------------------------------------------------------------- the oracle itself
@@ -52,9 +70,11 @@ def test_layout_finds_every_count_length_and_type_field():
 def test_oracle_reports_a_crash_that_is_not_a_gguf_error():
     assert check_input(b"GGUF\x03\x00\x00\x00" + bytes(16)) is None  # a valid empty file
     assert exercise(b"not gguf") is None  # a GGUFError is a clean refusal
-    finding = check_input(demo_bytes(), limits=object())  # not a Limits: the library fails with AttributeError
+    finding = check_input(demo_bytes(), limits=object())  # not a Limits: a TypeError, which is not a GGUFError
     assert finding is not None and finding.kind == "exception"
-    assert finding.signature.startswith("exception AttributeError at ") and finding.signature.endswith("(fast)")
+    assert finding.signature.startswith("exception TypeError at reader.py:read_with") and finding.signature.endswith(
+        "(fast)"
+    )
 
 
 def test_oracle_flags_an_input_over_its_time_budget():
@@ -84,8 +104,8 @@ def _zero_element_tensor_with_dim(dim: int, order: str = "little") -> bytes:
     buf = io.BytesIO()
     gguf_schema.save(buf, {"general.architecture": "llama"}, {"t": np.zeros((0, 4), np.float32)}, byte_order=order)
     data = bytearray(buf.getvalue())
-    slot = [s for s in layout(bytes(data)) if s.kind == "dim"][0]
-    data[slot.offset:slot.offset + 8] = dim.to_bytes(8, order)
+    slot = next(s for s in layout(bytes(data)) if s.kind == "dim")
+    data[slot.offset : slot.offset + 8] = dim.to_bytes(8, order)
     return bytes(data)
 
 
@@ -110,11 +130,14 @@ def test_regression_zero_element_tensor_whose_bytes_per_row_overflow(order):
 
 def test_regression_quantized_zero_element_tensor_with_huge_dim():
     buf = io.BytesIO()
-    gguf_schema.save(buf, {"general.quantization_version": np.uint32(2)},
-                     {"q": gguf_schema.RawTensor(gguf_schema.GGMLType.Q8_0, (0, 32), b"")})
+    gguf_schema.save(
+        buf,
+        {"general.quantization_version": np.uint32(2)},
+        {"q": gguf_schema.RawTensor(gguf_schema.GGMLType.Q8_0, (0, 32), b"")},
+    )
     data = bytearray(buf.getvalue())
-    slot = [s for s in layout(bytes(data)) if s.kind == "dim"][0]
-    data[slot.offset:slot.offset + 8] = (2**63 - 32 * 2**20).to_bytes(8, "little")  # a multiple of 32 below 2**63
+    slot = next(s for s in layout(bytes(data)) if s.kind == "dim")
+    data[slot.offset : slot.offset + 8] = (2**63 - 32 * 2**20).to_bytes(8, "little")  # a multiple of 32 below 2**63
     assert check_input(bytes(data)) is None
 
 
@@ -136,8 +159,16 @@ def test_regression_reference_variant_opens_the_default_depth_from_a_deep_stack(
 
 def test_regression_string_array_cut_inside_a_length():
     """A STRING array whose second item's 8-byte length is cut by the end of the file (struct.error once)."""
-    data = (b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + struct.pack("<Q", 1) + b"k" + struct.pack("<IIQ", 9, 8, 2)
-            + struct.pack("<Q", 10) + b"0123456789" + b"\x05\x00\x00\x00\x00\x00")
+    data = (
+        b"GGUF"
+        + struct.pack("<IQQ", 3, 0, 1)
+        + struct.pack("<Q", 1)
+        + b"k"
+        + struct.pack("<IIQ", 9, 8, 2)
+        + struct.pack("<Q", 10)
+        + b"0123456789"
+        + b"\x05\x00\x00\x00\x00\x00"
+    )
     assert check_input(data) is None
     with pytest.raises(GGUFTruncatedError):
         gguf_schema.open(data)

@@ -2,8 +2,9 @@
 
 Each file holds input rows built to hit the edge cases (zeros, constants, subnormals, outliers,
 signed zeros, heavy tails, values on a grid), and what ggml's C code made of them: quantized
-bytes without an importance matrix (``q``), from the reference quantizer (``q_ref``), and the
-decoded floats (``deq``). Every comparison is bit for bit, with each engine.
+bytes without an importance matrix (``q``), from the reference quantizer (``q_ref``), with
+the file's importance matrix (``q_imatrix``), and the decoded floats (``deq``). Every
+comparison is bit for bit, with each engine.
 """
 
 from __future__ import annotations
@@ -13,9 +14,9 @@ import json
 import numpy as np
 import pytest
 
-from gguf_schema.tensors import COMPILED_DEQUANTIZE, COMPILED_QUANTIZE, QUANTIZE_TYPES, dequantize, quantize
-from gguf_schema.tensors.registry import CODECS
 from gguf_schema.format.types import GGMLType
+from gguf_schema.tensors import CODECS, COMPILED_DEQUANTIZE, COMPILED_QUANTIZE, QUANTIZE_TYPES, dequantize, quantize
+from gguf_schema.tensors.engine import _COMPILED_ROWS
 
 from .conftest import SHARED
 
@@ -31,8 +32,9 @@ def golden(name: str) -> dict[str, np.ndarray]:
 
 
 def engines(types: list[str], compiled: frozenset[GGMLType]) -> list:
-    return ([pytest.param(t, "numpy", id=f"{t}-numpy") for t in types]
-            + [pytest.param(t, "compiled", id=f"{t}-compiled") for t in types if GGMLType[t] in compiled])
+    return [pytest.param(t, "numpy", id=f"{t}-numpy") for t in types] + [
+        pytest.param(t, "compiled", id=f"{t}-compiled") for t in types if GGMLType[t] in compiled
+    ]
 
 
 TYPES = sorted(MANIFEST) or ["Q8_0"]
@@ -62,7 +64,9 @@ def test_dequantize_gives_ggmls_floats(name, engine):
         if deq not in g:  # deq was decoded from q_ref where there is no q
             continue
         got = dequantize(g[q], t, g["x"].shape, engine=engine)
-        assert np.array_equal(bits(got), bits(g[deq])), f"{name} {q}: rows differ: {np.flatnonzero((bits(got) != bits(g[deq])).any(1))}"
+        assert np.array_equal(bits(got), bits(g[deq])), (
+            f"{name} {q}: rows differ: {np.flatnonzero((bits(got) != bits(g[deq])).any(1))}"
+        )
     if "q" not in g and "q_ref" in g and "deq" in g:
         got = dequantize(g["q_ref"], t, g["x"].shape, engine=engine)
         assert np.array_equal(bits(got), bits(g["deq"]))
@@ -72,17 +76,50 @@ QUANT_TYPES = [n for n in TYPES if GGMLType[n] in QUANTIZE_TYPES and not CODECS[
 # (IQ2_XXS, IQ2_XS, IQ1_S have only q_imatrix: test_quantize_iq.py)
 
 
+REF_DIFFERS = {"IQ4_NL"}
+"""Types whose ggml reference quantizer writes other bytes than ggml_quantize_chunk (what
+quantize() matches); test_quantize_k.py checks IQ4_NL's reference on its own."""
+
+
+def same_rows(got: np.ndarray, want: np.ndarray, what: str) -> None:
+    same = (got == want).all(axis=1)
+    assert same.all(), f"{what}: rows {np.flatnonzero(~same).tolist()} differ"
+
+
 @pytest.mark.parametrize("name, engine", engines(QUANT_TYPES, COMPILED_QUANTIZE))
 def test_quantize_gives_ggmls_bytes(name, engine):
     g = golden(name)
     got = quantize(g["x"], GGMLType[name], engine=engine)
     checked = 0
     for key in ("q", "q_ref"):
-        if key in g:
-            same = (got == g[key]).all(axis=1)
-            assert same.all(), f"{name} vs ggml's {key}: rows {np.flatnonzero(~same).tolist()} differ"
+        if key in g and not (key == "q_ref" and name in REF_DIFFERS):
+            same_rows(got, g[key], f"{name} vs ggml's {key}")
             checked += 1
     assert checked
+
+
+IMATRIX_TYPES = [n for n in QUANT_TYPES if "q_imatrix" in MANIFEST[n]["arrays"]] if MANIFEST else ["Q4_K"]
+
+
+def imatrix_engines() -> list:
+    """numpy for every type; compiled where the path the imatrix takes is compiled."""
+    cases = []
+    for name in IMATRIX_TYPES:
+        t = GGMLType[name]
+        cases.append(pytest.param(name, "numpy", id=f"{name}-numpy"))
+        rows = CODECS[t].quantize_rows is not None
+        if (t in _COMPILED_ROWS) if rows else (t in COMPILED_QUANTIZE):
+            cases.append(pytest.param(name, "compiled", id=f"{name}-compiled"))
+    return cases
+
+
+@pytest.mark.parametrize("name, engine", imatrix_engines())
+def test_quantize_with_importance_matrix_gives_ggmls_bytes(name, engine):
+    # every type ggml_quantize_chunk takes an imatrix for: the weighted searches where ggml has
+    # them (K-quants, Q4_0..Q5_1, IQ), the unweighted bytes where ggml ignores the weights
+    g = golden(name)
+    got = quantize(g["x"], GGMLType[name], imatrix=g["imatrix"], engine=engine)
+    same_rows(got, g["q_imatrix"], f"{name} vs ggml's q_imatrix")
 
 
 def test_subnormal_rows_quantize_to_ggmls_zero_blocks():

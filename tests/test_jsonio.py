@@ -41,8 +41,14 @@ def odd_file(byte_order: str = "little", version: int = 3) -> bytes:
         Field("bad.utf8", ValueType.STRING, BAD),
         Field("key." + BAD, ValueType.UINT64, 2**64 - 1),
         Field("floats", ValueType.ARRAY, GGUFArray(ValueType.FLOAT32, nan_bits)),
-        Field("nested", ValueType.ARRAY, GGUFArray(ValueType.ARRAY, [GGUFArray(ValueType.INT16, np.array([-1], np.int16)),
-                                                                       GGUFArray(ValueType.STRING, [BAD, ""])])),
+        Field(
+            "nested",
+            ValueType.ARRAY,
+            GGUFArray(
+                ValueType.ARRAY,
+                [GGUFArray(ValueType.INT16, np.array([-1], np.int16)), GGUFArray(ValueType.STRING, [BAD, ""])],
+            ),
+        ),
         Field("empty", ValueType.ARRAY, GGUFArray(ValueType.UINT32, np.array([], np.uint32))),
     ]
     buf = io.BytesIO()
@@ -72,8 +78,10 @@ def test_json_shows_values_readably() -> None:
     assert by_key['"bad.utf8"'][0]["value"] == {"hex": "fffe6f6b"}
     assert by_key['{"hex": "6b65792efffe6f6b"}'][0]["value"] == 2**64 - 1
     assert by_key['"floats"'][0]["value"] == ["0x7f800001", "0xffc00001", "nan", -0.0]
-    assert by_key['"nested"'][0]["value"] == [{"element_type": "INT16", "value": [-1]},
-                                              {"element_type": "STRING", "value": [{"hex": "fffe6f6b"}, ""]}]
+    assert by_key['"nested"'][0]["value"] == [
+        {"element_type": "INT16", "value": [-1]},
+        {"element_type": "STRING", "value": [{"hex": "fffe6f6b"}, ""]},
+    ]
     assert doc["tensors"] == [{"name": {"hex": "77fffe6f6b"}, "type": "F32", "dims": [4], "offset": 0}]
     assert (doc["version"], doc["byte_order"], doc["alignment"]) == (3, "little", 32)
 
@@ -100,9 +108,13 @@ def test_shortest_float32_decimal_for_a_whole_vocabulary_of_scores() -> None:
 def test_hand_written_json_without_offsets_lays_tensors_out(tmp_path) -> None:
     src = io.BytesIO()
     gguf_schema.save(src, {}, {"a": np.ones(3, np.float32), "b": np.zeros((2, 2), np.float16)})
-    doc = {"metadata": [{"key": "general.name", "type": "string", "value": "hand"},
-                        {"key": "ids", "type": "ARRAY", "element_type": "INT8", "value": [-1, 2]}],
-           "tensors": [{"name": "b", "type": "F16", "dims": [2, 2]}, {"name": "a", "type": 0, "dims": [3]}]}
+    doc = {
+        "metadata": [
+            {"key": "general.name", "type": "string", "value": "hand"},
+            {"key": "ids", "type": "ARRAY", "element_type": "INT8", "value": [-1, 2]},
+        ],
+        "tensors": [{"name": "b", "type": "F16", "dims": [2, 2]}, {"name": "a", "type": 0, "dims": [3]}],
+    }
     out = tmp_path / "hand.gguf"
     with gguf_schema.open(src.getvalue()) as s:
         build(doc, out, tensors_from=s)
@@ -115,10 +127,22 @@ def test_hand_written_json_without_offsets_lays_tensors_out(tmp_path) -> None:
 def test_json_errors_name_the_member() -> None:
     cases = [
         ({"metadata": [{"key": "k", "type": "UINT8", "value": 300}]}, "300 does not fit in UINT8", "metadata[0] 'k'"),
-        ({"metadata": [{"key": "k", "type": "FLOAT32", "value": "pi"}]}, "FLOAT32 needs a number", "metadata[0] 'k'.value"),
-        ({"metadata": [{"key": "k", "type": "BOOLEAN", "value": True}]}, "unknown value type 'BOOLEAN'", "metadata[0] 'k'.type"),
-        ({"metadata": [{"key": "k", "type": "ARRAY", "value": []}]}, "needs \"element_type\"", "metadata[0] 'k'"),
-        ({"metadata": [{"key": "k", "type": "ARRAY", "element_type": "INT8", "value": [1, 200]}]}, "do not fit in INT8", "metadata[0] 'k'.value"),
+        (
+            {"metadata": [{"key": "k", "type": "FLOAT32", "value": "pi"}]},
+            "FLOAT32 needs a number",
+            "metadata[0] 'k'.value",
+        ),
+        (
+            {"metadata": [{"key": "k", "type": "BOOLEAN", "value": True}]},
+            "unknown value type 'BOOLEAN'",
+            "metadata[0] 'k'.type",
+        ),
+        ({"metadata": [{"key": "k", "type": "ARRAY", "value": []}]}, 'needs "element_type"', "metadata[0] 'k'"),
+        (
+            {"metadata": [{"key": "k", "type": "ARRAY", "element_type": "INT8", "value": [1, 200]}]},
+            "do not fit in INT8",
+            "metadata[0] 'k'.value",
+        ),
         ({"metadata": [{"key": {"hex": "zz"}, "type": "UINT8", "value": 1}]}, "not hex", "metadata[0].key"),
         ({"version": 4, "metadata": []}, "version must be 1, 2 or 3", "version"),
         ({"byte_order": "middle"}, "byte_order must be", "byte_order"),

@@ -14,17 +14,13 @@ import sysconfig
 import numpy as np
 import pytest
 
-from gguf_schema.tensors import engine
-from gguf_schema.tensors import COMPILED_DEQUANTIZE, COMPILED_QUANTIZE, dequantize, quantize
+import gguf_schema
 from gguf_schema.format.types import GGMLType
+from gguf_schema.tensors import COMPILED_DEQUANTIZE, COMPILED_QUANTIZE, dequantize, engine, quantize
 
-from .test_quants import GEMMA, bits
+from .helpers import IQ_LATTICE, bits
 
 compiled_only = pytest.mark.skipif(not COMPILED_DEQUANTIZE, reason="gguf_schema.tensors._kernels is not built here")
-IQ_LATTICE = {GGMLType.IQ2_XXS, GGMLType.IQ2_XS, GGMLType.IQ2_S, GGMLType.IQ3_XXS, GGMLType.IQ3_S, GGMLType.IQ1_S,
-              GGMLType.IQ1_M}
-"""Compiled row quantizers without a compiled decoder; their inputs, with importance matrices and the rows ggml
-aborts on, are in test_quantize_iq.py."""
 
 
 def compiler_available() -> bool:
@@ -36,13 +32,31 @@ def compiler_available() -> bool:
 def test_kernels_are_built_where_a_c_compiler_exists():
     if os.environ.get("GGUF_SCHEMA_NO_KERNELS") == "1" or not compiler_available():
         pytest.skip("no C compiler here (or the build was told to skip the kernels)")
-    assert engine.compiled_kernels is not None, "gguf_schema.tensors._kernels failed to build although a compiler exists"
-    expected = {GGMLType.F16, GGMLType.BF16, GGMLType.Q4_0, GGMLType.Q4_1, GGMLType.Q5_0, GGMLType.Q5_1,
-                GGMLType.Q8_0, GGMLType.Q8_1, GGMLType.Q2_K, GGMLType.Q3_K, GGMLType.Q4_K, GGMLType.Q5_K,
-                GGMLType.Q6_K, GGMLType.Q8_K, GGMLType.TQ1_0, GGMLType.TQ2_0, GGMLType.IQ4_NL, GGMLType.IQ4_XS}
-    assert COMPILED_DEQUANTIZE == expected
-    assert COMPILED_QUANTIZE == expected - {GGMLType.Q2_K, GGMLType.Q3_K, GGMLType.Q4_K, GGMLType.Q5_K,
-                                            GGMLType.Q6_K, GGMLType.Q8_K, GGMLType.IQ4_NL, GGMLType.IQ4_XS} | IQ_LATTICE
+    assert engine.compiled_kernels is not None, (
+        "gguf_schema.tensors._kernels failed to build although a compiler exists"
+    )
+    expected = {
+        GGMLType.F16,
+        GGMLType.BF16,
+        GGMLType.Q4_0,
+        GGMLType.Q4_1,
+        GGMLType.Q5_0,
+        GGMLType.Q5_1,
+        GGMLType.Q8_0,
+        GGMLType.Q8_1,
+        GGMLType.Q2_K,
+        GGMLType.Q3_K,
+        GGMLType.Q4_K,
+        GGMLType.Q5_K,
+        GGMLType.Q6_K,
+        GGMLType.Q8_K,
+        GGMLType.TQ1_0,
+        GGMLType.TQ2_0,
+        GGMLType.IQ4_NL,
+        GGMLType.IQ4_XS,
+    }
+    assert expected == COMPILED_DEQUANTIZE
+    assert (expected - {GGMLType.Q8_K}) | IQ_LATTICE == COMPILED_QUANTIZE
     features = engine.compiled_kernels.features()
     assert set(features) == {"sse2", "avx2_copies", "f16c"} and all(isinstance(v, bool) for v in features.values())
 
@@ -113,10 +127,31 @@ def test_compiled_quantizer_equals_numpy(t):
 @compiled_only
 @pytest.mark.parametrize("t", [GGMLType.F16, GGMLType.BF16], ids=lambda t: t.name)
 def test_compiled_float_conversions_on_every_kind_of_float(t):
-    edges = np.array([np.inf, -np.inf, np.nan, -np.nan, 65504, 65519.996, 65520, -65520, 1e-8, 2.0 ** -25,
-                      3 * 2.0 ** -26, 2.0 ** -24, -0.0, 1e-40, 2.0 ** -14, 2.0 ** -14 * (1 - 2.0 ** -11),
-                      1 + 2.0 ** -11, 1 + 3 * 2.0 ** -11, 3.4e38], dtype=np.float32)
-    noise = np.random.default_rng(1).integers(0, 2 ** 32, 200_000, dtype=np.uint64).astype(np.uint32)
+    edges = np.array(
+        [
+            np.inf,
+            -np.inf,
+            np.nan,
+            -np.nan,
+            65504,
+            65519.996,
+            65520,
+            -65520,
+            1e-8,
+            2.0**-25,
+            3 * 2.0**-26,
+            2.0**-24,
+            -0.0,
+            1e-40,
+            2.0**-14,
+            2.0**-14 * (1 - 2.0**-11),
+            1 + 2.0**-11,
+            1 + 3 * 2.0**-11,
+            3.4e38,
+        ],
+        dtype=np.float32,
+    )
+    noise = np.random.default_rng(1).integers(0, 2**32, 200_000, dtype=np.uint64).astype(np.uint32)
     x = np.concatenate([edges, noise.view(np.float32)])  # every exponent, NaN payloads included
     got = quantize(x, t, engine="compiled")
     assert np.array_equal(got, quantize(x, t, engine="numpy"))
@@ -125,15 +160,17 @@ def test_compiled_float_conversions_on_every_kind_of_float(t):
             assert np.array_equal(got.view("<u2"), x.astype("<f2").view("<u2").reshape(1, -1))
     # and back: every 16-bit pattern
     every = np.arange(1 << 16, dtype="<u2").view(np.uint8)
-    assert np.array_equal(bits(dequantize(every, t, (1 << 16,), engine="compiled")),
-                          bits(dequantize(every, t, (1 << 16,), engine="numpy")))
+    assert np.array_equal(
+        bits(dequantize(every, t, (1 << 16,), engine="compiled")),
+        bits(dequantize(every, t, (1 << 16,), engine="numpy")),
+    )
 
 
 @compiled_only
 def test_compiled_quantizer_keeps_float64_input_on_numpy_for_f16():
     # f64 -> f16 must round once; through float32 it would round twice
-    x = np.array([1 + 2.0 ** -11 + 2.0 ** -40], dtype=np.float64)  # just above a tie
-    assert quantize(x, GGMLType.F16, engine="compiled").view("<f2")[0, 0] == np.float16(1 + 2.0 ** -10)
+    x = np.array([1 + 2.0**-11 + 2.0**-40], dtype=np.float64)  # just above a tie
+    assert quantize(x, GGMLType.F16, engine="compiled").view("<f2")[0, 0] == np.float16(1 + 2.0**-10)
 
 
 def test_engine_argument_is_checked():
@@ -149,18 +186,13 @@ def test_engine_argument_is_checked():
 def test_compiled_module_rejects_partial_blocks():
     with pytest.raises(ValueError, match="not whole blocks"):
         engine.compiled_kernels.decode(int(GGMLType.Q8_0), bytes(35), np.empty(32, np.float32))
-    with pytest.raises(ValueError, match="no compiled quantizer for ggml type 12"):
-        engine.compiled_kernels.encode(int(GGMLType.Q4_K), np.zeros(256, np.float32), np.empty(144, np.uint8))
+    with pytest.raises(ValueError, match="no compiled quantizer for ggml type 15"):
+        engine.compiled_kernels.encode(int(GGMLType.Q8_K), np.zeros(256, np.float32), np.empty(292, np.uint8))
 
 
 @compiled_only
-def test_gemma_tensors_decode_alike_with_both_engines():
-    import gguf_schema
-
-    path = GEMMA if os.path.exists(GEMMA) else None
-    if path is None:
-        pytest.skip("gemma-3-270m-q4_k_m.gguf not available")
-    with gguf_schema.open(path) as f:
+def test_gemma_tensors_decode_alike_with_both_engines(gemma):
+    with gguf_schema.open(gemma) as f:
         seen = set()
         for tensor in f.tensors.values():
             t = GGMLType(tensor.type)
@@ -185,8 +217,22 @@ def build_portable_variant(tmp_path):
     cc = (sysconfig.get_config_var("CC") or "cc").split()
     suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
     target = tmp_path / f"_kernels{suffix}"
-    cmd = cc + ["-O2", "-ffp-contract=off", "-fno-trapping-math", "-shared", "-fPIC", "-DGGUF_SCHEMA_PORTABLE",
-                "-I", sysconfig.get_paths()["include"], "-I", csrc, *sources, "-o", str(target)]
+    cmd = [
+        *cc,
+        "-O2",
+        "-ffp-contract=off",
+        "-fno-trapping-math",
+        "-shared",
+        "-fPIC",
+        "-DGGUF_SCHEMA_PORTABLE",
+        "-I",
+        sysconfig.get_paths()["include"],
+        "-I",
+        csrc,
+        *sources,
+        "-o",
+        str(target),
+    ]
     subprocess.run(cmd, check=True, capture_output=True, timeout=300)
     spec = importlib.util.spec_from_file_location("_kernels", target)
     module = importlib.util.module_from_spec(spec)
@@ -216,3 +262,9 @@ def test_portable_c_paths_equal_numpy(tmp_path):
         out = np.empty(x.size // t.block_size * t.type_size, np.uint8)
         portable.encode(int(t), np.ascontiguousarray(x), out)
         assert np.array_equal(out.reshape(len(x), -1), quantize(x, t, engine="numpy")), t.name
+    imatrix = np.abs(np.random.default_rng(2).standard_normal(512)).astype(np.float32)
+    for t in sorted(engine._COMPILED_ROWS - IQ_LATTICE):  # the other importance-weighted row quantizers
+        x = np.ascontiguousarray(quantizer_input(t)[:, :512])
+        out = np.zeros((len(x), t.row_nbytes(512)), np.uint8)
+        portable.quantize_rows(int(t), x, out, 512, imatrix)
+        assert np.array_equal(out, quantize(x, t, imatrix=imatrix, engine="numpy")), t.name

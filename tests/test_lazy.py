@@ -9,7 +9,7 @@ import pytest
 
 import gguf_schema
 from gguf_schema import GGUFTruncatedError
-from gguf_schema.format.values import LazyStrings
+from gguf_schema.format.values import STRIDE, LazyStrings
 
 from .conftest import demo_bytes
 
@@ -38,14 +38,29 @@ def test_lazy_strings_rebuild_in_another_version_and_byte_order():
         assert g.metadata["tokenizer.ggml.tokens"] == want.metadata["tokenizer.ggml.tokens"]
 
 
-def test_len_and_indexing_do_not_decode_the_rest():
+def test_indexing_decodes_one_string_from_the_nearest_mark():
     raw = b"".join(struct.pack("<Q", 2) + b"\xff\xfe" for _ in range(3)) + struct.pack("<Q", 1) + b"z"
     items = LazyStrings(raw, 4, "<Q")
-    assert len(items) == 4 and items._offsets is None
+    assert len(items) == 4 and list(items._marks) == [0, 39]  # string 0, and the end
     assert items[3] == "z" and items[-4].encode("utf-8", "surrogateescape") == b"\xff\xfe"
-    assert items._offsets == [0, 10, 20, 30, 39]
     with pytest.raises(IndexError):
         items[4]
+    many = [f"t{i}" for i in range(STRIDE * 3 + 5)]
+    raw = b"".join(struct.pack("<Q", len(t)) + t.encode() for t in many)
+    items = LazyStrings(raw, len(many), "<Q")
+    assert len(items._marks) == 5 and items[STRIDE * 2 + 7] == many[STRIDE * 2 + 7] and list(items) == many
+
+
+def test_lazy_values_are_views_of_the_map_not_copies(tmp_path):
+    p = tmp_path / "v.gguf"
+    p.write_bytes(demo_bytes())
+    with gguf_schema.open(p, lazy=True) as f:
+        tokens = f.fields["tokenizer.ggml.tokens"].value.items
+        scores = f.fields["tokenizer.ggml.scores"].value.items
+        assert isinstance(tokens.raw, memoryview) and tokens.raw.readonly
+        assert scores.base is not None and not scores.flags.writeable and not scores.flags.owndata
+        want = list(tokens)
+    assert list(tokens) == want  # still valid after the file is closed, as tensor views are
 
 
 def test_truncated_string_array_fails_in_lazy_mode_too():
@@ -53,7 +68,7 @@ def test_truncated_string_array_fails_in_lazy_mode_too():
     with gguf_schema.open(data) as f:
         at = f.fields["tokenizer.ggml.tokens"].offset
     with pytest.raises(GGUFTruncatedError) as info:
-        gguf_schema.open(data[:at + 120], lazy=True)
+        gguf_schema.open(data[: at + 120], lazy=True)
     assert info.value.path.startswith("header -> metadata_kv[24] 'tokenizer.ggml.tokens' -> value -> array[")
 
 

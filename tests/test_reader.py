@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import os
 import tracemalloc
 
 import numpy as np
@@ -89,7 +90,7 @@ def test_every_kind_of_source(kind, tmp_path):
         "bytes": lambda: data,
         "bytearray": lambda: bytearray(data),
         "memoryview": lambda: memoryview(data),
-        "file": lambda: open(p, "rb"),
+        "file": lambda: open(p, "rb"),  # noqa: SIM115 - the reader owns (and closes) the file object
         "bytesio": lambda: io.BytesIO(data),
     }[kind]()
     with gguf_schema.open(src) as f:
@@ -116,8 +117,10 @@ def test_tensor_past_the_end_of_the_file_opens_but_its_data_raises():
         assert f.tensors["blk.0.ffn_up.weight"].data.shape == (8, 68)
         with pytest.raises(GGUFTruncatedError) as info:
             f.tensors["demo.positions"].data
-    assert str(info.value) == ("tensor data [4320, 4384) runs past the end of the file (4330 bytes) "
-                               "(at offset 4320, in tensor 'demo.positions')")
+    assert str(info.value) == (
+        "tensor data [4320, 4384) runs past the end of the file (4,330 bytes) "
+        "(at offset 4320, in tensor 'demo.positions')"
+    )
 
 
 def test_duplicate_keys_and_tensor_names_are_kept_in_records():
@@ -145,7 +148,7 @@ def test_unknown_tensor_type_is_reported_on_access():
     with gguf_schema.open(bytes(data)) as f:
         t = f.tensors["demo.positions"]
         type_at = t.info_offset + 8 + len(t.name) + 4 + 8 * len(t.dims)
-    data[type_at:type_at + 4] = (99).to_bytes(4, "little")
+    data[type_at : type_at + 4] = (99).to_bytes(4, "little")
     with gguf_schema.open(bytes(data)) as f:
         t = f.tensors["demo.positions"]
         assert t.type == 99
@@ -155,7 +158,7 @@ def test_unknown_tensor_type_is_reported_on_access():
 
 
 def test_strict_open_raises_the_first_finding_of_the_profile():
-    from gguf_schema.check.validate import GGUFValidationError
+    from gguf_schema.errors import GGUFValidationError
 
     data = demo_bytes()  # has a nested array: the spec allows it, ggml does not
     with gguf_schema.open(data, strict="spec") as f:
@@ -185,3 +188,36 @@ def test_scalar_tensor_dequantizes_to_a_0d_array():
     with gguf_schema.open(buf.getvalue()) as f:
         t = f.tensors["s"]
         assert t.dims == () and t.shape == () and t.dequantize().shape == () and float(t.dequantize()) == 2.5
+
+
+def test_positioned_reads_give_the_same_file_as_the_map(tmp_path):
+    p = write(tmp_path, demo_bytes())
+    with gguf_schema.open(p) as mapped, gguf_schema.open(p, mmap=False) as read:
+        assert read.fields.records == mapped.fields.records
+        for a, b in zip(mapped.tensor_list, read.tensor_list, strict=True):
+            assert a.data.tobytes() == b.data.tobytes() and a.data.dtype == b.data.dtype
+            assert np.array_equal(a.dequantize(), b.dequantize(), equal_nan=True)
+
+
+@pytest.mark.parametrize("mmap", [True, False])
+def test_a_file_truncated_under_an_open_reader_is_a_clean_error(tmp_path, mmap):
+    p = write(tmp_path, demo_bytes())
+    with gguf_schema.open(p, mmap=mmap) as f:
+        last = f.tensor_list[-1]
+        os.truncate(p, last.offset + 1)  # another process cuts the file
+        with pytest.raises(GGUFTruncatedError, match="truncated meanwhile") as info:
+            last.data
+        assert info.value.offset == last.offset and info.value.path == f"tensor {last.name!r}"
+        assert f.tensor_list[0].data.nbytes == f.tensor_list[0].nbytes  # what is still there reads fine
+
+
+def test_a_file_object_without_a_descriptor_is_read_in_growing_ranges():
+    tokens = [f"token-{i:07d}" for i in range(300_000)]  # a 6 MB header: more than the first read
+    buf = io.BytesIO()
+    gguf_schema.save(buf, {"tokenizer.ggml.tokens": tokens}, {"w": np.arange(8, dtype=np.float32)})
+    stream = io.BytesIO(buf.getvalue())
+    with gguf_schema.open(stream) as f:
+        assert f.metadata["tokenizer.ggml.tokens"][-1] == tokens[-1]
+        assert f.tensors["w"].data.tolist() == list(range(8))
+        src = f.storage
+        assert 2 <= src.requests <= 6 and src.bytes_fetched < len(buf.getvalue()) + 2**20

@@ -13,11 +13,12 @@ import gguf_schema
 from gguf_schema import GGMLType, GGUFArray, RawTensor, ValueType
 
 from .conftest import demo_bytes, write
+from .helpers import open_variant
 
 
-def resave(data_or_path, **kw) -> bytes:
+def resave(data_or_path, fast: bool = True) -> bytes:
     out = io.BytesIO()
-    with gguf_schema.open(data_or_path, **kw) as f:
+    with open_variant(data_or_path, fast) as f:
         f.save(out)
     return out.getvalue()
 
@@ -27,10 +28,6 @@ def test_real_vocab_files_rebuild_byte_for_byte(vocab_file, tmp_path):
     with gguf_schema.open(vocab_file) as f:
         f.save(out)
     assert out.read_bytes() == vocab_file.read_bytes()
-
-
-def test_real_vocab_files_rebuild_with_the_reference_schema(vocab_file):
-    assert resave(vocab_file, fast=False) == vocab_file.read_bytes()
 
 
 def test_gemma_rebuilds_byte_for_byte(gemma, tmp_path):
@@ -109,7 +106,7 @@ def test_ggml_style_trailing_ones_dropped_from_n_dims_survive():
     n_dims, d0, d1 = struct.unpack_from("<IQQ", data, name_end)
     assert (n_dims, d0, d1) == (2, 32, 1)
     # drop the trailing dimension (8 bytes), then pad to the alignment again before the data section
-    head = data[:name_end] + struct.pack("<IQ", 1, 32) + data[name_end + 20:infos_end]
+    head = data[:name_end] + struct.pack("<IQ", 1, 32) + data[name_end + 20 : infos_end]
     patched = head + bytes(-len(head) % 32) + data[data_start:]
     assert resave(patched) == patched
     with gguf_schema.open(patched) as f:
@@ -125,10 +122,10 @@ def test_non_zero_padding_and_trailing_bytes_are_kept_as_read():
     with gguf_schema.open(bytes(data)) as f:
         pad_start, pad_len = f.metadata_end, len(f.padding)
     assert pad_len > 0
-    data[pad_start:pad_start + pad_len] = b"\xAA" * pad_len
+    data[pad_start : pad_start + pad_len] = b"\xaa" * pad_len
     data += b"trailing junk"
     with gguf_schema.open(bytes(data)) as f:
-        assert f.padding == b"\xAA" * pad_len
+        assert f.padding == b"\xaa" * pad_len
         out = io.BytesIO()
         f.save(out)
     assert out.getvalue() == bytes(data)
@@ -136,15 +133,20 @@ def test_non_zero_padding_and_trailing_bytes_are_kept_as_read():
 
 def test_odd_values_survive_exactly():
     snan = np.array([0x7F800001], np.uint32).view(np.float32)[0]
-    data = _bytes({
-        "nan": snan,
-        "negzero": np.float64(-0.0),
-        "bool2": gguf_schema.BoolByte(2),
-        "bad_utf8": b"\xff\xfe".decode("utf-8", "surrogateescape"),
-        "bools": GGUFArray(ValueType.BOOL, np.frombuffer(b"\x00\x01\x05", np.bool_)),
-        "empty": GGUFArray(ValueType.STRING, []),
-        "deep": GGUFArray(ValueType.ARRAY, [GGUFArray(ValueType.ARRAY, [GGUFArray(ValueType.INT8, np.array([-1], np.int8))])]),
-    }, {})
+    data = _bytes(
+        {
+            "nan": snan,
+            "negzero": np.float64(-0.0),
+            "bool2": gguf_schema.BoolByte(2),
+            "bad_utf8": b"\xff\xfe".decode("utf-8", "surrogateescape"),
+            "bools": GGUFArray(ValueType.BOOL, np.frombuffer(b"\x00\x01\x05", np.bool_)),
+            "empty": GGUFArray(ValueType.STRING, []),
+            "deep": GGUFArray(
+                ValueType.ARRAY, [GGUFArray(ValueType.ARRAY, [GGUFArray(ValueType.INT8, np.array([-1], np.int8))])]
+            ),
+        },
+        {},
+    )
     with gguf_schema.open(data) as f:
         assert np.asarray(f.fields["nan"].value).view(np.uint32) == 0x7F800001
         assert f.fields["bool2"].value == 2 and type(f.fields["bool2"].value) is gguf_schema.BoolByte

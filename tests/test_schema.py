@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
+import io
 import struct
 
 import numpy as np
 import pytest
+from construct import Container
 
 from gguf_schema.errors import GGUFFormatError
+from gguf_schema.format import boundary
 from gguf_schema.format.schema import align_offset, gguf_schema, sniff
 from gguf_schema.format.source import ByteReader
 from gguf_schema.format.types import ValueType
-from gguf_schema.format.values import BoolByte, GGUFArray
+from gguf_schema.format.values import BoolByte, Field, GGUFArray
+from gguf_schema.testing.reference import reference_schema
 
 from .conftest import VOCAB_FILES, demo_bytes
+from .helpers import schema_variant
 
 VARIANTS = [(o, v, fast) for o in ("little", "big") for v in (1, 2, 3) for fast in (True, False)]
 
@@ -45,7 +50,7 @@ def fmt(order: str) -> str:
 
 @pytest.mark.parametrize("order,version,fast", VARIANTS)
 def test_gguf_string_t(order, version, fast):
-    s = gguf_schema(order, version, fast=fast)
+    s = schema_variant(order, version, fast)
     n = "I" if version == 1 else "Q"
     roundtrip(s.gguf_string_t, struct.pack(fmt(order) + n, 6) + "日本".encode(), "日本")
     roundtrip(s.gguf_string_t, struct.pack(fmt(order) + n, 0), "")
@@ -53,7 +58,7 @@ def test_gguf_string_t(order, version, fast):
 
 @pytest.mark.parametrize("order,version,fast", VARIANTS)
 def test_every_scalar_value_type(order, version, fast):
-    s = gguf_schema(order, version, fast=fast)
+    s = schema_variant(order, version, fast)
     e = fmt(order)
     cases = [
         (ValueType.UINT8, struct.pack("B", 255), 255),
@@ -94,35 +99,55 @@ def test_bool_byte_other_than_0_1_is_kept():
 
 @pytest.mark.parametrize("order,version,fast", VARIANTS)
 def test_arrays_of_every_element_type(order, version, fast):
-    s = gguf_schema(order, version, fast=fast)
+    s = schema_variant(order, version, fast)
     e = fmt(order)
     n = "I" if version == 1 else "Q"
     head = lambda vt, count: struct.pack(e + "I" + n, vt, count)  # noqa: E731
-    roundtrip(s.gguf_array_t, head(ValueType.INT16, 3) + struct.pack(e + "3h", -1, 0, 7),
-              GGUFArray(ValueType.INT16, np.array([-1, 0, 7], np.int16)))
-    roundtrip(s.gguf_array_t, head(ValueType.FLOAT32, 2) + struct.pack(e + "2f", 0.5, -2.0),
-              GGUFArray(ValueType.FLOAT32, np.array([0.5, -2.0], np.float32)))
-    roundtrip(s.gguf_array_t, head(ValueType.BOOL, 3) + b"\x01\x00\x01",
-              GGUFArray(ValueType.BOOL, np.array([True, False, True])))
+    roundtrip(
+        s.gguf_array_t,
+        head(ValueType.INT16, 3) + struct.pack(e + "3h", -1, 0, 7),
+        GGUFArray(ValueType.INT16, np.array([-1, 0, 7], np.int16)),
+    )
+    roundtrip(
+        s.gguf_array_t,
+        head(ValueType.FLOAT32, 2) + struct.pack(e + "2f", 0.5, -2.0),
+        GGUFArray(ValueType.FLOAT32, np.array([0.5, -2.0], np.float32)),
+    )
+    roundtrip(
+        s.gguf_array_t,
+        head(ValueType.BOOL, 3) + b"\x01\x00\x01",
+        GGUFArray(ValueType.BOOL, np.array([True, False, True])),
+    )
     strings = ["a", "", "é"]
     body = b"".join(struct.pack(e + n, len(x.encode())) + x.encode() for x in strings)
     roundtrip(s.gguf_array_t, head(ValueType.STRING, 3) + body, GGUFArray(ValueType.STRING, strings))
     roundtrip(s.gguf_array_t, head(ValueType.UINT64, 0), GGUFArray(ValueType.UINT64, np.zeros(0, np.uint64)))
     inner = head(ValueType.UINT8, 2) + b"\x05\x06"
-    roundtrip(s.gguf_array_t, head(ValueType.ARRAY, 2) + inner + head(ValueType.STRING, 0),
-              GGUFArray(ValueType.ARRAY, [GGUFArray(ValueType.UINT8, np.array([5, 6], np.uint8)), GGUFArray(ValueType.STRING, [])]))
+    roundtrip(
+        s.gguf_array_t,
+        head(ValueType.ARRAY, 2) + inner + head(ValueType.STRING, 0),
+        GGUFArray(
+            ValueType.ARRAY, [GGUFArray(ValueType.UINT8, np.array([5, 6], np.uint8)), GGUFArray(ValueType.STRING, [])]
+        ),
+    )
 
 
 @pytest.mark.parametrize("order,version,fast", VARIANTS)
 def test_metadata_kv_and_tensor_info(order, version, fast):
-    s = gguf_schema(order, version, fast=fast)
+    s = schema_variant(order, version, fast)
     e = fmt(order)
     n = "I" if version == 1 else "Q"
     kv = struct.pack(e + n, 3) + b"a.b" + struct.pack(e + "I", ValueType.UINT32) + struct.pack(e + "I", 7)
     parsed = s.gguf_metadata_kv_t.parse(kv)
     assert (parsed.key, parsed.value_type, parsed.value) == ("a.b", ValueType.UINT32, 7)
     assert s.gguf_metadata_kv_t.build(dict(key="a.b", value_type=ValueType.UINT32, value=7)) == kv
-    ti = struct.pack(e + n, 1) + b"w" + struct.pack(e + "I", 2) + struct.pack(e + n + n, 32, 4) + struct.pack(e + "IQ", 8, 64)
+    ti = (
+        struct.pack(e + n, 1)
+        + b"w"
+        + struct.pack(e + "I", 2)
+        + struct.pack(e + n + n, 32, 4)
+        + struct.pack(e + "IQ", 8, 64)
+    )
     roundtrip(s.gguf_tensor_info_t, ti, dict(name="w", n_dimensions=2, dimensions=[32, 4], type=8, offset=64))
 
 
@@ -139,24 +164,36 @@ def test_spec_field_names_in_spec_order():
 
 def test_one_schema_per_variant_is_built_once():
     assert gguf_schema("big", 2) is gguf_schema("big", 2)
-    assert gguf_schema("big", 2, fast=False) is not gguf_schema("big", 2)
+    assert reference_schema("big", 2) is not gguf_schema("big", 2)
 
 
-@pytest.mark.parametrize("head,expected", [
-    (b"GGUF\x03\x00\x00\x00", ("little", 3)),
-    (b"GGUF\x00\x00\x00\x03", ("big", 3)),
-    (b"GGUF\x02\x00\x00\x00", ("little", 2)),
-    (b"GGUF\x00\x00\x00\x01", ("big", 1)),
-])
+@pytest.mark.parametrize(
+    "head,expected",
+    [
+        (b"GGUF\x03\x00\x00\x00", ("little", 3)),
+        (b"GGUF\x00\x00\x00\x03", ("big", 3)),
+        (b"GGUF\x02\x00\x00\x00", ("little", 2)),
+        (b"GGUF\x00\x00\x00\x01", ("big", 1)),
+    ],
+)
 def test_sniff_detects_byte_order_by_the_version(head, expected):
     assert sniff(head) == expected
 
 
-@pytest.mark.parametrize("head,message", [
-    (b"GGML\x03\x00\x00\x00", "not a GGUF file: magic b'GGML', expected b'GGUF' (at offset 0, in header.magic)"),
-    (b"GGUF\x04\x00\x00\x00", "unsupported GGUF version 4 (this library reads 1, 2 and 3) (at offset 4, in header.version)"),
-    (b"GGUF\x00\x00\x00\x00", "unsupported GGUF version 0 (this library reads 1, 2 and 3) (at offset 4, in header.version)"),
-])
+@pytest.mark.parametrize(
+    "head,message",
+    [
+        (b"GGML\x03\x00\x00\x00", "not a GGUF file: magic b'GGML', expected b'GGUF' (at offset 0, in header.magic)"),
+        (
+            b"GGUF\x04\x00\x00\x00",
+            "unsupported GGUF version 4 (this library reads 1, 2 and 3) (at offset 4, in header.version)",
+        ),
+        (
+            b"GGUF\x00\x00\x00\x00",
+            "unsupported GGUF version 0 (this library reads 1, 2 and 3) (at offset 4, in header.version)",
+        ),
+    ],
+)
 def test_sniff_rejects_with_offset_and_value(head, message):
     with pytest.raises(GGUFFormatError) as info:
         sniff(head)
@@ -170,8 +207,7 @@ def test_align_offset_is_the_spec_formula():
 
 def _parse_values(data: bytes, fast: bool):
     order, version = sniff(data[:8])
-    parsed = gguf_schema(order, version, fast=fast).parse(data)
-    return parsed
+    return boundary.parse(schema_variant(order, version, fast), data)
 
 
 @pytest.mark.parametrize("path", VOCAB_FILES, ids=lambda p: p.name)
@@ -179,10 +215,10 @@ def test_fast_and_reference_variants_agree_on_real_files(path):
     data = path.read_bytes()
     a, b = _parse_values(data, True), _parse_values(data, False)
     assert len(a.header.metadata_kv) == len(b.header.metadata_kv)
-    for x, y in zip(a.header.metadata_kv, b.header.metadata_kv):
-        assert (x.key, x.value_type) == (y.key, y.value_type)
-        assert _same_value(x.value, y.value), x.key
-    s_fast, s_ref = gguf_schema("little", 3), gguf_schema("little", 3, fast=False)
+    for x, y in zip(map(_kv, a.header.metadata_kv), map(_kv, b.header.metadata_kv), strict=True):
+        assert x[:2] == y[:2]
+        assert _same_value(x[2], y[2]), x[0]
+    s_fast, s_ref = gguf_schema("little", 3), reference_schema("little", 3)
     assert _build(s_fast, a, data) == _build(s_ref, b, data) == data
 
 
@@ -190,12 +226,21 @@ def test_fast_and_reference_variants_agree_on_real_files(path):
 def test_fast_and_reference_variants_agree_on_generated_files(order, version):
     data = demo_bytes(order, version)
     a, b = _parse_values(data, True), _parse_values(data, False)
-    for x, y in zip(a.header.metadata_kv, b.header.metadata_kv):
-        assert (x.key, x.value_type) == (y.key, y.value_type) and _same_value(x.value, y.value), x.key
+    for x, y in zip(map(_kv, a.header.metadata_kv), map(_kv, b.header.metadata_kv), strict=True):
+        assert x[:2] == y[:2] and _same_value(x[2], y[2]), x[0]
     strip = lambda t: {k: v for k, v in t.items() if k != "_io"}  # noqa: E731
     assert [strip(t) for t in a.tensor_infos] == [strip(t) for t in b.tensor_infos]
-    s_fast, s_ref = gguf_schema(order, version), gguf_schema(order, version, fast=False)
+    s_fast, s_ref = gguf_schema(order, version), reference_schema(order, version)
     assert _build(s_fast, a, data) == _build(s_ref, b, data) == data
+
+
+def _kv(record) -> tuple:
+    """(key, value type, value) of a parsed pair: a Field (the fast loop) or a container (the declared struct)."""
+    return (
+        (record.key, record.type, record.value)
+        if isinstance(record, Field)
+        else (record.key, record.value_type, record.value)
+    )
 
 
 def _same_value(a, b) -> bool:
@@ -205,14 +250,63 @@ def _same_value(a, b) -> bool:
 
 
 def _build(schema, parsed, data: bytes) -> bytes:
-    import io
-
-    from construct import Container
-
-    from gguf_schema.writer import _build_context, _Positioned
-
-    obj = Container(header=parsed.header, tensor_infos=parsed.tensor_infos, _padding=parsed._padding,
-                    tensor_data=data[parsed.tensor_data.offset:])
+    obj = Container(
+        header=parsed.header,
+        tensor_infos=parsed.tensor_infos,
+        _padding=parsed._padding,
+        tensor_data=data[parsed.tensor_data.offset :],
+    )
     out = io.BytesIO()
-    schema.gguf_file_t._build(obj, _Positioned(out), _build_context(), "gguf_file_t")
+    boundary.build(schema.gguf_file_t, obj, out)
     return out.getvalue()
+
+
+class CountingStream(io.BytesIO):
+    """A file object that is not the reader's own buffer, counting the bytes read from it."""
+
+    bytes_read = 0
+
+    def read(self, n=-1):
+        data = super().read(n)
+        self.bytes_read += len(data)
+        return data
+
+
+def test_constructs_own_entry_points_read_a_foreign_stream_once():
+    # parse_stream on an ordinary file object: the array nodes slice one buffer of it, not a copy per array
+    if not VOCAB_FILES:
+        pytest.skip("../shared/testdata/vocab is absent")
+    data = VOCAB_FILES[0].read_bytes()
+    stream = CountingStream(data)
+    s = gguf_schema("little", 3)
+    parsed = s.gguf_file_t.parse_stream(stream)
+    assert stream.bytes_read <= len(data) + 1024  # (an in-memory stream is sliced, not read)
+    ours = boundary.parse(s, data)
+    assert [kv.key for kv in parsed.header.metadata_kv] == [kv.key for kv in ours.header.metadata_kv]
+    tokens = next(kv.value for kv in parsed.header.metadata_kv if kv.key == "tokenizer.ggml.tokens")
+    assert tokens.items == next(kv.value for kv in ours.header.metadata_kv if kv.key == "tokenizer.ggml.tokens").items
+    with open(VOCAB_FILES[0], "rb") as fh:  # a real file: mapped once
+        assert len(s.gguf_file_t.parse_stream(fh).header.metadata_kv) == len(ours.header.metadata_kv)
+
+
+def test_parsing_never_lowers_or_restores_the_recursion_limit():
+    import sys
+    import threading
+
+    before = sys.getrecursionlimit()
+    data = demo_bytes()
+    errors = []
+
+    def work():
+        try:
+            for _ in range(20):
+                boundary.parse(gguf_schema("little", 3), data)
+        except BaseException as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and sys.getrecursionlimit() == before  # the default limits fit the default recursion limit

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from gguf_schema.check.spec_audit import audit_spec, extract_facts, load_spec, schema_differences, schema_facts
 
+from . import helpers
 from .conftest import SHARED
 
 SEEDS = SHARED / "seeds"
@@ -20,10 +20,28 @@ REPO = Path(__file__).resolve().parents[1]
 # "enum-value-missing" differences, asserted separately below)
 TYPES_16_23 = ["IQ2_XXS", "IQ2_XS", "IQ3_XXS", "IQ1_S", "IQ4_NL", "IQ3_S", "IQ2_S", "IQ4_XS"]
 TYPES_27_42 = ["I64", "F64", "IQ1_M", "BF16", "TQ1_0", "TQ2_0", "MXFP4", "NVFP4", "Q1_0", "Q2_0"]
-FILE_TYPES_19_UP = ["MOSTLY_IQ2_XXS", "MOSTLY_IQ2_XS", "MOSTLY_Q2_K_S", "MOSTLY_IQ3_XS", "MOSTLY_IQ3_XXS", "MOSTLY_IQ1_S",
-                    "MOSTLY_IQ4_NL", "MOSTLY_IQ3_S", "MOSTLY_IQ3_M", "MOSTLY_IQ2_S", "MOSTLY_IQ2_M", "MOSTLY_IQ4_XS",
-                    "MOSTLY_IQ1_M", "MOSTLY_BF16", "MOSTLY_TQ1_0", "MOSTLY_TQ2_0", "MOSTLY_MXFP4_MOE", "MOSTLY_NVFP4",
-                    "MOSTLY_Q1_0", "GUESSED"]
+FILE_TYPES_19_UP = [
+    "MOSTLY_IQ2_XXS",
+    "MOSTLY_IQ2_XS",
+    "MOSTLY_Q2_K_S",
+    "MOSTLY_IQ3_XS",
+    "MOSTLY_IQ3_XXS",
+    "MOSTLY_IQ1_S",
+    "MOSTLY_IQ4_NL",
+    "MOSTLY_IQ3_S",
+    "MOSTLY_IQ3_M",
+    "MOSTLY_IQ2_S",
+    "MOSTLY_IQ2_M",
+    "MOSTLY_IQ4_XS",
+    "MOSTLY_IQ1_M",
+    "MOSTLY_BF16",
+    "MOSTLY_TQ1_0",
+    "MOSTLY_TQ2_0",
+    "MOSTLY_MXFP4_MOE",
+    "MOSTLY_NVFP4",
+    "MOSTLY_Q1_0",
+    "GUESSED",
+]
 
 EXPECTED_000 = """\
 spec key-missing [llm].ssm.conv_kernel
@@ -287,21 +305,57 @@ def seed(name: str) -> str:
 
 def listed(report, missing_in_schema: list[str]) -> tuple[list[str], list[str]]:
     """(the report's differences as 'against kind item' lines, the schema's enum-value-missing items)."""
-    lines = [f"{d.against} {d.kind} {d.item}" for d in report.differences if not (d.against == "schema" and d.kind == "enum-value-missing")]
+    lines = [
+        f"{d.against} {d.kind} {d.item}"
+        for d in report.differences
+        if not (d.against == "schema" and d.kind == "enum-value-missing")
+    ]
     missing = [d.item for d in report.differences if d.against == "schema" and d.kind == "enum-value-missing"]
     return lines, missing
 
 
 CASES = [
-    ("000_d466ef7820170e32.txt", EXPECTED_000, [f"ggml_type.{t}" for t in TYPES_16_23 + TYPES_27_42] + [f"general.file_type.{t}" for t in FILE_TYPES_19_UP], []),
-    ("001_73a6ebcf9512e9a7.txt", EXPECTED_001, [f"ggml_type.{t}" for t in TYPES_16_23 + TYPES_27_42] + [f"general.file_type.{t}" for t in FILE_TYPES_19_UP], []),
-    ("002_26b09f180d62a9a2.txt", EXPECTED_002, [f"ggml_type.{t}" for t in ["BF16", "TQ1_0", "TQ2_0", "MXFP4", "NVFP4", "Q1_0", "Q2_0"]],
-     ["enum general.file_type", "keys", "architectures", "known_architectures"]),
-    ("003_df799e11d736362b.txt", EXPECTED_003, [f"ggml_type.{t}" for t in TYPES_16_23 + TYPES_27_42] + ["gguf_metadata_value_type.UINT64", "gguf_metadata_value_type.INT64", "gguf_metadata_value_type.FLOAT64"],
-     ["enum general.file_type"]),
-    ("004_c146410c70882888.txt", EXPECTED_004, [f"ggml_type.{t}" for t in ["NVFP4", "Q1_0", "Q2_0"]] + [f"general.file_type.{t}" for t in FILE_TYPES_19_UP],
-     ["struct gguf_string_t", "struct gguf_metadata_value_t", "struct gguf_metadata_value_t.array", "struct gguf_metadata_kv_t",
-      "struct gguf_header_t", "struct gguf_tensor_info_t", "struct gguf_file_t", "keys", "architectures"]),
+    (
+        "000_d466ef7820170e32.txt",
+        EXPECTED_000,
+        [f"ggml_type.{t}" for t in TYPES_16_23 + TYPES_27_42] + [f"general.file_type.{t}" for t in FILE_TYPES_19_UP],
+        [],
+    ),
+    (
+        "001_73a6ebcf9512e9a7.txt",
+        EXPECTED_001,
+        [f"ggml_type.{t}" for t in TYPES_16_23 + TYPES_27_42] + [f"general.file_type.{t}" for t in FILE_TYPES_19_UP],
+        [],
+    ),
+    (
+        "002_26b09f180d62a9a2.txt",
+        EXPECTED_002,
+        [f"ggml_type.{t}" for t in ["BF16", "TQ1_0", "TQ2_0", "MXFP4", "NVFP4", "Q1_0", "Q2_0"]],
+        ["enum general.file_type", "keys", "architectures", "known_architectures"],
+    ),
+    (
+        "003_df799e11d736362b.txt",
+        EXPECTED_003,
+        [f"ggml_type.{t}" for t in TYPES_16_23 + TYPES_27_42]
+        + ["gguf_metadata_value_type.UINT64", "gguf_metadata_value_type.INT64", "gguf_metadata_value_type.FLOAT64"],
+        ["enum general.file_type"],
+    ),
+    (
+        "004_c146410c70882888.txt",
+        EXPECTED_004,
+        [f"ggml_type.{t}" for t in ["NVFP4", "Q1_0", "Q2_0"]] + [f"general.file_type.{t}" for t in FILE_TYPES_19_UP],
+        [
+            "struct gguf_string_t",
+            "struct gguf_metadata_value_t",
+            "struct gguf_metadata_value_t.array",
+            "struct gguf_metadata_kv_t",
+            "struct gguf_header_t",
+            "struct gguf_tensor_info_t",
+            "struct gguf_file_t",
+            "keys",
+            "architectures",
+        ],
+    ),
 ]
 
 
@@ -318,36 +372,70 @@ def test_seed_differences_are_exactly(name, expected, missing, not_covered):
 def test_current_spec_differs_only_by_mamba_and_ggml_numbering():
     report = audit_spec(seed("000_d466ef7820170e32.txt"))
     spec_side = [d for d in report.differences if d.against == "spec"]
-    assert {d.item for d in spec_side} == {"[llm].ssm.conv_kernel", "[llm].ssm.inner_size", "[llm].ssm.state_size", "[llm].ssm.time_step_rank", "mamba"}
+    assert {d.item for d in spec_side} == {
+        "[llm].ssm.conv_kernel",
+        "[llm].ssm.inner_size",
+        "[llm].ssm.state_size",
+        "[llm].ssm.time_step_rank",
+        "mamba",
+    }
     i8 = next(d for d in report.differences if d.item == "ggml_type.I8")
     assert (i8.against, i8.kind, i8.document, i8.ours) == ("schema", "enum-value-renumbered", 16, 24)
-    assert report.facts["rules"] == {"version": 3, "key_max_bytes": 65535, "tensor_name_max_bytes": 64, "max_dimensions": 4,
-                                     "alignment": "multiple of 8", "default_alignment": 32}
+    assert report.facts["rules"] == {
+        "version": 3,
+        "key_max_bytes": 65535,
+        "tensor_name_max_bytes": 64,
+        "max_dimensions": 4,
+        "alignment": "multiple of 8",
+        "default_alignment": 32,
+    }
 
 
 def test_older_rendering_shorter_enum_and_fixed_alignment():
     report = audit_spec(seed("003_df799e11d736362b.txt"))
     facts = report.facts
-    assert facts["enums"]["gguf_metadata_value_type"]["values"] == {n: i for i, n in enumerate(
-        ["UINT8", "INT8", "UINT16", "INT16", "UINT32", "INT32", "FLOAT32", "BOOL", "STRING", "ARRAY"])}
+    assert facts["enums"]["gguf_metadata_value_type"]["values"] == {
+        n: i
+        for i, n in enumerate(
+            ["UINT8", "INT8", "UINT16", "INT16", "UINT32", "INT32", "FLOAT32", "BOOL", "STRING", "ARRAY"]
+        )
+    }
     assert facts["enums"]["ggml_type"]["values"]["COUNT"] == 19
     rules = {d.item: (d.document, d.ours) for d in report.differences if d.kind == "rule-differs"}
-    assert rules == {"version": (1, 3), "max_dimensions": (2, 4), "alignment": ("fixed constant of 64 bytes", "multiple of 8"),
-                     "default_alignment": (64, 32)}
-    order = next(d for d in report.differences if d.kind == "field-order" and d.item == "gguf_file_t" and d.against == "spec")
+    assert rules == {
+        "version": (1, 3),
+        "max_dimensions": (2, 4),
+        "alignment": ("fixed constant of 64 bytes", "multiple of 8"),
+        "default_alignment": (64, 32),
+    }
+    order = next(
+        d for d in report.differences if d.kind == "field-order" and d.item == "gguf_file_t" and d.against == "spec"
+    )
     assert order.document == ["header", "_padding", "tensor_infos", "tensor_data"]
 
 
 def test_summary_newest_type_ids():
     report = audit_spec(seed("004_c146410c70882888.txt"))
     added = {d.item: d.document for d in report.differences if d.against == "spec" and d.kind == "enum-value-added"}
-    assert {k: added[k] for k in ("ggml_type.BF16", "ggml_type.TQ1_0", "ggml_type.TQ2_0", "ggml_type.MXFP4")} == \
-        {"ggml_type.BF16": 30, "ggml_type.TQ1_0": 34, "ggml_type.TQ2_0": 35, "ggml_type.MXFP4": 39}
+    assert {k: added[k] for k in ("ggml_type.BF16", "ggml_type.TQ1_0", "ggml_type.TQ2_0", "ggml_type.MXFP4")} == {
+        "ggml_type.BF16": 30,
+        "ggml_type.TQ1_0": 34,
+        "ggml_type.TQ2_0": 35,
+        "ggml_type.MXFP4": 39,
+    }
     # against the code only COUNT and the newest ids differ: every id the summary gives matches GGMLType
-    schema_side = [(d.kind, d.item, d.document, d.ours) for d in report.differences if d.against == "schema" and d.item.startswith("ggml_type")]
-    assert schema_side == [("enum-value-renumbered", "ggml_type.COUNT", 40, 43), ("enum-value-missing", "ggml_type.NVFP4", None, 40),
-                           ("enum-value-missing", "ggml_type.Q1_0", None, 41), ("enum-value-missing", "ggml_type.Q2_0", None, 42),
-                           ("enum-removed-differs", "ggml_type.removed", [4, 5], [4, 5, 31, 32, 33, 36, 37, 38])]
+    schema_side = [
+        (d.kind, d.item, d.document, d.ours)
+        for d in report.differences
+        if d.against == "schema" and d.item.startswith("ggml_type")
+    ]
+    assert schema_side == [
+        ("enum-value-renumbered", "ggml_type.COUNT", 40, 43),
+        ("enum-value-missing", "ggml_type.NVFP4", None, 40),
+        ("enum-value-missing", "ggml_type.Q1_0", None, 41),
+        ("enum-value-missing", "ggml_type.Q2_0", None, 42),
+        ("enum-removed-differs", "ggml_type.removed", [4, 5], [4, 5, 31, 32, 33, 36, 37, 38]),
+    ]
     assert report.facts["enums"]["ggml_type"]["removed"] == {"Q4_2": 4, "Q4_3": 5}
     assert report.facts["enums"]["general.file_type"]["removed"] == {"Q4_2": 5, "Q4_3": 6}
 
@@ -361,12 +449,17 @@ def test_schema_and_spec_dir_agree_except_the_recorded_deviations():
     """The anti-drift guard: renumber a type, reorder or retype a struct field, and this list changes."""
     got = [(d.kind, d.item, d.document, d.ours) for d in schema_differences()]
     from gguf_schema.format.types import GGMLType
+
     spec = load_spec()
     dev = spec["deviations"]["ggml_type"]
-    expected = [("enum-value-renumbered", f"ggml_type.{n}", dev[n]["spec"], dev[n]["schema"]) for n in ("I8", "I16", "I32", "COUNT")]
+    expected = [
+        ("enum-value-renumbered", f"ggml_type.{n}", dev[n]["spec"], dev[n]["schema"])
+        for n in ("I8", "I16", "I32", "COUNT")
+    ]
     expected += [("enum-value-missing", f"ggml_type.{n}", None, int(GGMLType[n])) for n in TYPES_16_23 + TYPES_27_42]
     expected += [("enum-removed-differs", "ggml_type.removed", [4, 5], [4, 5, 31, 32, 33, 36, 37, 38])]
     from gguf_schema.format.types import FileType
+
     expected += [("enum-value-missing", f"general.file_type.{n}", None, int(FileType[n])) for n in FILE_TYPES_19_UP]
     expected += [("enum-removed-differs", "general.file_type.removed", [5, 6], [5, 6, 33, 34, 35])]
     assert got == expected
@@ -384,7 +477,9 @@ def test_spec_data_is_one_copy_read_as_package_data():
     spec_dir = REPO / "gguf_schema" / "check" / "spec"
     assert load_spec() == json.loads((spec_dir / "gguf.json").read_text(encoding="utf-8"))
     copies = [p for p in REPO.rglob("*.json") if p.name in ("gguf.json", "spec_data.json") and ".git" not in p.parts]
-    assert [p.relative_to(REPO).as_posix() for p in copies if "egg-info" not in p.as_posix()] == ["gguf_schema/check/spec/gguf.json"]
+    assert [p.relative_to(REPO).as_posix() for p in copies if "egg-info" not in p.as_posix()] == [
+        "gguf_schema/check/spec/gguf.json"
+    ]
 
 
 def test_spec_dir_names_its_source():
@@ -394,7 +489,10 @@ def test_spec_dir_names_its_source():
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "gguf_schema", *args], capture_output=True, text=True)
+    r = helpers.run_cli(*args)  # in this process: the commands as main runs them
+    return subprocess.CompletedProcess(
+        args, r.returncode, r.stdout.decode("utf-8", "surrogateescape"), r.stderr.decode()
+    )
 
 
 def test_cli_audit_spec(tmp_path):
@@ -406,14 +504,20 @@ def test_cli_audit_spec(tmp_path):
     assert "[spec] enum-value-added ggml_type.BF16: document 30, ours None" in p.stdout
     p = run_cli("audit-spec", "--json", str(path))
     out = json.loads(p.stdout)
-    assert p.returncode == 1 and len(out["differences"]) == 45 and out["differences"][0] == {
-        "against": "spec", "kind": "enum-value-added", "item": "ggml_type.IQ2_XXS", "document": 16, "ours": None}
+    assert (
+        p.returncode == 1
+        and len(out["differences"]) == 45
+        and out["differences"][0]
+        == {"against": "spec", "kind": "enum-value-added", "item": "ggml_type.IQ2_XXS", "document": 16, "ours": None}
+    )
     clean = tmp_path / "clean.md"
-    clean.write_text("enum gguf_metadata_value_type: uint32_t { GGUF_METADATA_VALUE_TYPE_UINT8 = 0, GGUF_METADATA_VALUE_TYPE_INT8, "
-                     "GGUF_METADATA_VALUE_TYPE_UINT16, GGUF_METADATA_VALUE_TYPE_INT16, GGUF_METADATA_VALUE_TYPE_UINT32, "
-                     "GGUF_METADATA_VALUE_TYPE_INT32, GGUF_METADATA_VALUE_TYPE_FLOAT32, GGUF_METADATA_VALUE_TYPE_BOOL, "
-                     "GGUF_METADATA_VALUE_TYPE_STRING, GGUF_METADATA_VALUE_TYPE_ARRAY, GGUF_METADATA_VALUE_TYPE_UINT64, "
-                     "GGUF_METADATA_VALUE_TYPE_INT64, GGUF_METADATA_VALUE_TYPE_FLOAT64, };\n")
+    clean.write_text(
+        "enum gguf_metadata_value_type: uint32_t { GGUF_METADATA_VALUE_TYPE_UINT8 = 0, GGUF_METADATA_VALUE_TYPE_INT8, "
+        "GGUF_METADATA_VALUE_TYPE_UINT16, GGUF_METADATA_VALUE_TYPE_INT16, GGUF_METADATA_VALUE_TYPE_UINT32, "
+        "GGUF_METADATA_VALUE_TYPE_INT32, GGUF_METADATA_VALUE_TYPE_FLOAT32, GGUF_METADATA_VALUE_TYPE_BOOL, "
+        "GGUF_METADATA_VALUE_TYPE_STRING, GGUF_METADATA_VALUE_TYPE_ARRAY, GGUF_METADATA_VALUE_TYPE_UINT64, "
+        "GGUF_METADATA_VALUE_TYPE_INT64, GGUF_METADATA_VALUE_TYPE_FLOAT64, };\n"
+    )
     p = run_cli("audit-spec", str(clean))
     assert p.returncode == 0 and "0 differences" in p.stdout
     assert run_cli("audit-spec", str(tmp_path / "nope.md")).returncode == 2

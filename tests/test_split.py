@@ -25,7 +25,16 @@ def model(tmp_path: Path) -> Path:
 
 def test_parse_size_units() -> None:
     assert [parse_size(s) for s in ("1", "500K", "500M", "2G", "1.5G", "1T", "512MiB", "2gib", "10kb")] == [
-        1, 500_000, 500_000_000, 2_000_000_000, 1_500_000_000, 10**12, 512 * 2**20, 2 * 2**30, 10_000]
+        1,
+        500_000,
+        500_000_000,
+        2_000_000_000,
+        1_500_000_000,
+        10**12,
+        512 * 2**20,
+        2 * 2**30,
+        10_000,
+    ]
     for bad in ("", "M", "2X", "-1G", "0", "1 GiBs"):
         with pytest.raises(GGUFBuildError, match="size"):
             parse_size(bad)
@@ -38,10 +47,17 @@ def test_max_tensors_groups_in_order(model: Path, tmp_path: Path) -> None:
         assert [t.name for t in a.tensor_list] == ["blk.0.w", "blk.1.w", "blk.2.w", "blk.3.w"]
         assert [t.name for t in b.tensor_list] == ["blk.4.w", "blk.5.w"]
         assert [(f.key, f.type.name, f.value) for f in a.fields.records] == [
-            ("general.architecture", "STRING", "llama"), ("general.name", "STRING", "six"),
-            ("split.no", "UINT16", 0), ("split.count", "UINT16", 2), ("split.tensors.count", "INT32", 6)]
+            ("general.architecture", "STRING", "llama"),
+            ("general.name", "STRING", "six"),
+            ("split.no", "UINT16", 0),
+            ("split.count", "UINT16", 2),
+            ("split.tensors.count", "INT32", 6),
+        ]
         assert [(f.key, f.type.name, f.value) for f in b.fields.records] == [
-            ("split.no", "UINT16", 1), ("split.count", "UINT16", 2), ("split.tensors.count", "INT32", 6)]
+            ("split.no", "UINT16", 1),
+            ("split.count", "UINT16", 2),
+            ("split.tensors.count", "INT32", 6),
+        ]
 
 
 def test_max_size_is_respected_exactly(model: Path, tmp_path: Path) -> None:
@@ -53,7 +69,7 @@ def test_max_size_is_respected_exactly(model: Path, tmp_path: Path) -> None:
         groups = plan_split(f, max_size=limit)
         assert [len(g) for g in groups] == [2, 2, 2]
         # one byte less than what the first shard needs pushes its second tensor out
-        assert [len(g) for g in plan_split(f, max_size=sizes[0] - 1)][0] == 1
+        assert next(len(g) for g in plan_split(f, max_size=sizes[0] - 1)) == 1
 
 
 def test_a_tensor_larger_than_the_limit_gets_its_own_shard(model: Path, tmp_path: Path) -> None:
@@ -70,7 +86,7 @@ def test_open_split_presents_one_model_with_zero_copy_tensors(model: Path, tmp_p
         assert list(m.tensors) == [f"blk.{i}.w" for i in range(6)]
         assert m.metadata["general.name"] == "six" and m.metadata["split.count"] == 3
         t = m.tensors["blk.5.w"]
-        assert t._file is m.shards[2] and not t.data.flags.writeable and t.data.base is not None
+        assert t.source_name == m.paths[2] and not t.data.flags.writeable and t.data.base is not None
         assert float(t.data[0, 0]) == 5.0
         assert m.file_size == sum(os.path.getsize(p) for p in paths)
     with open_split(model) as single:  # an unsplit file is a model of one shard

@@ -5,22 +5,23 @@ from __future__ import annotations
 import io
 import json
 import subprocess
-import sys
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import pytest
 
 import gguf_schema
 from gguf_schema import GGMLType, GGUFArray, ValueType, make_field
-from gguf_schema.testing.demo import example_metadata, example_tensors
-from gguf_schema.errors import GGUFFormatError
-from gguf_schema.testing.malformed import base_metadata, malformed_cases
-from gguf_schema.check.validate import PROFILES, RULES, GGUFValidationError, Report, check, open_strict, validate
+from gguf_schema.check.validate import PROFILES, RULES, Report, check, validate
+from gguf_schema.errors import GGUFFormatError, GGUFValidationError
 from gguf_schema.format.values import BoolByte
+from gguf_schema.testing.demo import example_metadata, example_tensors
+from gguf_schema.testing.malformed import base_metadata, malformed_cases
 from gguf_schema.writer import RawTensor
 
+from . import helpers
 from .conftest import gemma_path, write
 
 # --------------------------------------------------------------------------- building files
@@ -37,7 +38,7 @@ def fields(md: dict[str, Any], *extra: Any) -> list:
 
 
 def patch(data: bytes, offset: int, new: bytes) -> bytes:
-    return data[:offset] + new + data[offset + len(new):]
+    return data[:offset] + new + data[offset + len(new) :]
 
 
 def u32(v: int) -> bytes:
@@ -109,6 +110,7 @@ def _type_patched(t: int) -> Callable[[], bytes]:
     def build() -> bytes:
         d = save(base_metadata(quantized=True), F32_2x4)
         return patch(d, tensor_field_at(d, 0, "type"), u32(t))
+
     return build
 
 
@@ -118,6 +120,7 @@ def _dims_patched(dtype: Any, shape: tuple[int, ...], dims: dict[int, int]) -> C
         for j, v in dims.items():
             d = patch(d, tensor_field_at(d, 0, "dim", j), u64(v))
         return d
+
     return build
 
 
@@ -154,9 +157,15 @@ def _nonzero_padding() -> bytes:
 
 
 def _tokenizer(**over: Any) -> bytes:
-    md = base(**{"tokenizer.ggml.model": "gpt2", "tokenizer.ggml.tokens": ["a", "b", "c"],
-                 "tokenizer.ggml.scores": np.zeros(3, np.float32), "tokenizer.ggml.token_type": np.ones(3, np.int32),
-                 "tokenizer.ggml.bos_token_id": np.uint32(0)})
+    md = base(
+        **{
+            "tokenizer.ggml.model": "gpt2",
+            "tokenizer.ggml.tokens": ["a", "b", "c"],
+            "tokenizer.ggml.scores": np.zeros(3, np.float32),
+            "tokenizer.ggml.token_type": np.ones(3, np.int32),
+            "tokenizer.ggml.bos_token_id": np.uint32(0),
+        }
+    )
     md.update(over)
     return save(md)
 
@@ -171,6 +180,7 @@ def _pad_offset() -> Callable[[bytes], int]:
     def at(d: bytes) -> int:
         with opened(d) as f:
             return f.metadata_end
+
     return at
 
 
@@ -178,6 +188,7 @@ def _data_offset(name: str) -> Callable[[bytes], int]:
     def at(d: bytes) -> int:
         with opened(d) as f:
             return f.tensors[name].offset
+
     return at
 
 
@@ -188,7 +199,9 @@ def _array_item(key: str, index: int, item_size: int) -> Callable[[bytes], int]:
 NONE: dict[str, list[str]] = {"spec": [], "ggml": [], "lenient": []}
 
 
-def R(spec: list[str] | None = None, ggml: list[str] | None = None, lenient: list[str] | None = None) -> dict[str, list[str]]:
+def R(
+    spec: list[str] | None = None, ggml: list[str] | None = None, lenient: list[str] | None = None
+) -> dict[str, list[str]]:
     return {"spec": spec or [], "ggml": ggml or [], "lenient": lenient or []}
 
 
@@ -200,70 +213,279 @@ RULE_CASES = [
     RuleCase(E(2), _truncated, R([E(2)], [E(2), E(40)], [E(2)]), _data_offset("b"), "b", 32),
     RuleCase(E(3), _type_patched(43), R([E(3)], [E(3)], [E(3)]), lambda d: tensor_field_at(d, 0, "type"), "w", 43),
     RuleCase(E(4), _type_patched(4), R([E(4)], [E(4)], [E(4)]), lambda d: tensor_field_at(d, 0, "type"), "w", 4),
-    RuleCase(E(5), _type_patched(int(GGMLType.Q8_0)), R([E(5)], [E(5)], [E(5)]), lambda d: tensor_field_at(d, 0, "dim"), "w", 4),
+    RuleCase(
+        E(5),
+        _type_patched(int(GGMLType.Q8_0)),
+        R([E(5)], [E(5)], [E(5)]),
+        lambda d: tensor_field_at(d, 0, "dim"),
+        "w",
+        4,
+    ),
     RuleCase(E(10), lambda: save(base(), F32_2x4, version=1), R([E(12)], [E(10)]), lambda d: 4, None, 1),
     RuleCase(E(11), lambda: save(base(), F32_2x4, byte_order="big"), R(ggml=[E(11)]), lambda d: 4, None, "big"),
     RuleCase(E(12), lambda: save(base(), F32_2x4, version=2), R([E(12)]), lambda d: 4, None, 2),
-    RuleCase(E(20), lambda: save(base(**{"Bad.Key": 1})), R([E(20)]), lambda d: record_at(d, "Bad.Key"), "Bad.Key", "Bad.Key"),
-    RuleCase(E(21), lambda: save(base(**{"a" * 65536: 1})), R([E(21)]), lambda d: record_at(d, "a" * 65536), "a" * 65536, 65536),
-    RuleCase(E(22), lambda: save(fields(base(), make_field("", 1))), R([E(20)], [E(22)]), lambda d: record_at(d, ""), "", ""),
-    RuleCase(E(23), lambda: save(fields(base(), make_field("general.name", "x"), make_field("general.name", "y"))),
-             R([W(4)], [E(23)]), lambda d: record_at(d, "general.name", 1), "general.name", "general.name"),
-    RuleCase(E(24), lambda: save(base(**{"demo.nested": GGUFArray(ValueType.ARRAY, [GGUFArray(ValueType.INT8, np.array([1], np.int8))])})),
-             R(ggml=[E(24)]), lambda d: value_at(d, "demo.nested"), "demo.nested", "ARRAY"),
-    RuleCase(E(25), lambda: save(fields(base(), make_field("demo.flag", BoolByte(2), ValueType.BOOL))),
-             R([E(25)]), lambda d: value_at(d, "demo.flag"), "demo.flag", 2),
-    RuleCase(E(26), lambda: save(base(**{"general.name": "x\udcfe"})), R([E(26)]), lambda d: value_at(d, "general.name"), "general.name", b"x\xfe"),
-    RuleCase(E(27), lambda: save(fields(base(), make_field("general.alignment", 32, ValueType.INT32))),
-             R([E(53)], [E(27)]), lambda d: value_at(d, "general.alignment"), "general.alignment", "INT32"),
-    RuleCase(E(28), lambda: save(base(), F32_2x4, alignment=48), R(ggml=[E(28)]), lambda d: value_at(d, "general.alignment"), "general.alignment", 48),
-    RuleCase(E(29), lambda: save(base(), F32_2x4, alignment=4), R([E(29)]), lambda d: value_at(d, "general.alignment"), "general.alignment", 4),
-    RuleCase(E(30), lambda: save(base(), {"n" * 64: np.zeros(2, np.float32)}), R(ggml=[E(30)]), lambda d: tensor_field_at(d, 0, "name"), "n" * 64, 64),
-    RuleCase(E(31), lambda: save(base(), {"n" * 65: np.zeros(2, np.float32)}), R([E(31)], [E(30)]), lambda d: tensor_field_at(d, 0, "name"), "n" * 65, 65),
-    RuleCase(E(32), lambda: save(base(), {"a\0x": np.zeros(2, np.float32), "a\0y": np.zeros(2, np.float32)}),
-             R(ggml=[E(32)]), lambda d: tensor_field_at(d, 1, "name"), "a\0y", "a"),
-    RuleCase(E(33), lambda: save(base(), {"t": np.zeros((1, 1, 1, 2, 2), np.float32)}), R([E(33)], [E(33)]),
-             lambda d: tensor_field_at(d, 0, "n_dims"), "t", 5),
-    RuleCase(E(34), _dims_patched(np.float32, (0, 4), {0: 2**64 - 1}), R(ggml=[E(34)]), lambda d: tensor_field_at(d, 0, "dim", 0), "t", -1),
-    RuleCase(E(35), _dims_patched(np.float32, (0, 1, 1), {0: 2**32, 1: 2**32}), R(ggml=[E(35)]),
-             lambda d: tensor_field_at(d, 0, "dim", 0), "t", (2**32, 2**32, 0)),
-    RuleCase(E(36), _dims_patched(np.float64, (0, 4), {0: 2**62}), R(ggml=[E(36)]), lambda d: tensor_field_at(d, 0, "dim", 0), "t", (2**62, 0)),
+    RuleCase(
+        E(20), lambda: save(base(**{"Bad.Key": 1})), R([E(20)]), lambda d: record_at(d, "Bad.Key"), "Bad.Key", "Bad.Key"
+    ),
+    RuleCase(
+        E(21),
+        lambda: save(base(**{"a" * 65536: 1})),
+        R([E(21)]),
+        lambda d: record_at(d, "a" * 65536),
+        "a" * 120 + "... (65,536 characters)",  # a finding names a key by its first characters and its length
+        65536,
+    ),
+    RuleCase(
+        E(22), lambda: save(fields(base(), make_field("", 1))), R([E(20)], [E(22)]), lambda d: record_at(d, ""), "", ""
+    ),
+    RuleCase(
+        E(23),
+        lambda: save(fields(base(), make_field("general.name", "x"), make_field("general.name", "y"))),
+        R([W(4)], [E(23)]),
+        lambda d: record_at(d, "general.name", 1),
+        "general.name",
+        "general.name",
+    ),
+    RuleCase(
+        E(24),
+        lambda: save(
+            base(**{"demo.nested": GGUFArray(ValueType.ARRAY, [GGUFArray(ValueType.INT8, np.array([1], np.int8))])})
+        ),
+        R(ggml=[E(24)]),
+        lambda d: value_at(d, "demo.nested"),
+        "demo.nested",
+        "ARRAY",
+    ),
+    RuleCase(
+        E(25),
+        lambda: save(fields(base(), make_field("demo.flag", BoolByte(2), ValueType.BOOL))),
+        R([E(25)]),
+        lambda d: value_at(d, "demo.flag"),
+        "demo.flag",
+        2,
+    ),
+    RuleCase(
+        E(26),
+        lambda: save(base(**{"general.name": "x\udcfe"})),
+        R([E(26)]),
+        lambda d: value_at(d, "general.name"),
+        "general.name",
+        b"x\xfe",
+    ),
+    RuleCase(
+        E(27),
+        lambda: save(fields(base(), make_field("general.alignment", 32, ValueType.INT32))),
+        R([E(53)], [E(27)]),
+        lambda d: value_at(d, "general.alignment"),
+        "general.alignment",
+        "INT32",
+    ),
+    RuleCase(
+        E(28),
+        lambda: save(base(), F32_2x4, alignment=48),
+        R(ggml=[E(28)]),
+        lambda d: value_at(d, "general.alignment"),
+        "general.alignment",
+        48,
+    ),
+    RuleCase(
+        E(29),
+        lambda: save(base(), F32_2x4, alignment=4),
+        R([E(29)]),
+        lambda d: value_at(d, "general.alignment"),
+        "general.alignment",
+        4,
+    ),
+    RuleCase(
+        E(30),
+        lambda: save(base(), {"n" * 64: np.zeros(2, np.float32)}),
+        R(ggml=[E(30)]),
+        lambda d: tensor_field_at(d, 0, "name"),
+        "n" * 64,
+        64,
+    ),
+    RuleCase(
+        E(31),
+        lambda: save(base(), {"n" * 65: np.zeros(2, np.float32)}),
+        R([E(31)], [E(30)]),
+        lambda d: tensor_field_at(d, 0, "name"),
+        "n" * 65,
+        65,
+    ),
+    RuleCase(
+        E(32),
+        lambda: save(base(), {"a\0x": np.zeros(2, np.float32), "a\0y": np.zeros(2, np.float32)}),
+        R(ggml=[E(32)]),
+        lambda d: tensor_field_at(d, 1, "name"),
+        "a\0y",
+        "a",
+    ),
+    RuleCase(
+        E(33),
+        lambda: save(base(), {"t": np.zeros((1, 1, 1, 2, 2), np.float32)}),
+        R([E(33)], [E(33)]),
+        lambda d: tensor_field_at(d, 0, "n_dims"),
+        "t",
+        5,
+    ),
+    RuleCase(
+        E(34),
+        _dims_patched(np.float32, (0, 4), {0: 2**64 - 1}),
+        R(ggml=[E(34)]),
+        lambda d: tensor_field_at(d, 0, "dim", 0),
+        "t",
+        -1,
+    ),
+    RuleCase(
+        E(35),
+        _dims_patched(np.float32, (0, 1, 1), {0: 2**32, 1: 2**32}),
+        R(ggml=[E(35)]),
+        lambda d: tensor_field_at(d, 0, "dim", 0),
+        "t",
+        (2**32, 2**32, 0),
+    ),
+    RuleCase(
+        E(36),
+        _dims_patched(np.float64, (0, 4), {0: 2**62}),
+        R(ggml=[E(36)]),
+        lambda d: tensor_field_at(d, 0, "dim", 0),
+        "t",
+        (2**62, 0),
+    ),
     RuleCase(E(37), _misaligned_offsets, R([E(37)], [E(38)]), lambda d: tensor_field_at(d, 1, "offset"), "b", 32),
     RuleCase(E(38), _inconsistent_alignment, R(ggml=[E(38)]), lambda d: tensor_field_at(d, 1, "offset"), "b", 64),
-    RuleCase(E(39), _size_overflow, R([E(2), E(2)], [E(2), E(2), E(39)], [E(2), E(2)]), lambda d: tensor_field_at(d, 1, "offset"), "b", 2**63),
+    RuleCase(
+        E(39),
+        _size_overflow,
+        R([E(2), E(2)], [E(2), E(2), E(39)], [E(2), E(2)]),
+        lambda d: tensor_field_at(d, 1, "offset"),
+        "b",
+        2**63,
+    ),
     RuleCase(E(40), _no_final_padding, R(ggml=[E(40)]), lambda d: gguf_schema.open(d).data_offset, None, 64),
     RuleCase(E(50), lambda: save({"general.name": "x"}), R([E(50)]), lambda d: None, "general.architecture", None),
-    RuleCase(E(51), lambda: save({"general.architecture": "Gpt-2"}), R([E(51)]), lambda d: value_at(d, "general.architecture"), "general.architecture", "Gpt-2"),
-    RuleCase(E(52), lambda: save(base(), {"q": RawTensor(GGMLType.Q8_0, (1, 32), bytes(34))}), R([E(52)]), lambda d: None, "general.quantization_version", None),
-    RuleCase(E(53), lambda: save(base(**{"gpt2.context_length": np.float32(64)})), R([E(53)]),
-             lambda d: value_at(d, "gpt2.context_length"), "gpt2.context_length", "FLOAT32"),
+    RuleCase(
+        E(51),
+        lambda: save({"general.architecture": "Gpt-2"}),
+        R([E(51)]),
+        lambda d: value_at(d, "general.architecture"),
+        "general.architecture",
+        "Gpt-2",
+    ),
+    RuleCase(
+        E(52),
+        lambda: save(base(), {"q": RawTensor(GGMLType.Q8_0, (1, 32), bytes(34))}),
+        R([E(52)]),
+        lambda d: None,
+        "general.quantization_version",
+        None,
+    ),
+    RuleCase(
+        E(53),
+        lambda: save(base(**{"gpt2.context_length": np.float32(64)})),
+        R([E(53)]),
+        lambda d: value_at(d, "gpt2.context_length"),
+        "gpt2.context_length",
+        "FLOAT32",
+    ),
     RuleCase(E(54), lambda: save(_without("gpt2.block_count")), R([E(54)]), lambda d: None, "gpt2.block_count", None),
-    RuleCase(E(55), lambda: _tokenizer(**{"tokenizer.ggml.scores": np.zeros(2, np.float32)}), R([E(55)]),
-             lambda d: value_at(d, "tokenizer.ggml.scores") + 4, "tokenizer.ggml.scores", 2),
-    RuleCase(E(56), lambda: _tokenizer(**{"tokenizer.ggml.eos_token_id": np.uint32(3)}), R([E(56)]),
-             lambda d: value_at(d, "tokenizer.ggml.eos_token_id"), "tokenizer.ggml.eos_token_id", 3),
-    RuleCase(E(57), lambda: save(base(**{"general.file_type": np.uint32(7)}), F32_2x4), R([E(57)]),
-             lambda d: value_at(d, "general.file_type"), "general.file_type", 7),
-    RuleCase(W(1), lambda: save({"general.architecture": "phi3"}), R([W(1)]), lambda d: value_at(d, "general.architecture"), "general.architecture", "phi3"),
-    RuleCase(W(2), lambda: save(base(**{"general.file_type": np.uint32(32)}), {"b": RawTensor(GGMLType.BF16, (4,), bytes(8))}), R([W(2)]),
-             lambda d: value_at(d, "general.file_type"), "general.file_type", 32),
+    RuleCase(
+        E(55),
+        lambda: _tokenizer(**{"tokenizer.ggml.scores": np.zeros(2, np.float32)}),
+        R([E(55)]),
+        lambda d: value_at(d, "tokenizer.ggml.scores") + 4,
+        "tokenizer.ggml.scores",
+        2,
+    ),
+    RuleCase(
+        E(56),
+        lambda: _tokenizer(**{"tokenizer.ggml.eos_token_id": np.uint32(3)}),
+        R([E(56)]),
+        lambda d: value_at(d, "tokenizer.ggml.eos_token_id"),
+        "tokenizer.ggml.eos_token_id",
+        3,
+    ),
+    RuleCase(
+        E(57),
+        lambda: save(base(**{"general.file_type": np.uint32(7)}), F32_2x4),
+        R([E(57)]),
+        lambda d: value_at(d, "general.file_type"),
+        "general.file_type",
+        7,
+    ),
+    RuleCase(
+        W(1),
+        lambda: save({"general.architecture": "phi3"}),
+        R([W(1)]),
+        lambda d: value_at(d, "general.architecture"),
+        "general.architecture",
+        "phi3",
+    ),
+    RuleCase(
+        W(2),
+        lambda: save(base(**{"general.file_type": np.uint32(32)}), {"b": RawTensor(GGMLType.BF16, (4,), bytes(8))}),
+        R([W(2)]),
+        lambda d: value_at(d, "general.file_type"),
+        "general.file_type",
+        32,
+    ),
     RuleCase(W(3), _nonzero_padding, R([W(3)]), _pad_offset(), None, 7),
-    RuleCase(W(4), lambda: save(fields(base(), make_field("general.name", "x"), make_field("general.name", "x"))),
-             R([W(4)], [E(23)]), lambda d: record_at(d, "general.name", 1), "general.name", "general.name"),
-    RuleCase(W(5), lambda: patch(d := save(base(), {"a": np.zeros(2, np.float32), "b": np.ones(2, np.float32)}), tensor_field_at(d, 1, "name") + 8, b"a"),
-             R([W(5)], [E(32)]), lambda d: tensor_field_at(d, 1, "name"), "a", "a"),
+    RuleCase(
+        W(4),
+        lambda: save(fields(base(), make_field("general.name", "x"), make_field("general.name", "x"))),
+        R([W(4)], [E(23)]),
+        lambda d: record_at(d, "general.name", 1),
+        "general.name",
+        "general.name",
+    ),
+    RuleCase(
+        W(5),
+        lambda: patch(
+            d := save(base(), {"a": np.zeros(2, np.float32), "b": np.ones(2, np.float32)}),
+            tensor_field_at(d, 1, "name") + 8,
+            b"a",
+        ),
+        R([W(5)], [E(32)]),
+        lambda d: tensor_field_at(d, 1, "name"),
+        "a",
+        "a",
+    ),
 ]
 
 # variants that pin offsets inside arrays
 EXTRA_CASES = [
-    RuleCase(E(25), lambda: save(base(**{"demo.flags": GGUFArray(ValueType.BOOL, np.array([1, 0, 2], np.uint8).view(bool))})), R([E(25)]),
-             _array_item("demo.flags", 2, 1), "demo.flags[2]", 2),
-    RuleCase(E(26), lambda: _tokenizer(**{"tokenizer.ggml.tokens": ["ab", "c\udcff", "d"]}), R([E(26)]),
-             lambda d: value_at(d, "tokenizer.ggml.tokens") + 4 + 8 + (8 + 2), "tokenizer.ggml.tokens[1]", b"c\xff"),
-    RuleCase(E(53), lambda: save(base(**{"general.quantization_version": np.uint64(2)})), R([E(53)]),
-             lambda d: value_at(d, "general.quantization_version"), "general.quantization_version", "UINT64"),
-    RuleCase(E(53), lambda: _tokenizer(**{"tokenizer.ggml.scores": np.zeros(3, np.float64)}), R([E(53)]),
-             lambda d: value_at(d, "tokenizer.ggml.scores"), "tokenizer.ggml.scores", "ARRAY[FLOAT64]"),
+    RuleCase(
+        E(25),
+        lambda: save(base(**{"demo.flags": GGUFArray(ValueType.BOOL, np.array([1, 0, 2], np.uint8).view(bool))})),
+        R([E(25)]),
+        _array_item("demo.flags", 2, 1),
+        "demo.flags[2]",
+        2,
+    ),
+    RuleCase(
+        E(26),
+        lambda: _tokenizer(**{"tokenizer.ggml.tokens": ["ab", "c\udcff", "d"]}),
+        R([E(26)]),
+        lambda d: value_at(d, "tokenizer.ggml.tokens") + 4 + 8 + (8 + 2),
+        "tokenizer.ggml.tokens[1]",
+        b"c\xff",
+    ),
+    RuleCase(
+        E(53),
+        lambda: save(base(**{"general.quantization_version": np.uint64(2)})),
+        R([E(53)]),
+        lambda d: value_at(d, "general.quantization_version"),
+        "general.quantization_version",
+        "UINT64",
+    ),
+    RuleCase(
+        E(53),
+        lambda: _tokenizer(**{"tokenizer.ggml.scores": np.zeros(3, np.float64)}),
+        R([E(53)]),
+        lambda d: value_at(d, "tokenizer.ggml.scores"),
+        "tokenizer.ggml.scores",
+        "ARRAY[FLOAT64]",
+    ),
 ]
 
 
@@ -293,13 +515,13 @@ def test_file_breaking_one_rule(case: RuleCase):
 def test_offsets_point_at_the_offending_bytes():
     d = _type_patched(43)()
     f = next(x for x in check(d, "ggml").findings if x.rule == "GGUF-E003")
-    assert d[f.offset:f.offset + 4] == u32(43)
+    assert d[f.offset : f.offset + 4] == u32(43)
     d = _inconsistent_alignment()
     f = check(d, "ggml").findings[0]
-    assert d[f.offset:f.offset + 8] == u64(64)
+    assert d[f.offset : f.offset + 8] == u64(64)
     d = save(base(), F32_2x4, alignment=48)
     f = check(d, "ggml").findings[0]
-    assert d[f.offset:f.offset + 4] == u32(48)
+    assert d[f.offset : f.offset + 4] == u32(48)
 
 
 # --------------------------------------------------------------------------- ggml's classes of malformed file
@@ -310,26 +532,64 @@ CASES = malformed_cases()
 def test_malformed_cases_cover_every_class_of_ggml_reader_tests():
     names = {c.name for c in CASES}
     required = {
-        "header_bad_magic", "header_version_0", "header_version_1", "header_version_future", "header_n_tensors_max",
-        "header_n_kv_max", "header_empty", "kv_key_length_max", "kv_empty_key", "kv_value_type_13", "kv_duplicate_key",
-        "kv_alignment_13", "kv_alignment_int32", "kv_random_values", "tensor_name_64_bytes", "tensor_n_dims_5",
-        "tensor_dim_negative", "tensor_element_count_overflow", "tensor_byte_size_overflow", "tensor_type_43",
-        "tensor_offset_max", "tensor_duplicate_names", "tensor_alignment_13", "tensor_offsets_other_alignment",
-        "tensor_zero_size_dim", "tensor_random_valid", "tensor_alignment_1", "data_one_byte_short", "data_alignment_13",
-        "data_inconsistent_alignment", "data_memory_size_overflow", "data_correct", "data_alignment_1",
+        "header_bad_magic",
+        "header_version_0",
+        "header_version_1",
+        "header_version_future",
+        "header_n_tensors_max",
+        "header_n_kv_max",
+        "header_empty",
+        "kv_key_length_max",
+        "kv_empty_key",
+        "kv_value_type_13",
+        "kv_duplicate_key",
+        "kv_alignment_13",
+        "kv_alignment_int32",
+        "kv_random_values",
+        "tensor_name_64_bytes",
+        "tensor_n_dims_5",
+        "tensor_dim_negative",
+        "tensor_element_count_overflow",
+        "tensor_byte_size_overflow",
+        "tensor_type_43",
+        "tensor_offset_max",
+        "tensor_duplicate_names",
+        "tensor_alignment_13",
+        "tensor_offsets_other_alignment",
+        "tensor_zero_size_dim",
+        "tensor_random_valid",
+        "tensor_alignment_1",
+        "data_one_byte_short",
+        "data_alignment_13",
+        "data_inconsistent_alignment",
+        "data_memory_size_overflow",
+        "data_correct",
+        "data_alignment_1",
     }
     assert required <= names
     assert len(names) == len(CASES)
     ggml_accepts = {c.name for c in CASES if c.expected["ggml"] == "accept"}
-    assert ggml_accepts == {"header_empty", "kv_random_values", "kv_bool_byte_2", "kv_invalid_utf8", "tensor_zero_size_dim",
-                            "tensor_random_valid", "tensor_alignment_1", "data_correct", "data_alignment_1"}
+    assert ggml_accepts == {
+        "header_empty",
+        "kv_random_values",
+        "kv_bool_byte_2",
+        "kv_invalid_utf8",
+        "tensor_zero_size_dim",
+        "tensor_random_valid",
+        "tensor_alignment_1",
+        "data_correct",
+        "data_alignment_1",
+    }
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
 def test_malformed_case_verdicts(case):
     for profile in PROFILES:
         report = check(case.data, profile)
-        assert ("accept" if report.ok else "reject") == case.expected[profile], (profile, [str(f) for f in report.findings])
+        assert ("accept" if report.ok else "reject") == case.expected[profile], (
+            profile,
+            [str(f) for f in report.findings],
+        )
         json.dumps(report.to_dict())  # every finding value is JSON-ready
 
 
@@ -365,7 +625,10 @@ VOCAB_SPEC_FINDINGS = {
     "ggml-vocab-gpt-2.gguf": [],
     "ggml-vocab-gpt-neox.gguf": [],
     "ggml-vocab-llama-spm.gguf": [],
-    "ggml-vocab-mpt.gguf": [("GGUF-E054", "mpt.attention.alibi_bias_max", None), ("GGUF-E054", "mpt.attention.clip_kqv", None)],
+    "ggml-vocab-mpt.gguf": [
+        ("GGUF-E054", "mpt.attention.alibi_bias_max", None),
+        ("GGUF-E054", "mpt.attention.clip_kqv", None),
+    ],
     "ggml-vocab-phi-3.gguf": [("GGUF-W001", "general.architecture", "phi3")],
     "ggml-vocab-refact.gguf": [("GGUF-W001", "general.architecture", "refact")],
     "ggml-vocab-starcoder.gguf": [("GGUF-W001", "general.architecture", "starcoder2")],
@@ -385,7 +648,9 @@ def test_demo_file_verdicts():
     assert check(data, "spec").findings == [] and check(data, "lenient").findings == []
     # the demo carries a nested array on purpose (every value type); ggml's reader rejects those
     r = check(data, "ggml")
-    assert [(f.rule, f.name, f.offset) for f in r.findings] == [("GGUF-E024", "demo.nested", value_at(data, "demo.nested"))]
+    assert [(f.rule, f.name, f.offset) for f in r.findings] == [
+        ("GGUF-E024", "demo.nested", value_at(data, "demo.nested"))
+    ]
 
 
 def test_gemma_model_verdicts():
@@ -430,30 +695,36 @@ def test_report_properties():
     assert (d["profile"], d["ok"], d["errors"], d["warnings"]) == ("spec", False, 1, 1)
 
 
-def test_open_strict_raises_on_the_first_error_and_opens_clean_files():
+def test_strict_open_raises_on_the_first_error_and_opens_clean_files():
     data = save(base(), F32_2x4, alignment=48)
     with pytest.raises(GGUFValidationError) as e:
-        open_strict(data, "ggml")
+        gguf_schema.open(data, strict="ggml")
     assert isinstance(e.value, GGUFFormatError)
     assert e.value.finding.rule == "GGUF-E028" and e.value.value == 48 and e.value.path == "general.alignment"
     assert e.value.offset == value_at(data, "general.alignment")
-    with open_strict(data, "spec") as f:  # 48 is a multiple of 8: the spec is satisfied
+    assert e.value.report.errors[0] is e.value.finding
+    with gguf_schema.open(data, strict="spec") as f:  # 48 is a multiple of 8: the spec is satisfied
         assert f.alignment == 48
     with pytest.raises(gguf_schema.GGUFTruncatedError):  # open()'s own errors propagate unchanged
-        open_strict(data[:30], "lenient")
+        gguf_schema.open(data[:30], strict="lenient")
 
 
-def test_open_strict_passes_open_kwargs():
+def test_strict_open_passes_open_arguments():
     data = _tokenizer()
     with pytest.raises(gguf_schema.GGUFLimitError):
-        open_strict(data, "lenient", limits=gguf_schema.Limits(max_array_length=2))
+        gguf_schema.open(data, strict="lenient", limits=gguf_schema.Limits(max_array_length=2))
+    with pytest.raises(ValueError, match="unknown profile 'strictest'"):
+        gguf_schema.open(data, strict="strictest")
 
 
 # --------------------------------------------------------------------------- command line
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "gguf_schema", *args], capture_output=True, text=True)
+    r = helpers.run_cli(*args)  # in this process: the commands as main runs them
+    return subprocess.CompletedProcess(
+        args, r.returncode, r.stdout.decode("utf-8", "surrogateescape"), r.stderr.decode()
+    )
 
 
 def test_cli_check_exit_codes_and_text(tmp_path):
@@ -479,12 +750,18 @@ def test_cli_check_json(tmp_path):
     (rep,) = out["reports"]
     assert (rep["path"], rep["ok"], rep["readable"], rep["errors"]) == (str(bad), False, True, 1)
     (f,) = rep["findings"]
-    assert (f["rule"], f["severity"], f["name"], f["value"], f["offset"]) == ("GGUF-E029", "error", "general.alignment", 4,
-                                                                               value_at(bad.read_bytes(), "general.alignment"))
+    assert (f["rule"], f["severity"], f["name"], f["value"], f["offset"]) == (
+        "GGUF-E029",
+        "error",
+        "general.alignment",
+        4,
+        value_at(bad.read_bytes(), "general.alignment"),
+    )
 
 
 def test_cli_rules_lists_the_table():
     p = run_cli("rules", "--profile", "lenient")
     assert p.returncode == 0
-    assert [line.split()[0] for line in p.stdout.splitlines() if line.startswith("GGUF-")] == \
-        [r.id for r in RULES.values() if "lenient" in r.profiles]
+    assert [line.split()[0] for line in p.stdout.splitlines() if line.startswith("GGUF-")] == [
+        r.id for r in RULES.values() if "lenient" in r.profiles
+    ]

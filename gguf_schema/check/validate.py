@@ -1,19 +1,20 @@
 """Validation: every rule a GGUF file can break, in one table, checked under a strictness profile.
 
 This module owns the rule table :data:`RULES`, the checks behind each rule, the
-:class:`Report` they produce, :func:`open_strict` and the ``gguf-schema check`` command.
+:class:`Report` they produce, and :func:`require` (what ``gguf_schema.open(..., strict=PROFILE)``
+runs). The ``gguf-schema check`` and ``rules`` commands print them (:mod:`gguf_schema.cli`).
 Each rule has an id (``GGUF-E0nn`` for errors, ``GGUF-W0nn`` for warnings), a one-line
 statement, the spec sentence or ggml behaviour it comes from, and the profiles it belongs to:
 
 ``spec``
-    what the GGUF specification text requires (``spec/gguf.json`` holds its facts).
+    what the GGUF specification text requires (``check/spec/gguf.json`` holds its facts).
 ``ggml``
     the accept/reject verdict of ggml's C reader (``gguf_init_from_file``).
 ``lenient``
     only what stops the file or a tensor from being read at all.
 
 Files a profile rejects still open: :func:`gguf_schema.open` is tolerant, and the checks
-work on the opened :class:`~gguf_schema.reader.GGUFFile`. A file that cannot be opened gives
+work on the opened :class:`~gguf_schema.model.GGUFFile`. A file that cannot be opened gives
 one ``GGUF-E001`` finding carrying the :class:`~gguf_schema.errors.GGUFError` details.
 
 >>> import io, gguf_schema
@@ -29,33 +30,30 @@ True
 
 from __future__ import annotations
 
-import argparse
-import json
-import math
 import os
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 import numpy as np
 
-from ..errors import GGUFError, GGUFFormatError
-from ..reader import GGUFFile, Tensor
-from ..reader import open as _open
-from ..format.types import GGML_TYPE_COUNT, FileType, GGMLType, ValueType
+from ..errors import GGUFError, GGUFValidationError, shorten
+from ..format.types import GGML_TYPE_COUNT, FileType, GGMLType, ValueType, tensor_nbytes
 from ..format.values import BoolByte, Field, GGUFArray
+from ..model import GGUFFile, Tensor
+from ..reader import read
+from .spec_audit import load_spec
 
 __all__ = [
     "PROFILES",
     "RULES",
-    "Rule",
     "Finding",
     "Report",
-    "GGUFValidationError",
-    "validate",
+    "Rule",
     "check",
-    "open_strict",
-    "register_cli",
+    "require",
+    "validate",
 ]
 
 PROFILES = ("spec", "ggml", "lenient")
@@ -95,95 +93,248 @@ def _rule(id: str, statement: str, source: str, profiles: Iterable[str]) -> Rule
 
 
 #: The rule table: every rule the validator knows, keyed by id.
-RULES: dict[str, Rule] = {r.id: r for r in [
-    # ---------------------------------------------------------------- reading at all
-    _rule("GGUF-E001", "the file can be opened and parsed",
-          "every profile: a file the reader cannot parse (bad magic, unsupported version, truncated field, unknown value type, count past EOF, limit exceeded)", ALL),
-    _rule("GGUF-E002", "each tensor's data lies inside the file",
-          "spec: 'Each tensor's data must be stored within this array'; ggml/llama.cpp mmap loader: offset + nbytes <= file size", ALL),
-    _rule("GGUF-E003", "each tensor type is a ggml_type id (0 <= type < 43)",
-          "spec: 'ggml_type type'; ggml: type must be in [0, GGML_TYPE_COUNT)", ALL),
-    _rule("GGUF-E004", "no tensor uses a removed ggml type",
-          "spec: '// GGML_TYPE_Q4_2 = 4, support has been removed'; ggml: block size 0 is rejected", ALL),
-    _rule("GGUF-E005", "each tensor's first dimension is a multiple of its type's block size",
-          "ggml: 'ne[0] % block_size != 0' is rejected; the bytes of a partial block cannot be located", ALL),
-    # ---------------------------------------------------------------- header
-    _rule("GGUF-E010", "the version is 2 or 3",
-          "ggml: version 0 and 1 ('no longer supported') and versions above 3 are rejected", [GGML]),
-    _rule("GGUF-E011", "the file is little-endian",
-          "ggml: 'version & 0xFFFF == 0' is reported as an endianness mismatch; the C reader never byte-swaps", [GGML]),
-    _rule("GGUF-E012", "the version is 3",
-          "spec: 'Must be `3` for version described in this spec'", [SPEC]),
-    # ---------------------------------------------------------------- metadata
-    _rule("GGUF-E020", "each key is ASCII lower_snake_case segments separated by '.'",
-          "spec: 'It must be a valid ASCII string. It must be a hierarchical key, where each segment is `lower_snake_case` and separated by a `.`'", [SPEC]),
-    _rule("GGUF-E021", "each key is at most 65535 bytes long",
-          "spec: 'It must be at most 2^16-1/65535 bytes long'", [SPEC]),
-    _rule("GGUF-E022", "no key is empty", "ggml: empty keys are rejected", [GGML]),
-    _rule("GGUF-E023", "no key appears twice", "ggml: duplicate keys are rejected (exact byte comparison)", [GGML]),
-    _rule("GGUF-E024", "no array holds arrays", "ggml: an array whose element type is ARRAY is rejected (the spec allows nesting)", [GGML]),
-    _rule("GGUF-E025", "each bool is stored as the byte 0 or 1",
-          "spec: '1-byte value where 0 is false and 1 is true. Anything else is invalid'", [SPEC]),
-    _rule("GGUF-E026", "each string (keys, values, tensor names) is valid UTF-8",
-          "spec: 'The string as a UTF-8 non-null-terminated string'", [SPEC]),
-    _rule("GGUF-E027", "general.alignment, if present, is a UINT32",
-          "ggml: the alignment is read with gguf_get_val_u32", [GGML]),
-    _rule("GGUF-E028", "general.alignment, if present, is a non-zero power of two",
-          "ggml: 'alignment %zu is not a power of 2' is rejected (1 is accepted)", [GGML]),
-    _rule("GGUF-E029", "general.alignment, if present, is a positive multiple of 8",
-          "spec: 'it must be a multiple of 8'", [SPEC]),
-    # ---------------------------------------------------------------- tensor infos
-    _rule("GGUF-E030", "each tensor name is shorter than 64 bytes (up to its first NUL)",
-          "ggml: names of GGML_MAX_NAME (64) bytes or more are rejected", [GGML]),
-    _rule("GGUF-E031", "each tensor name is at most 64 bytes long",
-          "spec: 'it must be at most 64 bytes long'", [SPEC]),
-    _rule("GGUF-E032", "no two tensor names are equal (up to their first NUL)",
-          "ggml: names are cut at the first NUL, then duplicates are rejected", [GGML]),
-    _rule("GGUF-E033", "each tensor has at most 4 dimensions",
-          "spec: 'Currently at most 4'; ggml: n_dims > GGML_MAX_DIMS is rejected", [SPEC, GGML]),
-    _rule("GGUF-E034", "no dimension is negative when read as int64",
-          "ggml: dimensions are read as int64_t and negative ones are rejected", [GGML]),
-    _rule("GGUF-E035", "each tensor's element count is below INT64_MAX",
-          "ggml: 'total number of elements ... is >= INT64_MAX' is rejected", [GGML]),
-    _rule("GGUF-E036", "each tensor's byte strides fit in size_t",
-          "ggml: 'byte stride overflow' is rejected", [GGML]),
-    _rule("GGUF-E037", "each tensor offset is a multiple of ALIGNMENT",
-          "spec: 'Must be a multiple of `ALIGNMENT`. That is, `align_offset(offset) == offset`'", [SPEC]),
-    _rule("GGUF-E038", "tensor offsets are contiguous: each equals the padded sizes of the tensors before it",
-          "ggml: 'tensor has offset X, expected Y' is rejected", [GGML]),
-    _rule("GGUF-E039", "the total padded data size fits in size_t",
-          "ggml: 'size overflow, cannot accumulate size' is rejected", [GGML]),
-    _rule("GGUF-E040", "the data section holds every tensor's padded size, padding after the last tensor included",
-          "ggml: a full load reads the sum of the padded sizes and fails when the file ends first", [GGML]),
-    # ---------------------------------------------------------------- standardized keys (spec)
-    _rule("GGUF-E050", "general.architecture is present",
-          "spec: '**general.architecture: string**' is bolded, i.e. required", [SPEC]),
-    _rule("GGUF-E051", "general.architecture is lowercase ASCII [a-z0-9]+",
-          "spec: 'All lowercase ASCII, with only `[a-z0-9]+` characters allowed'", [SPEC]),
-    _rule("GGUF-E052", "general.quantization_version is present when any tensor is quantized",
-          "spec: 'If any tensors are quantized, this _must_ be present'", [SPEC]),
-    _rule("GGUF-E053", "each standardized key has its specified type (uint32 accepted where uint64 is named)",
-          "spec: the typed key lists; 'Some models may use `uint32` for their values; it is recommended that readers support both'", [SPEC]),
-    _rule("GGUF-E054", "every key the architecture's section lists is present",
-          "spec: 'The following sections describe the metadata for each model architecture. Each key specified _must_ be present.'", [SPEC]),
-    _rule("GGUF-E055", "tokenizer.ggml.scores and tokenizer.ggml.token_type have as many items as tokenizer.ggml.tokens",
-          "spec: 'If present, it must have the same length and index as `tokens`'", [SPEC]),
-    _rule("GGUF-E056", "special token ids index into tokenizer.ggml.tokens",
-          "spec: 'tokenizer.ggml.tokens: A list of tokens indexed by the token ID used by the model'", [SPEC]),
-    _rule("GGUF-E057", "general.file_type names a tensor type that some tensor has",
-          "spec: 'general.file_type: An enumerated value describing the type of the majority of the tensors in the file'", [SPEC]),
-    # ---------------------------------------------------------------- warnings (spec)
-    _rule("GGUF-W001", "general.architecture is one of the architectures the spec names",
-          "spec: 'Known values include: llama, mpt, gptneox, gptj, gpt2, bloom, falcon, rwkv'", [SPEC]),
-    _rule("GGUF-W002", "general.file_type is a value of the spec's table (0-18, 5 and 6 removed)",
-          "spec: the general.file_type list stops at MOSTLY_Q6_K = 18; 'MOSTLY_Q4_2 = 5 (support removed)'", [SPEC]),
-    _rule("GGUF-W003", "the padding after the tensor infos is 0x00 bytes",
-          "spec: 'Where required, the file is padded with `0x00` bytes'", [SPEC]),
-    _rule("GGUF-W004", "no key appears twice",
-          "spec: keys name values; a repeated key makes a lookup ambiguous (the spec does not forbid it)", [SPEC]),
-    _rule("GGUF-W005", "no two tensors have the same name",
-          "spec: tensors are 'located through its tensor_infos entry'; a repeated name is ambiguous (the spec does not forbid it)", [SPEC]),
-]}
+RULES: dict[str, Rule] = {
+    r.id: r
+    for r in [
+        # ---------------------------------------------------------------- reading at all
+        _rule(
+            "GGUF-E001",
+            "the file can be opened and parsed",
+            "every profile: a file the reader cannot parse (bad magic, unsupported version, truncated field, unknown value type, count past EOF, limit exceeded)",
+            ALL,
+        ),
+        _rule(
+            "GGUF-E002",
+            "each tensor's data lies inside the file",
+            "spec: 'Each tensor's data must be stored within this array'; ggml/llama.cpp mmap loader: offset + nbytes <= file size",
+            ALL,
+        ),
+        _rule(
+            "GGUF-E003",
+            "each tensor type is a ggml_type id (0 <= type < 43)",
+            "spec: 'ggml_type type'; ggml: type must be in [0, GGML_TYPE_COUNT)",
+            ALL,
+        ),
+        _rule(
+            "GGUF-E004",
+            "no tensor uses a removed ggml type",
+            "spec: '// GGML_TYPE_Q4_2 = 4, support has been removed'; ggml: block size 0 is rejected",
+            ALL,
+        ),
+        _rule(
+            "GGUF-E005",
+            "each tensor's first dimension is a multiple of its type's block size",
+            "ggml: 'ne[0] % block_size != 0' is rejected; the bytes of a partial block cannot be located",
+            ALL,
+        ),
+        # ---------------------------------------------------------------- header
+        _rule(
+            "GGUF-E010",
+            "the version is 2 or 3",
+            "ggml: version 0 and 1 ('no longer supported') and versions above 3 are rejected",
+            [GGML],
+        ),
+        _rule(
+            "GGUF-E011",
+            "the file is little-endian",
+            "ggml: 'version & 0xFFFF == 0' is reported as an endianness mismatch; the C reader never byte-swaps",
+            [GGML],
+        ),
+        _rule("GGUF-E012", "the version is 3", "spec: 'Must be `3` for version described in this spec'", [SPEC]),
+        # ---------------------------------------------------------------- metadata
+        _rule(
+            "GGUF-E020",
+            "each key is ASCII lower_snake_case segments separated by '.'",
+            "spec: 'It must be a valid ASCII string. It must be a hierarchical key, where each segment is `lower_snake_case` and separated by a `.`'",
+            [SPEC],
+        ),
+        _rule(
+            "GGUF-E021",
+            "each key is at most 65535 bytes long",
+            "spec: 'It must be at most 2^16-1/65535 bytes long'",
+            [SPEC],
+        ),
+        _rule("GGUF-E022", "no key is empty", "ggml: empty keys are rejected", [GGML]),
+        _rule("GGUF-E023", "no key appears twice", "ggml: duplicate keys are rejected (exact byte comparison)", [GGML]),
+        _rule(
+            "GGUF-E024",
+            "no array holds arrays",
+            "ggml: an array whose element type is ARRAY is rejected (the spec allows nesting)",
+            [GGML],
+        ),
+        _rule(
+            "GGUF-E025",
+            "each bool is stored as the byte 0 or 1",
+            "spec: '1-byte value where 0 is false and 1 is true. Anything else is invalid'",
+            [SPEC],
+        ),
+        _rule(
+            "GGUF-E026",
+            "each string (keys, values, tensor names) is valid UTF-8",
+            "spec: 'The string as a UTF-8 non-null-terminated string'",
+            [SPEC],
+        ),
+        _rule(
+            "GGUF-E027",
+            "general.alignment, if present, is a UINT32",
+            "ggml: the alignment is read with gguf_get_val_u32",
+            [GGML],
+        ),
+        _rule(
+            "GGUF-E028",
+            "general.alignment, if present, is a non-zero power of two",
+            "ggml: 'alignment %zu is not a power of 2' is rejected (1 is accepted)",
+            [GGML],
+        ),
+        _rule(
+            "GGUF-E029",
+            "general.alignment, if present, is a positive multiple of 8",
+            "spec: 'it must be a multiple of 8'",
+            [SPEC],
+        ),
+        # ---------------------------------------------------------------- tensor infos
+        _rule(
+            "GGUF-E030",
+            "each tensor name is shorter than 64 bytes (up to its first NUL)",
+            "ggml: names of GGML_MAX_NAME (64) bytes or more are rejected",
+            [GGML],
+        ),
+        _rule(
+            "GGUF-E031", "each tensor name is at most 64 bytes long", "spec: 'it must be at most 64 bytes long'", [SPEC]
+        ),
+        _rule(
+            "GGUF-E032",
+            "no two tensor names are equal (up to their first NUL)",
+            "ggml: names are cut at the first NUL, then duplicates are rejected",
+            [GGML],
+        ),
+        _rule(
+            "GGUF-E033",
+            "each tensor has at most 4 dimensions",
+            "spec: 'Currently at most 4'; ggml: n_dims > GGML_MAX_DIMS is rejected",
+            [SPEC, GGML],
+        ),
+        _rule(
+            "GGUF-E034",
+            "no dimension is negative when read as int64",
+            "ggml: dimensions are read as int64_t and negative ones are rejected",
+            [GGML],
+        ),
+        _rule(
+            "GGUF-E035",
+            "each tensor's element count is below INT64_MAX",
+            "ggml: 'total number of elements ... is >= INT64_MAX' is rejected",
+            [GGML],
+        ),
+        _rule(
+            "GGUF-E036", "each tensor's byte strides fit in size_t", "ggml: 'byte stride overflow' is rejected", [GGML]
+        ),
+        _rule(
+            "GGUF-E037",
+            "each tensor offset is a multiple of ALIGNMENT",
+            "spec: 'Must be a multiple of `ALIGNMENT`. That is, `align_offset(offset) == offset`'",
+            [SPEC],
+        ),
+        _rule(
+            "GGUF-E038",
+            "tensor offsets are contiguous: each equals the padded sizes of the tensors before it",
+            "ggml: 'tensor has offset X, expected Y' is rejected",
+            [GGML],
+        ),
+        _rule(
+            "GGUF-E039",
+            "the total padded data size fits in size_t",
+            "ggml: 'size overflow, cannot accumulate size' is rejected",
+            [GGML],
+        ),
+        _rule(
+            "GGUF-E040",
+            "the data section holds every tensor's padded size, padding after the last tensor included",
+            "ggml: a full load reads the sum of the padded sizes and fails when the file ends first",
+            [GGML],
+        ),
+        # ---------------------------------------------------------------- standardized keys (spec)
+        _rule(
+            "GGUF-E050",
+            "general.architecture is present",
+            "spec: '**general.architecture: string**' is bolded, i.e. required",
+            [SPEC],
+        ),
+        _rule(
+            "GGUF-E051",
+            "general.architecture is lowercase ASCII [a-z0-9]+",
+            "spec: 'All lowercase ASCII, with only `[a-z0-9]+` characters allowed'",
+            [SPEC],
+        ),
+        _rule(
+            "GGUF-E052",
+            "general.quantization_version is present when any tensor is quantized",
+            "spec: 'If any tensors are quantized, this _must_ be present'",
+            [SPEC],
+        ),
+        _rule(
+            "GGUF-E053",
+            "each standardized key has its specified type (uint32 accepted where uint64 is named)",
+            "spec: the typed key lists; 'Some models may use `uint32` for their values; it is recommended that readers support both'",
+            [SPEC],
+        ),
+        _rule(
+            "GGUF-E054",
+            "every key the architecture's section lists is present",
+            "spec: 'The following sections describe the metadata for each model architecture. Each key specified _must_ be present.'",
+            [SPEC],
+        ),
+        _rule(
+            "GGUF-E055",
+            "tokenizer.ggml.scores and tokenizer.ggml.token_type have as many items as tokenizer.ggml.tokens",
+            "spec: 'If present, it must have the same length and index as `tokens`'",
+            [SPEC],
+        ),
+        _rule(
+            "GGUF-E056",
+            "special token ids index into tokenizer.ggml.tokens",
+            "spec: 'tokenizer.ggml.tokens: A list of tokens indexed by the token ID used by the model'",
+            [SPEC],
+        ),
+        _rule(
+            "GGUF-E057",
+            "general.file_type names a tensor type that some tensor has",
+            "spec: 'general.file_type: An enumerated value describing the type of the majority of the tensors in the file'",
+            [SPEC],
+        ),
+        # ---------------------------------------------------------------- warnings (spec)
+        _rule(
+            "GGUF-W001",
+            "general.architecture is one of the architectures the spec names",
+            "spec: 'Known values include: llama, mpt, gptneox, gptj, gpt2, bloom, falcon, rwkv'",
+            [SPEC],
+        ),
+        _rule(
+            "GGUF-W002",
+            "general.file_type is a value of the spec's table (0-18, 5 and 6 removed)",
+            "spec: the general.file_type list stops at MOSTLY_Q6_K = 18; 'MOSTLY_Q4_2 = 5 (support removed)'",
+            [SPEC],
+        ),
+        _rule(
+            "GGUF-W003",
+            "the padding after the tensor infos is 0x00 bytes",
+            "spec: 'Where required, the file is padded with `0x00` bytes'",
+            [SPEC],
+        ),
+        _rule(
+            "GGUF-W004",
+            "no key appears twice",
+            "spec: keys name values; a repeated key makes a lookup ambiguous (the spec does not forbid it)",
+            [SPEC],
+        ),
+        _rule(
+            "GGUF-W005",
+            "no two tensors have the same name",
+            "spec: tensors are 'located through its tensor_infos entry'; a repeated name is ambiguous (the spec does not forbid it)",
+            [SPEC],
+        ),
+    ]
+}
 
 
 @dataclass(frozen=True)
@@ -208,8 +359,14 @@ class Finding:
 
     def to_dict(self) -> dict[str, Any]:
         """The finding as JSON-ready data."""
-        return {"rule": self.rule, "severity": self.severity, "offset": self.offset, "name": self.name,
-                "value": _jsonable(self.value), "message": self.message}
+        return {
+            "rule": self.rule,
+            "severity": self.severity,
+            "offset": self.offset,
+            "name": self.name,
+            "value": _jsonable(self.value),
+            "message": self.message,
+        }
 
     def __str__(self) -> str:
         at = f"@{self.offset}" if self.offset is not None else "@-"
@@ -253,37 +410,27 @@ class Report:
 
     def to_dict(self) -> dict[str, Any]:
         """The report as JSON-ready data."""
-        return {"path": self.path, "profile": self.profile, "ok": self.ok, "readable": self.readable,
-                "errors": len(self.errors), "warnings": len(self.warnings),
-                "findings": [f.to_dict() for f in self.findings]}
-
-
-class GGUFValidationError(GGUFFormatError):
-    """A file breaks a rule of the profile :func:`open_strict` was asked for.
-
-    Attributes:
-        finding: the first error-severity :class:`Finding`.
-        report: the whole :class:`Report`.
-    """
-
-    def __init__(self, finding: Finding, report: Report | None = None):
-        super().__init__(f"{finding.rule}: {finding.message}", offset=finding.offset, path=finding.name, value=finding.value)
-        self.finding = finding
-        self.report = report
-
-    def __reduce__(self):
-        return (GGUFValidationError, (self.finding, self.report))
+        return {
+            "path": self.path,
+            "profile": self.profile,
+            "ok": self.ok,
+            "readable": self.readable,
+            "errors": len(self.errors),
+            "warnings": len(self.warnings),
+            "findings": [f.to_dict() for f in self.findings],
+        }
 
 
 # --------------------------------------------------------------------------- entry points
 
 
-def validate(file_or_path: Any, profile: str = "spec") -> Report:
+def validate(file_or_path: Any, profile: str = "spec", *, storage_options: Mapping[str, Any] | None = None) -> Report:
     """Check a GGUF file against a profile's rules and return every finding.
 
     Args:
-        file_or_path: an open :class:`~gguf_schema.reader.GGUFFile`, a path, bytes, or a binary file object.
+        file_or_path: an open :class:`~gguf_schema.model.GGUFFile`, a path, a URL, bytes, or a binary file object.
         profile: ``"spec"``, ``"ggml"`` or ``"lenient"``.
+        storage_options: for a URL, the options of its fsspec backend (credentials, endpoints).
 
     Never raises for a bad file: a file that cannot be opened gives a ``GGUF-E001`` finding.
 
@@ -298,14 +445,14 @@ def validate(file_or_path: Any, profile: str = "spec") -> Report:
         raise ValueError(f"unknown profile {profile!r} (choose from {', '.join(PROFILES)})")
     if isinstance(file_or_path, GGUFFile):
         return _Checker(file_or_path, profile).run()
-    path = os.fspath(file_or_path) if isinstance(file_or_path, (str, os.PathLike)) else getattr(file_or_path, "name", None)
+    path = (
+        os.fspath(file_or_path) if isinstance(file_or_path, (str, os.PathLike)) else getattr(file_or_path, "name", None)
+    )
     path = path if isinstance(path, str) else None
     try:
-        f = _open(file_or_path)
+        f = read(file_or_path, storage_options=storage_options)
     except GGUFError as e:
         return _unreadable(path, profile, e.offset, e.path, e.value, str(e))
-    except OSError as e:
-        return _unreadable(path, profile, None, None, path, f"{e.strerror or e}")
     with f:
         report = _Checker(f, profile).run()
         report.path = path
@@ -321,25 +468,23 @@ def check(path_or_bytes: Any, profile: str = "spec") -> Report:
     return validate(path_or_bytes, profile)
 
 
-def open_strict(src: Any, profile: str = "spec", **open_kwargs: Any) -> GGUFFile:
-    """Open a GGUF file and raise :class:`GGUFValidationError` if it breaks an error rule of ``profile``.
-
-    ``open_kwargs`` go to :func:`gguf_schema.open`; its own errors (a file that cannot be
-    parsed) propagate unchanged. The error carries the first error-severity finding.
+def require(f: GGUFFile, profile: str) -> GGUFFile:
+    """Return ``f`` if it breaks no error rule of ``profile``; else close it and raise
+    :class:`~gguf_schema.errors.GGUFValidationError` carrying the first error-severity finding
+    (and the whole report). ``gguf_schema.open(src, strict=profile)`` is ``require(read(src), profile)``.
 
     >>> import io, gguf_schema
     >>> buf = io.BytesIO()
     >>> gguf_schema.save(buf, {"general.architecture": "gpt2"}, alignment=13)
-    >>> open_strict(buf.getvalue(), "lenient").alignment
+    >>> gguf_schema.open(buf.getvalue(), strict="lenient").alignment
     13
-    >>> open_strict(buf.getvalue(), "ggml")
+    >>> gguf_schema.open(buf.getvalue(), strict="ggml")
     Traceback (most recent call last):
     ...
-    gguf_schema.check.validate.GGUFValidationError: GGUF-E028: general.alignment 13 is not a power of two (at offset ..., in general.alignment)
+    gguf_schema.errors.GGUFValidationError: GGUF-E028: general.alignment 13 is not a power of two (at offset ..., in general.alignment)
     """
     if profile not in PROFILES:
         raise ValueError(f"unknown profile {profile!r} (choose from {', '.join(PROFILES)})")
-    f = _open(src, **open_kwargs)
     try:
         report = _Checker(f, profile).run()
     except BaseException:
@@ -347,22 +492,26 @@ def open_strict(src: Any, profile: str = "spec", **open_kwargs: Any) -> GGUFFile
         raise
     if report.errors:
         f.close()
-        raise GGUFValidationError(report.errors[0], report)
+        first = report.errors[0]
+        raise GGUFValidationError(
+            f"{first.rule}: {first.message}",
+            finding=first,
+            report=report,
+            offset=first.offset,
+            path=first.name,
+            value=first.value,
+        )
     return f
 
 
-def _unreadable(path: str | None, profile: str, offset: int | None, name: str | None, value: Any, message: str) -> Report:
+def _unreadable(
+    path: str | None, profile: str, offset: int | None, name: str | None, value: Any, message: str
+) -> Report:
     f = Finding("GGUF-E001", "error", offset, name, value, f"cannot read the file: {message}")
     return Report(path, profile, [f], readable=False)
 
 
 # --------------------------------------------------------------------------- the checks
-
-
-def _load_spec() -> dict[str, Any]:
-    from .spec_audit import load_spec
-
-    return load_spec()
 
 
 class _Checker:
@@ -398,7 +547,7 @@ class _Checker:
     def add(self, rule: str, offset: int | None, name: str | None, value: Any, message: str) -> None:
         r = RULES[rule]
         assert self.profile in r.profiles, (rule, self.profile)
-        self.findings.append(Finding(rule, r.severity, offset, name, value, message))
+        self.findings.append(Finding(rule, r.severity, offset, _clip(name), _bounded(value), _clip(message, 400) or ""))
 
     # ---------------------------------------------------------------- offsets of stored items
 
@@ -450,13 +599,19 @@ class _Checker:
     # ---------------------------------------------------------------- keys and values
 
     def keys(self) -> None:
-        seen: dict[str, int] = {}
+        seen: dict[str, int | None] = {}
         for fld in self.f.fields.records:
             key = fld.key
             raw = self.key_bytes(fld)
             if self.profile == SPEC:
                 if not _KEY_SYNTAX.fullmatch(key):
-                    self.add("GGUF-E020", fld.offset, key, key, f"key {key!r} is not ASCII lower_snake_case segments separated by '.'")
+                    self.add(
+                        "GGUF-E020",
+                        fld.offset,
+                        key,
+                        key,
+                        f"key {shorten(key)} is not ASCII lower_snake_case segments separated by '.'",
+                    )
                 if len(raw) > 65535:
                     self.add("GGUF-E021", fld.offset, key, len(raw), f"key of {len(raw)} bytes is longer than 65535")
                 if _SURROGATES.search(key):
@@ -465,9 +620,21 @@ class _Checker:
                 self.add("GGUF-E022", fld.offset, key, key, "empty key")
             if key in seen:
                 if self.profile == GGML:
-                    self.add("GGUF-E023", fld.offset, key, key, f"key {key!r} appears again (first at offset {seen[key]})")
+                    self.add(
+                        "GGUF-E023",
+                        fld.offset,
+                        key,
+                        key,
+                        f"key {shorten(key)} appears again (first at offset {seen[key]})",
+                    )
                 else:
-                    self.add("GGUF-W004", fld.offset, key, key, f"key {key!r} appears again (first at offset {seen[key]})")
+                    self.add(
+                        "GGUF-W004",
+                        fld.offset,
+                        key,
+                        key,
+                        f"key {shorten(key)} appears again (first at offset {seen[key]})",
+                    )
             else:
                 seen[key] = fld.offset
 
@@ -480,7 +647,9 @@ class _Checker:
 
     def scalar_value(self, fld: Field) -> None:
         if fld.type == ValueType.BOOL and isinstance(fld.value, BoolByte):
-            self.add("GGUF-E025", self.value_offset(fld), fld.key, int(fld.value), f"bool stored as byte {int(fld.value)}")
+            self.add(
+                "GGUF-E025", self.value_offset(fld), fld.key, int(fld.value), f"bool stored as byte {int(fld.value)}"
+            )
         elif fld.type == ValueType.STRING and _SURROGATES.search(fld.value):
             self.add("GGUF-E026", self.value_offset(fld), fld.key, _raw(fld.value), "string value is not valid UTF-8")
 
@@ -489,7 +658,9 @@ class _Checker:
             if self.profile == GGML:
                 self.add("GGUF-E024", offset, name, "ARRAY", "array of arrays: ggml rejects nested arrays")
                 return
-            for i, inner in enumerate(arr.items):  # offsets of nested items are not tracked: the array's own offset is given
+            for i, inner in enumerate(
+                arr.items
+            ):  # offsets of nested items are not tracked: the array's own offset is given
                 self.array_value(fld, inner, offset, f"{name}[{i}]", top=False)
             return
         if self.profile != SPEC:
@@ -500,13 +671,24 @@ class _Checker:
             if bad.size:
                 i = int(bad[0])
                 at = self.item_offset(fld, i) if top else offset
-                self.add("GGUF-E025", at, f"{name}[{i}]", int(raw[i]), f"bool array item stored as byte {int(raw[i])} ({bad.size} such items)")
-        elif arr.type == ValueType.STRING and arr.items:
-            if _SURROGATES.search("".join(arr.items)):
-                bad_items = [i for i, s in enumerate(arr.items) if _SURROGATES.search(s)]
-                i = bad_items[0]
-                at = self.item_offset(fld, i) if top else offset
-                self.add("GGUF-E026", at, f"{name}[{i}]", _raw(arr.items[i]), f"string array item is not valid UTF-8 ({len(bad_items)} such items)")
+                self.add(
+                    "GGUF-E025",
+                    at,
+                    f"{name}[{i}]",
+                    int(raw[i]),
+                    f"bool array item stored as byte {int(raw[i])} ({bad.size} such items)",
+                )
+        elif arr.type == ValueType.STRING and arr.items and _SURROGATES.search("".join(arr.items)):
+            bad_items = [i for i, s in enumerate(arr.items) if _SURROGATES.search(s)]
+            i = bad_items[0]
+            at = self.item_offset(fld, i) if top else offset
+            self.add(
+                "GGUF-E026",
+                at,
+                f"{name}[{i}]",
+                _raw(arr.items[i]),
+                f"string array item is not valid UTF-8 ({len(bad_items)} such items)",
+            )
 
     # ---------------------------------------------------------------- alignment
 
@@ -517,7 +699,9 @@ class _Checker:
         at, v = self.value_offset(fld), fld.value
         if self.profile == GGML:
             if fld.type != ValueType.UINT32:
-                self.add("GGUF-E027", at, fld.key, fld.type.name, f"general.alignment is {fld.type.name}, ggml reads UINT32")
+                self.add(
+                    "GGUF-E027", at, fld.key, fld.type.name, f"general.alignment is {fld.type.name}, ggml reads UINT32"
+                )
             elif v == 0 or v & (v - 1):
                 self.add("GGUF-E028", at, fld.key, v, f"general.alignment {v} is not a power of two")
         elif fld.type.is_integer and (v <= 0 or v % 8):
@@ -532,23 +716,48 @@ class _Checker:
             cut = raw.split(b"\0", 1)[0]
             if self.profile == GGML:
                 if len(cut) >= _GGML_MAX_NAME:
-                    self.add("GGUF-E030", t.info_offset, t.name, len(cut), f"tensor name of {len(cut)} bytes: ggml allows at most 63")
+                    self.add(
+                        "GGUF-E030",
+                        t.info_offset,
+                        t.name,
+                        len(cut),
+                        f"tensor name of {len(cut)} bytes: ggml allows at most 63",
+                    )
                 if cut in seen:
-                    self.add("GGUF-E032", t.info_offset, t.name, cut.decode("utf-8", "surrogateescape"),
-                             f"tensor name {cut!r} repeats tensor {seen[cut]!r}" if seen[cut] != t.name else f"tensor name {t.name!r} appears twice")
+                    self.add(
+                        "GGUF-E032",
+                        t.info_offset,
+                        t.name,
+                        cut.decode("utf-8", "surrogateescape"),
+                        f"tensor name {shorten(cut)} repeats tensor {shorten(seen[cut])}"
+                        if seen[cut] != t.name
+                        else f"tensor name {shorten(t.name)} appears twice",
+                    )
                 else:
                     seen[cut] = t.name
             else:
                 if len(raw) > 64:
-                    self.add("GGUF-E031", t.info_offset, t.name, len(raw), f"tensor name of {len(raw)} bytes is longer than 64")
+                    self.add(
+                        "GGUF-E031",
+                        t.info_offset,
+                        t.name,
+                        len(raw),
+                        f"tensor name of {len(raw)} bytes is longer than 64",
+                    )
                 if _SURROGATES.search(t.name):
                     self.add("GGUF-E026", t.info_offset, t.name, raw, "tensor name is not valid UTF-8")
                 if raw in seen:
-                    self.add("GGUF-W005", t.info_offset, t.name, t.name, f"tensor name {t.name!r} appears twice")
+                    self.add("GGUF-W005", t.info_offset, t.name, t.name, f"tensor name {shorten(t.name)} appears twice")
                 else:
                     seen[raw] = t.name
             if len(t.dims) > 4:
-                self.add("GGUF-E033", self.ndims_offset(t), t.name, len(t.dims), f"{len(t.dims)} dimensions, at most 4 allowed")
+                self.add(
+                    "GGUF-E033",
+                    self.ndims_offset(t),
+                    t.name,
+                    len(t.dims),
+                    f"{len(t.dims)} dimensions, at most 4 allowed",
+                )
             elif self.profile == GGML:
                 self.ggml_shape(t)
 
@@ -558,9 +767,18 @@ class _Checker:
             if d < 0:
                 self.add("GGUF-E034", self.dim_offset(t, j), t.name, d, f"dimension {j} is {d} when read as int64")
                 return
-        if ((ne[1] and _INT64_MAX // ne[1] <= ne[0]) or (ne[2] and _INT64_MAX // ne[2] <= ne[0] * ne[1])
-                or (ne[3] and _INT64_MAX // ne[3] <= ne[0] * ne[1] * ne[2])):
-            self.add("GGUF-E035", self.dim_offset(t, 0), t.name, tuple(t.dims), f"element count of dims {tuple(t.dims)} reaches INT64_MAX")
+        if (
+            (ne[1] and _INT64_MAX // ne[1] <= ne[0])
+            or (ne[2] and _INT64_MAX // ne[2] <= ne[0] * ne[1])
+            or (ne[3] and _INT64_MAX // ne[3] <= ne[0] * ne[1] * ne[2])
+        ):
+            self.add(
+                "GGUF-E035",
+                self.dim_offset(t, 0),
+                t.name,
+                tuple(t.dims),
+                f"element count of dims {tuple(t.dims)} reaches INT64_MAX",
+            )
             return
         gt = _known(t.type)
         if gt is None or ne[0] % gt.block_size:
@@ -569,19 +787,42 @@ class _Checker:
         for j in range(1, 4):
             mul = ne[0] // gt.block_size if j == 1 else ne[j - 1]
             if mul and nb > _SIZE_MAX // mul:
-                self.add("GGUF-E036", self.dim_offset(t, 0), t.name, tuple(t.dims), f"byte stride of dimension {j} overflows size_t")
+                self.add(
+                    "GGUF-E036",
+                    self.dim_offset(t, 0),
+                    t.name,
+                    tuple(t.dims),
+                    f"byte stride of dimension {j} overflows size_t",
+                )
                 return
             nb *= mul
 
     def tensor_types(self) -> None:
         for t in self.f.tensor_list:
             if not isinstance(t.type, GGMLType):
-                self.add("GGUF-E003", self.type_offset(t), t.name, int(t.type), f"type {int(t.type)} is not a ggml type (0..{GGML_TYPE_COUNT - 1})")
+                self.add(
+                    "GGUF-E003",
+                    self.type_offset(t),
+                    t.name,
+                    int(t.type),
+                    f"type {int(t.type)} is not a ggml type (0..{GGML_TYPE_COUNT - 1})",
+                )
             elif t.type.removed:
-                self.add("GGUF-E004", self.type_offset(t), t.name, int(t.type), f"type {t.type.name} ({int(t.type)}) has been removed from ggml")
+                self.add(
+                    "GGUF-E004",
+                    self.type_offset(t),
+                    t.name,
+                    int(t.type),
+                    f"type {t.type.name} ({int(t.type)}) has been removed from ggml",
+                )
             elif t.dims and t.dims[0] % t.type.block_size:
-                self.add("GGUF-E005", self.dim_offset(t, 0), t.name, t.dims[0],
-                         f"{t.dims[0]} elements per row is not a multiple of the {t.type.name} block size {t.type.block_size}")
+                self.add(
+                    "GGUF-E005",
+                    self.dim_offset(t, 0),
+                    t.name,
+                    t.dims[0],
+                    f"{t.dims[0]} elements per row is not a multiple of the {t.type.name} block size {t.type.block_size}",
+                )
 
     def tensor_bounds(self) -> None:
         for t in self.f.tensor_list:
@@ -589,42 +830,81 @@ class _Checker:
             if nbytes is None:
                 continue
             if t.offset + nbytes > self.size:
-                self.add("GGUF-E002", t.offset, t.name, nbytes,
-                         f"data [{t.offset}, {t.offset + nbytes}) runs past the end of the file ({self.size} bytes)")
+                self.add(
+                    "GGUF-E002",
+                    t.offset,
+                    t.name,
+                    nbytes,
+                    f"data [{t.offset}, {t.offset + nbytes}) runs past the end of the file ({self.size} bytes)",
+                )
 
     def offsets_aligned(self) -> None:
         a = self.f.alignment
         for t in self.f.tensor_list:
             if t.stored_offset % a:
-                self.add("GGUF-E037", self.offset_offset(t), t.name, t.stored_offset, f"offset {t.stored_offset} is not a multiple of ALIGNMENT {a}")
+                self.add(
+                    "GGUF-E037",
+                    self.offset_offset(t),
+                    t.name,
+                    t.stored_offset,
+                    f"offset {t.stored_offset} is not a multiple of ALIGNMENT {a}",
+                )
 
     # ---------------------------------------------------------------- ggml's data layout
 
     def ggml_layout(self) -> None:
         """Offsets exactly as ggml computes them, the size overflow check, and the data present."""
         f = self.f
-        if any(r.rule in ("GGUF-E027", "GGUF-E028", "GGUF-E030", "GGUF-E032", "GGUF-E033", "GGUF-E034", "GGUF-E035", "GGUF-E036",
-                          "GGUF-E003", "GGUF-E004", "GGUF-E005") for r in self.findings):
+        if any(
+            r.rule
+            in (
+                "GGUF-E027",
+                "GGUF-E028",
+                "GGUF-E030",
+                "GGUF-E032",
+                "GGUF-E033",
+                "GGUF-E034",
+                "GGUF-E035",
+                "GGUF-E036",
+                "GGUF-E003",
+                "GGUF-E004",
+                "GGUF-E005",
+            )
+            for r in self.findings
+        ):
             return  # ggml stops before it lays out the data
         a = f.alignment
         size = 0
         for t in f.tensor_list:
             if t.stored_offset != size:
-                self.add("GGUF-E038", self.offset_offset(t), t.name, t.stored_offset, f"offset {t.stored_offset}, ggml expects {size}")
+                self.add(
+                    "GGUF-E038",
+                    self.offset_offset(t),
+                    t.name,
+                    t.stored_offset,
+                    f"offset {t.stored_offset}, ggml expects {size}",
+                )
                 return
             padded = _pad(_ggml_nbytes(t), a)
             if _SIZE_MAX - size < padded:
-                self.add("GGUF-E039", self.offset_offset(t), t.name, padded, f"data size {size} + {padded} overflows size_t")
+                self.add(
+                    "GGUF-E039", self.offset_offset(t), t.name, padded, f"data size {size} + {padded} overflows size_t"
+                )
                 return
             size += padded
         if f.tensor_list and f.data_offset + size > self.size:
-            self.add("GGUF-E040", f.data_offset, None, size,
-                     f"data section needs {size} bytes from offset {f.data_offset}, the file has {max(0, self.size - f.data_offset)}")
+            self.add(
+                "GGUF-E040",
+                f.data_offset,
+                None,
+                size,
+                f"data section needs {size} bytes from offset {f.data_offset}, the file has {max(0, self.size - f.data_offset)}",
+            )
 
     # ---------------------------------------------------------------- standardized keys (spec)
 
     def standard_keys(self) -> None:
-        spec = _load_spec()
+        spec = load_spec()
         fields = self.f.fields
         arch_fld = fields.get("general.architecture")
         arch = arch_fld.value if arch_fld is not None and arch_fld.type == ValueType.STRING else None
@@ -632,23 +912,44 @@ class _Checker:
             self.add("GGUF-E050", None, "general.architecture", None, "general.architecture is missing")
         elif arch is not None:
             if not _ARCH_SYNTAX.fullmatch(arch):
-                self.add("GGUF-E051", self.value_offset(arch_fld), arch_fld.key, arch, f"architecture {arch!r} is not [a-z0-9]+")
+                self.add(
+                    "GGUF-E051",
+                    self.value_offset(arch_fld),
+                    arch_fld.key,
+                    arch,
+                    f"architecture {shorten(arch)} is not [a-z0-9]+",
+                )
             elif arch not in known_architectures(spec):
-                self.add("GGUF-W001", self.value_offset(arch_fld), arch_fld.key, arch, f"architecture {arch!r} is not one the spec names")
+                self.add(
+                    "GGUF-W001",
+                    self.value_offset(arch_fld),
+                    arch_fld.key,
+                    arch,
+                    f"architecture {shorten(arch)} is not one the spec names",
+                )
         quantized = [t for t in self.f.tensor_list if isinstance(t.type, GGMLType) and t.type.quantized]
         if quantized and "general.quantization_version" not in fields:
-            self.add("GGUF-E052", None, "general.quantization_version", None,
-                     f"general.quantization_version is missing but tensor {quantized[0].name!r} is {quantized[0].type.name}")
+            self.add(
+                "GGUF-E052",
+                None,
+                "general.quantization_version",
+                None,
+                f"general.quantization_version is missing but tensor {shorten(quantized[0].name)} is {quantized[0].type_name}",
+            )
         types = key_types(spec)
         for fld in fields.records:
             want = _key_type(fld.key, types)
             if want is not None and not _type_matches(fld, want):
                 have = fld.type.name + (f"[{fld.element_type.name}]" if fld.element_type is not None else "")
-                self.add("GGUF-E053", self.value_offset(fld), fld.key, have, f"{fld.key} is {have}, the spec says {want}")
+                self.add(
+                    "GGUF-E053", self.value_offset(fld), fld.key, have, f"{fld.key} is {have}, the spec says {want}"
+                )
         if arch is not None:
             for key in required_keys(spec).get(arch, []):
                 if key not in fields:
-                    self.add("GGUF-E054", None, key, None, f"{key} is missing (required for architecture {arch!r})")
+                    self.add(
+                        "GGUF-E054", None, key, None, f"{key} is missing (required for architecture {shorten(arch)})"
+                    )
 
     def tokenizer(self) -> None:
         fields = self.f.fields
@@ -660,25 +961,47 @@ class _Checker:
             fld = fields.get(key)
             if fld is not None and fld.type == ValueType.ARRAY and len(fld.value) != n:
                 at = self.value_offset(fld)
-                self.add("GGUF-E055", at + 4 if at is not None else None, key, len(fld.value), f"{key} has {len(fld.value)} items, tokenizer.ggml.tokens has {n}")
+                self.add(
+                    "GGUF-E055",
+                    at + 4 if at is not None else None,
+                    key,
+                    len(fld.value),
+                    f"{key} has {len(fld.value)} items, tokenizer.ggml.tokens has {n}",
+                )
         for fld in fields.records:
-            if fld.key.startswith("tokenizer.ggml.") and fld.key.endswith("_token_id") and fld.type.is_integer:
-                if not 0 <= fld.value < n:
-                    self.add("GGUF-E056", self.value_offset(fld), fld.key, fld.value, f"token id {fld.value} is outside the {n} tokens")
+            if (
+                fld.key.startswith("tokenizer.ggml.")
+                and fld.key.endswith("_token_id")
+                and fld.type.is_integer
+                and not 0 <= fld.value < n
+            ):
+                self.add(
+                    "GGUF-E056",
+                    self.value_offset(fld),
+                    fld.key,
+                    fld.value,
+                    f"token id {fld.value} is outside the {n} tokens",
+                )
 
     def file_type(self) -> None:
         fld = self.f.fields.get("general.file_type")
         if fld is None or not fld.type.is_integer:
             return
         v, at = fld.value, self.value_offset(fld)
-        spec_values = _load_spec()["enums"]["general.file_type"]["values"]
+        spec_values = load_spec()["enums"]["general.file_type"]["values"]
         if v not in spec_values.values():
             self.add("GGUF-W002", at, fld.key, v, f"general.file_type {v} is not in the spec's table")
         main = FILE_TYPE_MAIN.get(v)
         present = {t.type for t in self.f.tensor_list}
         if main is not None and self.f.tensor_list and main not in present:
             names = ", ".join(sorted(x.name if isinstance(x, GGMLType) else str(x) for x in present))
-            self.add("GGUF-E057", at, fld.key, v, f"general.file_type {v} ({FileType(v).name}) means mostly {main.name}, but the tensors are {names}")
+            self.add(
+                "GGUF-E057",
+                at,
+                fld.key,
+                v,
+                f"general.file_type {v} ({FileType(v).name}) means mostly {main.name}, but the tensors are {names}",
+            )
 
     def padding(self) -> None:
         pad = self.f.padding
@@ -689,18 +1012,42 @@ class _Checker:
 
 #: The tensor type each ``general.file_type`` says most tensors have (llama.cpp's choice for the "mostly" type).
 FILE_TYPE_MAIN: dict[int, GGMLType] = {
-    FileType.ALL_F32: GGMLType.F32, FileType.MOSTLY_F16: GGMLType.F16, FileType.MOSTLY_Q4_0: GGMLType.Q4_0,
-    FileType.MOSTLY_Q4_1: GGMLType.Q4_1, FileType.MOSTLY_Q4_1_SOME_F16: GGMLType.Q4_1, FileType.MOSTLY_Q8_0: GGMLType.Q8_0,
-    FileType.MOSTLY_Q5_0: GGMLType.Q5_0, FileType.MOSTLY_Q5_1: GGMLType.Q5_1, FileType.MOSTLY_Q2_K: GGMLType.Q2_K,
-    FileType.MOSTLY_Q3_K_S: GGMLType.Q3_K, FileType.MOSTLY_Q3_K_M: GGMLType.Q3_K, FileType.MOSTLY_Q3_K_L: GGMLType.Q3_K,
-    FileType.MOSTLY_Q4_K_S: GGMLType.Q4_K, FileType.MOSTLY_Q4_K_M: GGMLType.Q4_K, FileType.MOSTLY_Q5_K_S: GGMLType.Q5_K,
-    FileType.MOSTLY_Q5_K_M: GGMLType.Q5_K, FileType.MOSTLY_Q6_K: GGMLType.Q6_K, FileType.MOSTLY_IQ2_XXS: GGMLType.IQ2_XXS,
-    FileType.MOSTLY_IQ2_XS: GGMLType.IQ2_XS, FileType.MOSTLY_Q2_K_S: GGMLType.Q2_K, FileType.MOSTLY_IQ3_XS: GGMLType.IQ3_S,
-    FileType.MOSTLY_IQ3_XXS: GGMLType.IQ3_XXS, FileType.MOSTLY_IQ1_S: GGMLType.IQ1_S, FileType.MOSTLY_IQ4_NL: GGMLType.IQ4_NL,
-    FileType.MOSTLY_IQ3_S: GGMLType.IQ3_S, FileType.MOSTLY_IQ3_M: GGMLType.IQ3_S, FileType.MOSTLY_IQ2_S: GGMLType.IQ2_S,
-    FileType.MOSTLY_IQ2_M: GGMLType.IQ2_S, FileType.MOSTLY_IQ4_XS: GGMLType.IQ4_XS, FileType.MOSTLY_IQ1_M: GGMLType.IQ1_M,
-    FileType.MOSTLY_BF16: GGMLType.BF16, FileType.MOSTLY_TQ1_0: GGMLType.TQ1_0, FileType.MOSTLY_TQ2_0: GGMLType.TQ2_0,
-    FileType.MOSTLY_MXFP4_MOE: GGMLType.MXFP4, FileType.MOSTLY_NVFP4: GGMLType.NVFP4, FileType.MOSTLY_Q1_0: GGMLType.Q1_0,
+    FileType.ALL_F32: GGMLType.F32,
+    FileType.MOSTLY_F16: GGMLType.F16,
+    FileType.MOSTLY_Q4_0: GGMLType.Q4_0,
+    FileType.MOSTLY_Q4_1: GGMLType.Q4_1,
+    FileType.MOSTLY_Q4_1_SOME_F16: GGMLType.Q4_1,
+    FileType.MOSTLY_Q8_0: GGMLType.Q8_0,
+    FileType.MOSTLY_Q5_0: GGMLType.Q5_0,
+    FileType.MOSTLY_Q5_1: GGMLType.Q5_1,
+    FileType.MOSTLY_Q2_K: GGMLType.Q2_K,
+    FileType.MOSTLY_Q3_K_S: GGMLType.Q3_K,
+    FileType.MOSTLY_Q3_K_M: GGMLType.Q3_K,
+    FileType.MOSTLY_Q3_K_L: GGMLType.Q3_K,
+    FileType.MOSTLY_Q4_K_S: GGMLType.Q4_K,
+    FileType.MOSTLY_Q4_K_M: GGMLType.Q4_K,
+    FileType.MOSTLY_Q5_K_S: GGMLType.Q5_K,
+    FileType.MOSTLY_Q5_K_M: GGMLType.Q5_K,
+    FileType.MOSTLY_Q6_K: GGMLType.Q6_K,
+    FileType.MOSTLY_IQ2_XXS: GGMLType.IQ2_XXS,
+    FileType.MOSTLY_IQ2_XS: GGMLType.IQ2_XS,
+    FileType.MOSTLY_Q2_K_S: GGMLType.Q2_K,
+    FileType.MOSTLY_IQ3_XS: GGMLType.IQ3_S,
+    FileType.MOSTLY_IQ3_XXS: GGMLType.IQ3_XXS,
+    FileType.MOSTLY_IQ1_S: GGMLType.IQ1_S,
+    FileType.MOSTLY_IQ4_NL: GGMLType.IQ4_NL,
+    FileType.MOSTLY_IQ3_S: GGMLType.IQ3_S,
+    FileType.MOSTLY_IQ3_M: GGMLType.IQ3_S,
+    FileType.MOSTLY_IQ2_S: GGMLType.IQ2_S,
+    FileType.MOSTLY_IQ2_M: GGMLType.IQ2_S,
+    FileType.MOSTLY_IQ4_XS: GGMLType.IQ4_XS,
+    FileType.MOSTLY_IQ1_M: GGMLType.IQ1_M,
+    FileType.MOSTLY_BF16: GGMLType.BF16,
+    FileType.MOSTLY_TQ1_0: GGMLType.TQ1_0,
+    FileType.MOSTLY_TQ2_0: GGMLType.TQ2_0,
+    FileType.MOSTLY_MXFP4_MOE: GGMLType.MXFP4,
+    FileType.MOSTLY_NVFP4: GGMLType.NVFP4,
+    FileType.MOSTLY_Q1_0: GGMLType.Q1_0,
 }
 
 
@@ -744,14 +1091,30 @@ def _key_type(key: str, types: dict[str, str]) -> str | None:
     return None
 
 
-_SPEC_TYPES = {"uint8": "UINT8", "int8": "INT8", "uint16": "UINT16", "int16": "INT16", "uint32": "UINT32", "int32": "INT32",
-               "float32": "FLOAT32", "bool": "BOOL", "string": "STRING", "uint64": "UINT64", "int64": "INT64", "float64": "FLOAT64"}
+_SPEC_TYPES = {
+    "uint8": "UINT8",
+    "int8": "INT8",
+    "uint16": "UINT16",
+    "int16": "INT16",
+    "uint32": "UINT32",
+    "int32": "INT32",
+    "float32": "FLOAT32",
+    "bool": "BOOL",
+    "string": "STRING",
+    "uint64": "UINT64",
+    "int64": "INT64",
+    "float64": "FLOAT64",
+}
 
 
 def _type_matches(fld: Field, want: str) -> bool:
     m = re.fullmatch(r"array\[(\w+)\]", want)
     if m:
-        return fld.type == ValueType.ARRAY and fld.element_type is not None and fld.element_type.name == _SPEC_TYPES[m.group(1)]
+        return (
+            fld.type == ValueType.ARRAY
+            and fld.element_type is not None
+            and fld.element_type.name == _SPEC_TYPES[m.group(1)]
+        )
     if want == "uint64":
         return fld.type in (ValueType.UINT64, ValueType.UINT32)
     return fld.type.name == _SPEC_TYPES[want]
@@ -775,9 +1138,12 @@ def _pad(x: int, n: int) -> int:
 def _nbytes(t: Tensor) -> int | None:
     """Bytes of a tensor's data (exact integer), None when the type does not say."""
     gt = _known(t.type)
-    if gt is None or (t.dims and t.dims[0] % gt.block_size):
+    if gt is None:
         return None
-    return math.prod(t.dims) // gt.block_size * gt.type_size
+    try:
+        return tensor_nbytes(gt, t.dims)
+    except ValueError:
+        return None
 
 
 def _ggml_nbytes(t: Tensor) -> int:
@@ -812,40 +1178,17 @@ def _jsonable(v: Any) -> Any:
     return repr(v)
 
 
-# --------------------------------------------------------------------------- command line
+def _clip(text: str | None, limit: int = 120) -> str | None:
+    """A name or message cut to ``limit`` characters, its full length said: findings stay small whatever the file holds."""
+    if text is None or len(text) <= limit:
+        return text
+    return f"{text[:limit]}... ({len(text):,} characters)"
 
 
-def _cmd_check(args: argparse.Namespace) -> int:
-    reports = [validate(path, args.profile) for path in args.files]
-    if args.json:
-        print(json.dumps({"profile": args.profile, "reports": [r.to_dict() for r in reports]}, indent=2, ensure_ascii=False))
-    else:
-        for r in reports:
-            verdict = "unreadable" if not r.readable else ("ok" if r.ok else "rejected")
-            print(f"{r.path}: {verdict} under profile {r.profile} ({len(r.errors)} errors, {len(r.warnings)} warnings)")
-            for finding in r.findings:
-                print(f"  {finding}")
-    if any(not r.readable for r in reports):
-        return 2
-    return 1 if any(not r.ok for r in reports) else 0
-
-
-def _cmd_rules(args: argparse.Namespace) -> int:
-    for r in RULES.values():
-        if args.profile is None or args.profile in r.profiles:
-            print(f"{r.id} {r.severity:7} [{','.join(p for p in PROFILES if p in r.profiles)}] {r.statement}")
-            print(f"          source: {r.source}")
-    return 0
-
-
-def register_cli(subparsers: Any) -> None:
-    """Add ``check`` (and ``rules``, which lists the rule table) to the ``gguf-schema`` command line."""
-    p = subparsers.add_parser("check", help="check GGUF files against the spec, ggml's reader, or readability",
-                              description="Check GGUF files. Exit status: 0 clean, 1 error findings, 2 a file could not be read.")
-    p.add_argument("--profile", choices=PROFILES, default="spec", help="which rules to apply (default: spec)")
-    p.add_argument("--json", action="store_true", help="print the reports as JSON")
-    p.add_argument("files", nargs="+", metavar="FILE")
-    p.set_defaults(func=_cmd_check)
-    r = subparsers.add_parser("rules", help="list the validation rules")
-    r.add_argument("--profile", choices=PROFILES, default=None, help="only the rules of this profile")
-    r.set_defaults(func=_cmd_rules)
+def _bounded(value: Any) -> Any:
+    """A finding's value kept as is when small; long strings, bytes and sequences as a short description."""
+    if isinstance(value, (str, bytes, bytearray)) and len(value) > 120:
+        return shorten(value, 120)
+    if isinstance(value, (list, tuple)) and len(value) > 16:
+        return shorten(value, 120)
+    return value

@@ -1,120 +1,123 @@
-"""The ``gguf-schema`` command line.
+"""The ``gguf-schema`` command line: argparse and printing, and nothing else.
 
-Each subcommand is a thin layer over the library: it parses arguments, calls the public API
-and prints. Exit codes: 0 success, 1 findings or differences, 2 unreadable input or usage error.
+Each subcommand is a thin layer over the library: it parses arguments, calls the public API and
+prints (results on stdout, notes and progress on stderr). The library never prints; its long
+operations take a progress callback, which the commands supply (:mod:`.progress`).
+
+Exit codes: 0 success, 1 findings or differences, 2 unreadable input or usage error. A closed
+output pipe (``gguf-schema dump f | head``) ends a command quietly.
+
+Modules: :mod:`.commands` (inspect, edit, convert, split, merge, diff, build),
+:mod:`.model_commands` (estimate, export), :mod:`.check` (check, rules, audit-spec), :mod:`.generate` (generate, demo),
+:mod:`.scan` (scan), :mod:`.text_values` (typed values from command-line text), :mod:`.progress` (the progress bar).
+
+Remote files: every command that reads a file takes a URL too (``https://``, ``hf://``, ``s3://``
+...; writing stays local), and ``--storage-option KEY=VALUE`` (repeatable, before or after the
+command) passes options to the URL's fsspec backend: VALUE is read as JSON when it parses as JSON
+(``anon=true``, ``headers={"Authorization": "Bearer ..."}``), else as text. What the library notes
+about how a remote file is read (a server without range requests) is printed on stderr.
+
+>>> parse_storage_option('client_kwargs={"region_name": "eu-west-1"}'), parse_storage_option("token=hf_x")
+(('client_kwargs', {'region_name': 'eu-west-1'}), ('token', 'hf_x'))
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
-import hashlib
-import io
+import json
+import logging
+import os
 import sys
-from typing import Sequence
+from collections.abc import Sequence
+from typing import Any
 
-from ..reader import open as gguf_open
-from ..writer import save
 from ..errors import GGUFError
+from . import check, commands, generate, model_commands, scan
 
-__all__ = ["main"]
-
-
-def _cmd_demo(args: argparse.Namespace) -> int:
-    from ..testing.demo import example_metadata, example_tensors
-
-    path = args.output
-    metadata, tensors = example_metadata(nested=False), example_tensors()
-    save(path, metadata, tensors)
-    written = open(path, "rb").read()
-    print(f"wrote {path}: {len(written):,} bytes, sha256 {hashlib.sha256(written).hexdigest()[:16]}…")
-    with gguf_open(path) as f:
-        print(f"GGUF v{f.version}, {f.byte_order}-endian, alignment {f.alignment}, data at offset {f.data_offset}")
-        print(f"{len(f.fields)} metadata keys:")
-        for key, field in f.fields.items():
-            et = f"[{field.element_type.name}]" if field.element_type is not None else ""
-            value = repr(field.plain())
-            print(f"  {key:42} {field.type.name + et:16} {value[:60] + ('…' if len(value) > 60 else '')}")
-        print(f"{len(f.tensors)} tensors:")
-        for t in f.tensors.values():
-            print(f"  {t.name:26} {t.type.name:5} shape {str(t.shape):10} dims {str(t.dims):10} {t.nbytes:6,} bytes at {t.offset}")
-        rebuilt = io.BytesIO()
-        f.save(rebuilt)
-        same_bytes = rebuilt.getvalue() == written
-        import numpy as np
-
-        from ..writer import RawTensor
-
-        values_ok = all(_same(f.fields[k].plain(), _plainify(v)) for k, v in metadata.items())
-        tensors_ok = all(
-            np.array_equal(f.tensors[n].data.reshape(-1).view(np.uint8),
-                           np.frombuffer(np.ascontiguousarray(t.data if isinstance(t, RawTensor) else t).tobytes(), np.uint8))
-            for n, t in tensors.items()
-        )
-    print(f"round trip: rebuilt bytes identical: {same_bytes}; values equal: {values_ok}; tensor bytes equal: {tensors_ok}")
-    from ..check.validate import check
-
-    verdicts = {profile: check(path, profile) for profile in ("spec", "ggml", "lenient")}
-    print("validation: " + ", ".join(f"{p} {'clean' if r.ok else f'{len(r.errors)} errors'}" for p, r in verdicts.items()))
-    return 0 if same_bytes and values_ok and tensors_ok and all(r.ok for r in verdicts.values()) else 1
-
-
-def _plainify(v):
-    from ..format.values import GGUFArray
-
-    if isinstance(v, GGUFArray):
-        return v.plain()
-    if hasattr(v, "dtype") and getattr(v, "shape", None) == ():
-        return v.item()
-    return v
-
-
-def _same(a, b) -> bool:
-    import numpy as np
-
-    if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
-    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
-        return np.array_equal(np.asarray(a), np.asarray(b))
-    if isinstance(a, float) or isinstance(b, float):
-        return float(np.float32(a)) == float(np.float32(b)) if isinstance(b, np.float32) or isinstance(a, np.float32) else a == b
-    return a == b
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="gguf-schema", description="Inspect, check, edit and convert GGUF model files.")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    p = sub.add_parser("demo", help="write a small example model, read it back and prove the round trip")
-    p.add_argument("-o", "--output", default="demo.gguf", help="where to write the example (default: demo.gguf)")
-    p.set_defaults(func=_cmd_demo)
-    for name in _COMMAND_MODULES:
-        try:
-            module = importlib.import_module(f"gguf_schema.{name}")
-        except ModuleNotFoundError as e:  # an optional part not installed: its commands are absent
-            if e.name and (e.name == f"gguf_schema.{name}" or f"gguf_schema.{name}".startswith(e.name + ".")):
-                continue
-            raise
-        module.register_cli(sub)
-    return parser
-
+__all__ = ["build_parser", "main", "parse_storage_option"]
 
 #: modules that own subcommands: each has ``register_cli(subparsers)`` adding its parsers,
 #: each parser with ``set_defaults(func=handler)`` where ``handler(args) -> int`` is the exit code.
-_COMMAND_MODULES = ("cli.commands", "check.validate", "check.spec_audit", "cli.generate")
+COMMAND_MODULES = (generate, commands, model_commands, check, scan)
+
+_STORAGE_HELP = (
+    "option for the fsspec backend of URLs (credentials, endpoints), repeatable: "
+    "VALUE is JSON when it parses as JSON, else text (e.g. anon=true, token=hf_xxx)"
+)
+
+
+def parse_storage_option(text: str) -> tuple[str, Any]:
+    """``KEY=VALUE`` -> ``(KEY, VALUE)``, VALUE read as JSON when it parses as JSON, else kept as text."""
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    try:
+        return key.strip(), json.loads(value)
+    except ValueError:
+        return key.strip(), value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="gguf-schema", description="Inspect, check, edit and convert GGUF model files."
+    )
+    parser.add_argument(
+        "--storage-option",
+        dest="storage_before",
+        action="append",
+        type=parse_storage_option,
+        metavar="KEY=VALUE",
+        help=_STORAGE_HELP,
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for module in COMMAND_MODULES:
+        module.register_cli(sub)
+    for command in sub.choices.values():  # also accepted after the command
+        command.add_argument(
+            "--storage-option",
+            dest="storage_after",
+            action="append",
+            type=parse_storage_option,
+            default=argparse.SUPPRESS,
+            metavar="KEY=VALUE",
+            help=_STORAGE_HELP,
+        )
+    return parser
+
+
+class _NoteHandler(logging.Handler):
+    """Prints what the library notes while a command runs (e.g. a server without range requests) on stderr."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        print(f"gguf-schema: note: {record.getMessage()}", file=sys.stderr)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line with ``argv`` (default: ``sys.argv[1:]``); returns the exit code."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    options = (args.storage_before or []) + getattr(args, "storage_after", [])
+    args.storage_options = dict(options) or None
+    library_log = logging.getLogger("gguf_schema")
+    notes, level = _NoteHandler(logging.INFO), library_log.level
+    library_log.addHandler(notes)
+    library_log.setLevel(logging.INFO)
     try:
-        return args.func(args)
+        rc = args.func(args)
+        sys.stdout.flush()
+        return int(rc)
+    except BrokenPipeError:
+        # the reader of our output went away (`| head`): stop quietly, and keep Python's own
+        # flush at exit from failing on the closed pipe again
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
     except GGUFError as e:
         print(f"gguf-schema: error: {e}", file=sys.stderr)
         return 2
     except OSError as e:
         print(f"gguf-schema: error: {e.strerror or e}: {e.filename or ''}".rstrip(": "), file=sys.stderr)
         return 2
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    finally:
+        library_log.removeHandler(notes)
+        library_log.setLevel(level)

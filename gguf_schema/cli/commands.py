@@ -17,47 +17,33 @@ as ``gguf-schema: error: ...``). Results go to stdout, progress bars and notes t
 from __future__ import annotations
 
 import argparse
+import contextlib
 import fnmatch
-import functools
 import json
 import os
 import sys
 from collections import Counter
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
+from ..errors import GGUFBuildError, GGUFFormatError, GGUFKeyError
+from ..format.source import is_url
+from ..format.types import FileType, ValueType
+from ..format.values import Field
+from ..model import GGUFFile
+from ..reader import read as gguf_open
 from ..tools import convert as convert_mod
 from ..tools import diff as diff_mod
 from ..tools import edit, jsonio
 from ..tools import split as split_mod
-from ..errors import GGUFBuildError
-from .progress import Progress
-from ..reader import GGUFFile, GGUFKeyError
-from ..reader import open as gguf_open
-from ..format.types import FileType, GGMLType, ValueType
-from ..format.values import Field
+from .progress import Progress, file_size
+from .text_values import parse_type, parse_value_text
 
 __all__ = ["register_cli"]
 
 Handler = Callable[[argparse.Namespace], int]
-
-
-def _handler(fn: Handler) -> Handler:
-    """Wrap a handler so a closed pipe (``gguf-schema dump f | head``) ends it quietly."""
-
-    @functools.wraps(fn)
-    def run(args: argparse.Namespace) -> int:
-        try:
-            rc = fn(args)
-            sys.stdout.flush()
-            return rc
-        except BrokenPipeError:
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
-            return 0
-
-    return run
 
 
 def _write(text: str) -> None:
@@ -77,10 +63,6 @@ def _human_count(n: int) -> str:
     return str(n)
 
 
-def _tname(t: Any) -> str:
-    return t.name if isinstance(t, GGMLType) else f"type {int(t)}"
-
-
 def _type_label(f: Field) -> str:
     return f"ARRAY[{f.element_type.name}]" if f.element_type is not None else f.type.name
 
@@ -90,13 +72,11 @@ def _type_label(f: Field) -> str:
 
 def _layout(f: GGUFFile) -> list[tuple[str, int]]:
     fixed = 16 if f.version == 1 else 24
-    kv_end = f.tensor_list[0].info_offset if f.tensor_list else f.metadata_end
+    kv_end = f.tensor_list[0].info_offset if f.tensor_list else f.metadata_end  # where the tensor infos begin
     tensor_bytes = 0
     for t in f.tensor_list:
-        try:
+        with contextlib.suppress(GGUFFormatError):  # unknown type: counted with the data section's slack
             tensor_bytes += t.nbytes
-        except Exception:  # unknown type: counted with the data section's slack
-            pass
     return [
         ("header", fixed),
         ("metadata key-values", kv_end - fixed),
@@ -107,20 +87,37 @@ def _layout(f: GGUFFile) -> list[tuple[str, int]]:
     ]
 
 
-_ARCH_KEYS = ("context_length", "embedding_length", "block_count", "feed_forward_length", "attention.head_count",
-              "attention.head_count_kv", "rope.dimension_count", "expert_count", "vocab_size")
+_ARCH_KEYS = (
+    "context_length",
+    "embedding_length",
+    "block_count",
+    "feed_forward_length",
+    "attention.head_count",
+    "attention.head_count_kv",
+    "rope.dimension_count",
+    "expert_count",
+    "vocab_size",
+)
 
 
-@_handler
+def _storage(args: argparse.Namespace) -> Any:
+    """The ``--storage-option`` s given (for URLs), or None."""
+    return getattr(args, "storage_options", None)
+
+
 def _cmd_info(args: argparse.Namespace) -> int:
-    with gguf_open(args.file) as f:
+    with gguf_open(args.file, storage_options=_storage(args)) as f:
         md = f.metadata
-        out = [f"file:        {args.file} ({_num(f.file_size)} bytes)",
-               f"format:      GGUF v{f.version}, {f.byte_order}-endian, alignment {f.alignment}, data at offset {_num(f.data_offset)}",
-               f"counts:      {len(f.fields.records)} metadata keys, {len(f.tensor_list)} tensors"]
+        out = [
+            f"file:        {args.file} ({_num(f.file_size)} bytes)",
+            f"format:      GGUF v{f.version}, {f.byte_order}-endian, alignment {f.alignment}, data at offset {_num(f.data_offset)}",
+            f"counts:      {len(f.fields.records)} metadata keys, {len(f.tensor_list)} tensors",
+        ]
         if "split.count" in f.fields:
-            out.append(f"split:       shard {int(md.get('split.no', 0)) + 1} of {md['split.count']}"
-                       f" ({md.get('split.tensors.count', '?')} tensors in the model)")
+            out.append(
+                f"split:       shard {int(md.get('split.no', 0)) + 1} of {md['split.count']}"
+                f" ({md.get('split.tensors.count', '?')} tensors in the model)"
+            )
         arch = md.get("general.architecture")
         if arch is not None:
             desc = [str(arch)]
@@ -134,7 +131,11 @@ def _cmd_info(args: argparse.Namespace) -> int:
                 except (ValueError, TypeError):
                     desc.append(f"file type {ft}")
             out.append("model:       " + ", ".join(desc))
-            hp = [f"{k} {md[f'{arch}.{k}']}" for k in _ARCH_KEYS if f"{arch}.{k}" in md and not isinstance(md[f"{arch}.{k}"], (list, np.ndarray))]
+            hp = [
+                f"{k} {md[f'{arch}.{k}']}"
+                for k in _ARCH_KEYS
+                if f"{arch}.{k}" in md and not isinstance(md[f"{arch}.{k}"], (list, np.ndarray))
+            ]
             if hp:
                 out.append("hparams:     " + ", ".join(hp))
         if "tokenizer.ggml.model" in md or "tokenizer.ggml.tokens" in f.fields:
@@ -154,16 +155,16 @@ def _cmd_info(args: argparse.Namespace) -> int:
             elems: Counter[str] = Counter()
             nbytes: Counter[str] = Counter()
             for t in f.tensor_list:
-                name = _tname(t.type)
+                name = t.type_name
                 hist[name] += 1
                 elems[name] += t.n_elements
-                try:
+                with contextlib.suppress(GGUFFormatError):
                     nbytes[name] += t.nbytes
-                except Exception:
-                    pass
             for name, n in sorted(hist.items(), key=lambda kv: -nbytes[kv[0]]):
                 bpw = nbytes[name] * 8 / elems[name] if elems[name] else 0.0
-                out.append(f"  {name:8} {n:5} tensors {_num(elems[name]):>16} elements {_num(nbytes[name]):>16} bytes  {bpw:5.2f} bits/weight")
+                out.append(
+                    f"  {name:8} {n:5} tensors {_num(elems[name]):>16} elements {_num(nbytes[name]):>16} bytes  {bpw:5.2f} bits/weight"
+                )
         out.append("file layout:")
         for label, size in _layout(f):
             share = 100 * size / f.file_size if f.file_size else 0
@@ -199,14 +200,15 @@ def _value_text(f: Field, full: bool, limit: int = 8) -> str:
     return json.dumps(jsonio.encode_value(f.type, f.value))
 
 
-@_handler
 def _cmd_dump(args: argparse.Namespace) -> int:
-    with gguf_open(args.file) as f:
+    with gguf_open(args.file, storage_options=_storage(args)) as f:
         if args.json:
             _write(jsonio.dumps(f, tensors=not args.no_tensors) + "\n")
             return 0
-        out = [f"GGUF v{f.version}, {f.byte_order}-endian, alignment {f.alignment}: "
-               f"{len(f.fields.records)} metadata keys, {len(f.tensor_list)} tensors"]
+        out = [
+            f"GGUF v{f.version}, {f.byte_order}-endian, alignment {f.alignment}: "
+            f"{len(f.fields.records)} metadata keys, {len(f.tensor_list)} tensors"
+        ]
         out.append("metadata:")
         width = max((len(r.key) for r in f.fields.records), default=0)
         for i, r in enumerate(f.fields.records, 1):
@@ -219,24 +221,29 @@ def _cmd_dump(args: argparse.Namespace) -> int:
                     size = f"{_num(t.nbytes)} bytes"
                 except Exception as e:  # unknown type: show the info record anyway
                     size = f"size unknown ({e})"
-                out.append(f"  {i:4}  {t.name:{width}}  {_tname(t.type):7}  shape {list(t.shape)}  dims {list(t.dims)}"
-                           f"  offset {_num(t.stored_offset)} (absolute {_num(t.offset)})  {size}")
+                out.append(
+                    f"  {i:4}  {t.name:{width}}  {t.type_name:7}  shape {list(t.shape)}  dims {list(t.dims)}"
+                    f"  offset {_num(t.stored_offset)} (absolute {_num(t.offset)})  {size}"
+                )
     _write("\n".join(out) + "\n")
     return 0
 
 
-@_handler
 def _cmd_tensors(args: argparse.Namespace) -> int:
-    with gguf_open(args.file) as f:
+    with gguf_open(args.file, storage_options=_storage(args)) as f:
         rows = [t for t in f.tensor_list if not args.filter or any(fnmatch.fnmatchcase(t.name, g) for g in args.filter)]
         width = max([len(t.name) for t in rows] + [4])
-        out = [f"{'NAME':{width}}  {'TYPE':7}  {'SHAPE (numpy order)':24}  {'ELEMENTS':>14}  {'BYTES':>14}  {'OFFSET':>14}"]
+        out = [
+            f"{'NAME':{width}}  {'TYPE':7}  {'SHAPE (numpy order)':24}  {'ELEMENTS':>14}  {'BYTES':>14}  {'OFFSET':>14}"
+        ]
         for t in rows:
             try:
                 size = _num(t.nbytes)
             except Exception:
                 size = "?"
-            out.append(f"{t.name:{width}}  {_tname(t.type):7}  {str(list(t.shape)):24}  {_num(t.n_elements):>14}  {size:>14}  {_num(t.offset):>14}")
+            out.append(
+                f"{t.name:{width}}  {t.type_name:7}  {list(t.shape)!s:24}  {_num(t.n_elements):>14}  {size:>14}  {_num(t.offset):>14}"
+            )
         out.append(f"{len(rows)} of {len(f.tensor_list)} tensors, {_num(sum(t.n_elements for t in rows))} elements")
         if args.filter and not rows:
             print(f"gguf-schema: no tensor name matches {' or '.join(args.filter)}", file=sys.stderr)
@@ -245,9 +252,8 @@ def _cmd_tensors(args: argparse.Namespace) -> int:
     return 0
 
 
-@_handler
 def _cmd_get(args: argparse.Namespace) -> int:
-    with gguf_open(args.file) as f:
+    with gguf_open(args.file, storage_options=_storage(args)) as f:
         if args.key not in f.fields:
             raise GGUFKeyError(f"no metadata key {args.key!r}", path=args.file, value=args.key)
         fld = f.fields[args.key]
@@ -267,7 +273,6 @@ def _cmd_get(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------- build and edits
 
 
-@_handler
 def _cmd_build(args: argparse.Namespace) -> int:
     if args.json_file == "-":
         raw = sys.stdin.buffer.read()
@@ -279,54 +284,71 @@ def _cmd_build(args: argparse.Namespace) -> int:
     except UnicodeDecodeError as e:
         raise GGUFBuildError(f"the JSON file is not UTF-8: {e.reason}", offset=e.start, path=args.json_file) from None
     model = jsonio.loads(text)
-    jsonio.build(model, args.output, tensors_from=args.tensors_from)
+    with Progress(file_size(args.tensors_from), "build") as bar:
+        jsonio.build(model, args.output, tensors_from=args.tensors_from, progress=bar.update)
     print(f"wrote {args.output} ({_num(os.path.getsize(args.output))} bytes)", file=sys.stderr)
     return 0
 
 
 def _report_edit(what: str, result: edit.EditResult) -> int:
-    how = (f"in place, {_num(result.bytes_written)} header bytes changed" if result.in_place
-           else f"rewritten, {_num(result.bytes_written)} bytes")
+    how = (
+        f"in place, {_num(result.bytes_written)} header bytes changed"
+        if result.in_place
+        else f"rewritten, {_num(result.bytes_written)} bytes"
+    )
     print(f"{what}: {result.path} ({how})", file=sys.stderr)
     return 0
 
 
-@_handler
 def _cmd_set(args: argparse.Namespace) -> int:
-    vt, et = edit.parse_type(args.type) if args.type else (None, None)
+    vt, et = parse_type(args.type) if args.type else (None, None)
 
     def apply(f: GGUFFile) -> None:
         t, e = vt, et
         if t is None and args.key in f.fields:
             old = f.fields[args.key]
             t, e = old.type, old.element_type
-        _, value = edit.parse_value_text(args.value, t, e)
+        _, value = parse_value_text(args.value, t, e)
         f.set(args.key, value, t, e)
 
-    return _report_edit(f"set {args.key}", edit.edit_file(args.file, apply, output=args.output))
+    with Progress(file_size(args.file), "write") as bar:
+        return _report_edit(
+            f"set {args.key}", edit.edit_file(args.file, apply, output=args.output, progress=bar.update)
+        )
 
 
-@_handler
 def _cmd_set_file(args: argparse.Namespace) -> int:
-    return _report_edit(f"set {args.key} from {args.path}", edit.set_key_from_file(args.file, args.key, args.path, output=args.output))
+    with Progress(file_size(args.file), "write") as bar:
+        result = edit.set_key_from_file(args.file, args.key, args.path, output=args.output, progress=bar.update)
+    return _report_edit(f"set {args.key} from {args.path}", result)
 
 
-@_handler
 def _cmd_delete(args: argparse.Namespace) -> int:
-    return _report_edit(f"deleted {args.key}", edit.delete_key(args.file, args.key, output=args.output))
+    with Progress(file_size(args.file), "write") as bar:
+        return _report_edit(
+            f"deleted {args.key}", edit.delete_key(args.file, args.key, output=args.output, progress=bar.update)
+        )
 
 
-@_handler
 def _cmd_rename(args: argparse.Namespace) -> int:
-    return _report_edit(f"renamed {args.old} to {args.new}", edit.rename_key(args.file, args.old, args.new, output=args.output))
+    with Progress(file_size(args.file), "write") as bar:
+        result = edit.rename_key(args.file, args.old, args.new, output=args.output, progress=bar.update)
+    return _report_edit(f"renamed {args.old} to {args.new}", result)
 
 
 # --------------------------------------------------------------------------- convert, split, merge, diff
 
 
-@_handler
 def _cmd_convert(args: argparse.Namespace) -> int:
-    convert_mod.convert(args.file, args.output, byte_order=args.byte_order, version=args.version)
+    with Progress(file_size(args.file), "convert") as bar:
+        convert_mod.convert(
+            args.file,
+            args.output,
+            byte_order=args.byte_order,
+            version=args.version,
+            progress=bar.update,
+            storage_options=_storage(args),
+        )
     print(f"wrote {args.output} ({_num(os.path.getsize(args.output))} bytes)", file=sys.stderr)
     return 0
 
@@ -348,39 +370,38 @@ def _positive(text: str) -> int:
     return n
 
 
-@_handler
 def _cmd_split(args: argparse.Namespace) -> int:
-    paths = split_mod.split(args.file, args.prefix, max_size=args.max_size, max_tensors=args.max_tensors)
+    with Progress(file_size(args.file), "split") as bar:
+        paths = split_mod.split(
+            args.file,
+            args.prefix,
+            max_size=args.max_size,
+            max_tensors=args.max_tensors,
+            progress=bar.update,
+            storage_options=_storage(args),
+        )
     for p in paths:
         with gguf_open(p) as s:
             print(f"{p}: {len(s.tensor_list)} tensors, {_num(s.file_size)} bytes")
     return 0
 
 
-@_handler
 def _cmd_merge(args: argparse.Namespace) -> int:
-    split_mod.merge(args.first_shard, args.output)
+    local = not is_url(args.first_shard)  # a progress total for local shards (URLs: the bar has none)
+    with Progress(sum(file_size(p) for p in split_mod.shard_paths(args.first_shard)) if local else 0, "merge") as bar:
+        split_mod.merge(args.first_shard, args.output, progress=bar.update, storage_options=_storage(args))
     print(f"wrote {args.output} ({_num(os.path.getsize(args.output))} bytes)", file=sys.stderr)
     return 0
 
 
-def _open_model(path: str) -> Any:
-    f = gguf_open(path)
-    if "split.count" in f.fields and f.metadata.get("split.no") == 0 and f.metadata["split.count"] > 1:
-        f.close()
-        return split_mod.open_split(path)
-    return f
-
-
-@_handler
 def _cmd_diff(args: argparse.Namespace) -> int:
-    a = _open_model(args.a)
+    a = split_mod.open_model(args.a, storage_options=_storage(args))
     try:
-        b = _open_model(args.b)
+        b = split_mod.open_model(args.b, storage_options=_storage(args))
         try:
             total = 0 if args.no_data else sum(t.nbytes for t in a.tensor_list if t.name in b.tensors) * 2
             with Progress(total, "hashing") as bar:
-                found = diff_mod.diff(a, b, data=not args.no_data, progress=bar)
+                found = diff_mod.diff(a, b, data=not args.no_data, progress=bar.update)
         finally:
             b.close()
     finally:
@@ -408,36 +429,53 @@ def register_cli(subparsers: Any) -> None:
         return p
 
     def output(p: argparse.ArgumentParser) -> None:
-        p.add_argument("-o", "--output", metavar="OUT",
-                       help="write the edited file to OUT instead of changing FILE")
+        p.add_argument("-o", "--output", metavar="OUT", help="write the edited file to OUT instead of changing FILE")
 
     p = add("info", _cmd_info, "summarise a file: format, model, tensor types, parameters, size breakdown")
     p.add_argument("file", metavar="FILE")
 
-    p = add("dump", _cmd_dump, "list every metadata key with its stored type, and the tensor infos",
-            "List every metadata key with its stored type and value, then the tensor infos. Long arrays and "
-            "strings are abbreviated unless --full-arrays. --json prints the complete, lossless JSON form "
-            "(never abbreviated) that `build` turns back into the same file.")
+    p = add(
+        "dump",
+        _cmd_dump,
+        "list every metadata key with its stored type, and the tensor infos",
+        "List every metadata key with its stored type and value, then the tensor infos. Long arrays and "
+        "strings are abbreviated unless --full-arrays. --json prints the complete, lossless JSON form "
+        "(never abbreviated) that `build` turns back into the same file.",
+    )
     p.add_argument("file", metavar="FILE")
     p.add_argument("--json", action="store_true", help="print the lossless JSON form")
     p.add_argument("--no-tensors", action="store_true", help="leave out the tensor infos")
     p.add_argument("--full-arrays", action="store_true", help="print long arrays and strings in full")
 
-    p = add("build", _cmd_build, "write a GGUF file from the JSON form (dump --json)",
-            "Write a GGUF file from the JSON form printed by `dump --json` (FROM.json may be - for stdin). "
-            "Tensor data comes from --tensors-from FILE: copied verbatim when its tensor infos match the JSON "
-            "(the original file comes back byte for byte), else tensor by tensor by name.")
+    p = add(
+        "build",
+        _cmd_build,
+        "write a GGUF file from the JSON form (dump --json)",
+        "Write a GGUF file from the JSON form printed by `dump --json` (FROM.json may be - for stdin). "
+        "Tensor data comes from --tensors-from FILE: copied verbatim when its tensor infos match the JSON "
+        "(the original file comes back byte for byte), else tensor by tensor by name.",
+    )
     p.add_argument("json_file", metavar="FROM.json")
     p.add_argument("output", metavar="OUT.gguf")
     p.add_argument("--tensors-from", metavar="FILE", help="GGUF file to take tensor data from")
 
-    p = add("tensors", _cmd_tensors, "list tensors: name, type, shape, elements, bytes, offset",
-            "List tensors: name, type, shape, elements, bytes, offset. Exit 1 if --filter matches no tensor.")
+    p = add(
+        "tensors",
+        _cmd_tensors,
+        "list tensors: name, type, shape, elements, bytes, offset",
+        "List tensors: name, type, shape, elements, bytes, offset. Exit 1 if --filter matches no tensor.",
+    )
     p.add_argument("file", metavar="FILE")
-    p.add_argument("--filter", metavar="GLOB", action="append", help="only names matching GLOB (repeatable), e.g. 'blk.0.*'")
+    p.add_argument(
+        "--filter", metavar="GLOB", action="append", help="only names matching GLOB (repeatable), e.g. 'blk.0.*'"
+    )
 
-    p = add("get", _cmd_get, "print one metadata value",
-            "Print one metadata value: strings as they are, numbers and arrays as JSON. Exit 2 if KEY is absent.")
+    p = add(
+        "get",
+        _cmd_get,
+        "print one metadata value",
+        "Print one metadata value: strings as they are, numbers and arrays as JSON. Exit 2 if KEY is absent.",
+    )
     p.add_argument("file", metavar="FILE")
     p.add_argument("key", metavar="KEY")
     g = p.add_mutually_exclusive_group()
@@ -446,11 +484,15 @@ def register_cli(subparsers: Any) -> None:
     g.add_argument("--raw", action="store_true", help="print a string without the trailing newline")
 
     types = ", ".join(t.name.lower() for t in ValueType if t != ValueType.ARRAY) + ", array[TYPE]"
-    p = add("set", _cmd_set, "set a metadata key (tensor data is never loaded)",
-            "Set metadata KEY to VALUE. An existing key keeps its stored type unless --type is given; a new key's "
-            "type is guessed (true/false, integer, decimal number, JSON list, else string). Arrays are JSON lists. "
-            "The file is changed in place when its header keeps its size, else rewritten through a temporary "
-            "file; tensor bytes are copied unchanged.")
+    p = add(
+        "set",
+        _cmd_set,
+        "set a metadata key (tensor data is never loaded)",
+        "Set metadata KEY to VALUE. An existing key keeps its stored type unless --type is given; a new key's "
+        "type is guessed (true/false, integer, decimal number, JSON list, else string). Arrays are JSON lists. "
+        "The file is changed in place when its header keeps its size, else rewritten through a temporary "
+        "file; tensor bytes are copied unchanged.",
+    )
     p.add_argument("file", metavar="FILE")
     p.add_argument("key", metavar="KEY")
     p.add_argument("value", metavar="VALUE")
@@ -474,18 +516,26 @@ def register_cli(subparsers: Any) -> None:
     p.add_argument("new", metavar="NEW")
     output(p)
 
-    p = add("convert", _cmd_convert, "convert a file to another byte order and/or GGUF version",
-            "Write FILE to OUT in another byte order (every tensor type converted, quantized blocks field by field) "
-            "and/or format version.")
+    p = add(
+        "convert",
+        _cmd_convert,
+        "convert a file to another byte order and/or GGUF version",
+        "Write FILE to OUT in another byte order (every tensor type converted, quantized blocks field by field) "
+        "and/or format version.",
+    )
     p.add_argument("file", metavar="FILE")
     p.add_argument("output", metavar="OUT")
     p.add_argument("--byte-order", choices=("little", "big"), help="target byte order (default: unchanged)")
     p.add_argument("--version", type=int, choices=(2, 3), help="target GGUF version (default: unchanged)")
 
-    p = add("split", _cmd_split, "split a model into shards OUT_PREFIX-00001-of-0000N.gguf",
-            "Split FILE into shards named OUT_PREFIX-00001-of-0000N.gguf, with llama.cpp's split.no / split.count / "
-            "split.tensors.count keys; the full metadata goes in the first shard. SIZE: 500M, 2G (powers of 1000), "
-            "512MiB, 2GiB (powers of 1024) or bytes.")
+    p = add(
+        "split",
+        _cmd_split,
+        "split a model into shards OUT_PREFIX-00001-of-0000N.gguf",
+        "Split FILE into shards named OUT_PREFIX-00001-of-0000N.gguf, with llama.cpp's split.no / split.count / "
+        "split.tensors.count keys; the full metadata goes in the first shard. SIZE: 500M, 2G (powers of 1000), "
+        "512MiB, 2GiB (powers of 1024) or bytes.",
+    )
     p.add_argument("file", metavar="FILE")
     p.add_argument("prefix", metavar="OUT_PREFIX")
     g = p.add_mutually_exclusive_group(required=True)
@@ -496,12 +546,17 @@ def register_cli(subparsers: Any) -> None:
     p.add_argument("first_shard", metavar="FIRST_SHARD")
     p.add_argument("output", metavar="OUT")
 
-    p = add("diff", _cmd_diff, "compare two files: header, metadata by key and type, tensors by content (exit 1 if different)",
-            "Compare A and B: header fields, metadata by key and stored type, tensors added, removed or changed "
-            "(SHA-256 of the data, byte order normalised). A first shard stands for its whole split model. "
-            "Exit 0 when equal, 1 when different.")
+    p = add(
+        "diff",
+        _cmd_diff,
+        "compare two files: header, metadata by key and type, tensors by content (exit 1 if different)",
+        "Compare A and B: header fields, metadata by key and stored type, tensors added, removed or changed "
+        "(SHA-256 of the data, byte order normalised). A first shard stands for its whole split model. "
+        "Exit 0 when equal, 1 when different.",
+    )
     p.add_argument("a", metavar="A")
     p.add_argument("b", metavar="B")
     p.add_argument("--no-data", action="store_true", help="do not hash tensor data")
-    p.add_argument("--json", action="store_true",
-                   help='print {"equal": bool, "differences": [{section, kind, name, detail}, ...]}')
+    p.add_argument(
+        "--json", action="store_true", help='print {"equal": bool, "differences": [{section, kind, name, detail}, ...]}'
+    )

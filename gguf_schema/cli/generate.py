@@ -1,4 +1,4 @@
-"""The ``gguf-schema generate`` command: write fixture files and their manifest.
+"""The ``demo`` and ``generate`` commands: an example model proven to round-trip, and fixture files with their manifest.
 
 ``gguf-schema generate OUT_DIR [--only KIND ...] [--seed N] [--small]`` writes the fixtures of
 :mod:`gguf_schema.testing.fixtures` (families ``arch``, ``types``, ``edge``, ``malformed``)
@@ -19,33 +19,121 @@ This module needs neither hypothesis nor pytest.
 from __future__ import annotations
 
 import argparse
+import hashlib
+import io
 from collections import Counter
 from typing import Any
 
+import numpy as np
+
+from ..check import check
+from ..format.values import GGUFArray
+from ..reader import read
+from ..testing.demo import example_metadata, example_tensors
 from ..testing.fixtures import KINDS, generate
+from ..writer import RawTensor, save
 
 __all__ = ["register_cli"]
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    path = args.output
+    metadata, tensors = example_metadata(nested=False), example_tensors()
+    save(path, metadata, tensors)
+    with open(path, "rb") as fh:
+        written = fh.read()
+    print(f"wrote {path}: {len(written):,} bytes, sha256 {hashlib.sha256(written).hexdigest()[:16]}…")
+    with read(path) as f:
+        print(f"GGUF v{f.version}, {f.byte_order}-endian, alignment {f.alignment}, data at offset {f.data_offset}")
+        print(f"{len(f.fields)} metadata keys:")
+        for key, field in f.fields.items():
+            et = f"[{field.element_type.name}]" if field.element_type is not None else ""
+            value = repr(field.plain())
+            print(f"  {key:42} {field.type.name + et:16} {value[:60] + ('…' if len(value) > 60 else '')}")
+        print(f"{len(f.tensors)} tensors:")
+        for t in f.tensors.values():
+            print(
+                f"  {t.name:26} {t.type_name:5} shape {t.shape!s:10} dims {t.dims!s:10} {t.nbytes:6,} bytes at {t.offset}"
+            )
+        rebuilt = io.BytesIO()
+        f.save(rebuilt)
+        same_bytes = rebuilt.getvalue() == written
+        values_ok = all(_same(f.fields[k].plain(), _plainify(v)) for k, v in metadata.items())
+        tensors_ok = all(
+            np.array_equal(
+                f.tensors[n].data.reshape(-1).view(np.uint8),
+                np.frombuffer(np.ascontiguousarray(t.data if isinstance(t, RawTensor) else t).tobytes(), np.uint8),
+            )
+            for n, t in tensors.items()
+        )
+    print(
+        f"round trip: rebuilt bytes identical: {same_bytes}; values equal: {values_ok}; tensor bytes equal: {tensors_ok}"
+    )
+    verdicts = {profile: check(path, profile) for profile in ("spec", "ggml", "lenient")}
+    print(
+        "validation: " + ", ".join(f"{p} {'clean' if r.ok else f'{len(r.errors)} errors'}" for p, r in verdicts.items())
+    )
+    return 0 if same_bytes and values_ok and tensors_ok and all(r.ok for r in verdicts.values()) else 1
+
+
+def _plainify(v: Any) -> Any:
+    if isinstance(v, GGUFArray):
+        return v.plain()
+    if hasattr(v, "dtype") and getattr(v, "shape", None) == ():
+        return v.item()
+    return v
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=False))
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return np.array_equal(np.asarray(a), np.asarray(b))
+    if isinstance(a, float) or isinstance(b, float):
+        return (
+            float(np.float32(a)) == float(np.float32(b))
+            if isinstance(b, np.float32) or isinstance(a, np.float32)
+            else a == b
+        )
+    return a == b
 
 
 def _cmd_generate(args: argparse.Namespace) -> int:
     records = generate(args.out_dir, kinds=args.only or KINDS, seed=args.seed, small=args.small)
     kinds = Counter(r["kind"] for r in records)
     total = sum(r["size"] for r in records)
-    print(f"wrote {len(records)} files ({total:,} bytes) and manifest.jsonl to {args.out_dir}: "
-          + ", ".join(f"{n} {k}" for k, n in kinds.items()))
+    print(
+        f"wrote {len(records)} files ({total:,} bytes) and manifest.jsonl to {args.out_dir}: "
+        + ", ".join(f"{n} {k}" for k, n in kinds.items())
+    )
     if args.only and "malformed" in args.only and not kinds.get("malformed"):
         print("note: gguf_schema.testing.malformed is not available: no malformed files written")
     return 0
 
 
 def register_cli(subparsers: Any) -> None:
-    """Add the ``generate`` subcommand to an argparse subparsers object."""
-    p = subparsers.add_parser("generate", help="write fixture GGUF files (valid, edge-case, malformed) with a manifest",
-                              description="Write fixture GGUF files and OUT_DIR/manifest.jsonl (file, kind, description, "
-                                          "expected verdict per profile spec/ggml/lenient, size, sha256).")
+    """Add the ``demo`` and ``generate`` subcommands to an argparse subparsers object."""
+    p = subparsers.add_parser("demo", help="write a small example model, read it back and prove the round trip")
+    p.add_argument("-o", "--output", default="demo.gguf", help="where to write the example (default: demo.gguf)")
+    p.set_defaults(func=_cmd_demo)
+    p = subparsers.add_parser(
+        "generate",
+        help="write fixture GGUF files (valid, edge-case, malformed) with a manifest",
+        description="Write fixture GGUF files and OUT_DIR/manifest.jsonl (file, kind, description, "
+        "expected verdict per profile spec/ggml/lenient, size, sha256).",
+    )
     p.add_argument("out_dir", metavar="OUT_DIR", help="folder to write into (created if missing)")
-    p.add_argument("--only", nargs="+", choices=KINDS, metavar="KIND",
-                   help=f"write only these families: {', '.join(KINDS)} (default: all)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the random tensor data (default 0; same seed, same bytes)")
-    p.add_argument("--small", action="store_true", help="a 30k-token vocabulary instead of 300k for the huge-vocabulary file")
+    p.add_argument(
+        "--only",
+        nargs="+",
+        choices=KINDS,
+        metavar="KIND",
+        help=f"write only these families: {', '.join(KINDS)} (default: all)",
+    )
+    p.add_argument(
+        "--seed", type=int, default=0, help="seed of the random tensor data (default 0; same seed, same bytes)"
+    )
+    p.add_argument(
+        "--small", action="store_true", help="a 30k-token vocabulary instead of 300k for the huge-vocabulary file"
+    )
     p.set_defaults(func=_cmd_generate)

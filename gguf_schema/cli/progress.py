@@ -3,7 +3,8 @@
 A :class:`Progress` draws one self-overwriting line on standard error, and only when standard
 error is a terminal: piped or redirected output stays clean (nothing at all is written).
 ``GGUF_SCHEMA_PROGRESS=0`` turns it off on a terminal too, ``=1`` forces it on.
-:class:`CountingWriter` wraps an output stream so the bytes written drive the bar.
+The library never draws: its long operations take a ``progress`` callback, and the command
+line passes :meth:`Progress.update`.
 
 >>> import io
 >>> bar = Progress(1000, "copy", stream=io.StringIO())  # not a terminal: silent
@@ -18,9 +19,9 @@ from __future__ import annotations
 import os
 import sys
 import time
-from typing import IO, Any, TextIO
+from typing import Any, TextIO
 
-__all__ = ["Progress", "CountingWriter", "progress_enabled"]
+__all__ = ["Progress", "file_size", "progress_enabled"]
 
 
 def progress_enabled(stream: TextIO | None = None) -> bool:
@@ -110,34 +111,16 @@ class Progress:
             self.stream.flush()
             self._drawn = False
 
-    def __enter__(self) -> "Progress":
+    def __enter__(self) -> Progress:
         return self
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
 
-class CountingWriter:
-    """A write-only stream wrapper that reports every byte written to a :class:`Progress`.
-
-    >>> import io
-    >>> out = io.BytesIO()
-    >>> bar = Progress(4, "copy", stream=io.StringIO())
-    >>> CountingWriter(out, bar).write(b"GGUF"), bar.done, out.getvalue()
-    (4, 4, b'GGUF')
-    """
-
-    def __init__(self, stream: IO[bytes], progress: Progress):
-        self.stream = stream
-        self.progress = progress
-
-    def write(self, b: Any) -> int:
-        n = self.stream.write(b)
-        self.progress.update(b.nbytes if isinstance(b, memoryview) else len(b))
-        return n
-
-    def tell(self) -> int:
-        return self.stream.tell()
-
-    def flush(self) -> None:
-        self.stream.flush()
+def file_size(path: Any) -> int:
+    """The size of the file at ``path`` for a progress total (0 when there is none)."""
+    try:
+        return os.path.getsize(path) if path is not None else 0
+    except OSError:
+        return 0

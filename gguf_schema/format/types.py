@@ -20,7 +20,7 @@ import enum
 
 import numpy as np
 
-__all__ = ["ValueType", "GGMLType", "FileType", "GGML_TYPE_COUNT", "type_name"]
+__all__ = ["GGML_TYPE_COUNT", "FileType", "GGMLType", "ValueType", "tensor_nbytes", "type_name"]
 
 
 class ValueType(enum.IntEnum):
@@ -60,10 +60,11 @@ class ValueType(enum.IntEnum):
         code = _VALUE_DTYPES.get(self)
         if code is None:
             raise TypeError(f"value type {self.name} has no numpy dtype")
-        return np.dtype(code).newbyteorder("<" if byte_order == "little" else ">")
+        dtype: np.dtype = np.dtype(code).newbyteorder("<" if byte_order == "little" else ">")
+        return dtype
 
     @classmethod
-    def from_dtype(cls, dtype: np.dtype) -> "ValueType":
+    def from_dtype(cls, dtype: np.dtype) -> ValueType:
         """The value type stored for a numpy dtype (any byte order)."""
         kind = np.dtype(dtype).newbyteorder("=").str[1:]
         for vt, code in _VALUE_DTYPES.items():
@@ -164,7 +165,7 @@ class GGMLType(enum.IntEnum):
         return np.dtype(code) if code else None
 
     @classmethod
-    def of(cls, value: "GGMLType | int | str") -> "GGMLType":
+    def of(cls, value: GGMLType | int | str) -> GGMLType:
         """The type ``value`` names: a :class:`GGMLType`, its id, or its name in any case.
 
         Raises ``ValueError`` for an unknown id or name, ``TypeError`` for anything else.
@@ -178,7 +179,9 @@ class GGMLType(enum.IntEnum):
             try:
                 return cls[value.strip().upper()]
             except KeyError:
-                raise ValueError(f"unknown ggml type name {value!r} (known: {', '.join(t.name for t in cls if not t.removed)})") from None
+                raise ValueError(
+                    f"unknown ggml type name {value!r} (known: {', '.join(t.name for t in cls if not t.removed)})"
+                ) from None
         if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
             try:
                 return cls(int(value))
@@ -305,7 +308,7 @@ class FileType(enum.IntEnum):
     GUESSED = 1024
 
 
-def type_name(t: "GGMLType | int") -> str:
+def type_name(t: GGMLType | int) -> str:
     """The name of a ggml type id as printed everywhere: ``Q4_K``, or ``type 99`` for an id ggml does not know.
 
     >>> type_name(12), type_name(99)
@@ -315,3 +318,19 @@ def type_name(t: "GGMLType | int") -> str:
         return GGMLType(int(t)).name
     except ValueError:
         return f"type {int(t)}"
+
+
+def tensor_nbytes(t: GGMLType, dims: tuple[int, ...] | list[int]) -> int:
+    """Bytes of the data of a tensor of type ``t`` with ``dims`` (as stored: innermost first).
+
+    A row is ``dims[0]`` elements (one element for ``n_dims == 0``) and must be whole blocks.
+    Raises ``ValueError`` for a removed type or a row that is not whole blocks.
+
+    >>> tensor_nbytes(GGMLType.Q4_K, (4096, 2)), tensor_nbytes(GGMLType.F32, ())
+    (4608, 4)
+    """
+    row = dims[0] if len(dims) else 1
+    rows = 1
+    for d in dims[1:]:
+        rows *= d
+    return t.row_nbytes(row) * rows

@@ -30,15 +30,28 @@ from __future__ import annotations
 
 import builtins
 import struct
+from array import array
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, overload
 
 import numpy as np
 
 from ..errors import GGUFBuildError
 from .types import ValueType
 
-__all__ = ["Field", "GGUFArray", "BoolByte", "LazyStrings", "make_field", "coerce_value", "infer_type", "plain"]
+__all__ = [
+    "STRIDE",
+    "BoolByte",
+    "Field",
+    "GGUFArray",
+    "LazyStrings",
+    "coerce_value",
+    "infer_type",
+    "make_field",
+    "plain",
+    "string_marks",
+]
 
 _INT_RANGES = {
     ValueType.UINT8: (0, 2**8 - 1),
@@ -65,58 +78,78 @@ class BoolByte(int):
         return f"BoolByte({int(self)})"
 
 
+#: LazyStrings keeps the position of every STRIDE-th string (8 bytes per 64 strings)
+STRIDE = 64
+
+
+def string_marks(raw: Any, count: int, length_format: str) -> array[int]:
+    """Where strings ``0, STRIDE, 2*STRIDE, ...`` (and the end) start in ``raw``: the index of :class:`LazyStrings`.
+
+    Lengths are taken as they are: callers check them against the buffer first.
+    """
+    unpack, size = struct.Struct(length_format).unpack_from, struct.calcsize(length_format)
+    marks, pos = array("Q"), 0
+    for i in range(count):
+        if i % STRIDE == 0:
+            marks.append(pos)
+        pos += unpack(raw, pos)[0] + size
+    marks.append(pos)
+    return marks
+
+
 class LazyStrings(Sequence[str]):
     """The items of a STRING array, decoded only when asked for (``open(..., lazy=True)``).
 
-    Holds the array's bytes as stored (a copy independent of the file) and its count. ``len()``
-    costs nothing; the first index builds the table of string offsets without decoding any
-    string; each access decodes only what it returns. Compares equal to the list it stands for.
+    Holds the array's bytes as stored -- a read-only view of the file's map where the file is
+    mapped, not a copy -- its count, and where every 64th string starts (found by the scan that
+    checked the lengths at open: 8 bytes per 64 strings). ``len()`` costs nothing; an index decodes
+    one string after skipping at most 63 lengths; iteration decodes in order. Compares equal to the
+    list it stands for. Like tensor views, it stays valid after the file is closed.
 
     >>> import struct
     >>> raw = b"".join(struct.pack("<Q", len(s)) + s for s in (b"a", b"bc", b""))
     >>> items = LazyStrings(raw, 3, "<Q")
-    >>> len(items), items[1], items[-1], items == ["a", "bc", ""]
-    (3, 'bc', '', True)
+    >>> len(items), items[1], items[-1], items == ["a", "bc", ""], items.count("a")
+    (3, 'bc', '', True, 1)
     """
 
-    __slots__ = ("raw", "count", "length_format", "_offsets")
+    __slots__ = ("_marks", "_n", "length_format", "raw")
 
-    def __init__(self, raw: bytes, count: int, length_format: str):
+    def __init__(self, raw: Any, count: int, length_format: str, marks: array[int] | None = None):
         self.raw = raw
-        self.count = count
+        self._n = count
         self.length_format = length_format
-        self._offsets: list[int] | None = None
+        self._marks = marks if marks is not None else string_marks(raw, count, length_format)
 
     def __len__(self) -> int:
-        return self.count
+        return self._n
 
-    def _table(self) -> list[int]:
-        if self._offsets is None:
-            unpack, size = struct.Struct(self.length_format).unpack_from, struct.calcsize(self.length_format)
-            offsets, pos, raw = [0] * (self.count + 1), 0, self.raw
-            for i in range(self.count):
-                offsets[i] = pos
-                pos += unpack(raw, pos)[0] + size
-            offsets[self.count] = pos
-            self._offsets = offsets
-        return self._offsets
+    @overload
+    def __getitem__(self, i: int) -> str: ...
 
-    def __getitem__(self, i):  # type: ignore[override]
+    @overload
+    def __getitem__(self, i: slice) -> list[str]: ...
+
+    def __getitem__(self, i: int | slice) -> str | list[str]:
         if isinstance(i, slice):
-            return [self[j] for j in range(*i.indices(self.count))]
+            return [self[j] for j in range(*i.indices(self._n))]
         if i < 0:
-            i += self.count
-        if not 0 <= i < self.count:
-            raise IndexError(f"string index {i} out of range for {self.count} strings")
-        table, size = self._table(), struct.calcsize(self.length_format)
-        return self.raw[table[i] + size:table[i + 1]].decode("utf-8", "surrogateescape")
+            i += self._n
+        if not 0 <= i < self._n:
+            raise IndexError(f"string index {i} out of range for {self._n} strings")
+        unpack, size = struct.Struct(self.length_format).unpack_from, struct.calcsize(self.length_format)
+        raw, pos = self.raw, self._marks[i // STRIDE]
+        for _ in range(i % STRIDE):
+            pos += unpack(raw, pos)[0] + size
+        end = pos + size + unpack(raw, pos)[0]
+        return str(raw[pos + size : end], "utf-8", "surrogateescape")
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[str]:
         unpack, size = struct.Struct(self.length_format).unpack_from, struct.calcsize(self.length_format)
         raw, pos = self.raw, 0
-        for _ in range(self.count):
+        for _ in range(self._n):
             end = pos + size + unpack(raw, pos)[0]
-            yield raw[pos + size:end].decode("utf-8", "surrogateescape")
+            yield str(raw[pos + size : end], "utf-8", "surrogateescape")
             pos = end
 
     def tolist(self) -> list[str]:
@@ -124,22 +157,26 @@ class LazyStrings(Sequence[str]):
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, LazyStrings):
-            return self.count == other.count and (self.raw == other.raw if self.length_format == other.length_format else list(self) == list(other))
+            return self._n == other._n and (
+                bytes(self.raw) == bytes(other.raw)
+                if self.length_format == other.length_format
+                else list(self) == list(other)
+            )
         if isinstance(other, (list, tuple)):
-            return self.count == len(other) and all(a == b for a, b in zip(self, other))
+            return self._n == len(other) and all(a == b for a, b in zip(self, other, strict=True))
         return NotImplemented
 
     __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
         head = ", ".join(repr(s) for s in self[:4])
-        return f"LazyStrings([{head}{', ...' if self.count > 4 else ''}], {self.count} strings)"
+        return f"LazyStrings([{head}{', ...' if self._n > 4 else ''}], {self._n} strings)"
 
 
 class GGUFArray:
     """A metadata array: the element type and the items (see the module docstring for their form)."""
 
-    __slots__ = ("type", "items")
+    __slots__ = ("items", "type")
 
     def __init__(self, type: ValueType | int, items: Any):
         self.type = ValueType(type)
@@ -148,10 +185,10 @@ class GGUFArray:
     def __len__(self) -> int:
         return len(self.items)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Any]:
         return iter(self.items)
 
-    def __getitem__(self, i):
+    def __getitem__(self, i: Any) -> Any:
         return self.items[i]
 
     def __eq__(self, other: object) -> bool:
@@ -175,13 +212,13 @@ class GGUFArray:
 
 def _items_equal(vt: ValueType, a: Any, b: Any) -> bool:
     if vt.is_numeric:
-        a, b = np.asarray(a), np.asarray(b)
+        a, b = _native(np.asarray(a)), _native(np.asarray(b))
         # compare bit patterns, so NaNs and -0.0 compare as stored
-        return a.shape == b.shape and a.dtype == b.dtype and a.tobytes() == b.tobytes()
-    return len(a) == len(b) and all(x == y for x, y in zip(a, b))
+        return bool(a.shape == b.shape and a.dtype == b.dtype and a.tobytes() == b.tobytes())
+    return len(a) == len(b) and all(x == y for x, y in zip(a, b, strict=False))
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, slots=True)
 class Field:
     """One metadata key-value pair as stored.
 
@@ -215,12 +252,17 @@ class Field:
         return f"Field({self.key!r}, {self.type.name}, {self.value!r})"
 
 
+def _native(a: np.ndarray) -> np.ndarray:
+    """``a`` in native byte order (lazily read arrays of big-endian files are views in file order)."""
+    return a if a.dtype.isnative else a.astype(a.dtype.newbyteorder("="))
+
+
 def _value_equal(vt: ValueType, a: Any, b: Any) -> bool:
     if vt in (ValueType.FLOAT32, ValueType.FLOAT64):
         return np.asarray(a).tobytes() == np.asarray(b).tobytes()
     if vt == ValueType.BOOL:
         return int(a) == int(b)
-    return a == b
+    return bool(a == b)
 
 
 def plain(vt: ValueType, value: Any) -> Any:
@@ -266,7 +308,7 @@ def infer_type(value: Any) -> ValueType:
     raise GGUFBuildError(f"no GGUF value type for a {type(value).__name__}", value=value)
 
 
-def _infer_element_type(items: Sequence[Any]) -> ValueType:
+def _infer_element_type(items: Any) -> ValueType:
     if isinstance(items, np.ndarray):
         try:
             return ValueType.from_dtype(items.dtype)
@@ -299,7 +341,9 @@ def _infer_element_type(items: Sequence[Any]) -> ValueType:
     )
 
 
-def coerce_value(value: Any, vt: ValueType | int | None = None, element_type: ValueType | int | None = None) -> tuple[ValueType, Any]:
+def coerce_value(
+    value: Any, vt: ValueType | int | None = None, element_type: ValueType | int | None = None
+) -> tuple[ValueType, Any]:
     """Check ``value`` against a value type (inferred when None) and put it in canonical form.
 
     Raises :class:`GGUFBuildError` for a value the type cannot hold (out of range, wrong kind).
@@ -362,14 +406,18 @@ def _coerce_scalar(value: Any, vt: ValueType) -> Any:
 def _coerce_array(value: Any, element_type: ValueType | int | None) -> GGUFArray:
     if isinstance(value, GGUFArray):
         if element_type is not None and ValueType(element_type) != value.type:
-            raise GGUFBuildError(f"array of {value.type.name} given where {ValueType(element_type).name} was asked", value=value)
+            raise GGUFBuildError(
+                f"array of {value.type.name} given where {ValueType(element_type).name} was asked", value=value
+            )
         element_type, items = value.type, value.items
     elif isinstance(value, (list, tuple, np.ndarray)):
         items = value
         if element_type is None:
             element_type = _infer_element_type(items)
     else:
-        raise GGUFBuildError(f"ARRAY needs a list, tuple, numpy array or GGUFArray, got {type(value).__name__}", value=value)
+        raise GGUFBuildError(
+            f"ARRAY needs a list, tuple, numpy array or GGUFArray, got {type(value).__name__}", value=value
+        )
     try:
         et = ValueType(element_type)
     except ValueError:
@@ -419,12 +467,18 @@ def _cast_checked(arr: np.ndarray, et: ValueType, dtype: np.dtype) -> np.ndarray
     if arr.dtype.kind in "iub" and et in _INT_RANGES and arr.size:
         lo, hi = _INT_RANGES[et]
         if int(arr.min()) < lo or int(arr.max()) > hi:
-            raise GGUFBuildError(f"values {int(arr.min())}..{int(arr.max())} do not fit in {et.name}", value=(int(arr.min()), int(arr.max())))
+            raise GGUFBuildError(
+                f"values {int(arr.min())}..{int(arr.max())} do not fit in {et.name}",
+                value=(int(arr.min()), int(arr.max())),
+            )
     elif arr.dtype.kind == "f" and et in _INT_RANGES:
         raise GGUFBuildError(f"a float array cannot be stored as {et.name}", value=arr.dtype)
-    elif et == ValueType.BOOL and arr.dtype.kind != "b":
-        if arr.dtype.kind not in "iu" or (arr.size and not np.isin(arr, (0, 1)).all()):
-            raise GGUFBuildError("a BOOL array needs bools or 0/1", value=arr.dtype)
+    elif (
+        et == ValueType.BOOL
+        and arr.dtype.kind != "b"
+        and (arr.dtype.kind not in "iu" or (arr.size and not np.isin(arr, (0, 1)).all()))
+    ):
+        raise GGUFBuildError("a BOOL array needs bools or 0/1", value=arr.dtype)
     if et in (ValueType.FLOAT32, ValueType.FLOAT64) and arr.dtype.kind == "f":
         with np.errstate(over="ignore"):
             out = arr.astype(dtype)
@@ -434,7 +488,9 @@ def _cast_checked(arr: np.ndarray, et: ValueType, dtype: np.dtype) -> np.ndarray
     return arr.astype(dtype)
 
 
-def make_field(key: str, value: Any, type: ValueType | int | None = None, element_type: ValueType | int | None = None) -> Field:
+def make_field(
+    key: str, value: Any, type: ValueType | int | None = None, element_type: ValueType | int | None = None
+) -> Field:
     """A :class:`Field` from a key and a Python value, typed explicitly or by :func:`infer_type`."""
     if not isinstance(key, str):
         raise GGUFBuildError(f"a key must be a str, got {builtins.type(key).__name__}", value=key)

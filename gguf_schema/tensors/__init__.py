@@ -47,17 +47,17 @@ from .layouts import LAYOUTS, block_dtype, block_struct, byteswap
 from .registry import CODECS, DEQUANTIZE_TYPES, QUANTIZE_TYPES, Codec
 
 __all__ = [
-    "dequantize",
-    "quantize",
+    "CODECS",
+    "COMPILED_DEQUANTIZE",
+    "COMPILED_QUANTIZE",
+    "DEQUANTIZE_TYPES",
+    "ENGINES",
+    "LAYOUTS",
+    "QUANTIZE_TYPES",
+    "Codec",
     "block_dtype",
     "block_struct",
     "byteswap",
-    "LAYOUTS",
-    "CODECS",
-    "Codec",
-    "DEQUANTIZE_TYPES",
-    "QUANTIZE_TYPES",
-    "COMPILED_DEQUANTIZE",
-    "COMPILED_QUANTIZE",
-    "ENGINES",
+    "dequantize",
+    "quantize",
 ]

@@ -27,8 +27,9 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -40,15 +41,17 @@ from .registry import CODECS, QUANTIZE_TYPES
 try:
     from . import _kernels as compiled_kernels
 except ImportError:  # built without a C compiler (or GGUF_SCHEMA_NO_KERNELS=1): numpy does all the work
-    compiled_kernels = None
+    compiled_kernels = None  # type: ignore[assignment]
 
-__all__ = ["dequantize", "quantize", "COMPILED_DEQUANTIZE", "COMPILED_QUANTIZE", "ENGINES"]
+__all__ = ["COMPILED_DEQUANTIZE", "COMPILED_QUANTIZE", "ENGINES", "dequantize", "quantize"]
 
 F32 = np.float32
 _CHUNK_ELEMENTS = 1 << 18
 """Elements dequantized per step: the working set stays in the CPU's L2 cache."""
 _QUANTIZE_CHUNK_ELEMENTS = 1 << 16
-"""Elements quantized per step."""
+"""Elements quantized per step by the numpy kernels (their temporaries stay in cache)."""
+_COMPILED_QUANTIZE_CHUNK_ELEMENTS = 1 << 18
+"""Elements quantized per step by the compiled kernels (fewer steps: less Python per element)."""
 
 
 def _compiled_types(direction: int) -> frozenset[GGMLType]:
@@ -81,8 +84,11 @@ def _use_compiled(t: GGMLType, engine: str, available: frozenset[GGMLType]) -> b
         return False
     if engine == "compiled":
         if t not in available:
-            built = ("not built in this installation" if compiled_kernels is None
-                     else f"built for {', '.join(sorted(x.name for x in available))}")
+            built = (
+                "not built in this installation"
+                if compiled_kernels is None
+                else f"built for {', '.join(sorted(x.name for x in available))}"
+            )
             raise ValueError(f"no compiled kernel for {t.name} (the compiled kernels are {built})")
         return True
     raise ValueError(f"engine must be one of {', '.join(map(repr, ENGINES))}, got {engine!r}")
@@ -122,8 +128,9 @@ def _thread_count(threads: int | None, elements: int = 0, compiled: bool = False
     return threads
 
 
-def _run_chunks(starts: range, fn: Callable[[int], None], threads: int,
-                fresh: np.ndarray | None = None, per_chunk: int = 0) -> None:
+def _run_chunks(
+    starts: range, fn: Callable[[int], None], threads: int, fresh: np.ndarray | None = None, per_chunk: int = 0
+) -> None:
     """Call ``fn(start)`` for every chunk start; with threads > 1 the chunks go to a shared
     pool (each chunk writes its own slice of the output: same result).
 
@@ -140,7 +147,7 @@ def _run_chunks(starts: range, fn: Callable[[int], None], threads: int,
             fn(i)
         return
     with _POOL_LOCK:
-        if _POOL is None or _POOL._max_workers < threads:  # noqa: SLF001 - the pool's size has no public getter
+        if _POOL is None or _POOL._max_workers < threads:
             _POOL = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="gguf_schema.tensors")
         pool = _POOL
     # contiguous runs of chunks per task: one run per thread, or short runs faulted in ahead
@@ -155,8 +162,8 @@ def _run_chunks(starts: range, fn: Callable[[int], None], threads: int,
     futures = []
     for k in range(0, len(starts), per):
         if flat is not None:
-            flat[k * nbytes:(k + per) * nbytes:_PAGE] = 0
-        futures.append(pool.submit(run_group, starts[k:k + per]))
+            flat[k * nbytes : (k + per) * nbytes : _PAGE] = 0
+        futures.append(pool.submit(run_group, starts[k : k + per]))
     for f in futures:
         f.result()
 
@@ -188,10 +195,16 @@ def _result_buffer(out: np.ndarray | None, n: int) -> np.ndarray:
     """A flat float32 array of n elements: new, or a view of the caller's ``out`` once checked."""
     if out is None:
         return np.empty(n, dtype=F32)
-    ok = (isinstance(out, np.ndarray) and out.dtype == F32 and out.dtype.isnative
-          and out.flags.c_contiguous and out.flags.writeable and out.size == n)
+    ok = (
+        isinstance(out, np.ndarray)
+        and out.dtype == F32
+        and out.dtype.isnative
+        and out.flags.c_contiguous
+        and out.flags.writeable
+        and out.size == n
+    )
     if not ok:
-        got = (f"{out.dtype} array of shape {out.shape}" if isinstance(out, np.ndarray) else type(out).__name__)
+        got = f"{out.dtype} array of shape {out.shape}" if isinstance(out, np.ndarray) else type(out).__name__
         raise ValueError(f"out must be a writable C-contiguous float32 array of {n} elements, got {got}")
     return out.reshape(-1)
 
@@ -270,7 +283,7 @@ def dequantize(
     if byte_order not in ("little", "big"):
         raise ValueError(f"byte order must be 'little' or 'big', got {byte_order!r}")
     start, stop = _row_range(rows, n_rows)
-    data = data[start * row_bytes:stop * row_bytes]
+    data = data[start * row_bytes : stop * row_bytes]
     given = out
     result = _result_buffer(out, (stop - start) * cols)
     compiled = _use_compiled(t, engine, COMPILED_DEQUANTIZE)
@@ -282,14 +295,14 @@ def dequantize(
     step = max(1, _CHUNK_ELEMENTS // t.block_size)
 
     def run(i: int) -> None:
-        q = blocks[i:i + step]
+        q = blocks[i : i + step]
         if byte_order == "big" and t.type_size > 1:
             q = byteswap(q, t, "big", "little").reshape(-1, t.type_size)
         if compiled:
-            compiled_kernels.decode(t, q, out_blocks[i:i + step])
+            compiled_kernels.decode(t, q, out_blocks[i : i + step])
             return
         with np.errstate(all="ignore"):  # inf/nan scales decode to inf/nan, as in ggml
-            kernel(q, out_blocks[i:i + step])
+            kernel(q, out_blocks[i : i + step])
 
     _run_chunks(range(0, len(blocks), step), run, workers, fresh, step * t.block_size)
     if rows is None:
@@ -297,19 +310,29 @@ def dequantize(
     return result.reshape(stop - start, cols)
 
 
-def quantize(array: np.ndarray, t: GGMLType | int | str, *, imatrix: np.ndarray | None = None,
-             threads: int | None = None, engine: str = "auto") -> np.ndarray:
+def quantize(
+    array: np.ndarray,
+    t: GGMLType | int | str,
+    *,
+    imatrix: np.ndarray | None = None,
+    threads: int | None = None,
+    engine: str = "auto",
+) -> np.ndarray:
     """Encode a numeric array as the raw bytes of a tensor of ggml type ``t``.
 
-    The bytes are those ggml's ``ggml_quantize_chunk`` writes for the same rows (without an
-    importance matrix that is ggml's reference quantizer ``quantize_row_*_ref`` for most
-    types). Integer types need integer values in range. The array's last axis is the row.
+    The bytes are those ggml's ``ggml_quantize_chunk`` writes for the same rows, which is
+    what ``llama-quantize`` writes: without an importance matrix ggml's reference quantizer
+    ``quantize_row_*_ref`` for most types (IQ4_NL: ggml's ``quantize_iq4_nl``, which searches
+    further than its reference), with one the importance-weighted searches (the K-quants,
+    Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, IQ4_XS; other types ignore it, as ggml does). Integer
+    types need integer values in range. The array's last axis is the row.
 
     Args:
         array: any numeric array (its last dimension a multiple of ``t.block_size``).
         t: one of :data:`~gguf_schema.tensors.QUANTIZE_TYPES` (a :class:`GGMLType`, id or name).
-        imatrix: importance weights, one float32 per column (as llama.cpp's imatrix supplies
-            them), for the types whose ggml quantizer uses them; other types ignore it, as ggml does.
+        imatrix: importance weights, one finite float per column (as llama-quantize derives
+            them from an imatrix file: see :func:`gguf_schema.tools.imatrix.load_imatrix`),
+            for the types whose ggml quantizer uses them; other types ignore it, as ggml does.
         threads: worker threads, as in :func:`dequantize` (the bytes do not depend on it).
         engine: as in :func:`dequantize`, with :data:`COMPILED_QUANTIZE` (F16 from float32
             input only: numpy converts other float widths in one rounding step).
@@ -320,8 +343,10 @@ def quantize(array: np.ndarray, t: GGMLType | int | str, *, imatrix: np.ndarray 
 
     Raises:
         ValueError: type not quantizable here, row length not a whole number of blocks,
-            integer values out of range, an importance matrix of the wrong length or missing
-            for a type that needs one, or a bad ``threads`` or ``engine``.
+            integer values out of range, NaN or infinity in the input of a block-quantized type
+            (the message names the first such row and column; F32, F16 and BF16 store them),
+            an importance matrix of the wrong length, not finite, or missing for a type that
+            needs one, or a bad ``threads`` or ``engine``.
         TypeError: an argument of the wrong kind.
 
     >>> quantize(np.array([1.0, -2.0], dtype=np.float32), GGMLType.F16).tobytes().hex()
@@ -329,6 +354,12 @@ def quantize(array: np.ndarray, t: GGMLType | int | str, *, imatrix: np.ndarray 
     >>> raw = quantize(np.full(32, 0.5, dtype=np.float32), "Q4_0")
     >>> raw.shape, dequantize(raw, GGMLType.Q4_0, (32,))[:2].tolist()
     ((1, 18), [0.5, 0.5])
+    >>> x = np.linspace(-1, 1, 512, dtype=np.float32).reshape(2, 256)
+    >>> quantize(x, "Q4_K", imatrix=np.ones(256, np.float32)).shape
+    (2, 144)
+    >>> quantize(np.array([[0.0] * 31 + [np.nan]], np.float32), "Q8_0")
+    Traceback (most recent call last):
+    ValueError: cannot quantize non-finite values to Q8_0: row 0, column 31 is nan (block-quantized types need finite input)
     """
     t = checked_type(t)
     a = np.asarray(array)
@@ -336,34 +367,87 @@ def quantize(array: np.ndarray, t: GGMLType | int | str, *, imatrix: np.ndarray 
         raise ValueError(f"cannot quantize a {a.dtype} array of shape {a.shape} to {t.name}")
     n_rows, cols = _check_shape(a.shape, t)
     if t not in QUANTIZE_TYPES:
-        raise ValueError(f"quantizing to {t.name} is not supported (supported: "
-                         f"{', '.join(sorted(x.name for x in QUANTIZE_TYPES))})")
+        raise ValueError(
+            f"quantizing to {t.name} is not supported (supported: {', '.join(sorted(x.name for x in QUANTIZE_TYPES))})"
+        )
     codec = CODECS[t]
     weights = _importance(imatrix, cols, t)
     rows2d = a.reshape(n_rows, cols)
     if not t.quantized:
         return _quantize_plain(rows2d, t, threads, _use_compiled(t, engine, COMPILED_QUANTIZE))
     by_rows = codec.quantize_rows is not None and (weights is not None or codec.quantize is None)
-    if by_rows:
-        if codec.needs_imatrix and weights is None:
-            raise ValueError(f"ggml quantizes {t.name} only with an importance matrix: pass imatrix=")
-        return _quantize_rows(rows2d, t, weights, threads, _use_compiled(t, engine, _COMPILED_ROWS))
-    compiled = _use_compiled(t, engine, _COMPILED_BLOCKS)
-    blocks = np.zeros(n_rows * cols // t.block_size, dtype=block_dtype(t))
-    x = np.ascontiguousarray(rows2d, dtype=F32).reshape(-1, t.block_size)
-    step = max(1, _QUANTIZE_CHUNK_ELEMENTS // t.block_size)
-    quantizer = codec.quantize
+    if by_rows and codec.needs_imatrix and weights is None:
+        raise ValueError(f"ggml quantizes {t.name} only with an importance matrix: pass imatrix=")
+    compiled = _use_compiled(t, engine, _COMPILED_ROWS if by_rows else _COMPILED_BLOCKS)
+    with np.errstate(over="ignore"):  # float64 beyond float32's range: inf, refused below
+        x = np.ascontiguousarray(rows2d, dtype=F32)
+    try:
+        if by_rows:
+            return _quantize_rows(x, t, weights, threads, compiled)
+        return _quantize_blocks(x, t, threads, compiled)
+    except _NotFinite:
+        raise _not_finite_error(x, rows2d, t, a.shape) from None
+
+
+class _NotFinite(Exception):
+    """A chunk of quantizer input holds NaN or an infinity (turned into a ValueError by quantize)."""
+
+
+def _check_finite(x: np.ndarray) -> None:
+    """Raise _NotFinite if the float32 chunk ``x`` holds a NaN or an infinity.
+
+    ggml's quantizers have no defined result for such input (what they write depends on the
+    order of their comparisons), so every block-quantized type refuses it, with either engine.
+    The compiled kernels check each run of their input just before quantizing it; for the
+    numpy kernels this is one more pass over the chunk (in C where the module is built).
+    """
+    if compiled_kernels is not None:
+        if compiled_kernels.first_nonfinite(x) >= 0:
+            raise _NotFinite
+    elif not np.isfinite(x).all():
+        raise _NotFinite
+
+
+def _not_finite_error(
+    x: np.ndarray, original: np.ndarray, t: GGMLType, shape: tuple[int, ...] | None = None
+) -> ValueError:
+    """The ValueError for non-finite input, naming its first bad element."""
+    flat = int(np.flatnonzero(~np.isfinite(x.reshape(-1)))[0])
+    row, col = divmod(flat, x.shape[1])
+    value, source = float(x.reshape(-1)[flat]), float(original.reshape(-1)[flat])
+    what = f"{value}" if not np.isfinite(source) else f"{source!r}, {value} as float32"
+    where = f"row {row}, column {col}"
+    if shape is not None and len(shape) > 2:
+        where = f"element {tuple(int(i) for i in np.unravel_index(flat, shape))} ({where} of the rows)"
+    return ValueError(
+        f"cannot quantize non-finite values to {t.name}: {where} is {what} (block-quantized types need finite input)"
+    )
+
+
+def _chunk_elements(compiled: bool) -> int:
+    return _COMPILED_QUANTIZE_CHUNK_ELEMENTS if compiled else _QUANTIZE_CHUNK_ELEMENTS
+
+
+def _quantize_blocks(x: np.ndarray, t: GGMLType, threads: int | None, compiled: bool) -> np.ndarray:
+    """Float32 rows through the codec's block quantizer, in chunks of blocks."""
+    n_rows = len(x)
+    blocks = np.zeros(x.size // t.block_size, dtype=block_dtype(t))
+    xb = x.reshape(-1, t.block_size)
+    step = max(1, _chunk_elements(compiled) // t.block_size)
+    quantizer = CODECS[t].quantize
     assert quantizer is not None
     raw = blocks.view(np.uint8).reshape(len(blocks), -1)
 
     def run(i: int) -> None:
-        if compiled:
-            compiled_kernels.encode(t, x[i:i + step], raw[i:i + step])
+        if compiled:  # the compiled check runs just ahead of the quantizer, in cache
+            if compiled_kernels.encode(t, xb[i : i + step], raw[i : i + step], True) >= 0:
+                raise _NotFinite
             return
+        _check_finite(xb[i : i + step])
         with np.errstate(all="ignore"):
-            quantizer(x[i:i + step], blocks[i:i + step])
+            quantizer(xb[i : i + step], blocks[i : i + step])
 
-    _run_chunks(range(0, len(x), step), run, _thread_count(threads, x.size, compiled))
+    _run_chunks(range(0, len(xb), step), run, _thread_count(threads, xb.size, compiled))
     return raw.reshape(n_rows, -1)
 
 
@@ -371,30 +455,38 @@ def _importance(imatrix: Any, cols: int, t: GGMLType) -> np.ndarray | None:
     """The importance weights as a contiguous float32 array of one weight per column."""
     if imatrix is None:
         return None
-    w = np.ascontiguousarray(imatrix, dtype=F32) if isinstance(imatrix, np.ndarray) else None
-    if w is None:
-        raise TypeError(f"imatrix must be a numpy array of {cols} float32 weights, got {type(imatrix).__name__}")
-    if w.shape != (cols,):
-        raise ValueError(f"imatrix must hold one weight per column: {cols} for these {t.name} rows, got shape {w.shape}")
+    if not isinstance(imatrix, np.ndarray) or imatrix.dtype.kind not in "fiu":
+        got = f"a {imatrix.dtype} array" if isinstance(imatrix, np.ndarray) else type(imatrix).__name__
+        raise TypeError(f"imatrix must be a numpy array of {cols} float32 weights, got {got}")
+    if imatrix.shape != (cols,):
+        raise ValueError(
+            f"imatrix must hold one weight per column: {cols} for these {t.name} rows, got shape {imatrix.shape}"
+        )
+    w = np.ascontiguousarray(imatrix, dtype=F32)
+    if not np.isfinite(w).all():
+        bad = int(np.flatnonzero(~np.isfinite(w))[0])
+        raise ValueError(f"imatrix must be finite: weight {bad} is {w[bad]}")
     return w
 
 
-def _quantize_rows(rows2d: np.ndarray, t: GGMLType, weights: np.ndarray | None, threads: int | None,
-                   compiled: bool) -> np.ndarray:
-    """Whole rows through the codec's row quantizer (ggml's ``quantize_<type>``), in chunks of rows."""
-    n_rows, cols = rows2d.shape
-    x = np.ascontiguousarray(rows2d, dtype=F32)
+def _quantize_rows(
+    x: np.ndarray, t: GGMLType, weights: np.ndarray | None, threads: int | None, compiled: bool
+) -> np.ndarray:
+    """Whole float32 rows through the codec's row quantizer (ggml's ``quantize_<type>``), in chunks of rows."""
+    n_rows, cols = x.shape
     out = np.zeros((n_rows, t.row_nbytes(cols)), dtype=np.uint8)
-    step = max(1, _QUANTIZE_CHUNK_ELEMENTS // max(cols, 1))
+    step = max(1, _chunk_elements(compiled) // max(cols, 1))
     kernel = CODECS[t].quantize_rows
     assert kernel is not None
 
     def run(i: int) -> None:
         if compiled:
-            compiled_kernels.quantize_rows(t, x[i:i + step], out[i:i + step], cols, weights)
+            if compiled_kernels.quantize_rows(t, x[i : i + step], out[i : i + step], cols, weights, True) >= 0:
+                raise _NotFinite
             return
+        _check_finite(x[i : i + step])
         with np.errstate(all="ignore"):
-            kernel(x[i:i + step], out[i:i + step], weights)
+            kernel(x[i : i + step], out[i : i + step], weights)
 
     _run_chunks(range(0, n_rows, step), run, _thread_count(threads, x.size, compiled))
     return out
@@ -413,12 +505,12 @@ def _quantize_plain(rows2d: np.ndarray, t: GGMLType, threads: int | None, compil
 
     def convert(i: int) -> None:
         if compiled:
-            compiled_kernels.encode(t, flat[i:i + c], res[i:i + c].view(np.uint8))
+            compiled_kernels.encode(t, flat[i : i + c], res[i : i + c].view(np.uint8))
         elif t == GGMLType.BF16:
-            plain.to_bf16(flat[i:i + c], res[i:i + c])
+            plain.to_bf16(flat[i : i + c], res[i : i + c])
         else:
             with np.errstate(over="ignore"):  # beyond the F16 range: inf, as in ggml
-                np.copyto(res[i:i + c], flat[i:i + c], casting="unsafe")
+                np.copyto(res[i : i + c], flat[i : i + c], casting="unsafe")
 
     _run_chunks(range(0, flat.size, c), convert, _thread_count(threads, flat.size, compiled))
     return res.astype(res.dtype.newbyteorder("<"), copy=False).view(np.uint8).reshape(n_rows, -1)

@@ -21,8 +21,16 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = [
-    "IQ2XXS_GRID", "IQ2XS_GRID", "IQ2S_GRID", "IQ3XXS_GRID", "IQ3S_GRID", "IQ1S_GRID",
-    "KSIGNS_IQ2XS", "KVALUES_IQ4NL", "KVALUES_MXFP4", "IQ1S_DELTA",
+    "IQ1S_DELTA",
+    "IQ1S_GRID",
+    "IQ2S_GRID",
+    "IQ2XS_GRID",
+    "IQ2XXS_GRID",
+    "IQ3S_GRID",
+    "IQ3XXS_GRID",
+    "KSIGNS_IQ2XS",
+    "KVALUES_IQ4NL",
+    "KVALUES_MXFP4",
 ]
 
 

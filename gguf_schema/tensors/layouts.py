@@ -29,7 +29,7 @@ import numpy as np
 
 from ..format.types import GGMLType
 
-__all__ = ["LAYOUTS", "block_dtype", "block_struct", "byteswap", "QK_K"]
+__all__ = ["LAYOUTS", "QK_K", "block_dtype", "block_struct", "byteswap"]
 
 QK_K = 256
 """Elements of a K-quant / IQ super-block."""
@@ -49,7 +49,11 @@ LAYOUTS: dict[GGMLType, tuple[Field, ...]] = {
     GGMLType.Q3_K: (("hmask", "u1", 32), ("qs", "u1", 64), ("scales", "u1", 12), ("d", "f2", 1)),
     GGMLType.Q4_K: (("d", "f2", 1), ("dmin", "f2", 1), ("scales", "u1", 12), ("qs", "u1", 128)),
     GGMLType.Q5_K: (
-        ("d", "f2", 1), ("dmin", "f2", 1), ("scales", "u1", 12), ("qh", "u1", 32), ("qs", "u1", 128),
+        ("d", "f2", 1),
+        ("dmin", "f2", 1),
+        ("scales", "u1", 12),
+        ("qh", "u1", 32),
+        ("qs", "u1", 128),
     ),
     GGMLType.Q6_K: (("ql", "u1", 128), ("qh", "u1", 64), ("scales", "i1", 16), ("d", "f2", 1)),
     GGMLType.Q8_K: (("d", "f4", 1), ("qs", "i1", 256), ("bsums", "i2", 16)),
@@ -58,7 +62,11 @@ LAYOUTS: dict[GGMLType, tuple[Field, ...]] = {
     GGMLType.IQ2_S: (("d", "f2", 1), ("qs", "u1", 64), ("qh", "u1", 8), ("scales", "u1", 8)),
     GGMLType.IQ3_XXS: (("d", "f2", 1), ("qs", "u1", 96)),
     GGMLType.IQ3_S: (
-        ("d", "f2", 1), ("qs", "u1", 64), ("qh", "u1", 8), ("signs", "u1", 32), ("scales", "u1", 4),
+        ("d", "f2", 1),
+        ("qs", "u1", 64),
+        ("qh", "u1", 8),
+        ("signs", "u1", 32),
+        ("scales", "u1", 4),
     ),
     GGMLType.IQ1_S: (("d", "f2", 1), ("qs", "u1", 32), ("qh", "u2", 8)),
     GGMLType.IQ1_M: (("qs", "u1", 32), ("qh", "u1", 16), ("scales", "u1", 8)),
@@ -75,12 +83,18 @@ LAYOUTS: dict[GGMLType, tuple[Field, ...]] = {
 _ORDERS = {"little": "<", "big": ">"}
 
 _CONSTRUCT_SCALARS = {
-    ("f2", "<"): cs.Float16l, ("f2", ">"): cs.Float16b,
-    ("f4", "<"): cs.Float32l, ("f4", ">"): cs.Float32b,
-    ("u2", "<"): cs.Int16ul, ("u2", ">"): cs.Int16ub,
-    ("i2", "<"): cs.Int16sl, ("i2", ">"): cs.Int16sb,
-    ("u1", "<"): cs.Int8ul, ("u1", ">"): cs.Int8ul,
-    ("i1", "<"): cs.Int8sl, ("i1", ">"): cs.Int8sl,
+    ("f2", "<"): cs.Float16l,
+    ("f2", ">"): cs.Float16b,
+    ("f4", "<"): cs.Float32l,
+    ("f4", ">"): cs.Float32b,
+    ("u2", "<"): cs.Int16ul,
+    ("u2", ">"): cs.Int16ub,
+    ("i2", "<"): cs.Int16sl,
+    ("i2", ">"): cs.Int16sb,
+    ("u1", "<"): cs.Int8ul,
+    ("u1", ">"): cs.Int8ul,
+    ("i1", "<"): cs.Int8sl,
+    ("i1", ">"): cs.Int8sl,
 }
 
 
@@ -119,14 +133,16 @@ def block_dtype(t: GGMLType | int, byte_order: str = "little") -> np.dtype:
     dt = _DTYPE_CACHE.get(key)
     if dt is None:
         if t.quantized:
-            dt = np.dtype([
-                (name, order + kind) if count == 1 else (name, order + kind, (count,))
-                for name, kind, count in LAYOUTS[t]
-            ])
+            dt = np.dtype(
+                [
+                    (name, order + kind) if count == 1 else (name, order + kind, (count,))
+                    for name, kind, count in LAYOUTS[t]
+                ]
+            )
         else:
             plain = t.numpy_dtype
             assert plain is not None
-            dt = plain.newbyteorder(order)
+            dt = plain.newbyteorder("<" if order == "<" else ">")
         _DTYPE_CACHE[key] = dt
     return dt
 
@@ -144,12 +160,16 @@ def block_struct(t: GGMLType | int, byte_order: str = "little") -> cs.Struct:
     t = checked_type(t)
     order = _order_char(byte_order)
     if not t.quantized:
-        kind = {GGMLType.F32: "f4", GGMLType.F16: "f2", GGMLType.BF16: "u2", GGMLType.I8: "i1",
-                GGMLType.I16: "i2"}.get(t)
+        kind = {GGMLType.F32: "f4", GGMLType.F16: "f2", GGMLType.BF16: "u2", GGMLType.I8: "i1", GGMLType.I16: "i2"}.get(
+            t
+        )
         if kind is not None:
             return cs.Struct("v" / _CONSTRUCT_SCALARS[(kind, order)])
-        sub = {GGMLType.F64: (cs.Float64l, cs.Float64b), GGMLType.I32: (cs.Int32sl, cs.Int32sb),
-               GGMLType.I64: (cs.Int64sl, cs.Int64sb)}[t]
+        sub = {
+            GGMLType.F64: (cs.Float64l, cs.Float64b),
+            GGMLType.I32: (cs.Int32sl, cs.Int32sb),
+            GGMLType.I64: (cs.Int64sl, cs.Int64sb),
+        }[t]
         return cs.Struct("v" / sub[0 if order == "<" else 1])
     fields = []
     for name, kind, count in LAYOUTS[t]:
@@ -168,14 +188,16 @@ def _swap_dtype(t: GGMLType, byte_order: str) -> np.dtype:
         plain = t.numpy_dtype
         assert plain is not None
         return np.dtype(f"{order}u{plain.itemsize}")
-    return np.dtype([
-        (name, order + _BITS_KIND.get(kind, kind), (count,)) for name, kind, count in LAYOUTS[t]
-    ])
+    return np.dtype([(name, order + _BITS_KIND.get(kind, kind), (count,)) for name, kind, count in LAYOUTS[t]])
 
 
 def as_uint8(raw: np.ndarray | bytes | bytearray | memoryview) -> np.ndarray:
     if isinstance(raw, np.ndarray):
-        return raw.reshape(-1).view(np.uint8) if raw.flags.c_contiguous else np.ascontiguousarray(raw).reshape(-1).view(np.uint8)
+        return (
+            raw.reshape(-1).view(np.uint8)
+            if raw.flags.c_contiguous
+            else np.ascontiguousarray(raw).reshape(-1).view(np.uint8)
+        )
     return np.frombuffer(raw, dtype=np.uint8)
 
 
@@ -202,9 +224,7 @@ def byteswap(
     src_dt = _swap_dtype(t, from_order)
     dst_dt = _swap_dtype(t, to_order)
     if src.size % src_dt.itemsize:
-        raise ValueError(
-            f"{t.name} data of {src.size} bytes is not a whole number of {src_dt.itemsize}-byte blocks"
-        )
+        raise ValueError(f"{t.name} data of {src.size} bytes is not a whole number of {src_dt.itemsize}-byte blocks")
     # astype between the two byte orders of the same integer-typed layout swaps each field
     # (integers, so that NaN payloads in float fields survive bit for bit).
     return src.view(src_dt).astype(dst_dt).view(np.uint8)

@@ -1,7 +1,8 @@
 """The legacy block types: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1 (32 elements per block, one scale).
 
 Decoders ``dq_*(blocks, out)`` and quantizers ``q_*(x, blocks)`` following ggml's
-``dequantize_row_*`` and ``quantize_row_*_ref`` step by step in float32.
+``dequantize_row_*`` and ``quantize_row_*_ref`` step by step in float32; row quantizers
+``qr_*(rows, out, imatrix)`` for ggml's importance-weighted ``quantize_q4_0`` etc.
 """
 
 from __future__ import annotations
@@ -9,10 +10,14 @@ from __future__ import annotations
 import numpy as np
 
 from ..format.types import GGMLType
+from .kquants import search_qkx, search_qx
+from .layouts import block_dtype
 from .ops import (
     F32,
     c_int,
+    columns,
     field,
+    ggml_half,
     half,
     inverse,
     nibbles,
@@ -22,6 +27,7 @@ from .ops import (
     round_away,
     row_absmax,
     row_extrema,
+    row_seq_sum,
     scale_into,
     shl,
     shr,
@@ -130,3 +136,77 @@ def q_q8_1(x, b):
     b["d"] = d
     put(b, "qs", qs)
     b["s"] = qs.sum(axis=1, dtype=np.int32).astype(F32) * d
+
+
+# ---------------------------------------------------------------------------- importance paths
+#
+# ggml's quantize_row_q4_0_impl etc.: with importance weights the legacy types search their
+# scale as the K-quants do (make_qx_quants for Q4_0/Q5_0, make_qkx3_quants for Q4_1/Q5_1),
+# each element weighted by ``imatrix * sqrtf(sigma2 + x * x)``, sigma2 the mean square of the
+# whole row. Without weights they are the reference quantizers above.
+
+
+def _row_search_input(x: np.ndarray, imatrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Blocks of 32 position-major, and their weights."""
+    _n_rows, n_per_row = x.shape
+    sigma2 = row_seq_sum(x * x) / F32(n_per_row)
+    xs = columns(x, 32)
+    qw = columns(np.broadcast_to(imatrix, x.shape), 32)
+    return xs, qw * np.sqrt(np.repeat(sigma2, n_per_row // 32) + xs * xs)
+
+
+def _by_rows(x: np.ndarray, out: np.ndarray, imatrix: np.ndarray | None, t: GGMLType, ref, search) -> None:
+    b = out.reshape(-1).view(block_dtype(t))
+    with np.errstate(all="ignore"):
+        if imatrix is None:
+            ref(np.ascontiguousarray(x).reshape(-1, 32), b)
+        else:
+            search(*_row_search_input(x, imatrix), b)
+
+
+def _qx_blocks(xs: np.ndarray, w: np.ndarray, b: np.ndarray, nmax: int) -> np.ndarray:
+    levels, d = search_qx(xs, w, nmax)
+    b["d"] = ggml_half(d)
+    return np.ascontiguousarray(levels.T).astype(np.uint8)
+
+
+def _qkx_blocks(xs: np.ndarray, w: np.ndarray, b: np.ndarray, nmax: int) -> np.ndarray:
+    levels, d, the_min = search_qkx(xs, w, nmax, -0.9, 0.05, 36, False)
+    b["d"], b["m"] = ggml_half(d), ggml_half(-the_min)
+    return np.ascontiguousarray(levels.T).astype(np.uint8)
+
+
+def qr_q4_0(x, out, imatrix):
+    """ggml's ``quantize_q4_0``: rows -> ``out``, importance-weighted with ``imatrix``."""
+
+    def search(xs, w, b):
+        put(b, "qs", pack_halves(_qx_blocks(xs, w, b, 8)))
+
+    _by_rows(x, out, imatrix, GGMLType.Q4_0, q_q4_0, search)
+
+
+def qr_q4_1(x, out, imatrix):
+    """ggml's ``quantize_q4_1``: rows -> ``out``, importance-weighted with ``imatrix``."""
+
+    def search(xs, w, b):
+        put(b, "qs", pack_halves(_qkx_blocks(xs, w, b, 15)))
+
+    _by_rows(x, out, imatrix, GGMLType.Q4_1, q_q4_1, search)
+
+
+def qr_q5_0(x, out, imatrix):
+    """ggml's ``quantize_q5_0``: rows -> ``out``, importance-weighted with ``imatrix``."""
+
+    def search(xs, w, b):
+        _q5_pack(_qx_blocks(xs, w, b, 16), b)
+
+    _by_rows(x, out, imatrix, GGMLType.Q5_0, q_q5_0, search)
+
+
+def qr_q5_1(x, out, imatrix):
+    """ggml's ``quantize_q5_1``: rows -> ``out``, importance-weighted with ``imatrix``."""
+
+    def search(xs, w, b):
+        _q5_pack(_qkx_blocks(xs, w, b, 31), b)
+
+    _by_rows(x, out, imatrix, GGMLType.Q5_1, q_q5_1, search)

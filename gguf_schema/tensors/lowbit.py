@@ -19,6 +19,7 @@ from .ops import (
     half,
     inverse,
     kv_levels,
+    pack_crumbs,
     pack_halves,
     pack_rows,
     per_row,
@@ -27,7 +28,6 @@ from .ops import (
     round_away,
     row_absmax,
     scale_into,
-    shl,
 )
 
 _Q1_WORDS = pack_rows(2 * BYTE_BITS.astype(np.int8) - 1)  # Q1_0: bit set -> +1, else -1
@@ -63,8 +63,9 @@ _UE4M3_HALF = _ue4m3_half()
 _TQ1_POW3 = np.repeat(np.array([1, 3, 9, 27, 81], dtype=np.uint16), 26)  # per 16-bit lane of a plane
 
 
-_TQ1_PARTS = np.dtype({"names": ["a", "b", "c"], "formats": ["V32", "V16", "V4"], "offsets": [0, 32, 48],
-                       "itemsize": 52})
+_TQ1_PARTS = np.dtype(
+    {"names": ["a", "b", "c"], "formats": ["V32", "V16", "V4"], "offsets": [0, 32, 48], "itemsize": 52}
+)
 
 
 def dq_tq1_0(q, out):
@@ -161,9 +162,7 @@ def q_tq1_0(x, b):
 
 def q_tq2_0(x, b):
     d, t = _ternary(x)
-    p = pieces(t, 32)  # 8 runs of 32 levels (< 4): byte l of half h = sum_j run[4h + j] << 2j
-    halves = [p[4 * h] | shl(p[4 * h + 1], 2) | shl(p[4 * h + 2], 4) | shl(p[4 * h + 3], 6) for h in (0, 1)]
-    put(b, "qs", np.concatenate(halves, axis=1))
+    put(b, "qs", pack_crumbs(t))
     b["d"] = d[:, 0]
 
 
@@ -171,24 +170,23 @@ def _best_fp4(x: np.ndarray, d: np.ndarray) -> np.ndarray:
     """best_index_mxfp4: the first of the 16 E2M1 codes minimising |kvalue * d - x| (float32).
 
     ``d`` (> 0 or 0) broadcasts against ``x``. The codes are +-[0, 1, 2, 3, 4, 6, 8, 12]
-    (8-15 negative): a negative code never beats its positive twin for x >= 0 and the
-    reverse for x < 0 (at 0 they tie and the first, positive, wins), so the answer is the
-    best of the eight magnitudes for |x|, plus 8 for negative x. Along the sorted
-    magnitudes the float32 error |k*d - |x|| falls strictly, then rises (a tie is possible
-    only at the bottom), so the first minimum is the number of strict decreases.
+    (8-15 negative). For x >= 0 a negative code never beats the codes before it (its error
+    |-k*d - x| is at least |x|, the error of code 0), and for x < 0 the same holds for the
+    positive codes, while |-k*d - x| equals |k*d - |x|| bit for bit. So the answer is the first
+    minimum of the eight errors |k*d - |x|| (code 0 first), plus 8 for negative x unless that
+    is code 0. Those errors fall, then rise, but rounding can make equal neighbours anywhere
+    (large |x| against the saturated NVFP4 scale), so the first minimum is searched for.
     """
     a = np.abs(x)
     dd = np.ascontiguousarray(np.broadcast_to(d, x.shape), dtype=F32)
-    count = np.zeros(x.shape, dtype=np.uint8)
-    prev = np.abs(a)  # error of code 0: |0 * d - |x||
-    for k in KVALUES_MXFP4[1:8]:
-        err = dd * F32(k)
-        err -= a
-        np.abs(err, out=err)
-        count += err < prev
-        prev = err
-    count += ((x < 0) & (count > 0)).view(np.uint8) << 3
-    return count
+    err = np.empty((8, *x.shape), dtype=F32)
+    for k, v in enumerate(KVALUES_MXFP4[:8]):
+        np.multiply(dd, F32(v), out=err[k])
+        err[k] -= a
+    np.abs(err, out=err)
+    best = err.argmin(axis=0).astype(np.uint8)  # the first of equal minimums
+    best += ((x < 0) & (best > 0)).view(np.uint8) << 3
+    return best
 
 
 def q_mxfp4(x, b):

@@ -63,9 +63,10 @@ def field(q: np.ndarray, t: GGMLType, name: str) -> np.ndarray:
     key = (t, name)
     vdt = _FIELD_VIEWS.get(key)
     if vdt is None:
-        sub, off = block_dtype(t).fields[name][:2]
-        vdt = np.dtype({"names": ["f"], "formats": [f"V{sub.itemsize}"], "offsets": [off],
-                        "itemsize": t.type_size})
+        fields = block_dtype(t).fields
+        assert fields is not None
+        sub, off = fields[name][:2]
+        vdt = np.dtype({"names": ["f"], "formats": [f"V{sub.itemsize}"], "offsets": [off], "itemsize": t.type_size})
         _FIELD_VIEWS[key] = vdt
     v = np.ascontiguousarray(q).reshape(-1).view(vdt)["f"]
     return np.ascontiguousarray(v).view(np.uint8).reshape(len(q), -1)
@@ -137,7 +138,7 @@ def spread(src: np.ndarray, shifts: tuple[int, ...], mask: int) -> np.ndarray:
     src = np.ascontiguousarray(src)
     rows = src.size // k if k else 0
     if k % 8 or rows == 0:  # narrow rows (a few scale bytes): plain byte-wise operations
-        out = np.empty(src.shape[:-1] + (m, k), dtype=np.uint8)
+        out = np.empty((*src.shape[:-1], m, k), dtype=np.uint8)
         for j, s in enumerate(shifts):
             np.bitwise_and(src >> s, mask, out=out[..., j, :])
         return out
@@ -151,7 +152,7 @@ def spread(src: np.ndarray, shifts: tuple[int, ...], mask: int) -> np.ndarray:
     r = np.repeat(src.reshape(rows, k).view(f"V{k}")[:, 0], m).view(np.uint64)
     np.right_shift(r, pattern[:need], out=r)
     np.bitwise_and(r, np.uint64(mask * 0x0101010101010101), out=r)
-    return r.view(np.uint8).reshape(src.shape[:-1] + (m, k))
+    return r.view(np.uint8).reshape((*src.shape[:-1], m, k))
 
 
 _LANE_SHIFTS: dict[tuple[tuple[int, ...], str, int], np.ndarray] = {}
@@ -174,7 +175,7 @@ def lane_fields(w: np.ndarray, shifts: tuple[int, ...], mask: int) -> np.ndarray
     r = np.repeat(w.reshape(-1), m)
     np.right_shift(r, pattern[:need], out=r)
     np.bitwise_and(r, w.dtype.type(mask), out=r)
-    return r.reshape(w.shape + (m,))
+    return r.reshape((*w.shape, m))
 
 
 def nibbles(qs: np.ndarray) -> np.ndarray:
@@ -198,8 +199,11 @@ def bitplanes(qh: np.ndarray) -> np.ndarray:
 
 
 def scale_into(
-    out: np.ndarray, lv: np.ndarray, scale: np.ndarray,
-    minus: np.ndarray | None = None, plus: np.ndarray | None = None,
+    out: np.ndarray,
+    lv: np.ndarray,
+    scale: np.ndarray,
+    minus: np.ndarray | None = None,
+    plus: np.ndarray | None = None,
 ) -> None:
     """``out = float(lv) * scale [- minus] [+ plus]`` with one scale (and min) per run of elements.
 
@@ -243,7 +247,7 @@ def kv_levels(qs: np.ndarray, name: str, kvalues: np.ndarray) -> np.ndarray:
     words = pair_table(name, kvalues)[np.ascontiguousarray(qs).view("<u2")]
     lo = words.astype("<u2").view(np.uint8)  # levels of the low nibbles, in byte order
     hi = (words >> np.uint32(16)).astype("<u2").view(np.uint8)
-    lv = np.empty(qs.shape[:-1] + (2, qs.shape[-1]), dtype=np.uint8)
+    lv = np.empty((*qs.shape[:-1], 2, qs.shape[-1]), dtype=np.uint8)
     return rows_into(lv, [lo, hi]).view(np.int8)
 
 
@@ -324,6 +328,7 @@ def row_absmax(x: np.ndarray) -> np.ndarray:
 def signed_max(x: np.ndarray) -> np.ndarray:
     """ggml's ``max``: the first value of largest magnitude of each row (0 if all are 0), (n,)."""
     mx, mn = row_extrema(x)
+    assert mn is not None
     out = np.where(-mn > mx, mn, mx)
     tie = (-mn == mx) & (mx != 0)  # +a and -a both present: the first one wins
     if tie.any():
@@ -343,8 +348,10 @@ def halves(xi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """First and second half of each row of a (n, 2k) uint8 array, as contiguous (n, k) copies."""
     n, k2 = xi.shape
     v = np.ascontiguousarray(xi).view(f"V{k2 // 2}")
-    return (np.ascontiguousarray(v[:, 0]).view(np.uint8).reshape(n, -1),
-            np.ascontiguousarray(v[:, 1]).view(np.uint8).reshape(n, -1))
+    return (
+        np.ascontiguousarray(v[:, 0]).view(np.uint8).reshape(n, -1),
+        np.ascontiguousarray(v[:, 1]).view(np.uint8).reshape(n, -1),
+    )
 
 
 def pack_halves(xi: np.ndarray) -> np.ndarray:
@@ -356,9 +363,10 @@ def pack_halves(xi: np.ndarray) -> np.ndarray:
 def put(b: np.ndarray, name: str, values: np.ndarray) -> None:
     """Store ``values`` (n, …) into field ``name`` of every block of the structured array ``b``,
     one void item per block (a direct field assignment runs one short loop per block)."""
-    sub, off = b.dtype.fields[name][:2]
-    vdt = np.dtype({"names": ["f"], "formats": [f"V{sub.itemsize}"], "offsets": [off],
-                    "itemsize": b.dtype.itemsize})
+    fields = b.dtype.fields
+    assert fields is not None
+    sub, off = fields[name][:2]
+    vdt = np.dtype({"names": ["f"], "formats": [f"V{sub.itemsize}"], "offsets": [off], "itemsize": b.dtype.itemsize})
     src = np.ascontiguousarray(values, dtype=sub.base).reshape(len(b), -1)
     b.view(vdt)["f"] = src.view(f"V{sub.itemsize}").reshape(len(b))
 
@@ -367,3 +375,116 @@ def pieces(t: np.ndarray, k: int) -> list[np.ndarray]:
     """Split each row of a (n, m*k) uint8 array into m contiguous (n, k) arrays."""
     v = np.ascontiguousarray(t).view(f"V{k}")
     return [np.ascontiguousarray(v[:, j]).view(np.uint8).reshape(len(t), k) for j in range(v.shape[1])]
+
+
+# ---------------------------------------------------------------------------- searches over columns
+#
+# The quantizers that search for scales (K-quants, the importance paths of the legacy types,
+# IQ4) treat many groups of elements (sub-blocks) at once in a "position-major" array: X[i, g]
+# is element i of group g, so every step of ggml's per-group loop becomes one numpy operation
+# over all groups, and a sum that ggml accumulates element by element is a loop over the rows
+# of X (numpy's own sum adds pairwise, which rounds differently).
+
+
+def columns(x: np.ndarray, n: int) -> np.ndarray:
+    """Groups of ``n`` consecutive elements of ``x`` as the columns of a contiguous (n, groups) array."""
+    return np.ascontiguousarray(x.reshape(-1, n).T)
+
+
+def seq_sum(t: np.ndarray, from_first: bool = False) -> np.ndarray:
+    """Sum over axis 0 in order, one float32 addition at a time: C's ``s = 0; for i: s += t[i]``
+    (or, with ``from_first``, ``s = t[0]; for i >= 1: s += t[i]``). Shape ``t.shape[1:]``."""
+    s = t[0].copy() if from_first else t[0] + F32(0)  # 0.0f + -0.0f is +0.0f, as in C
+    for r in t[1:]:
+        s += r
+    return s
+
+
+def row_seq_sum(a: np.ndarray) -> np.ndarray:
+    """Sum of each row of a (n, k) float32 array in order from 0.0f (an accumulate: never pairwise)."""
+    a = np.array(a, dtype=F32)
+    a[:, 0] += F32(0)
+    return np.cumsum(a, axis=1, dtype=F32)[:, -1]
+
+
+def col_min_max(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """ggml's ``min = max = x[0]; if (x[i] < min) min = x[i]; if (x[i] > max) max = x[i]`` per
+    column of finite values: the exact extremes, a zero extreme with the sign of the column's
+    first zero (the first of equal values stays)."""
+    mn, mx = x.min(axis=0), x.max(axis=0)
+    for ext in (mn, mx):
+        first_zero_sign(x.T, ext)
+    return mn, mx
+
+
+def col_signed_max(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """ggml's ``amax = max = 0; if (|x[i]| > amax) { amax = |x[i]|; max = x[i]; }`` per column:
+    the largest magnitude and the first value that has it (NaNs are never taken; 0, 0 for a
+    column without a non-zero value)."""
+    a = np.abs(x)
+    a[np.isnan(a)] = 0
+    amax = a.max(axis=0)
+    cols = np.arange(x.shape[1])
+    mx = x[(a == amax).argmax(axis=0), cols]
+    mx[amax == 0] = 0
+    return amax, mx
+
+
+def positive_max(x: np.ndarray, axis: int = -1) -> np.ndarray:
+    """ggml's ``max = 0; if (x[i] > max) max = x[i]``: the largest positive value, else +0.0."""
+    return np.where(x > 0, x, F32(0)).max(axis=axis)
+
+
+def ggml_half(v: np.ndarray) -> np.ndarray:
+    """float32 -> float16 as ggml's ``GGML_FP32_TO_FP16`` (round to nearest even; a NaN becomes
+    0x7e00 with its sign), as a float16 array."""
+    v = np.asarray(v, F32)
+    with np.errstate(over="ignore", invalid="ignore"):
+        h = v.astype(np.float16)
+    nan = np.isnan(v)
+    if nan.any():
+        sign = (v.view(np.uint32) >> 16).astype(np.uint16) & np.uint16(0x8000)
+        h = np.where(nan, (sign | np.uint16(0x7E00)).view(np.float16), h)
+    return h
+
+
+def half_round(v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``v`` stored as a ggml half, and read back: (float16 array, float32 array)."""
+    h = ggml_half(v)
+    return h, h.astype(F32)
+
+
+def pack_crumbs(lv: np.ndarray) -> np.ndarray:
+    """256 levels < 4 per row, (n, 256) uint8 -> (n, 64) bytes as Q2_K, Q3_K and TQ2_0 store
+    them: byte 32h + m holds levels 128h + m + 32j at bits 2j (j = 0..3)."""
+    p = pieces(lv, 32)
+    halves = [p[4 * h] | shl(p[4 * h + 1], 2) | shl(p[4 * h + 2], 4) | shl(p[4 * h + 3], 6) for h in (0, 1)]
+    return np.concatenate(halves, axis=1)
+
+
+def quantizer_pair(kernel, t: GGMLType, block_doc: str, row_doc: str):
+    """The two quantizers of a type whose ``kernel(x, blocks, qw)`` quantizes blocks ``x``
+    (n, t.block_size) into zeroed structured blocks, weighing element i by ``qw[:, i]`` (the
+    importance of its column) or, with ``qw`` None, as ggml does without an importance matrix:
+
+    * ``q_<type>(x, blocks)``: the registry's block quantizer;
+    * ``qr_<type>(rows, out, imatrix)``: the row quantizer; block j of every row takes the
+      weights of its columns, ``imatrix[j * block_size:(j + 1) * block_size]``.
+    """
+    size = t.block_size
+
+    def block_quantizer(x, b):
+        with np.errstate(all="ignore"):
+            kernel(x, b, None)
+
+    def row_quantizer(x, out, imatrix):
+        b = out.reshape(-1).view(block_dtype(t))
+        qw = None if imatrix is None else np.broadcast_to(imatrix, x.shape).reshape(-1, size)
+        with np.errstate(all="ignore"):
+            kernel(np.ascontiguousarray(x).reshape(-1, size), b, qw)
+
+    name = t.name.lower()
+    for fn, prefix, doc in ((block_quantizer, "q", block_doc), (row_quantizer, "qr", row_doc)):
+        fn.__name__ = fn.__qualname__ = f"{prefix}_{name}"
+        fn.__doc__ = doc
+    return block_quantizer, row_quantizer

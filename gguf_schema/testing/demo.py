@@ -49,9 +49,9 @@ def example_metadata(nested: bool = True) -> dict[str, Any]:
         "demo.int8": np.int8(-128),
         "demo.uint16": np.uint16(65535),
         "demo.int16": np.int16(-32768),
-        "demo.int32": np.int32(-2**31),
+        "demo.int32": np.int32(-(2**31)),
         "demo.uint64": np.uint64(2**64 - 1),
-        "demo.int64": np.int64(-2**63),
+        "demo.int64": np.int64(-(2**63)),
         "demo.float64": np.float64(np.pi),
         "demo.bool": True,
         "demo.empty_string": "",
@@ -65,8 +65,16 @@ def example_metadata(nested: bool = True) -> dict[str, Any]:
     if not nested:
         return metadata
     items = list(metadata.items())
-    items.insert(22, ("demo.nested", GGUFArray(ValueType.ARRAY, [GGUFArray(ValueType.UINT8, np.array([1, 2], np.uint8)),
-                                                                  GGUFArray(ValueType.STRING, ["a", "b"])])))
+    items.insert(
+        22,
+        (
+            "demo.nested",
+            GGUFArray(
+                ValueType.ARRAY,
+                [GGUFArray(ValueType.UINT8, np.array([1, 2], np.uint8)), GGUFArray(ValueType.STRING, ["a", "b"])],
+            ),
+        ),
+    )
     return dict(items)
 
 

@@ -2,7 +2,7 @@
 
 This module owns the robustness harness. It takes seed files (real or generated), mutates them
 with a seeded :class:`random.Random` and feeds each mutant to :func:`check_input`, which opens it
-with both schema variants (``fast=True`` and the pure-construct reference ``fast=False``),
+with both schema variants (the schema as shipped and its reference variant, :mod:`.reference`),
 touches every field and tensor (``plain()``, ``nbytes``, ``data``, ``raw()``) and saves it again.
 The oracle is narrow and strict:
 
@@ -44,28 +44,32 @@ import signal
 import struct
 import threading
 import time
-import tracemalloc
 import traceback
+import tracemalloc
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any, Literal
 
 from ..errors import GGUFError
 from ..format.limits import Limits
-from ..reader import open as gguf_open
 from ..format.types import ValueType
 from ..format.values import GGUFArray
+from ..reader import read as gguf_open
+from .fixtures import fixture_files
+from .reference import read_reference
 
 __all__ = [
     "Finding",
     "FuzzReport",
+    "Mutator",
     "Slot",
     "check_input",
-    "exercise",
-    "layout",
-    "Mutator",
-    "fuzz",
-    "nested_array_file",
     "default_corpus",
+    "exercise",
+    "fuzz",
+    "layout",
+    "nested_array_file",
     "trimmed_copy",
 ]
 
@@ -107,8 +111,10 @@ def _what(exc: BaseException) -> str:
 def _where(exc: BaseException) -> str:
     """The innermost frame inside gguf_schema (else the innermost frame) as ``file:function``."""
     frames = traceback.extract_tb(exc.__traceback__)
-    ours = [f for f in frames if os.path.abspath(f.filename).startswith(_PKG_DIR + os.sep) and "testing" not in f.filename]
-    f = (ours or frames or [None])[-1]
+    ours = [
+        f for f in frames if os.path.abspath(f.filename).startswith(_PKG_DIR + os.sep) and "testing" not in f.filename
+    ]
+    f = (ours or frames)[-1] if (ours or frames) else None
     if f is None:
         return "?"
     return f"{os.path.basename(f.filename)}:{f.name}"
@@ -127,32 +133,39 @@ def exercise(data: bytes, *, fast: bool = True, limits: Limits | None = None, re
     (3, 'little', 32)
     """
     try:
-        f = gguf_open(data, fast=fast, limits=limits)
+        f = gguf_open(data, limits=limits) if fast else read_reference(data, limits=limits)
     except GGUFError:
         return None
     with f:
+        touched: list = []  # every property is read: a crash in any of them is a finding
         for fld in f.fields.records:
-            fld.plain()
-            repr(fld)
-            fld.element_type
-        dict(f.metadata)
-        repr(f)
+            touched += [fld.plain(), repr(fld), fld.element_type]
+        touched += [dict(f.metadata), repr(f)]
         tensors = []
         for t in f.tensor_list:
-            repr(t)
-            t.shape, t.n_elements
+            touched += [repr(t), t.shape, t.n_elements]
             try:
-                t.nbytes
+                touched.append(t.nbytes)
                 arr = t.data
-                arr.shape
                 raw = t.raw()
-                raw.nbytes
+                touched += [arr.shape, raw.nbytes]
                 del arr, raw
             except GGUFError:
                 pass
             tensors.append((t.name, int(t.type), t.dims, t.stored_offset, t.offset))
-        summary = (f.version, f.byte_order, f.alignment, f.data_offset, f.metadata_end, f.padding, f.data_section,
-                   f.file_size, f.fields.records, tensors)
+        del touched
+        summary = (
+            f.version,
+            f.byte_order,
+            f.alignment,
+            f.data_offset,
+            f.metadata_end,
+            f.padding,
+            f.data_section,
+            f.file_size,
+            f.fields.records,
+            tensors,
+        )
         if resave:
             out = io.BytesIO()
             try:
@@ -161,14 +174,21 @@ def exercise(data: bytes, *, fast: bool = True, limits: Limits | None = None, re
                 pass
             else:
                 if out.getvalue() != bytes(data):
-                    raise AssertionError(f"unedited file saved back to different bytes ({len(out.getvalue())} vs {len(data)})")
+                    raise AssertionError(
+                        f"unedited file saved back to different bytes ({len(out.getvalue())} vs {len(data)})"
+                    )
     return summary
 
 
 def _summaries_equal(a: tuple | None, b: tuple | None) -> bool:
     if a is None or b is None:
         return a is b
-    return a[:-2] == b[:-2] and a[-1] == b[-1] and len(a[-2]) == len(b[-2]) and all(x == y for x, y in zip(a[-2], b[-2]))
+    return (
+        a[:-2] == b[:-2]
+        and a[-1] == b[-1]
+        and len(a[-2]) == len(b[-2])
+        and all(x == y for x, y in zip(a[-2], b[-2], strict=False))
+    )
 
 
 class _Timer:
@@ -176,7 +196,9 @@ class _Timer:
 
     def __init__(self, seconds: float):
         self.seconds = seconds
-        self.active = seconds > 0 and hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
+        self.active = (
+            seconds > 0 and hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
+        )
 
     def __enter__(self):
         if self.active:
@@ -195,9 +217,17 @@ class _Timer:
         return False
 
 
-def check_input(data: bytes, *, limits: Limits | None = None, timeout: float = 5.0, memory_base: int = 16 * 2**20,
-                memory_factor: int = 24, differential: bool = True, resave: bool = True,
-                stats: dict[str, int] | None = None) -> Finding | None:
+def check_input(
+    data: bytes,
+    *,
+    limits: Limits | None = None,
+    timeout: float = 5.0,
+    memory_base: int = 16 * 2**20,
+    memory_factor: int = 24,
+    differential: bool = True,
+    resave: bool = True,
+    stats: dict[str, int] | None = None,
+) -> Finding | None:
     """Run the oracle on one input; return the first :class:`Finding`, or None when the library behaved.
 
     Memory is checked only while :mod:`tracemalloc` is tracing (start it once around many calls:
@@ -207,7 +237,7 @@ def check_input(data: bytes, *, limits: Limits | None = None, timeout: float = 5
     data = bytes(data)
     tracing = tracemalloc.is_tracing()
     results = []
-    for fast in ((True, False) if differential else (True,)):
+    for fast in (True, False) if differential else (True,):
         variant = "fast" if fast else "reference"
         if tracing:
             tracemalloc.reset_peak()
@@ -221,21 +251,38 @@ def check_input(data: bytes, *, limits: Limits | None = None, timeout: float = 5
         except AssertionError as e:
             return Finding("roundtrip", f"roundtrip ({variant})", str(e), data)
         except RecursionError as e:
-            return Finding("exception", f"exception RecursionError at {_where(e)} ({variant})", traceback.format_exc(), data)
-        except Exception as e:  # noqa: BLE001 - the point: anything but GGUFError is a finding
-            return Finding("exception", f"exception {type(e).__name__} at {_where(e)}: {_what(e)} ({variant})", traceback.format_exc(), data)
+            return Finding(
+                "exception", f"exception RecursionError at {_where(e)} ({variant})", traceback.format_exc(), data
+            )
+        except Exception as e:
+            return Finding(
+                "exception",
+                f"exception {type(e).__name__} at {_where(e)}: {_what(e)} ({variant})",
+                traceback.format_exc(),
+                data,
+            )
         elapsed = time.perf_counter() - start
         if tracing:
             peak = tracemalloc.get_traced_memory()[1] - before
             budget = memory_base + memory_factor * len(data)
             if peak > budget:
-                return Finding("memory", f"memory ({variant})",
-                               f"traced peak {peak:,} bytes > budget {budget:,} for a {len(data):,}-byte input ({elapsed:.2f} s)", data)
+                return Finding(
+                    "memory",
+                    f"memory ({variant})",
+                    f"traced peak {peak:,} bytes > budget {budget:,} for a {len(data):,}-byte input ({elapsed:.2f} s)",
+                    data,
+                )
     if stats is not None:
         k = "accepted" if results[0] is not None else "rejected"
         stats[k] = stats.get(k, 0) + 1
     if differential and not _summaries_equal(results[0], results[1]):
-        which = "only fast parses" if results[1] is None else "only reference parses" if results[0] is None else "values differ"
+        which = (
+            "only fast parses"
+            if results[1] is None
+            else "only reference parses"
+            if results[0] is None
+            else "values differ"
+        )
         return Finding("differential", f"differential: {which}", _diff_detail(results[0], results[1]), data)
     return None
 
@@ -243,8 +290,23 @@ def check_input(data: bytes, *, limits: Limits | None = None, timeout: float = 5
 def _diff_detail(a: tuple | None, b: tuple | None) -> str:
     if a is None or b is None:
         return f"fast={'ok' if a is not None else 'GGUFError'} reference={'ok' if b is not None else 'GGUFError'}"
-    names = ("version", "byte_order", "alignment", "data_offset", "metadata_end", "padding", "data_section", "file_size", "fields", "tensors")
-    return "; ".join(f"{n}: {x!r:.120} != {y!r:.120}" for n, x, y in zip(names, a, b) if not (x == y if n != "fields" else _summaries_equal((x, []), (y, []))))
+    names = (
+        "version",
+        "byte_order",
+        "alignment",
+        "data_offset",
+        "metadata_end",
+        "padding",
+        "data_section",
+        "file_size",
+        "fields",
+        "tensors",
+    )
+    return "; ".join(
+        f"{n}: {x!r:.120} != {y!r:.120}"
+        for n, x, y in zip(names, a, b, strict=False)
+        if not (x == y if n != "fields" else _summaries_equal((x, []), (y, [])))
+    )
 
 
 # --------------------------------------------------------------------------- layout of a file
@@ -281,6 +343,7 @@ def layout(data: bytes) -> list[Slot]:
         slots = [Slot(4, 4, "version"), Slot(8, ls, "count"), Slot(8 + ls, ls, "count")]
         for fld in f.fields.records:
             o = fld.offset
+            assert o is not None  # read from a file: every record has its offset
             klen = len(fld.key.encode("utf-8", "surrogateescape"))
             slots.append(Slot(o, ls, "length"))
             slots.append(Slot(o + ls + klen, 4, "vtype"))
@@ -352,7 +415,11 @@ def nested_array_file(depth: int, *, byte_order: str = "little", version: int = 
     key = b"deep"
     head = b"GGUF" + struct.pack(e + "I", version) + struct.pack(e + L + L, 0, 1) + struct.pack(e + L, len(key)) + key
     level = struct.pack(e + "I" + L, int(ValueType.ARRAY), inner_count)
-    body = struct.pack(e + "I", int(ValueType.ARRAY)) + level * (depth - 1) + struct.pack(e + "I" + L, int(ValueType.UINT8), 0)
+    body = (
+        struct.pack(e + "I", int(ValueType.ARRAY))
+        + level * (depth - 1)
+        + struct.pack(e + "I" + L, int(ValueType.UINT8), 0)
+    )
     return head + body
 
 
@@ -372,7 +439,7 @@ class Mutator:
         self.rng = random.Random(seed)
         self.corpus = list(corpus)
         self._layouts: dict[int, list[Slot]] = {}
-        self._orders: dict[int, str] = {}
+        self._orders: dict[int, Literal["little", "big"]] = {}
         self.ops: list[tuple[Callable[[bytearray, int], str], int]] = [
             (self.bit_flips, 3),
             (self.byte_sets, 3),
@@ -409,7 +476,9 @@ class Mutator:
         n = len(buf)
         if n == 0:
             return 0
-        return min(n - 1, int(self.rng.paretovariate(1.2) * 16) - 16) if self.rng.random() < 0.5 else self.rng.randrange(n)
+        return (
+            min(n - 1, int(self.rng.paretovariate(1.2) * 16) - 16) if self.rng.random() < 0.5 else self.rng.randrange(n)
+        )
 
     def bit_flips(self, buf: bytearray, key: int) -> str:
         if not buf:
@@ -443,7 +512,7 @@ class Mutator:
     def _put(self, buf: bytearray, key: int, slot: Slot, value: int) -> None:
         order = self._orders.get(key, "little")
         value &= (1 << (8 * slot.size)) - 1
-        buf[slot.offset:slot.offset + slot.size] = value.to_bytes(slot.size, order)
+        buf[slot.offset : slot.offset + slot.size] = value.to_bytes(slot.size, order)
 
     def inflate(self, buf: bytearray, key: int) -> str:
         s = self._slot(key, ("count", "length", "dim", "ndims", "toffset"), buf)
@@ -451,7 +520,7 @@ class Mutator:
             return self.byte_sets(buf, key)
         value = self.rng.choice(_HUGE)
         if self.rng.random() < 0.3:
-            old = int.from_bytes(buf[s.offset:s.offset + s.size], self._orders.get(key, "little"))
+            old = int.from_bytes(buf[s.offset : s.offset + s.size], self._orders.get(key, "little"))
             value = old + self.rng.choice((1, -1, 2, 8, 32, 1 << 20))
         self._put(buf, key, s, value)
         return f"inflate({s.kind}@{s.offset}={value})"
@@ -461,9 +530,9 @@ class Mutator:
         if s is None:
             return self.bit_flips(buf, key)
         if s.kind == "vtype":
-            value = self.rng.choice(list(range(13)) + [13, 255, 2**31, 2**32 - 1])
+            value = self.rng.choice([*list(range(13)), 13, 255, 2**31, 2**32 - 1])
         else:
-            value = self.rng.choice(list(range(43)) + [43, 255, 2**32 - 1])
+            value = self.rng.choice([*list(range(43)), 43, 255, 2**32 - 1])
         self._put(buf, key, s, value)
         return f"swap_type({s.kind}@{s.offset}={value})"
 
@@ -471,7 +540,9 @@ class Mutator:
         s = self._slot(key, ("version", "bool", "ndims", "dim", "toffset", "count", "length"), buf)
         if s is None:
             return self.truncate(buf, key)
-        value = self.rng.choice((0, 1, 2, 3, 4, 5, 7, 31, 32, 63, 64, 65, 255, 2**31 - 1, self.rng.getrandbits(8 * s.size)))
+        value = self.rng.choice(
+            (0, 1, 2, 3, 4, 5, 7, 31, 32, 63, 64, 65, 255, 2**31 - 1, self.rng.getrandbits(8 * s.size))
+        )
         self._put(buf, key, s, value)
         return f"patch({s.kind}@{s.offset}={value})"
 
@@ -480,7 +551,7 @@ class Mutator:
             return "delete(empty)"
         a = self._pos(buf)
         n = self.rng.randint(1, 16)
-        del buf[a:a + n]
+        del buf[a : a + n]
         return f"delete({a},{n})"
 
     def insert_chunk(self, buf: bytearray, key: int) -> str:
@@ -494,7 +565,7 @@ class Mutator:
             return "duplicate(short)"
         a = self._pos(buf)
         n = self.rng.randint(1, 64)
-        buf[a:a] = buf[a:a + n]
+        buf[a:a] = buf[a : a + n]
         return f"duplicate({a},{n})"
 
     def splice(self, buf: bytearray, key: int) -> str:
@@ -503,7 +574,7 @@ class Mutator:
         other = self.rng.choice(self.corpus)
         a = self._pos(buf) if buf else 0
         b = self.rng.randrange(len(other) + 1)
-        buf[a:] = other[b:b + self.rng.randint(1, 256)]
+        buf[a:] = other[b : b + self.rng.randint(1, 256)]
         return f"splice({a},{b})"
 
 
@@ -545,8 +616,8 @@ def default_corpus(include_vocab: Iterable[str] = (), trim: int | None = 64) -> 
     """Seed files: the demo model in every byte order and version, nested arrays, and the edge-case
     and per-type fixtures of :mod:`gguf_schema.testing.fixtures`, plus the given real files (paths),
     their arrays cut to ``trim`` items (:func:`trimmed_copy`; None keeps them whole)."""
-    from .demo import example_metadata, example_tensors
     from ..writer import save
+    from .demo import example_metadata, example_tensors
 
     seeds = []
     for order in ("little", "big"):
@@ -555,16 +626,11 @@ def default_corpus(include_vocab: Iterable[str] = (), trim: int | None = 64) -> 
             save(buf, example_metadata(), example_tensors(), byte_order=order, version=version)
             seeds.append(buf.getvalue())
         seeds.append(nested_array_file(5, byte_order=order, inner_count=2))
-    try:
-        from .fixtures import fixture_files
-    except ImportError:  # pragma: no cover - fixtures ships with this module
-        fixture_files = None
-    if fixture_files is not None:
-        for fx in fixture_files(kinds=("types", "edge"), seed=0, small=True):
-            if len(fx.data) <= 1 << 16:
-                seeds.append(fx.data)
+    for fx in fixture_files(kinds=("types", "edge"), seed=0, small=True):  # generated files are seeds too
+        if len(fx.data) <= 1 << 16:
+            seeds.append(fx.data)
     for p in include_vocab:
-        seeds.append(trimmed_copy(p, max_items=trim) if trim else open(p, "rb").read())
+        seeds.append(trimmed_copy(p, max_items=trim) if trim else Path(p).read_bytes())
     return seeds
 
 
@@ -582,17 +648,29 @@ def trimmed_copy(path: str | os.PathLike[str], max_items: int = 64) -> bytes:
     from ..writer import save
 
     with gguf_open(path) as f:
-        records = [Field(x.key, x.type, GGUFArray(x.value.type, x.value.items[:max_items])) if x.type == ValueType.ARRAY else x
-                   for x in f.fields.records]
+        records = [
+            Field(x.key, x.type, GGUFArray(x.value.type, x.value.items[:max_items])) if x.type == ValueType.ARRAY else x
+            for x in f.fields.records
+        ]
         out = io.BytesIO()
         save(out, records, {t.name: t for t in f.tensor_list}, version=f.version, byte_order=f.byte_order)
     return out.getvalue()
 
 
-def fuzz(corpus: Sequence[bytes], *, executions: int = 1000, seed: int = 0, limits: Limits | None = None,
-         timeout: float = 5.0, trace_memory: bool = True, differential: bool = True, deep_nesting: float = 0.01,
-         time_limit: float | None = None, on_finding: Callable[[Finding], None] | None = None,
-         progress: Callable[[FuzzReport], None] | None = None) -> FuzzReport:
+def fuzz(
+    corpus: Sequence[bytes],
+    *,
+    executions: int = 1000,
+    seed: int = 0,
+    limits: Limits | None = None,
+    timeout: float = 5.0,
+    trace_memory: bool = True,
+    differential: bool = True,
+    deep_nesting: float = 0.01,
+    time_limit: float | None = None,
+    on_finding: Callable[[Finding], None] | None = None,
+    progress: Callable[[FuzzReport], None] | None = None,
+) -> FuzzReport:
     """Mutate ``corpus`` ``executions`` times with a seeded RNG and check each mutant.
 
     The same ``seed`` and corpus give the same inputs. ``deep_nesting`` is the share of inputs
@@ -607,10 +685,12 @@ def fuzz(corpus: Sequence[bytes], *, executions: int = 1000, seed: int = 0, limi
         started_tracing = True
     t0 = time.perf_counter()
     try:
-        for i in range(executions):
+        for _i in range(executions):
             if mut.rng.random() < deep_nesting:
                 depth = mut.rng.choice((63, 64, 65, 100, 999, 1000, 5000, 100_000))
-                data = nested_array_file(depth, byte_order=mut.rng.choice(("little", "big")), inner_count=mut.rng.choice((1, 1, 2, 2**60)))
+                data = nested_array_file(
+                    depth, byte_order=mut.rng.choice(("little", "big")), inner_count=mut.rng.choice((1, 1, 2, 2**60))
+                )
             else:
                 k = mut.rng.randrange(len(corpus))
                 data, _ = mut.mutate(corpus[k], key=k)

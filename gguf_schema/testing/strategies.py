@@ -35,8 +35,9 @@ from __future__ import annotations
 import io
 import os
 import string
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import IO, Any, Sequence, Union
+from typing import IO, Any
 
 import numpy as np
 
@@ -51,50 +52,43 @@ from ..writer import RawTensor, save
 
 __all__ = [
     "GGUFSpec",
-    "value_types",
-    "keys",
-    "strings",
+    "alignments",
+    "array_values",
+    "fields",
     "float32s",
     "float64s",
-    "scalar_values",
-    "array_values",
-    "metadata_values",
-    "fields",
-    "metadata",
     "ggml_types",
-    "tensor_shapes",
-    "tensor_names",
-    "raw_tensors",
-    "tensors",
-    "alignments",
     "gguf_files",
+    "keys",
+    "metadata",
+    "metadata_values",
+    "raw_tensors",
+    "scalar_values",
+    "strings",
+    "tensor_names",
+    "tensor_shapes",
+    "tensors",
+    "value_types",
 ]
 
-_INT_BOUNDS = {vt: (int(np.iinfo(vt.numpy_dtype()).min), int(np.iinfo(vt.numpy_dtype()).max)) for vt in ValueType if vt.is_integer}
+_INT_BOUNDS = {
+    vt: (int(np.iinfo(vt.numpy_dtype()).min), int(np.iinfo(vt.numpy_dtype()).max)) for vt in ValueType if vt.is_integer
+}
 
 
 def value_types(*, arrays: bool = True) -> st.SearchStrategy[ValueType]:
-    """Any of the 13 metadata value types (without ARRAY when ``arrays`` is false).
-
-    >>> from hypothesis import find
-    >>> find(value_types(arrays=False), lambda vt: vt.name.startswith("F"))
-    <ValueType.FLOAT32: 6>
-    """
+    """Any of the 13 metadata value types (without ARRAY when ``arrays`` is false)."""
     return st.sampled_from([vt for vt in ValueType if arrays or vt != ValueType.ARRAY])
 
 
 def strings(*, max_size: int = 24) -> st.SearchStrategy[str]:
     """Strings as the reader returns them: empty, ASCII, any Unicode (no lone surrogates), or decoded
     from arbitrary bytes with ``surrogateescape`` (invalid UTF-8 survives as ``\\udc80``..``\\udcff``).
-
-    >>> from hypothesis import find
-    >>> find(strings(), lambda s: "\\udcff" in s)
-    '\\udcff'
     """
     return st.one_of(
         st.sampled_from(["", "a", "é", "日本語", "🦙", "\x00", "tab\there", "▁the"]),
         st.text(string.ascii_letters + string.digits + "._- ", max_size=max_size),
-        st.text(st.characters(blacklist_categories=("Cs",)), max_size=max_size),
+        st.text(st.characters(exclude_categories=["Cs"]), max_size=max_size),
         st.binary(max_size=max_size).map(lambda b: b.decode("utf-8", "surrogateescape")),
     )
 
@@ -102,11 +96,6 @@ def strings(*, max_size: int = 24) -> st.SearchStrategy[str]:
 def keys(*, style: str = "any") -> st.SearchStrategy[str]:
     """Metadata keys. ``style="spec"``: ASCII ``lower_snake_case`` segments joined by dots (what the
     spec requires); ``"any"``: those or any string, non-ASCII and empty included.
-
-    >>> import re
-    >>> from hypothesis import find
-    >>> find(keys(style="spec"), lambda k: k.count(".") == 2)
-    '0.0.0'
     """
     segment = st.text(string.ascii_lowercase + string.digits + "_", min_size=1, max_size=12)
     spec = st.lists(segment, min_size=1, max_size=4).map(".".join)
@@ -146,14 +135,7 @@ def float64s() -> st.SearchStrategy[np.float64]:
 
 
 def scalar_values(vt: ValueType) -> st.SearchStrategy[Any]:
-    """Values of one scalar type in canonical form (``int``, numpy float, ``bool``/BoolByte, ``str``).
-
-    >>> from hypothesis import find
-    >>> find(scalar_values(ValueType.INT8), lambda v: v < 0)
-    -128
-    >>> find(scalar_values(ValueType.BOOL), lambda v: isinstance(v, BoolByte))
-    BoolByte(2)
-    """
+    """Values of one scalar type in canonical form (``int``, numpy float, ``bool``/BoolByte, ``str``)."""
     vt = ValueType(vt)
     if vt.is_integer:
         lo, hi = _INT_BOUNDS[vt]
@@ -172,49 +154,48 @@ def scalar_values(vt: ValueType) -> st.SearchStrategy[Any]:
 def _numeric_items(et: ValueType, max_len: int) -> st.SearchStrategy[np.ndarray]:
     dtype = et.numpy_dtype("little").newbyteorder("=")
     raw = st.tuples(st.integers(0, max_len), st.integers(0, 2**32 - 1)).map(
-        lambda a: np.random.default_rng(a[1]).integers(0, 256, a[0] * dtype.itemsize, dtype=np.uint8).view(dtype))
+        lambda a: np.random.default_rng(a[1]).integers(0, 256, a[0] * dtype.itemsize, dtype=np.uint8).view(dtype)
+    )
     if et == ValueType.BOOL:
         nice = st.lists(st.booleans(), max_size=max_len).map(lambda xs: np.array(xs, np.bool_))
     elif et.is_integer:
-        nice = st.lists(scalar_values(et), max_size=max_len).map(lambda xs: np.array(xs, dtype=dtype) if xs else np.empty(0, dtype))
+        nice = st.lists(scalar_values(et), max_size=max_len).map(
+            lambda xs: np.array(xs, dtype=dtype) if xs else np.empty(0, dtype)
+        )
     else:
-        nice = st.lists(scalar_values(et), max_size=max_len).map(lambda xs: np.array(xs, dtype=dtype) if xs else np.empty(0, dtype))
+        nice = st.lists(scalar_values(et), max_size=max_len).map(
+            lambda xs: np.array(xs, dtype=dtype) if xs else np.empty(0, dtype)
+        )
     return st.one_of(nice, raw)
 
 
-def array_values(*, max_depth: int = 2, max_len: int = 6, element_types: Sequence[ValueType] | None = None) -> st.SearchStrategy[GGUFArray]:
+def array_values(
+    *, max_depth: int = 2, max_len: int = 6, element_types: Sequence[ValueType] | None = None
+) -> st.SearchStrategy[GGUFArray]:
     """:class:`GGUFArray` values: every element type, empty arrays, arrays nested up to ``max_depth``
     levels (each inner array with its own element type).
-
-    >>> from hypothesis import find
-    >>> find(array_values(), lambda a: a.type == ValueType.ARRAY and len(a) > 0)
-    GGUFArray(ARRAY, [GGUFArray(UINT8, [])])
     """
-    types = [ValueType(t) for t in element_types] if element_types else [vt for vt in ValueType if vt != ValueType.ARRAY]
+    types = (
+        [ValueType(t) for t in element_types] if element_types else [vt for vt in ValueType if vt != ValueType.ARRAY]
+    )
 
     def of(et: ValueType) -> st.SearchStrategy[GGUFArray]:
-        if et.is_numeric:
-            items = _numeric_items(et, max_len)
-        else:
-            items = st.lists(strings(), max_size=max_len)
+        items = _numeric_items(et, max_len) if et.is_numeric else st.lists(strings(), max_size=max_len)
         return items.map(lambda xs: GGUFArray(et, xs))
 
     flat = st.sampled_from(types).flatmap(of)
     if max_depth <= 1:
         return flat
-    nested = st.lists(array_values(max_depth=max_depth - 1, max_len=max(1, max_len // 2), element_types=element_types),
-                      max_size=max(1, max_len // 2)).map(lambda xs: GGUFArray(ValueType.ARRAY, xs))
+    nested = st.lists(
+        array_values(max_depth=max_depth - 1, max_len=max(1, max_len // 2), element_types=element_types),
+        max_size=max(1, max_len // 2),
+    ).map(lambda xs: GGUFArray(ValueType.ARRAY, xs))
     return st.one_of(flat, flat, nested)
 
 
 def metadata_values(*, max_depth: int = 2) -> st.SearchStrategy[tuple[ValueType, Any]]:
-    """``(value type, value)`` pairs over all 13 types (arrays nested up to ``max_depth``).
+    """``(value type, value)`` pairs over all 13 types (arrays nested up to ``max_depth``)."""
 
-    >>> from hypothesis import find
-    >>> vt, value = find(metadata_values(), lambda tv: tv[0] == ValueType.FLOAT64 and tv[1] != tv[1])
-    >>> vt.name, type(value).__name__
-    ('FLOAT64', 'float64')
-    """
     def of(vt: ValueType) -> st.SearchStrategy[tuple[ValueType, Any]]:
         values = array_values(max_depth=max_depth) if vt == ValueType.ARRAY else scalar_values(vt)
         return values.map(lambda v: (vt, v))
@@ -223,25 +204,20 @@ def metadata_values(*, max_depth: int = 2) -> st.SearchStrategy[tuple[ValueType,
 
 
 def fields(*, key: st.SearchStrategy[str] | None = None, max_depth: int = 2) -> st.SearchStrategy[Field]:
-    """:class:`Field` records (``general.alignment`` is never generated here: see :func:`gguf_files`).
-
-    >>> from hypothesis import find
-    >>> find(fields(), lambda f: f.type == ValueType.STRING).type.name
-    'STRING'
-    """
+    """:class:`Field` records (``general.alignment`` is never generated here: see :func:`gguf_files`)."""
     key = (key or keys()).filter(lambda k: k != "general.alignment")
     return st.builds(lambda k, tv: make_field(k, tv[1], tv[0]), key, metadata_values(max_depth=max_depth))
 
 
-def metadata(*, min_size: int = 0, max_size: int = 8, unique: bool = True, key: st.SearchStrategy[str] | None = None,
-             max_depth: int = 2) -> st.SearchStrategy[list[Field]]:
-    """Lists of fields; keys unique unless ``unique=False`` (duplicates are legal to store and ggml rejects them).
-
-    >>> from hypothesis import find
-    >>> fs = find(metadata(min_size=2), lambda fs: True)
-    >>> len(fs), len({f.key for f in fs})
-    (2, 2)
-    """
+def metadata(
+    *,
+    min_size: int = 0,
+    max_size: int = 8,
+    unique: bool = True,
+    key: st.SearchStrategy[str] | None = None,
+    max_depth: int = 2,
+) -> st.SearchStrategy[list[Field]]:
+    """Lists of fields; keys unique unless ``unique=False`` (duplicates are legal to store and ggml rejects them)."""
     inner = fields(key=key, max_depth=max_depth)
     if unique:
         return st.lists(inner, min_size=min_size, max_size=max_size, unique_by=lambda f: f.key)
@@ -249,23 +225,20 @@ def metadata(*, min_size: int = 0, max_size: int = 8, unique: bool = True, key: 
 
 
 def ggml_types(*, removed: bool = False, quantized: bool | None = None) -> st.SearchStrategy[GGMLType]:
-    """ggml tensor types; removed ids only when ``removed``; ``quantized`` True/False narrows to block types or plain types.
-
-    >>> from hypothesis import find
-    >>> find(ggml_types(quantized=False), lambda t: t.type_size == 8)
-    <GGMLType.I64: 27>
-    """
-    pool = [t for t in GGMLType if (removed or not t.removed) and (quantized is None or (not t.removed and t.quantized == quantized))]
+    """ggml tensor types; removed ids only when ``removed``; ``quantized`` True/False narrows to block types or plain types."""
+    pool = [
+        t
+        for t in GGMLType
+        if (removed or not t.removed) and (quantized is None or (not t.removed and t.quantized == quantized))
+    ]
     return st.sampled_from(pool)
 
 
-def tensor_shapes(t: GGMLType, *, max_dims: int = 4, max_side: int = 4, max_blocks: int = 2) -> st.SearchStrategy[tuple[int, ...]]:
+def tensor_shapes(
+    t: GGMLType, *, max_dims: int = 4, max_side: int = 4, max_blocks: int = 2
+) -> st.SearchStrategy[tuple[int, ...]]:
     """numpy shapes (outermost first) valid for type ``t``: 0..``max_dims`` dimensions (0 only for
     plain types), the innermost a multiple of the block size, zero-size dimensions included.
-
-    >>> from hypothesis import find
-    >>> find(tensor_shapes(GGMLType.Q4_K), lambda s: len(s) == 2 and s[-1] > 0)
-    (0, 256)
     """
     t = GGMLType(t)
     inner = st.integers(0, max_blocks).map(lambda k: k * t.block_size) if t.quantized else st.integers(0, max_side * 2)
@@ -274,22 +247,23 @@ def tensor_shapes(t: GGMLType, *, max_dims: int = 4, max_side: int = 4, max_bloc
     def build(n: int) -> st.SearchStrategy[tuple[int, ...]]:
         if n == 0:
             return st.just(())
-        return st.tuples(st.lists(st.integers(0, max_side), min_size=n - 1, max_size=n - 1), inner).map(lambda a: (*a[0], a[1]))
+        return st.tuples(st.lists(st.integers(0, max_side), min_size=n - 1, max_size=n - 1), inner).map(
+            lambda a: (*a[0], a[1])
+        )
 
     return st.integers(lo, max_dims).flatmap(build)
 
 
 def tensor_names(*, max_bytes: int = 63) -> st.SearchStrategy[str]:
-    """Tensor names of at most ``max_bytes`` UTF-8 bytes (63: what ggml accepts), spec-style or any.
-
-    >>> from hypothesis import find
-    >>> find(tensor_names(), lambda n: len(n) > 60)
-    'nnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnn'
-    """
-    styled = st.builds(lambda n, part: f"blk.{n}.{part}.weight", st.integers(0, 99),
-                       st.sampled_from(["attn_q", "attn_k", "attn_v", "attn_output", "ffn_up", "ffn_down", "attn_norm"]))
+    """Tensor names of at most ``max_bytes`` UTF-8 bytes (63: what ggml accepts), spec-style or any."""
+    styled = st.builds(
+        lambda n, part: f"blk.{n}.{part}.weight",
+        st.integers(0, 99),
+        st.sampled_from(["attn_q", "attn_k", "attn_v", "attn_output", "ffn_up", "ffn_down", "attn_norm"]),
+    )
     return st.one_of(styled, strings(max_size=max_bytes), st.just("n" * max_bytes)).filter(
-        lambda s: len(s.encode("utf-8", "surrogateescape")) <= max_bytes)
+        lambda s: len(s.encode("utf-8", "surrogateescape")) <= max_bytes
+    )
 
 
 def raw_tensors(t: GGMLType | None = None, **shape_kw: Any) -> st.SearchStrategy[RawTensor]:
@@ -298,11 +272,6 @@ def raw_tensors(t: GGMLType | None = None, **shape_kw: Any) -> st.SearchStrategy
     The bytes are arbitrary (any bit pattern: NaN floats, infinite scales), which is what a
     reader must cope with; use :func:`gguf_schema.testing.fixtures.random_tensor` for data that
     dequantizes to finite numbers.
-
-    >>> from hypothesis import find
-    >>> r = find(raw_tensors(GGMLType.F16), lambda r: len(r.shape) == 2 and min(r.shape) > 0)
-    >>> r.shape, len(r.data)
-    ((1, 1), 2)
     """
     types = st.just(GGMLType(t)) if t is not None else ggml_types()
 
@@ -318,22 +287,12 @@ def raw_tensors(t: GGMLType | None = None, **shape_kw: Any) -> st.SearchStrategy
 
 
 def tensors(*, max_count: int = 4, max_name_bytes: int = 63) -> st.SearchStrategy[dict[str, RawTensor]]:
-    """Mappings name -> RawTensor (unique names; any types and shapes).
-
-    >>> from hypothesis import find
-    >>> len(find(tensors(), lambda d: len(d) == 2))
-    2
-    """
+    """Mappings name -> RawTensor (unique names; any types and shapes)."""
     return st.dictionaries(tensor_names(max_bytes=max_name_bytes), raw_tensors(), max_size=max_count)
 
 
 def alignments() -> st.SearchStrategy[int | None]:
-    """``general.alignment`` values (UINT32 powers of two from 1, or None for no key: 32 applies).
-
-    >>> from hypothesis import find
-    >>> find(alignments(), lambda a: a is not None and a > 100)
-    128
-    """
+    """``general.alignment`` values (UINT32 powers of two from 1, or None for no key: 32 applies)."""
     return st.sampled_from([None, None, 1, 2, 4, 8, 16, 32, 64, 128, 256, 4096])
 
 
@@ -365,7 +324,7 @@ class GGUFSpec:
                 return int(f.value)
         return 32
 
-    def save(self, target: Union[str, "os.PathLike[str]", IO[bytes]]) -> None:
+    def save(self, target: str | os.PathLike[str] | IO[bytes]) -> None:
         """Write the file (atomically when ``target`` is a path) with :func:`gguf_schema.save`."""
         save(target, self.fields, self.tensors, version=self.version, byte_order=self.byte_order)
 
@@ -376,24 +335,34 @@ class GGUFSpec:
         return buf.getvalue()
 
 
-def gguf_files(*, byte_orders: Sequence[str] = ("little", "big"), versions: Sequence[int] = (1, 2, 3), max_fields: int = 6,
-               max_tensors: int = 3, max_depth: int = 2, key: st.SearchStrategy[str] | None = None) -> st.SearchStrategy[GGUFSpec]:
+def gguf_files(
+    *,
+    byte_orders: Sequence[str] = ("little", "big"),
+    versions: Sequence[int] = (1, 2, 3),
+    max_fields: int = 6,
+    max_tensors: int = 3,
+    max_depth: int = 2,
+    key: st.SearchStrategy[str] | None = None,
+) -> st.SearchStrategy[GGUFSpec]:
     """Whole files: metadata of every value type, tensors of every type and shape, an optional
     ``general.alignment`` (placed at a random position), any of the given byte orders and versions.
-
-    >>> from hypothesis import find
-    >>> spec = find(gguf_files(byte_orders=["big"], versions=[1]), lambda s: len(s.tensors) == 1)
-    >>> spec.byte_order, spec.version, spec.to_bytes()[:8]
-    ('big', 1, b'GGUF\\x00\\x00\\x00\\x01')
     """
 
-    def build(order: str, version: int, fs: list[Field], align: int | None, at: int, ts: dict[str, RawTensor]) -> GGUFSpec:
+    def build(
+        order: str, version: int, fs: list[Field], align: int | None, at: int, ts: dict[str, RawTensor]
+    ) -> GGUFSpec:
         fs = list(fs)
         if align is not None:
             fs.insert(min(at, len(fs)), make_field("general.alignment", align, ValueType.UINT32))
         # random bytes stand for data already in the file's order: written verbatim, read back as they are
         return GGUFSpec(version, order, fs, {n: replace(r, byte_order=order) for n, r in ts.items()})
 
-    return st.builds(build, st.sampled_from(list(byte_orders)), st.sampled_from(list(versions)),
-                     metadata(max_size=max_fields, key=key, max_depth=max_depth), alignments(), st.integers(0, max_fields),
-                     tensors(max_count=max_tensors))
+    return st.builds(
+        build,
+        st.sampled_from(list(byte_orders)),
+        st.sampled_from(list(versions)),
+        metadata(max_size=max_fields, key=key, max_depth=max_depth),
+        alignments(),
+        st.integers(0, max_fields),
+        tensors(max_count=max_tensors),
+    )

@@ -22,48 +22,53 @@ verbatim (a version change keeps every tensor's offset).
 from __future__ import annotations
 
 import os
-from typing import IO, Union
+from collections.abc import Mapping
+from typing import IO, Any, Union
 
 from ..errors import GGUFBuildError
-from ..cli.progress import CountingWriter, Progress
-from ..reader import open as gguf_open
-from ..writer import atomic_write
+from ..format.source import is_url
+from ..reader import read
+from ..writer import Progress, save_file
 
 __all__ = ["convert"]
 
 PathLike = Union[str, "os.PathLike[str]"]
 
 
-def convert(source: PathLike, target: PathLike | IO[bytes], *, byte_order: str | None = None, version: int | None = None,
-            progress: Progress | None = None) -> None:
+def convert(
+    source: PathLike,
+    target: PathLike | IO[bytes],
+    *,
+    byte_order: str | None = None,
+    version: int | None = None,
+    progress: Progress | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+) -> None:
     """Write ``source`` to ``target`` in another byte order and/or format version.
 
     Args:
-        source: the GGUF file to read.
+        source: the GGUF file to read (a path, or a URL read through fsspec with ``storage_options``).
         target: the path to write (atomically; it may not be ``source``) or a binary stream.
         byte_order: "little" or "big" (default: unchanged).
         version: 1, 2 or 3 (default: unchanged). ggml reads versions 2 and 3 only.
-        progress: a :class:`~gguf_schema.cli.progress.Progress` to report bytes written to.
+        progress: called with the number of bytes written, as they are written.
 
     Raises :class:`~gguf_schema.errors.GGUFError` for an unreadable source, a tensor of an
     unknown or removed type, or an invalid byte order or version.
     """
     if byte_order not in (None, "little", "big"):
-        raise GGUFBuildError(f"byte order must be 'little' or 'big', got {byte_order!r}", value=byte_order)
+        raise ValueError(f"byte order must be 'little' or 'big', got {byte_order!r}")
     if version not in (None, 1, 2, 3):
-        raise GGUFBuildError(f"version must be 1, 2 or 3, got {version!r}", value=version)
-    is_path = isinstance(target, (str, os.PathLike))
-    if is_path and os.path.exists(target) and os.path.samefile(source, target):
+        raise ValueError(f"version must be 1, 2 or 3, got {version!r}")
+    if (
+        isinstance(target, (str, os.PathLike))
+        and not is_url(source)
+        and os.path.exists(target)
+        and os.path.samefile(source, target)
+    ):
         raise GGUFBuildError("convert writes a new file: the output must not be the input", path=os.fspath(target))
-    with gguf_open(source) as f:
+    with read(source, storage_options=storage_options) as f:
         for t in f.tensor_list:  # fail before writing anything if a tensor cannot be converted
             if byte_order not in (None, f.byte_order):
                 t.nbytes  # noqa: B018 - raises GGUFFormatError for an unknown or removed type
-        bar = progress if progress is not None else Progress(f.file_size, "convert")
-        try:
-            if is_path:
-                atomic_write(target, lambda s: f.save(CountingWriter(s, bar), byte_order=byte_order, version=version))
-            else:
-                f.save(CountingWriter(target, bar), byte_order=byte_order, version=version)
-        finally:
-            bar.close()
+        save_file(f, target, byte_order=byte_order, version=version, progress=progress)

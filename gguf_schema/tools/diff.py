@@ -26,18 +26,19 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any
 
 import numpy as np
 
-from ..cli.progress import Progress
-from ..reader import GGUFFile, Tensor
-from ..format.types import GGMLType, ValueType
+from ..format.types import ValueType
 from ..format.values import Field
+from ..model import GGUFFile, Tensor
+from ..tensors import byteswap
+from ..writer import CHUNK, Progress
 
-__all__ = ["Difference", "diff", "tensor_sha256", "describe_value"]
+__all__ = ["Difference", "describe_value", "diff", "tensor_sha256"]
 
-AnyModel = Union[GGUFFile, Any]  # GGUFFile or split.SplitModel: both have fields, tensor_list, version ...
+AnyModel = GGUFFile | Any  # GGUFFile or split.SplitModel: both have fields, tensor_list, version ...
 
 
 @dataclass(frozen=True)
@@ -69,39 +70,31 @@ def describe_value(f: Field, limit: int = 60) -> str:
     """
     if f.type == ValueType.ARRAY:
         items = f.value.items
-        shown = items[:8].tolist() if isinstance(items, np.ndarray) else [x if not hasattr(x, "type") else x for x in items[:8]]
+        shown = items[:8].tolist() if isinstance(items, np.ndarray) else list(items[:8])
         body = ", ".join(_short(x, 24) for x in shown) + (", ..." if len(items) > 8 else "")
         return f"ARRAY[{f.value.type.name}] ({len(items)} items) [{body}]"
-    return f"{f.type.name} {_short(f.plain() if f.type not in (ValueType.FLOAT32, ValueType.FLOAT64) else f.value, limit)}"
+    return (
+        f"{f.type.name} {_short(f.plain() if f.type not in (ValueType.FLOAT32, ValueType.FLOAT64) else f.value, limit)}"
+    )
 
 
 def _short(x: Any, limit: int) -> str:
-    if isinstance(x, (np.floating,)):
-        text = str(x)
-    else:
-        text = repr(x)
+    text = str(x) if isinstance(x, (np.floating,)) else repr(x)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def tensor_sha256(t: Tensor, progress: Progress | None = None) -> str:
     """SHA-256 of a tensor's bytes in little-endian order (big-endian data is swapped first)."""
     raw = t.data.reshape(-1).view(np.uint8)
-    if t._file.byte_order == "big":
-        from ..tensors import byteswap
-
-        raw = byteswap(raw, t.type, "big", "little")
+    if t.byte_order == "big":
+        raw = byteswap(raw, t.known_type(), "big", "little")
     h = hashlib.sha256()
-    mv = memoryview(np.ascontiguousarray(raw))
-    step = 16 * 2**20
-    for a in range(0, len(mv), step):
-        h.update(mv[a:a + step])
+    mv = np.ascontiguousarray(raw).data
+    for a in range(0, len(mv), CHUNK):
+        h.update(mv[a : a + CHUNK])
         if progress is not None:
-            progress.update(min(step, len(mv) - a))
+            progress(min(CHUNK, len(mv) - a))
     return h.hexdigest()
-
-
-def _tname(t: Tensor) -> str:
-    return t.type.name if isinstance(t.type, GGMLType) else str(t.type)
 
 
 def diff(a: AnyModel, b: AnyModel, *, data: bool = True, progress: Progress | None = None) -> list[Difference]:
@@ -134,7 +127,14 @@ def _metadata(a: AnyModel, b: AnyModel) -> list[Difference]:
             continue
         fb = b.fields[key]
         if fa.type != fb.type or fa.element_type != fb.element_type:
-            out.append(Difference("metadata", "~", key, f"type {_type_name(fa)} -> {_type_name(fb)}: {describe_value(fa)} -> {describe_value(fb)}"))
+            out.append(
+                Difference(
+                    "metadata",
+                    "~",
+                    key,
+                    f"type {_type_name(fa)} -> {_type_name(fb)}: {describe_value(fa)} -> {describe_value(fb)}",
+                )
+            )
         elif fa != fb:
             out.append(Difference("metadata", "~", key, f"{describe_value(fa)} -> {describe_value(fb)}"))
     for key in kb:
@@ -150,7 +150,7 @@ def _metadata(a: AnyModel, b: AnyModel) -> list[Difference]:
     common_a = [k for k in ka if k in b.fields]
     common_b = [k for k in kb if k in a.fields]
     if common_a != common_b:
-        first = next(i for i, (x, y) in enumerate(zip(common_a, common_b)) if x != y)
+        first = next(i for i, (x, y) in enumerate(zip(common_a, common_b, strict=False)) if x != y)
         out.append(Difference("metadata", "~", "(order)", f"keys in another order from {common_a[first]!r} on"))
     return out
 
@@ -165,10 +165,12 @@ def _tensors(a: AnyModel, b: AnyModel, data: bool, progress: Progress | None) ->
     for name, x in ta.items():
         y = tb.get(name)
         if y is None:
-            out.append(Difference("tensor", "-", name, f"{_tname(x)} {list(x.shape)}"))
+            out.append(Difference("tensor", "-", name, f"{x.type_name} {list(x.shape)}"))
             continue
         if x.type != y.type or x.dims != y.dims:
-            out.append(Difference("tensor", "~", name, f"{_tname(x)} {list(x.shape)} -> {_tname(y)} {list(y.shape)}"))
+            out.append(
+                Difference("tensor", "~", name, f"{x.type_name} {list(x.shape)} -> {y.type_name} {list(y.shape)}")
+            )
             continue
         if data:
             ha, hb = tensor_sha256(x, progress), tensor_sha256(y, progress)
@@ -176,10 +178,10 @@ def _tensors(a: AnyModel, b: AnyModel, data: bool, progress: Progress | None) ->
                 out.append(Difference("tensor", "~", name, f"data differs (sha256 {ha[:16]}... -> {hb[:16]}...)"))
     for name, y in tb.items():
         if name not in ta:
-            out.append(Difference("tensor", "+", name, f"{_tname(y)} {list(y.shape)}"))
+            out.append(Difference("tensor", "+", name, f"{y.type_name} {list(y.shape)}"))
     common_a = [n for n in ta if n in tb]
     common_b = [n for n in tb if n in ta]
     if common_a != common_b:
-        first = next(i for i, (x, y) in enumerate(zip(common_a, common_b)) if x != y)
+        first = next(i for i, (x, y) in enumerate(zip(common_a, common_b, strict=False)) if x != y)
         out.append(Difference("tensor", "~", "(order)", f"tensors in another order from {common_a[first]!r} on"))
     return out

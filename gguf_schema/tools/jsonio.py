@@ -43,17 +43,25 @@ from typing import IO, Any, Union
 
 import numpy as np
 
-from .edit import TensorInfo, header_bytes, tensor_infos
 from ..errors import GGUFBuildError
-from ..cli.progress import CountingWriter, Progress
-from ..reader import GGUFFile
-from ..reader import open as gguf_open
-from ..format.schema import align_offset, alignment_of
-from ..format.types import GGMLType, ValueType
+from ..format.types import GGMLType, ValueType, type_name
 from ..format.values import BoolByte, Field, GGUFArray, make_field
-from ..writer import CHUNK, atomic_write
+from ..model import GGUFFile
+from ..reader import read
+from ..writer import DataCopy, PlannedTensor, Progress, TensorInfo, plan_tensor, write_file
 
-__all__ = ["FORMAT", "to_json", "dumps", "loads", "JSONModel", "from_json", "build", "encode_value", "decode_value", "field_json"]
+__all__ = [
+    "FORMAT",
+    "JSONModel",
+    "build",
+    "decode_value",
+    "dumps",
+    "encode_value",
+    "field_json",
+    "from_json",
+    "loads",
+    "to_json",
+]
 
 #: the value of the ``"gguf_schema_json"`` member: the version of this JSON form
 FORMAT = 1
@@ -91,7 +99,7 @@ def _float_json(x: Any, vt: ValueType) -> Any:
 
 
 def _float_items_json(items: np.ndarray, vt: ValueType) -> list:
-    ftype, itype, _ = _FLOAT_BITS[vt]
+    _ftype, _itype, _ = _FLOAT_BITS[vt]
     if vt == ValueType.FLOAT64:
         out = items.tolist()  # repr of a double round-trips
     else:
@@ -177,8 +185,12 @@ def to_json(f: GGUFFile, *, tensors: bool = True) -> dict:
     }
     if tensors:
         doc["tensors"] = [
-            {"name": _text(t.name), "type": t.type.name if isinstance(t.type, GGMLType) else int(t.type),
-             "dims": list(t.dims), "offset": t.stored_offset}
+            {
+                "name": _text(t.name),
+                "type": t.type.name if isinstance(t.type, GGMLType) else int(t.type),
+                "dims": list(t.dims),
+                "offset": t.stored_offset,
+            }
             for t in f.tensor_list
         ]
     doc["padding"] = f.padding.hex()
@@ -202,7 +214,7 @@ def _untext(j: Any, where: str) -> str:
             return bytes.fromhex(j["hex"]).decode("utf-8", "surrogateescape")
         except ValueError:
             raise GGUFBuildError(f"not hex: {j['hex'][:40]!r}", path=where, value=j["hex"]) from None
-    raise GGUFBuildError(f"expected a string or {{\"hex\": ...}}, got {type(j).__name__}", path=where, value=j)
+    raise GGUFBuildError(f'expected a string or {{"hex": ...}}, got {type(j).__name__}', path=where, value=j)
 
 
 def _vtype(j: Any, where: str) -> ValueType:
@@ -278,7 +290,11 @@ def _array_from_json(et_j: Any, items: Any, where: str) -> GGUFArray:
         out = []
         for i, x in enumerate(items):
             if not isinstance(x, Mapping) or "element_type" not in x or "value" not in x:
-                raise GGUFBuildError("an item of an array of arrays is {\"element_type\": ..., \"value\": [...]}", path=f"{where}[{i}]", value=x)
+                raise GGUFBuildError(
+                    'an item of an array of arrays is {"element_type": ..., "value": [...]}',
+                    path=f"{where}[{i}]",
+                    value=x,
+                )
             out.append(_array_from_json(x["element_type"], x["value"], f"{where}[{i}]"))
         return GGUFArray(et, out)
     if et == ValueType.BOOL:
@@ -342,7 +358,11 @@ def from_json(doc: Mapping[str, Any]) -> JSONModel:
         raise GGUFBuildError(f"the JSON document must be an object, got {type(doc).__name__}", value=type(doc).__name__)
     fmt = doc.get("gguf_schema_json", FORMAT)
     if fmt != FORMAT:
-        raise GGUFBuildError(f"unsupported gguf_schema_json format {fmt!r} (this version reads {FORMAT})", path="gguf_schema_json", value=fmt)
+        raise GGUFBuildError(
+            f"unsupported gguf_schema_json format {fmt!r} (this version reads {FORMAT})",
+            path="gguf_schema_json",
+            value=fmt,
+        )
     version = doc.get("version", 3)
     if version not in (1, 2, 3) or isinstance(version, bool):
         raise GGUFBuildError(f"version must be 1, 2 or 3, got {version!r}", path="version", value=version)
@@ -351,17 +371,19 @@ def from_json(doc: Mapping[str, Any]) -> JSONModel:
         raise GGUFBuildError(f"byte_order must be 'little' or 'big', got {order!r}", path="byte_order", value=order)
     records = doc.get("metadata", [])
     if not isinstance(records, list):
-        raise GGUFBuildError("metadata must be a list of {key, type, value} records", path="metadata", value=type(records).__name__)
+        raise GGUFBuildError(
+            "metadata must be a list of {key, type, value} records", path="metadata", value=type(records).__name__
+        )
     fields = []
     for i, rec in enumerate(records):
         where = f"metadata[{i}]"
         if not isinstance(rec, Mapping) or not {"key", "type", "value"} <= set(rec):
-            raise GGUFBuildError("a metadata record is {\"key\": ..., \"type\": ..., \"value\": ...}", path=where, value=rec)
+            raise GGUFBuildError('a metadata record is {"key": ..., "type": ..., "value": ...}', path=where, value=rec)
         key = _untext(rec["key"], f"{where}.key")
         where = f"metadata[{i}] {key!r}"
         vt = _vtype(rec["type"], f"{where}.type")
         if vt == ValueType.ARRAY and "element_type" not in rec:
-            raise GGUFBuildError("an ARRAY record needs \"element_type\"", path=where, value=rec.get("type"))
+            raise GGUFBuildError('an ARRAY record needs "element_type"', path=where, value=rec.get("type"))
         value = decode_value(vt, rec["value"], rec.get("element_type"), f"{where}.value")
         try:
             fields.append(make_field(key, value, vt))
@@ -371,7 +393,9 @@ def from_json(doc: Mapping[str, Any]) -> JSONModel:
     for i, t in enumerate(doc.get("tensors", []) or []):
         where = f"tensors[{i}]"
         if not isinstance(t, Mapping) or not {"name", "type", "dims"} <= set(t):
-            raise GGUFBuildError("a tensor record is {\"name\": ..., \"type\": ..., \"dims\": [...], \"offset\": ...}", path=where, value=t)
+            raise GGUFBuildError(
+                'a tensor record is {"name": ..., "type": ..., "dims": [...], "offset": ...}', path=where, value=t
+            )
         name = _untext(t["name"], f"{where}.name")
         ty = t["type"]
         if isinstance(ty, str):
@@ -396,7 +420,9 @@ def from_json(doc: Mapping[str, Any]) -> JSONModel:
             raise GGUFBuildError("padding must be a hex string", path="padding", value=padding) from None
     data = doc.get("data") or {}
     size = data.get("size") if isinstance(data, Mapping) else None
-    return JSONModel(version, order, fields, tensors, offsets_given, padding, None if size is None else _int(size, "data.size"))
+    return JSONModel(
+        version, order, fields, tensors, offsets_given, padding, None if size is None else _int(size, "data.size")
+    )
 
 
 def loads(text: str) -> JSONModel:
@@ -413,7 +439,14 @@ def loads(text: str) -> JSONModel:
 Target = Union[str, "os.PathLike[str]", IO[bytes]]
 
 
-def build(doc: Mapping[str, Any] | JSONModel, target: Target, *, tensors_from: Any = None, progress: Progress | None = None) -> None:
+def build(
+    doc: Mapping[str, Any] | JSONModel,
+    target: Target,
+    *,
+    tensors_from: Any = None,
+    progress: Progress | None = None,
+    sync: bool = True,
+) -> None:
     """Write the GGUF file a JSON document describes to ``target`` (a path, written atomically, or a stream).
 
     Tensor data comes from ``tensors_from`` (a path or open :class:`GGUFFile`): when its tensor
@@ -424,113 +457,56 @@ def build(doc: Mapping[str, Any] | JSONModel, target: Target, *, tensors_from: A
     """
     model = doc if isinstance(doc, JSONModel) else from_json(doc)
     own = tensors_from is not None and not isinstance(tensors_from, GGUFFile)
-    src = gguf_open(tensors_from) if own else tensors_from
+    src = read(tensors_from) if own else tensors_from
+    variant: dict[str, Any] = {
+        "version": model.version,
+        "byte_order": model.byte_order,
+        "padding": model.padding,
+        "sync": sync,
+        "progress": progress,
+    }
     try:
-        plan = _plan(model, src)
-        total = len(plan.header) + plan.data_size
-        bar = progress if progress is not None else Progress(total, "build")
-
-        def write(stream: IO[bytes]) -> None:
-            out = CountingWriter(stream, bar)
-            out.write(plan.header)
-            plan.write_data(out)
-
-        try:
-            if isinstance(target, (str, os.PathLike)):
-                atomic_write(target, write)
-            else:
-                write(target)
-        finally:
-            bar.close()
+        if src is None:
+            if model.tensors:
+                raise GGUFBuildError(
+                    f"the JSON lists {len(model.tensors)} tensors: give --tensors-from FILE for their data",
+                    path="tensors",
+                )
+            if model.data_size:
+                raise GGUFBuildError(
+                    f"the original data section held {model.data_size} bytes: give --tensors-from FILE",
+                    path="data.size",
+                )
+            write_file(target, model.fields, [], **variant)
+        elif (
+            model.offsets_given
+            and src.byte_order == model.byte_order
+            and [TensorInfo.of(t) for t in src.tensor_list] == model.tensors
+        ):
+            write_file(target, model.fields, model.tensors, data=DataCopy(src, src.data_section), **variant)
+        else:
+            write_file(target, model.fields, _planned(model, src), **variant)
     finally:
         if own:
             src.close()
 
 
-@dataclass
-class _Plan:
-    header: bytes
-    data_size: int
-    src: GGUFFile | None
-    verbatim: bool
-    layout: list[tuple[int, Any, int]]  # (offset, source tensor, nbytes)
-    byte_order: str
-
-    def write_data(self, out: Any) -> None:
-        if self.src is None or self.data_size == 0:
-            return
-        buf = memoryview(self.src._buffer())
-        if self.verbatim:
-            a, end = self.src.data_offset, self.src.data_offset + self.data_size
-            for p in range(a, end, CHUNK):
-                out.write(buf[p:min(p + CHUNK, end)])
-            return
-        pos = 0
-        for off, t, nbytes in self.layout:
-            out.write(bytes(off - pos))
-            raw = t.data.reshape(-1).view(np.uint8)
-            if t._file.byte_order != self.byte_order:
-                from ..tensors import byteswap
-
-                raw = byteswap(raw, t.type, t._file.byte_order, self.byte_order)
-            mv = memoryview(np.ascontiguousarray(raw))
-            for p in range(0, nbytes, CHUNK):
-                out.write(mv[p:p + CHUNK])
-            pos = off + nbytes
-        out.write(bytes(self.data_size - pos))
-
-
-def _plan(model: JSONModel, src: GGUFFile | None) -> _Plan:
-    alignment = alignment_of(model.fields)
-    if src is None:
-        if model.tensors:
-            raise GGUFBuildError(f"the JSON lists {len(model.tensors)} tensors: give --tensors-from FILE for their data", path="tensors")
-        if model.data_size:
-            raise GGUFBuildError(f"the original data section held {model.data_size} bytes: give --tensors-from FILE", path="data.size")
-        header = header_bytes(model.fields, [], version=model.version, byte_order=model.byte_order, padding=model.padding, data_size=0)
-        return _Plan(header, 0, None, True, [], model.byte_order)
-    if model.offsets_given and src.byte_order == model.byte_order and tensor_infos(src) == model.tensors:
-        size = src.data_section.size
-        header = header_bytes(model.fields, model.tensors, version=model.version, byte_order=model.byte_order,
-                              padding=model.padding, data_size=size)
-        return _Plan(header, size, src, True, [], model.byte_order)
-    layout = []
-    pos = 0
+def _planned(model: JSONModel, src: GGUFFile) -> list[PlannedTensor]:
+    """The document's tensors, each taken by name from ``src``, at the document's offsets if it gives them."""
+    out = []
     for i, info in enumerate(model.tensors):
         t = src.tensors.get(info.name)
         where = f"tensors[{i}] {info.name!r}"
         if t is None:
-            raise GGUFBuildError(f"tensor {info.name!r} is not in {src.name or 'the tensor source'}", path=where, value=info.name)
+            raise GGUFBuildError(
+                f"tensor {info.name!r} is not in {src.name or 'the tensor source'}", path=where, value=info.name
+            )
         if int(t.type) != info.type or tuple(t.dims) != info.dims:
-            raise GGUFBuildError(f"tensor {info.name!r} is {_tname(t.type)} {list(t.dims)} in the source, {_tname(info.type)} {list(info.dims)} in the JSON",
-                                 path=where, value=info.name)
-        nbytes = t.nbytes
-        off = info.offset if model.offsets_given else align_offset(pos, alignment)
-        layout.append((off, t, nbytes))
-        pos = off + nbytes
-    if model.offsets_given:
-        layout.sort(key=lambda x: x[0])
-        end = 0
-        for off, t, nbytes in layout:
-            if off < end:
-                raise GGUFBuildError(f"tensor {t.name!r} at offset {off} overlaps the tensor before it (which ends at {end})", path="tensors", value=off)
-            end = off + nbytes
-        pos = end
-    size = align_offset(pos, alignment) if layout else 0
-    infos = [TensorInfo(i.name, i.type, i.dims, off) for i, (off, _, _) in zip(model.tensors, _in_model_order(model, layout))]
-    header = header_bytes(model.fields, infos, version=model.version, byte_order=model.byte_order, padding=model.padding,
-                          data_size=size)
-    return _Plan(header, size, src, False, layout, model.byte_order)
-
-
-def _in_model_order(model: JSONModel, layout: list) -> list:
-    by_name = {t.name: (off, t, n) for off, t, n in layout}
-    return [by_name[i.name] for i in model.tensors]
-
-
-def _tname(t: Any) -> str:
-    try:
-        return GGMLType(int(t)).name
-    except ValueError:
-        return str(int(t))
-
+            raise GGUFBuildError(
+                f"tensor {info.name!r} is {t.type_name} {list(t.dims)} in the source, "
+                f"{type_name(info.type)} {list(info.dims)} in the JSON",
+                path=where,
+                value=info.name,
+            )
+        out.append(plan_tensor(info.name, t, model.byte_order, info.offset if model.offsets_given else None))
+    return out

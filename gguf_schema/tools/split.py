@@ -32,18 +32,31 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any, Union
 
-from ..errors import GGUFBuildError, GGUFFormatError
-from ..cli.progress import CountingWriter, Progress
-from ..reader import Fields, GGUFFile, GGUFKeyError, Tensor
-from ..reader import open as gguf_open
-from ..format.schema import align_offset
+from ..errors import GGUFBuildError, GGUFFileNotFoundError, GGUFFormatError, GGUFKeyError
+from ..format.nodes import align_offset
+from ..format.source import is_url
 from ..format.types import ValueType
 from ..format.values import Field, make_field
-from ..writer import atomic_write, save
+from ..model import Fields, GGUFFile, Tensor
+from ..reader import read
+from ..writer import Progress, TensorInfo, encoded_size, header_bytes, plan_tensor, write_file
 
-__all__ = ["SPLIT_KEYS", "parse_size", "shard_name", "shard_paths", "plan_split", "split", "merge", "open_split", "SplitModel"]
+__all__ = [
+    "SPLIT_KEYS",
+    "SplitModel",
+    "merge",
+    "open_model",
+    "open_split",
+    "parse_size",
+    "plan_split",
+    "shard_name",
+    "shard_paths",
+    "shard_paths_named",
+    "split",
+]
 
 PathLike = Union[str, "os.PathLike[str]"]
+StorageOptions = Mapping[str, Any] | None
 
 #: the keys a shard carries, in the order llama.cpp writes them
 SPLIT_KEYS = ("split.no", "split.count", "split.tensors.count")
@@ -89,11 +102,6 @@ def _split_fields(no: int, count: int, total: int) -> list[Field]:
     ]
 
 
-def _info_size(t: Tensor, version: int) -> int:
-    w = 4 if version == 1 else 8
-    return w + len(t.name.encode("utf-8", "surrogateescape")) + 4 + w * len(t.dims) + 4 + 8
-
-
 def plan_split(f: GGUFFile, *, max_size: int | None = None, max_tensors: int | None = None) -> list[list[Tensor]]:
     """Group the tensors of ``f`` into shards, in order (see the module docstring for the rule).
 
@@ -102,7 +110,9 @@ def plan_split(f: GGUFFile, *, max_size: int | None = None, max_tensors: int | N
     if max_size is None and max_tensors is None:
         raise GGUFBuildError("give a maximum shard size or a maximum number of tensors per shard")
     if max_tensors is not None and max_tensors < 1:
-        raise GGUFBuildError(f"the maximum number of tensors per shard must be at least 1, got {max_tensors}", value=max_tensors)
+        raise GGUFBuildError(
+            f"the maximum number of tensors per shard must be at least 1, got {max_tensors}", value=max_tensors
+        )
     if max_size is not None and max_size < 1:
         raise GGUFBuildError(f"the maximum shard size must be positive, got {max_size}", value=max_size)
     tensors = f.tensor_list
@@ -111,55 +121,47 @@ def plan_split(f: GGUFFile, *, max_size: int | None = None, max_tensors: int | N
         dup = next(n for n in names if names.count(n) > 1)
         raise GGUFFormatError(f"tensor name {dup!r} occurs twice: a split model needs unique names", value=dup)
     align = f.alignment
-    w = 4 if f.version == 1 else 8
-    fixed = 8 + 2 * w
-    split_kv = sum(_kv_size(x, w) for x in _split_fields(0, 1, 0))
-    first_kv = sum(_kv_size(x, w) for x in f.fields.records if x.key not in SPLIT_KEYS) + split_kv
+    variant: dict[str, Any] = {"version": f.version, "byte_order": f.byte_order}
+    fixed = len(header_bytes([], [], padding=b"", data_size=0, **variant))  # magic, version and the two counts
+    split_kv = encoded_size(_split_fields(0, 1, 0), **variant)
+    first_kv = encoded_size([x for x in f.fields.records if x.key not in SPLIT_KEYS], **variant) + split_kv
     other_kv = split_kv
     if "general.alignment" in f.fields:
-        other_kv += _kv_size(f.fields["general.alignment"], w)
+        other_kv += encoded_size([f.fields["general.alignment"]], **variant)
     shards: list[list[Tensor]] = [[]]
     infos = data = 0
     for t in tensors:
         nbytes = t.nbytes
+        info = encoded_size(tensors=[TensorInfo.of(t)], **variant)
         current = shards[-1]
         kv = first_kv if len(shards) == 1 else other_kv
-        grown = align_offset(fixed + kv + infos + _info_size(t, f.version), align) + align_offset(data, align) + nbytes
+        grown = align_offset(fixed + kv + infos + info, align) + align_offset(data, align) + nbytes
         full = (max_tensors is not None and len(current) >= max_tensors) or (max_size is not None and grown > max_size)
         if current and full:
             shards.append([])
             infos = data = 0
         shards[-1].append(t)
-        infos += _info_size(t, f.version)
+        infos += info
         data = align_offset(data, align) + nbytes
     return shards
 
 
-def _kv_size(x: Field, w: int) -> int:
-    return w + len(x.key.encode("utf-8", "surrogateescape")) + 4 + _value_size(x.type, x.value, w)
-
-
-def _value_size(vt: ValueType, value: Any, w: int) -> int:
-    if vt == ValueType.STRING:
-        return w + len(value.encode("utf-8", "surrogateescape"))
-    if vt == ValueType.ARRAY:
-        et, items = value.type, value.items
-        if et == ValueType.STRING:
-            return 4 + w + sum(w + len(s.encode("utf-8", "surrogateescape")) for s in items)
-        if et == ValueType.ARRAY:
-            return 4 + w + sum(_value_size(ValueType.ARRAY, a, w) for a in items)
-        return 4 + w + len(items) * et.itemsize
-    return vt.itemsize
-
-
-def split(source: PathLike, prefix: str, *, max_size: int | None = None, max_tensors: int | None = None,
-          progress: Progress | None = None) -> list[str]:
-    """Split ``source`` into shards named ``<prefix>-0000i-of-0000n.gguf``; returns their paths.
+def split(
+    source: PathLike,
+    prefix: str,
+    *,
+    max_size: int | None = None,
+    max_tensors: int | None = None,
+    progress: Progress | None = None,
+    storage_options: StorageOptions = None,
+) -> list[str]:
+    """Split ``source`` (a path or URL) into shards named ``<prefix>-0000i-of-0000n.gguf``; returns their paths.
 
     Each shard is written atomically. Raises :class:`~gguf_schema.errors.GGUFBuildError` when
-    neither limit is given or more than 65535 shards would be needed.
+    neither limit is given or more than 65535 shards would be needed. ``storage_options`` are
+    those of a URL's fsspec backend.
     """
-    with gguf_open(source) as f:
+    with read(source, storage_options=storage_options) as f:
         groups = plan_split(f, max_size=max_size, max_tensors=max_tensors)
         n = len(groups)
         if n > 65535:
@@ -170,41 +172,64 @@ def split(source: PathLike, prefix: str, *, max_size: int | None = None, max_ten
         base = [x for x in f.fields.records if x.key not in SPLIT_KEYS]
         alignment = [x for x in base if x.key == "general.alignment"][:1]
         paths = [shard_name(prefix, i, n) for i in range(n)]
-        bar = progress if progress is not None else Progress(f.file_size, "split")
-        try:
-            for i, (path, group) in enumerate(zip(paths, groups)):
-                fields = (base if i == 0 else alignment) + _split_fields(i, n, total)
-                tensors = {t.name: t for t in group}
-                atomic_write(path, lambda s, fields=fields, tensors=tensors: save(
-                    CountingWriter(s, bar), fields, tensors, version=f.version, byte_order=f.byte_order))
-        finally:
-            bar.close()
+        for i, (path, group) in enumerate(zip(paths, groups, strict=False)):
+            fields = (base if i == 0 else alignment) + _split_fields(i, n, total)
+            planned = [plan_tensor(t.name, t, f.byte_order) for t in group]
+            write_file(path, fields, planned, version=f.version, byte_order=f.byte_order, progress=progress)
     return paths
 
 
-def shard_paths(first_shard: PathLike) -> list[str]:
-    """The paths of all shards of the split model whose first shard is ``first_shard``.
+def shard_paths(first_shard: PathLike, *, storage_options: StorageOptions = None) -> list[str]:
+    """The paths (or URLs) of all shards of the split model whose first shard is ``first_shard``.
 
     A file without ``split.count`` (or with a count of 1) is a model of one shard. The
-    others are found by the naming convention ``<prefix>-0000i-of-0000n.gguf``.
+    others are found by the naming convention ``<prefix>-0000i-of-0000n.gguf``; for a URL the
+    convention applies to its path, and a query (``?download=true``) is kept on every shard's URL.
+
+    >>> shard_paths_named("https://host/m/x-00001-of-00003.gguf?download=true", 3)[1]
+    'https://host/m/x-00002-of-00003.gguf?download=true'
     """
     first = os.fspath(first_shard)
-    with gguf_open(first) as f:
-        no = _split_int(f, "split.no", 0)
-        count = _split_int(f, "split.count", 1)
+    with read(first, storage_options=storage_options) as f:
+        return _shard_paths_of(f, first)
+
+
+def _shard_paths_of(f: GGUFFile, first: str) -> list[str]:
+    no = _split_int(f, "split.no", 0)
+    count = _split_int(f, "split.count", 1)
     if no != 0:
-        raise GGUFFormatError(f"{first} is shard {no + 1} of {count}, not the first shard (split.no = {no})", path=first, value=no)
+        raise GGUFFormatError(
+            f"{first} is shard {no + 1} of {count}, not the first shard (split.no = {no})", path=first, value=no
+        )
     if count < 1:
         raise GGUFFormatError(f"split.count is {count}", path=first, value=count)
     if count == 1:
         return [first]
-    m = _SHARD_RE.match(first)
+    return shard_paths_named(first, count)
+
+
+def shard_paths_named(first: str, count: int) -> list[str]:
+    """The ``count`` shard paths (or URLs) named after ``first`` by the convention ``<prefix>-0000i-of-0000n.gguf``."""
+    base, query = _url_parts(first) if is_url(first) else (first, "")
+    m = _SHARD_RE.match(base)
+    name = base.rsplit("/", 1)[-1] if is_url(first) else os.path.basename(base)
     if not m:
-        raise GGUFFormatError(f"a model of {count} shards needs names like PREFIX-00001-of-{count:05d}.gguf, got {os.path.basename(first)!r}",
-                              path=first, value=os.path.basename(first))
+        raise GGUFFormatError(
+            f"a model of {count} shards needs names like PREFIX-00001-of-{count:05d}.gguf, got {name!r}",
+            path=first,
+            value=name,
+        )
     if int(m.group("count")) != count:
-        raise GGUFFormatError(f"the name says {int(m.group('count'))} shards, split.count says {count}", path=first, value=count)
-    return [shard_name(m.group("prefix"), i, count) for i in range(count)]
+        raise GGUFFormatError(
+            f"the name says {int(m.group('count'))} shards, split.count says {count}", path=first, value=count
+        )
+    return [shard_name(m.group("prefix"), i, count) + query for i in range(count)]
+
+
+def _url_parts(url: str) -> tuple[str, str]:
+    """A URL without its query and fragment, and them (``?a=b#c``)."""
+    cut = min((i for i in (url.find("?"), url.find("#")) if i >= 0), default=len(url))
+    return url[:cut], url[cut:]
 
 
 def _split_int(f: GGUFFile, key: str, default: int) -> int:
@@ -273,7 +298,7 @@ class SplitModel:
         by_name: dict[str, Tensor] = {}
         for t in every:
             if t.name in by_name:
-                raise GGUFFormatError(f"tensor {t.name!r} is in two shards", path=t._file.name, value=t.name)
+                raise GGUFFormatError(f"tensor {t.name!r} is in two shards", path=t.source_name, value=t.name)
             by_name[t.name] = t
         self._tensor_list = every
         self.tensors: Mapping[str, Tensor] = _AllTensors(by_name)
@@ -293,7 +318,7 @@ class SplitModel:
         for s in self.shards:
             s.close()
 
-    def __enter__(self) -> "SplitModel":
+    def __enter__(self) -> SplitModel:
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -303,31 +328,55 @@ class SplitModel:
         return f"SplitModel({self.name!r}, {len(self.shards)} shards, {len(self.fields)} keys, {len(self._tensor_list)} tensors)"
 
 
-def open_split(first_shard: PathLike) -> SplitModel:
-    """Open a split model from its first shard: one object with its metadata and all tensors.
+def open_split(first_shard: PathLike, *, storage_options: StorageOptions = None, lazy: bool = False) -> SplitModel:
+    """Open a split model from its first shard (a path or URL): one object with its metadata and all tensors.
 
     Checks each shard's ``split.no`` and ``split.count``, and that ``split.tensors.count``
     equals the number of tensors found. A file that is not split opens as a model of one shard.
+    The other shards of a URL are found next to it, by name (:func:`shard_paths`), and read
+    remotely too (``storage_options``: those of its fsspec backend). ``lazy`` as in :func:`gguf_schema.open`.
     """
-    paths = shard_paths(first_shard)
-    shards: list[GGUFFile] = []
+    first = os.fspath(first_shard)
+    return _open_shards(read(first, storage_options=storage_options, lazy=lazy), first, storage_options, lazy)
+
+
+def _open_shards(head: GGUFFile, first: str, storage_options: StorageOptions, lazy: bool) -> SplitModel:
+    """The split model whose first shard ``head`` (read from ``first``) is open already: the others read next to it."""
+    shards: list[GGUFFile] = [head]
     try:
+        paths = _shard_paths_of(head, first)
         for i, p in enumerate(paths):
-            if not os.path.exists(p):
-                raise GGUFFormatError(f"shard {i + 1} of {len(paths)} is missing: {p}", path=p)
-            s = gguf_open(p)
-            shards.append(s)
+            missing = f"shard {i + 1} of {len(paths)} is missing: {p}"
+            if i == 0:
+                s = head
+            elif not is_url(p) and not os.path.exists(p):
+                raise GGUFFormatError(missing, path=p)
+            else:
+                try:
+                    s = read(p, storage_options=storage_options, lazy=lazy)
+                except GGUFFileNotFoundError as e:
+                    raise GGUFFormatError(f"{missing} ({e.reason})", path=p) from None
+                shards.append(s)
             if len(paths) > 1:
                 no, count = _split_int(s, "split.no", -1), _split_int(s, "split.count", -1)
                 if (no, count) != (i, len(paths)):
-                    raise GGUFFormatError(f"{p}: split.no = {no}, split.count = {count}; expected {i} and {len(paths)}", path=p, value=(no, count))
+                    raise GGUFFormatError(
+                        f"{p}: split.no = {no}, split.count = {count}; expected {i} and {len(paths)}",
+                        path=p,
+                        value=(no, count),
+                    )
                 if s.byte_order != shards[0].byte_order:
-                    raise GGUFFormatError(f"{p} is {s.byte_order}-endian, the first shard {shards[0].byte_order}-endian", path=p)
+                    raise GGUFFormatError(
+                        f"{p} is {s.byte_order}-endian, the first shard {shards[0].byte_order}-endian", path=p
+                    )
         model = SplitModel(shards)
         declared = _split_int(shards[0], "split.tensors.count", len(model.tensor_list))
         if declared != len(model.tensor_list):
-            raise GGUFFormatError(f"split.tensors.count is {declared} but the shards hold {len(model.tensor_list)} tensors",
-                                  path=paths[0], value=declared)
+            raise GGUFFormatError(
+                f"split.tensors.count is {declared} but the shards hold {len(model.tensor_list)} tensors",
+                path=paths[0],
+                value=declared,
+            )
         return model
     except BaseException:
         for s in shards:
@@ -335,15 +384,21 @@ def open_split(first_shard: PathLike) -> SplitModel:
         raise
 
 
-def merge(first_shard: PathLike, target: PathLike, *, progress: Progress | None = None) -> None:
-    """Merge the shards of a split model into one file (the first shard's metadata without the
-    split keys, then every tensor in shard order, copied byte for byte)."""
-    with open_split(first_shard) as model:
+def merge(
+    first_shard: PathLike, target: PathLike, *, progress: Progress | None = None, storage_options: StorageOptions = None
+) -> None:
+    """Merge the shards of a split model (local, or URLs: see :func:`open_split`) into one local file (the
+    first shard's metadata without the split keys, then every tensor in shard order, copied byte for byte)."""
+    with open_split(first_shard, storage_options=storage_options) as model:
         fields = [x for x in model.fields.records if x.key not in SPLIT_KEYS]
-        tensors = dict(model.tensors.items())
-        bar = progress if progress is not None else Progress(model.file_size, "merge")
-        try:
-            atomic_write(target, lambda s: save(CountingWriter(s, bar), fields, tensors,
-                                                version=model.version, byte_order=model.byte_order))
-        finally:
-            bar.close()
+        planned = [plan_tensor(t.name, t, model.byte_order) for t in model.tensor_list]
+        write_file(target, fields, planned, version=model.version, byte_order=model.byte_order, progress=progress)
+
+
+def open_model(path: PathLike, *, lazy: bool = False, storage_options: StorageOptions = None) -> GGUFFile | SplitModel:
+    """Open a GGUF file (a path or URL), or every shard of a split model (:func:`open_split`) when
+    ``path`` is its first shard; ``lazy`` and ``storage_options`` as in :func:`gguf_schema.open`."""
+    f = read(path, lazy=lazy, storage_options=storage_options)
+    if "split.count" in f.fields and f.metadata.get("split.no") == 0 and f.metadata["split.count"] > 1:
+        return _open_shards(f, os.fspath(path), storage_options, lazy)
+    return f

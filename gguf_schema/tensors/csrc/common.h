@@ -101,6 +101,20 @@ static inline float hmin4(__m128 v) {
 }
 #endif
 
+/* The index of the lowest set bit of m (m != 0). */
+static inline int lowest_bit(uint32_t m) {
+#if defined(__GNUC__) || defined(__clang__)
+    return __builtin_ctz(m);
+#else
+    int i = 0;
+    while (!(m & 1u)) {
+        m >>= 1;
+        i++;
+    }
+    return i;
+#endif
+}
+
 /* max |x|, ggml's `amax = MAX(amax, fabsf(v))` from 0 (k: a multiple of 8). */
 static inline float abs_max(const float *restrict x, int k) {
 #ifdef HAVE_SSE2
@@ -135,9 +149,12 @@ static inline float signed_max(const float *restrict x, int k) {
     amax = hmax4(_mm_max_ps(a, b));
     if (amax == 0.0f) return 0.0f;
     const __m128 target = _mm_set1_ps(amax);
-    for (int j = 0; j < k; j += 4) { /* the first lane whose magnitude is amax */
-        const int m = _mm_movemask_ps(_mm_cmpeq_ps(_mm_and_ps(_mm_loadu_ps(x + j), magnitude), target));
-        if (m) return x[j + ((m & 1) ? 0 : (m & 2) ? 1 : (m & 4) ? 2 : 3)];
+    for (int j = 0; j < k; j += 32) { /* the first element whose magnitude is amax: one mask of up to */
+        uint32_t m = 0;              /* 32 bits, then its lowest bit (no branch per 4 elements)      */
+        const int n = k - j < 32 ? k - j : 32;
+        for (int i = 0; i < n; i += 4)
+            m |= (uint32_t)_mm_movemask_ps(_mm_cmpeq_ps(_mm_and_ps(_mm_loadu_ps(x + j + i), magnitude), target)) << i;
+        if (m) return x[j + lowest_bit(m)];
     }
     return 0.0f; /* not reached */
 #else
@@ -267,5 +284,26 @@ void q_tq1_0(const float *restrict x, uint8_t *restrict b, Py_ssize_t nb);
 void q_tq2_0(const float *restrict x, uint8_t *restrict b, Py_ssize_t nb);
 void f32_to_f16(const float *restrict x, uint8_t *restrict dst, Py_ssize_t n);
 void f32_to_bf16(const float *restrict x, uint8_t *restrict dst, Py_ssize_t n);
+
+/* quantize_k.c: searching quantizers (K-quants, IQ4) and the importance paths of Q4_0..Q5_1 */
+void q_q2_k(const float *restrict x, uint8_t *restrict b, Py_ssize_t nb);
+void q_q3_k(const float *restrict x, uint8_t *restrict b, Py_ssize_t nb);
+void q_q4_k(const float *restrict x, uint8_t *restrict b, Py_ssize_t nb);
+void q_q5_k(const float *restrict x, uint8_t *restrict b, Py_ssize_t nb);
+void q_q6_k(const float *restrict x, uint8_t *restrict b, Py_ssize_t nb);
+void q_iq4_nl(const float *restrict x, uint8_t *restrict b, Py_ssize_t nb);
+void q_iq4_xs(const float *restrict x, uint8_t *restrict b, Py_ssize_t nb);
+void qr_q4_0(const float *restrict x, uint8_t *restrict y, int64_t nrows, int64_t n_per_row, const float *restrict imatrix);
+void qr_q4_1(const float *restrict x, uint8_t *restrict y, int64_t nrows, int64_t n_per_row, const float *restrict imatrix);
+void qr_q5_0(const float *restrict x, uint8_t *restrict y, int64_t nrows, int64_t n_per_row, const float *restrict imatrix);
+void qr_q5_1(const float *restrict x, uint8_t *restrict y, int64_t nrows, int64_t n_per_row, const float *restrict imatrix);
+void qr_q2_k(const float *restrict x, uint8_t *restrict y, int64_t nrows, int64_t n_per_row, const float *restrict imatrix);
+void qr_q3_k(const float *restrict x, uint8_t *restrict y, int64_t nrows, int64_t n_per_row, const float *restrict imatrix);
+void qr_q4_k(const float *restrict x, uint8_t *restrict y, int64_t nrows, int64_t n_per_row, const float *restrict imatrix);
+void qr_q5_k(const float *restrict x, uint8_t *restrict y, int64_t nrows, int64_t n_per_row, const float *restrict imatrix);
+void qr_q6_k(const float *restrict x, uint8_t *restrict y, int64_t nrows, int64_t n_per_row, const float *restrict imatrix);
+void qr_iq4_nl(const float *restrict x, uint8_t *restrict y, int64_t nrows, int64_t n_per_row, const float *restrict imatrix);
+void qr_iq4_xs(const float *restrict x, uint8_t *restrict y, int64_t nrows, int64_t n_per_row, const float *restrict imatrix);
+Py_ssize_t first_nonfinite(const float *restrict x, Py_ssize_t n);
 
 #endif

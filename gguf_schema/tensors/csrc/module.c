@@ -75,20 +75,20 @@ typedef struct {
 
 static const kernel_entry KERNELS[] = {
     {GGML_TYPE_F16, 1, 2, f16_to_f32, f32_to_f16, NULL},
-    {GGML_TYPE_Q4_0, 32, 18, dq_q4_0, q_q4_0, NULL},
-    {GGML_TYPE_Q4_1, 32, 20, dq_q4_1, q_q4_1, NULL},
-    {GGML_TYPE_Q5_0, 32, 22, dq_q5_0, q_q5_0, NULL},
-    {GGML_TYPE_Q5_1, 32, 24, dq_q5_1, q_q5_1, NULL},
+    {GGML_TYPE_Q4_0, 32, 18, dq_q4_0, q_q4_0, qr_q4_0},
+    {GGML_TYPE_Q4_1, 32, 20, dq_q4_1, q_q4_1, qr_q4_1},
+    {GGML_TYPE_Q5_0, 32, 22, dq_q5_0, q_q5_0, qr_q5_0},
+    {GGML_TYPE_Q5_1, 32, 24, dq_q5_1, q_q5_1, qr_q5_1},
     {GGML_TYPE_Q8_0, 32, 34, dq_q8_0, q_q8_0, NULL},
     {GGML_TYPE_Q8_1, 32, 36, dq_q8_1, q_q8_1, NULL},
-    {GGML_TYPE_Q2_K, 256, 84, dq_q2_k, NULL, NULL},
-    {GGML_TYPE_Q3_K, 256, 110, dq_q3_k, NULL, NULL},
-    {GGML_TYPE_Q4_K, 256, 144, dq_q4_k, NULL, NULL},
-    {GGML_TYPE_Q5_K, 256, 176, dq_q5_k, NULL, NULL},
-    {GGML_TYPE_Q6_K, 256, 210, dq_q6_k, NULL, NULL},
+    {GGML_TYPE_Q2_K, 256, 84, dq_q2_k, q_q2_k, qr_q2_k},
+    {GGML_TYPE_Q3_K, 256, 110, dq_q3_k, q_q3_k, qr_q3_k},
+    {GGML_TYPE_Q4_K, 256, 144, dq_q4_k, q_q4_k, qr_q4_k},
+    {GGML_TYPE_Q5_K, 256, 176, dq_q5_k, q_q5_k, qr_q5_k},
+    {GGML_TYPE_Q6_K, 256, 210, dq_q6_k, q_q6_k, qr_q6_k},
     {GGML_TYPE_Q8_K, 256, 292, dq_q8_k, NULL, NULL},
-    {GGML_TYPE_IQ4_NL, 32, 18, dq_iq4_nl, NULL, NULL},
-    {GGML_TYPE_IQ4_XS, 256, 136, dq_iq4_xs, NULL, NULL},
+    {GGML_TYPE_IQ4_NL, 32, 18, dq_iq4_nl, q_iq4_nl, qr_iq4_nl},
+    {GGML_TYPE_IQ4_XS, 256, 136, dq_iq4_xs, q_iq4_xs, qr_iq4_xs},
     {GGML_TYPE_BF16, 1, 2, bf16_to_f32, f32_to_bf16, NULL},
     {GGML_TYPE_TQ1_0, 256, 54, dq_tq1_0, q_tq1_0, NULL},
     {GGML_TYPE_TQ2_0, 256, 66, dq_tq2_0, q_tq2_0, NULL},
@@ -112,12 +112,28 @@ static const kernel_entry *find(int id) {
 /* ---------------------------------------------------------------------------------- */
 /* Python interface                                                                    */
 
-/* Check both buffers, then run fn over whole blocks without the GIL. */
+/* Quantize nb blocks in runs of about 4096 elements, each first checked for NaN and infinity
+ * (while it is in the L1 cache): returns -1, or the index of the first bad float (its run and
+ * the runs after it are not quantized). */
+static Py_ssize_t encode_finite(const kernel_entry *k, const float *x, uint8_t *b, Py_ssize_t nb) {
+    const Py_ssize_t run = k->block_size >= 4096 ? 1 : 4096 / k->block_size;
+    for (Py_ssize_t i = 0; i < nb; i += run) {
+        const Py_ssize_t n = nb - i < run ? nb - i : run;
+        const Py_ssize_t bad = first_nonfinite(x + i * k->block_size, n * k->block_size);
+        if (bad >= 0) return i * k->block_size + bad;
+        k->encode(x + i * k->block_size, b + i * k->type_size, n);
+    }
+    return -1;
+}
+
+/* Check both buffers, then run fn over whole blocks without the GIL. encode(..., True) refuses
+ * non-finite input: it returns the index of the first NaN or infinity, or -1 when done. */
 static PyObject *run(PyObject *args, int encode) {
-    int id;
+    int id, finite = 0;
     Py_buffer src, dst;
-    if (!PyArg_ParseTuple(args, "iy*w*", &id, &src, &dst)) return NULL;
+    if (!PyArg_ParseTuple(args, encode ? "iy*w*|p" : "iy*w*", &id, &src, &dst, &finite)) return NULL;
     PyObject *result = NULL;
+    Py_ssize_t bad = -1;
     const kernel_entry *k = find(id);
     if (k == NULL || (encode ? k->encode == NULL : k->decode == NULL)) {
         PyErr_Format(PyExc_ValueError, "no compiled %s for ggml type %d", encode ? "quantizer" : "decoder", id);
@@ -132,13 +148,19 @@ static PyObject *run(PyObject *args, int encode) {
     }
     const Py_ssize_t nb = src.len / in_unit;
     Py_BEGIN_ALLOW_THREADS
-    if (encode)
+    if (encode && finite)
+        bad = encode_finite(k, (const float *)src.buf, (uint8_t *)dst.buf, nb);
+    else if (encode)
         k->encode((const float *)src.buf, (uint8_t *)dst.buf, nb);
     else
         k->decode((const uint8_t *)src.buf, (float *)dst.buf, nb);
     Py_END_ALLOW_THREADS
-    Py_INCREF(Py_None);
-    result = Py_None;
+    if (encode && finite) {
+        result = PyLong_FromSsize_t(bad);
+    } else {
+        Py_INCREF(Py_None);
+        result = Py_None;
+    }
 done:
     PyBuffer_Release(&src);
     PyBuffer_Release(&dst);
@@ -148,11 +170,11 @@ done:
 /* quantize_rows(type_id, src, dst, n_per_row, imatrix or None): whole rows, without the GIL. */
 static PyObject *py_quantize_rows(PyObject *self, PyObject *args) {
     (void)self;
-    int id;
-    Py_ssize_t n_per_row;
+    int id, finite = 0;
+    Py_ssize_t n_per_row, bad = -1;
     Py_buffer src, dst, imat = {0};
     PyObject *imatrix;
-    if (!PyArg_ParseTuple(args, "iy*w*nO", &id, &src, &dst, &n_per_row, &imatrix)) return NULL;
+    if (!PyArg_ParseTuple(args, "iy*w*nO|p", &id, &src, &dst, &n_per_row, &imatrix, &finite)) return NULL;
     PyObject *result = NULL;
     int have_imat = 0;
     const kernel_entry *k = find(id);
@@ -178,21 +200,50 @@ static PyObject *py_quantize_rows(PyObject *self, PyObject *args) {
         }
     }
     Py_BEGIN_ALLOW_THREADS
-    k->rows((const float *)src.buf, (uint8_t *)dst.buf, (int64_t)nrows, (int64_t)n_per_row,
-            have_imat ? (const float *)imat.buf : NULL);
+    if (finite) { /* row by row, each checked first */
+        const Py_ssize_t row_bytes = n_per_row / k->block_size * k->type_size;
+        for (Py_ssize_t r = 0; r < nrows && bad < 0; r++) {
+            const float *x = (const float *)src.buf + r * n_per_row;
+            const Py_ssize_t at = first_nonfinite(x, n_per_row);
+            if (at >= 0)
+                bad = r * n_per_row + at;
+            else
+                k->rows(x, (uint8_t *)dst.buf + r * row_bytes, 1, (int64_t)n_per_row, have_imat ? (const float *)imat.buf : NULL);
+        }
+    } else {
+        k->rows((const float *)src.buf, (uint8_t *)dst.buf, (int64_t)nrows, (int64_t)n_per_row,
+                have_imat ? (const float *)imat.buf : NULL);
+    }
     Py_END_ALLOW_THREADS
     const char *why = quantize_iq_error(); /* a row ggml aborts on */
     if (why != NULL) {
         PyErr_SetString(PyExc_ValueError, why);
         goto done;
     }
-    Py_INCREF(Py_None);
-    result = Py_None;
+    if (finite) {
+        result = PyLong_FromSsize_t(bad);
+    } else {
+        Py_INCREF(Py_None);
+        result = Py_None;
+    }
 done:
     if (have_imat) PyBuffer_Release(&imat);
     PyBuffer_Release(&src);
     PyBuffer_Release(&dst);
     return result;
+}
+
+/* first_nonfinite(src): index of the first NaN or infinity of a float32 buffer, or -1. */
+static PyObject *py_first_nonfinite(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer src;
+    if (!PyArg_ParseTuple(args, "y*", &src)) return NULL;
+    Py_ssize_t found;
+    Py_BEGIN_ALLOW_THREADS
+    found = first_nonfinite((const float *)src.buf, src.len / 4);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&src);
+    return PyLong_FromSsize_t(found);
 }
 
 static PyObject *py_decode(PyObject *self, PyObject *args) { (void)self; return run(args, 0); }
@@ -246,10 +297,13 @@ static PyMethodDef methods[] = {
     {"decode", py_decode, METH_VARARGS,
      "decode(type_id, src, dst): whole little-endian blocks of src -> float32 into dst."},
     {"encode", py_encode, METH_VARARGS,
-     "encode(type_id, src, dst): float32 src (whole blocks) -> little-endian blocks into dst."},
+     "encode(type_id, src, dst, finite=False): float32 src (whole blocks) -> little-endian blocks into dst; "
+     "with finite, returns -1, or the index of the first NaN/infinity (checked run by run, before encoding it)."},
     {"quantize_rows", py_quantize_rows, METH_VARARGS,
-     "quantize_rows(type_id, src, dst, n_per_row, imatrix): float32 rows -> blocks, as ggml_quantize_chunk "
-     "(imatrix: n_per_row float32 importance weights, or None)."},
+     "quantize_rows(type_id, src, dst, n_per_row, imatrix, finite=False): float32 rows -> blocks, as "
+     "ggml_quantize_chunk (imatrix: n_per_row float32 importance weights, or None); finite as in encode, row by row."},
+    {"first_nonfinite", py_first_nonfinite, METH_VARARGS,
+     "first_nonfinite(src) -> index of the first NaN or infinity of a float32 buffer, or -1."},
     {"layouts", py_layouts, METH_NOARGS,
      "layouts() -> {type_id: (block_size, type_size, decodes, encodes, quantizes_rows)} for every compiled type."},
     {NULL, NULL, 0, NULL},

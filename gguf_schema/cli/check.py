@@ -1,0 +1,101 @@
+"""The ``check``, ``rules`` and ``audit-spec`` commands: validation and the spec audit, printed.
+
+Exit codes: ``check`` 0 clean, 1 error findings, 2 a file could not be read; ``audit-spec`` 0 no
+differences, 1 differences, 2 unreadable document.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from ..check.spec_audit import audit_spec
+from ..check.validate import PROFILES, RULES, validate
+
+__all__ = ["register_cli"]
+
+
+def _cmd_check(args: argparse.Namespace) -> int:
+    reports = [
+        validate(path, args.profile, storage_options=getattr(args, "storage_options", None)) for path in args.files
+    ]
+    if args.json:
+        print(
+            json.dumps(
+                {"profile": args.profile, "reports": [r.to_dict() for r in reports]}, indent=2, ensure_ascii=False
+            )
+        )
+    else:
+        for r in reports:
+            verdict = "unreadable" if not r.readable else ("ok" if r.ok else "rejected")
+            print(f"{r.path}: {verdict} under profile {r.profile} ({len(r.errors)} errors, {len(r.warnings)} warnings)")
+            for finding in r.findings:
+                print(f"  {finding}")
+    if any(not r.readable for r in reports):
+        return 2
+    return 1 if any(not r.ok for r in reports) else 0
+
+
+def _cmd_rules(args: argparse.Namespace) -> int:
+    for r in RULES.values():
+        if args.profile is None or args.profile in r.profiles:
+            print(f"{r.id} {r.severity:7} [{','.join(p for p in PROFILES if p in r.profiles)}] {r.statement}")
+            print(f"          source: {r.source}")
+    return 0
+
+
+def _register_check(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "check",
+        help="check GGUF files against the spec, ggml's reader, or readability",
+        description="Check GGUF files. Exit status: 0 clean, 1 error findings, 2 a file could not be read.",
+    )
+    p.add_argument("--profile", choices=PROFILES, default="spec", help="which rules to apply (default: spec)")
+    p.add_argument("--json", action="store_true", help="print the reports as JSON")
+    p.add_argument("files", nargs="+", metavar="FILE")
+    p.set_defaults(func=_cmd_check)
+    r = subparsers.add_parser("rules", help="list the validation rules")
+    r.add_argument("--profile", choices=PROFILES, default=None, help="only the rules of this profile")
+    r.set_defaults(func=_cmd_rules)
+
+
+def _cmd_audit(args: argparse.Namespace) -> int:
+    try:
+        text = Path(args.spec).read_text(encoding="utf-8")
+    except OSError as e:
+        print(f"gguf-schema: error: {e.strerror or e}: {args.spec}", file=sys.stderr)
+        return 2
+    except UnicodeDecodeError as e:
+        print(f"gguf-schema: error: {args.spec} is not UTF-8 text ({e.reason} at byte {e.start})", file=sys.stderr)
+        return 2
+    report = audit_spec(text)
+    if args.json:
+        print(json.dumps({"document": args.spec, **report.to_dict()}, indent=2, ensure_ascii=False, default=str))
+    else:
+        print(
+            f"{args.spec}: {len(report.differences)} differences"
+            + (f"; not covered: {', '.join(report.not_covered)}" if report.not_covered else "")
+        )
+        for d in report.differences:
+            print(f"  {d}")
+    return 0 if report.ok else 1
+
+
+def _register_audit(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "audit-spec",
+        help="compare a GGUF spec document with check/spec/ and the schema",
+        description="Exit status: 0 no differences, 1 differences, 2 unreadable document.",
+    )
+    p.add_argument("spec", metavar="SPEC.md")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.set_defaults(func=_cmd_audit)
+
+
+def register_cli(subparsers: Any) -> None:
+    """Add ``check``, ``rules`` and ``audit-spec`` to the ``gguf-schema`` command line."""
+    _register_check(subparsers)
+    _register_audit(subparsers)

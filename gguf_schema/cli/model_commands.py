@@ -1,0 +1,208 @@
+"""The ``gguf-schema`` subcommands about running and converting a model: ``estimate`` and ``export``.
+
+``estimate`` prints the memory llama.cpp needs to run a model (:mod:`gguf_schema.tools.estimate`)
+as a table by part and device, with the formula behind each figure; ``--json`` prints
+:meth:`~gguf_schema.tools.estimate.Estimate.to_dict`. ``export`` writes the tensors, dequantized,
+as a safetensors file (:mod:`gguf_schema.tools.export`). Exit codes are those of
+:mod:`gguf_schema.cli`: 0 success, 2 unreadable input or a bad argument (printed as
+``gguf-schema: error: ...``). Results go to stdout, progress and notes to stderr.
+
+>>> import argparse
+>>> sub = argparse.ArgumentParser(prog="gguf-schema").add_subparsers()
+>>> register_cli(sub)
+>>> sorted(sub.choices)
+['estimate', 'export']
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from ..errors import GGUFError
+from ..tools.estimate import CACHE_TYPES, Estimate, estimate
+from ..tools.export import DTYPES, export_safetensors
+from ..tools.split import open_model
+from .progress import Progress
+
+__all__ = ["register_cli"]
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+def _argument_errors(fn: Handler) -> Handler:
+    """Report a ValueError (a bad argument value the library refused) as a usage error, exit 2."""
+
+    @functools.wraps(fn)
+    def run(args: argparse.Namespace) -> int:
+        try:
+            return fn(args)
+        except ValueError as e:
+            if isinstance(e, GGUFError):  # a bad file: main prints it
+                raise
+            print(f"gguf-schema {args.command}: error: {e}", file=sys.stderr)
+            return 2
+
+    return run
+
+
+def _mib(n: int) -> str:
+    return f"{n / 2**20:,.2f} MiB"
+
+
+def _runs(layers: list[int]) -> str:
+    """``[0, 1, 2, 4]`` -> ``"0-2, 4"``."""
+    runs: list[list[int]] = []
+    for il in layers:
+        if runs and il == runs[-1][1] + 1:
+            runs[-1][1] = il
+        else:
+            runs.append([il, il])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
+
+
+def estimate_text(e: Estimate, path: str) -> str:
+    """The readable report of an estimate (what ``gguf-schema estimate`` prints)."""
+    s = e.settings
+    lines = [
+        f"model:     {path} ({e.architecture}, {s['block_count']} layers)",
+        f"settings:  ctx {s['n_ctx']} ({s['n_ctx_seq']} cells x {s['n_stream']} stream(s), {s['n_seq']} sequence(s)), "
+        f"batch {s['n_batch']}, ubatch {s['n_ubatch']}, cache K {s['cache_type_k']} V {s['cache_type_v']}, "
+        f"gpu layers {s['gpu_layers']} of {s['block_count'] + 1}, flash attention {'on' if s['flash_attn'] else 'off'}"
+        + (", swa_full" if s["swa_full"] else "")
+        + (", kv_unified" if s["kv_unified"] else ""),
+        "",
+    ]
+    rows: list[tuple[str, int, int]] = [("weights", e.weights_cpu, e.weights_gpu)]
+    if e.kv_layers:
+        rows.append(
+            (
+                "KV cache K",
+                sum(x.k_bytes for x in e.kv_layers if x.device == "CPU"),
+                sum(x.k_bytes for x in e.kv_layers if x.device == "GPU"),
+            )
+        )
+        rows.append(
+            (
+                "KV cache V",
+                sum(x.v_bytes for x in e.kv_layers if x.device == "CPU"),
+                sum(x.v_bytes for x in e.kv_layers if x.device == "GPU"),
+            )
+        )
+    if e.recurrent_layers:
+        rows.append(("recurrent state", e.cache_on("CPU"), e.cache_on("GPU")))
+    rows.append(("output buffer", e.output_buffer, 0))
+    rows.append(("total", e.total_cpu, e.total_gpu))
+    lines.append(f"{'part':18} {'CPU':>14} {'GPU':>14} {'total':>14}")
+    for i, (name, cpu, gpu) in enumerate(rows):
+        if i == len(rows) - 1:
+            lines.append("-" * 63)
+        lines.append(f"{name:18} {_mib(cpu):>14} {_mib(gpu):>14} {_mib(cpu + gpu):>14}")
+    lines.append("")
+    by_kind: dict[str, list[int]] = {}
+    for x in e.kv_layers:
+        by_kind.setdefault(
+            f"{'sliding-window' if x.kind == 'swa' else 'full-attention'} layers, {x.cells} cells", []
+        ).append(x.layer)
+    if by_kind:
+        lines.append("KV cache layers:")
+        lines += [f"  {label}: {_runs(ils)}" for label, ils in by_kind.items()]
+    lines.append("how:")
+    lines += [f"  {part}: {text}" for part, text in e.formulas]
+    lines.append("not estimated:")
+    lines += [f"  - {x}" for x in e.not_estimated]
+    if e.notes:
+        lines.append("notes:")
+        lines += [f"  - {x}" for x in e.notes]
+    return "\n".join(lines) + "\n"
+
+
+@_argument_errors
+def _cmd_estimate(args: argparse.Namespace) -> int:
+    model = open_model(args.file, lazy=True, storage_options=getattr(args, "storage_options", None))
+    try:
+        e = estimate(
+            model,
+            ctx=args.ctx,
+            batch=args.batch,
+            ubatch=args.ubatch,
+            cache_type_k=args.cache_type_k,
+            cache_type_v=args.cache_type_v,
+            gpu_layers=args.gpu_layers,
+            parallel=args.parallel,
+            flash_attn=not args.no_flash_attn,
+            swa_full=args.swa_full,
+            kv_unified=args.kv_unified,
+        )
+    finally:
+        model.close()
+    sys.stdout.write(json.dumps(e.to_dict(), indent=1) + "\n" if args.json else estimate_text(e, args.file))
+    return 0
+
+
+@_argument_errors
+def _cmd_export(args: argparse.Namespace) -> int:
+    bar = Progress(0, "export")
+
+    def progress(done: int, total: int) -> None:
+        bar.total = total
+        bar.update(done - bar.done)
+
+    try:
+        result = export_safetensors(args.file, args.output, dtype=args.dtype, tensors=args.tensors, progress=progress)
+    finally:
+        bar.close()
+    print(
+        f"wrote {result.path}: {result.tensors} tensors as {args.dtype} ({result.file_bytes:,} bytes)", file=sys.stderr
+    )
+    return 0
+
+
+def register_cli(subparsers: Any) -> None:
+    """Add ``estimate`` and ``export`` to the ``gguf-schema`` parser (called by :mod:`gguf_schema.cli`)."""
+    p = subparsers.add_parser(
+        "estimate",
+        help="memory llama.cpp needs to run a model: weights by device, KV cache, recurrent state",
+        description="Estimate the memory llama.cpp needs to run FILE: weights on the CPU and the GPU (--gpu-layers), "
+        "the KV cache (K and V, per layer, sliding-window layers and quantized cache types included), the "
+        "recurrent state of mamba/rwkv models and the output buffer, with the formula behind each figure. "
+        "Compute buffers and driver overhead are not estimated. A first shard stands for its split model.",
+    )
+    p.add_argument("file", metavar="FILE")
+    p.add_argument("--ctx", type=int, metavar="N", help="context size in tokens (default: the model's context_length)")
+    p.add_argument("--batch", type=int, default=512, metavar="N", help="logical batch size (default 512)")
+    p.add_argument("--ubatch", type=int, default=512, metavar="N", help="physical batch size (default 512)")
+    p.add_argument(
+        "--cache-type-k", default="f16", metavar="T", help=f"K cache type: {', '.join(CACHE_TYPES)} (default f16)"
+    )
+    p.add_argument("--cache-type-v", default="f16", metavar="T", help="V cache type (default f16)")
+    p.add_argument(
+        "--gpu-layers",
+        type=int,
+        default=0,
+        metavar="N",
+        help="layers offloaded to the GPU, the output layer first (llama.cpp's -ngl; -1: all; default 0)",
+    )
+    p.add_argument("--parallel", type=int, default=1, metavar="N", help="sequences decoded in parallel (default 1)")
+    p.add_argument("--no-flash-attn", action="store_true", help="size the cache for attention without flash attention")
+    p.add_argument("--swa-full", action="store_true", help="full-size cache for sliding-window layers")
+    p.add_argument("--kv-unified", action="store_true", help="one KV stream shared by all sequences")
+    p.add_argument("--json", action="store_true", help="print the estimate as JSON")
+    p.set_defaults(func=_cmd_estimate)
+
+    p = subparsers.add_parser(
+        "export",
+        help="write the tensors, dequantized, as a safetensors file",
+        description="Write the tensors of FILE (every ggml type, dequantized) to OUT.safetensors as f32, f16 or bf16, "
+        "with every GGUF metadata key in the safetensors metadata (JSON with its GGUF type). Integer "
+        "tensors keep their type. Written through a temporary file; never over FILE.",
+    )
+    p.add_argument("file", metavar="FILE")
+    p.add_argument("output", metavar="OUT.safetensors")
+    p.add_argument("--dtype", choices=tuple(DTYPES), default="f32", help="type of the float tensors (default f32)")
+    p.add_argument("--tensors", metavar="REGEX", help="only tensors whose name matches REGEX (re.search)")
+    p.set_defaults(func=_cmd_export)

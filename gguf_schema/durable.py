@@ -1,0 +1,442 @@
+"""How bytes reach the disk safely: atomic replacement, the rollback journal of in-place edits, locks.
+
+A user's file is never left unreadable, half-written or silently changed, whatever is killed or
+fails at the time. This module owns the three mechanisms every write goes through (see
+``../shared/design/safe-writes.md`` for where they come from):
+
+* :func:`atomic_replace` -- a new version of a file is written to a temporary file in the same
+  folder and renamed over the target only when complete and fsynced; then the folder is fsynced,
+  so the rename survives a power cut. On Linux the temporary file is unnamed (``O_TMPFILE``) until
+  it is complete: a killed writer leaves nothing. Elsewhere it has a recognisable name
+  (``.NAME.gguf-tmp-PID-XXXX``) and the next write in that folder removes those of dead writers.
+  A replaced file keeps its permission bits, owner and group; when it cannot (another user's
+  file), the replacement is refused before anything is written.
+* :class:`Journal` -- an in-place change of bytes (an edit whose header keeps its size) first
+  saves the bytes it will overwrite to ``NAME.gguf-journal`` (with their checksum), fsyncs it and
+  the folder, then writes and fsyncs the file, then deletes the journal and fsyncs the folder:
+  the deletion is the commit point. :func:`recover` (run before every edit, and by
+  ``gguf-schema recover``) puts the saved bytes back if a complete journal is found, and deletes
+  an incomplete one (the file was not touched yet). A reader that finds a journal says so.
+* :class:`FileLock` -- advisory ``flock`` locks on the file itself: an editor holds an exclusive
+  lock for the whole edit (a second editor waits, up to a timeout, or fails clearly), readers a
+  shared one while they parse the header (so they never see a half-written one). After taking the
+  lock, the path is checked to still name the locked file (device and inode): a lock on a file
+  that another process has replaced meanwhile protects nothing, so the open is retried.
+
+``sync=False`` (everywhere) skips the fsyncs: faster, and a power cut may then lose the change
+(never the old file, for replacements; in-place edits keep their journal either way).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import hashlib
+import os
+import secrets
+import struct
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import IO, Any, Union
+
+from .errors import GGUFChangedError, GGUFError, GGUFIOError, GGUFPermissionError, os_error
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows: locks are a documented no-op there
+    fcntl = None  # type: ignore[assignment]
+
+__all__ = [
+    "JOURNAL_SUFFIX",
+    "FileLock",
+    "Journal",
+    "atomic_replace",
+    "check_no_journal",
+    "fsync_dir",
+    "journal_path",
+    "locked_open",
+    "recover",
+    "remove_stale_temporaries",
+    "write_in_place",
+]
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+JOURNAL_SUFFIX = "-journal"
+_TMP_MARK = ".gguf-tmp-"
+_O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+
+
+def fsync_dir(folder: str) -> None:
+    """fsync a folder, so that a rename or an unlink in it survives a power cut (POSIX; a no-op elsewhere)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _O_CLOEXEC)
+    except OSError:  # pragma: no cover - Windows cannot open folders
+        return
+    try:
+        os.fsync(fd)
+    except OSError as e:  # some filesystems do not fsync folders: nothing more can be done there
+        if e.errno not in (errno.EINVAL, errno.ENOTSUP, errno.EBADF):
+            raise
+    finally:
+        os.close(fd)
+
+
+# --------------------------------------------------------------------------- atomic replacement
+
+
+def _tmp_name(path: str) -> str:
+    folder, base = os.path.split(path)
+    return os.path.join(folder, f".{base}{_TMP_MARK}{os.getpid()}-{secrets.token_hex(4)}")
+
+
+def remove_stale_temporaries(path: PathLike) -> list[str]:
+    """Remove the named temporary files that writers of ``path`` which died left beside it; return them."""
+    path = os.path.abspath(os.fspath(path))
+    folder, base = os.path.split(path)
+    prefix = f".{base}{_TMP_MARK}"
+    removed = []
+    with contextlib.suppress(OSError):
+        for name in os.listdir(folder):
+            if not name.startswith(prefix):
+                continue
+            pid = name[len(prefix) :].split("-", 1)[0]
+            if pid.isdigit() and not _alive(int(pid)):
+                with contextlib.suppress(OSError):
+                    os.unlink(os.path.join(folder, name))
+                    removed.append(name)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process
+        return True
+    return True
+
+
+def _keep_identity(fd: int, old: os.stat_result | None) -> None:
+    """Give the new file the old one's mode, owner and group (checked before writing: :func:`_may_replace`)."""
+    if old is None:
+        return
+    if (old.st_uid, old.st_gid) != (os.fstat(fd).st_uid, os.fstat(fd).st_gid) and hasattr(os, "fchown"):
+        os.fchown(fd, old.st_uid, old.st_gid)
+    os.fchmod(fd, old.st_mode & 0o7777)
+
+
+def _may_replace(path: str, old: os.stat_result | None) -> None:
+    """Refuse to replace a file the user could not write, or whose owner a new file would not keep."""
+    if old is None:
+        return
+    if not os.access(path, os.W_OK):
+        raise GGUFPermissionError(
+            "the file is read-only: it is not replaced (make it writable first, or write elsewhere with -o)",
+            path=path,
+            errno=errno.EACCES,
+        )
+    euid = os.geteuid() if hasattr(os, "geteuid") else None
+    if euid not in (None, 0) and old.st_uid != euid:
+        raise GGUFPermissionError(
+            f"the file belongs to user {old.st_uid}: a rewritten copy would belong to user {euid}, so it is not "
+            "replaced (its owner, or root, can edit it; or write elsewhere with -o)",
+            path=path,
+            errno=errno.EPERM,
+        )
+
+
+def atomic_replace(path: PathLike, write: Callable[[IO[bytes]], None], *, sync: bool = True) -> None:
+    """Call ``write(stream)`` on a temporary file beside ``path``, then rename it over ``path``.
+
+    If ``write`` raises (or the process dies), ``path`` is untouched and no temporary file is left
+    (see the module docstring). A new file gets the permissions the process's umask gives; a
+    replaced file keeps its mode, owner and group. OS errors surface as
+    :class:`~gguf_schema.errors.GGUFIOError`.
+    """
+    path = os.path.abspath(os.fspath(path))
+    folder = os.path.dirname(path)
+    try:
+        old: os.stat_result | None = os.stat(path)
+    except FileNotFoundError:
+        old = None
+    except OSError as e:
+        raise os_error(e, path) from None
+    _may_replace(path, old)
+    remove_stale_temporaries(path)
+    fd, named = _open_temporary(folder, path)
+    linked: str | None = named
+    try:
+        with os.fdopen(fd, "wb", closefd=False) as out:
+            write(out)
+            out.flush()
+        _keep_identity(fd, old)
+        if sync:
+            os.fsync(fd)
+        if linked is None:  # unnamed (O_TMPFILE): give it a name only now that it is complete
+            linked = _tmp_name(path)
+            _link_unnamed(fd, linked)
+        os.replace(linked, path)
+        linked = None
+        if sync:
+            fsync_dir(folder)
+    except BaseException as e:
+        if linked is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(linked)
+        if isinstance(e, OSError):
+            raise os_error(e, path) from e
+        raise
+    finally:
+        os.close(fd)
+
+
+def _link_unnamed(fd: int, name: str) -> None:
+    """Give the unnamed file ``fd`` (``O_TMPFILE``) the name ``name``: ``linkat`` following ``/proc/self/fd``."""
+    proc = os.open("/proc/self/fd", os.O_RDONLY | _O_CLOEXEC)
+    try:
+        os.link(str(fd), name, src_dir_fd=proc, follow_symlinks=True)
+    finally:
+        os.close(proc)
+
+
+def _open_temporary(folder: str, path: str) -> tuple[int, str | None]:
+    """An unnamed temporary file in ``folder`` where the OS offers one (returns name None), else a named one."""
+    tmpfile = getattr(os, "O_TMPFILE", 0)
+    if tmpfile and os.path.isdir("/proc/self/fd"):
+        try:
+            return os.open(folder, tmpfile | os.O_WRONLY | _O_CLOEXEC, 0o666), None
+        except OSError as e:
+            if e.errno not in (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL, errno.ENOENT):
+                raise os_error(e, folder) from None
+    name = _tmp_name(path)
+    try:
+        return os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_CLOEXEC, 0o666), name
+    except OSError as e:
+        raise os_error(e, name) from None
+
+
+# --------------------------------------------------------------------------- the rollback journal
+
+_JOURNAL_MAGIC = b"GGUFJRNL"
+_JOURNAL_HEAD = struct.Struct("<8sIQQQ")  # magic, format version, file size, offset, length
+
+
+def journal_path(path: PathLike) -> str:
+    """Where the journal of an in-place edit of ``path`` lives: ``path + "-journal"``."""
+    return os.fspath(path) + JOURNAL_SUFFIX
+
+
+@dataclass(frozen=True)
+class Journal:
+    """The bytes an in-place edit overwrites, saved before it does (see the module docstring).
+
+    Attributes:
+        offset, saved: where in the file, and the original bytes there.
+        file_size: the file's size when the journal was written.
+    """
+
+    offset: int
+    saved: bytes
+    file_size: int
+
+    def encode(self) -> bytes:
+        head = _JOURNAL_HEAD.pack(_JOURNAL_MAGIC, 1, self.file_size, self.offset, len(self.saved))
+        return head + self.saved + hashlib.sha256(head + self.saved).digest()
+
+    @classmethod
+    def decode(cls, data: bytes) -> Journal | None:
+        """The journal ``data`` holds, or None when it is incomplete or damaged (never applied)."""
+        n = _JOURNAL_HEAD.size
+        if len(data) < n + 32:
+            return None
+        magic, version, size, offset, length = _JOURNAL_HEAD.unpack_from(data)
+        if magic != _JOURNAL_MAGIC or version != 1 or len(data) != n + length + 32:
+            return None
+        if hashlib.sha256(data[: n + length]).digest() != data[n + length :]:
+            return None
+        return cls(offset, data[n : n + length], size)
+
+
+def write_in_place(fd: int, path: str, offset: int, new: bytes, *, sync: bool = True) -> None:
+    """Overwrite ``len(new)`` bytes of the open file ``fd`` at ``offset``, crash-safely (journal first)."""
+    size = os.fstat(fd).st_size
+    old = os.pread(fd, len(new), offset)
+    if len(old) != len(new):
+        raise GGUFChangedError("the file ended early while it was being edited", path=path)
+    jpath = journal_path(path)
+    folder = os.path.dirname(os.path.abspath(path))
+    jfd = os.open(jpath, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _O_CLOEXEC, 0o600)
+    try:
+        data = Journal(offset, old, size).encode()
+        if os.write(jfd, data) != len(data):
+            raise GGUFIOError("the journal could not be written whole", path=jpath)
+        os.fsync(jfd)  # always: the journal must be on disk before the file is touched
+    except BaseException:
+        os.close(jfd)
+        with contextlib.suppress(OSError):
+            os.unlink(jpath)
+        raise
+    os.close(jfd)
+    fsync_dir(folder)
+    _pwrite_all(fd, new, offset)
+    if sync:
+        os.fsync(fd)
+    else:
+        os.fdatasync(fd) if hasattr(os, "fdatasync") else os.fsync(fd)  # the journal is about to go
+    os.unlink(jpath)  # the commit point
+    if sync:
+        fsync_dir(folder)
+
+
+def _pwrite_all(fd: int, data: bytes, offset: int) -> None:
+    view = memoryview(data)
+    while view:
+        n = os.pwrite(fd, view, offset)
+        view, offset = view[n:], offset + n
+
+
+def recover(path: PathLike) -> str | None:
+    """Finish or undo an interrupted in-place edit of ``path``; say what was done (None: nothing to do).
+
+    A complete journal means the file may be torn: its saved bytes are written back. An incomplete
+    one means the file was not touched yet: it is deleted.
+    """
+    path = os.fspath(path)
+    jpath = journal_path(path)
+    try:
+        with open(jpath, "rb") as fh:
+            data = fh.read()
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        raise os_error(e, jpath) from None
+    journal = Journal.decode(data)
+    folder = os.path.dirname(os.path.abspath(path))
+    if journal is None:
+        os.unlink(jpath)
+        fsync_dir(folder)
+        return f"removed an incomplete journal ({jpath}): the file had not been changed"
+    try:
+        fd = os.open(path, os.O_RDWR | _O_CLOEXEC)
+    except OSError as e:
+        raise os_error(e, path) from None
+    try:
+        _pwrite_all(fd, journal.saved, journal.offset)
+        if os.fstat(fd).st_size != journal.file_size:
+            os.ftruncate(fd, journal.file_size)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.unlink(jpath)
+    fsync_dir(folder)
+    return f"restored {len(journal.saved):,} bytes at offset {journal.offset:,} from {jpath}: the interrupted edit was undone"
+
+
+# --------------------------------------------------------------------------- locks
+
+
+class FileLock:
+    """An advisory lock on an open file (``flock``), taken with a timeout.
+
+    ``exclusive``: one holder and no shared holders (an editor); else shared (readers). On systems
+    without ``fcntl`` (Windows) locks are a no-op.
+    """
+
+    def __init__(self, fd: int, *, exclusive: bool, timeout: float | None = 60.0, path: str | None = None):
+        self.fd = fd
+        self.exclusive = exclusive
+        self.timeout = timeout
+        self.path = path
+
+    def acquire(self) -> None:
+        if fcntl is None:  # pragma: no cover
+            return
+        mode = fcntl.LOCK_EX if self.exclusive else fcntl.LOCK_SH
+        deadline = None if self.timeout is None else time.monotonic() + self.timeout
+        delay = 0.001
+        while True:
+            try:
+                fcntl.flock(self.fd, mode | fcntl.LOCK_NB)
+                return
+            except BlockingIOError:
+                if deadline is not None and time.monotonic() >= deadline:
+                    who = (
+                        "another process is editing the file"
+                        if not self.exclusive
+                        else "another process holds the file"
+                    )
+                    raise GGUFChangedError(f"{who}: gave up waiting after {self.timeout} s", path=self.path) from None
+                time.sleep(delay)
+                delay = min(delay * 2, 0.05)
+
+    def release(self) -> None:
+        if fcntl is not None:
+            with contextlib.suppress(OSError):
+                fcntl.flock(self.fd, fcntl.LOCK_UN)
+
+    def __enter__(self) -> FileLock:
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.release()
+
+
+@contextlib.contextmanager
+def locked_open(path: PathLike, *, write: bool, timeout: float | None = 60.0) -> Iterator[tuple[int, os.stat_result]]:
+    """Open ``path`` and lock it (exclusive to write, shared to read), making sure the path still
+    names the locked file (another process may replace it meanwhile: then open it again).
+
+    Yields the descriptor and its stat; closes it (releasing the lock) at the end. Before an
+    exclusive lock is handed out, an interrupted in-place edit is recovered (:func:`recover`).
+    """
+    path = os.fspath(path)
+    flags = (os.O_RDWR if write else os.O_RDONLY) | _O_CLOEXEC
+    for _ in range(100):
+        try:
+            fd = os.open(path, flags)
+        except PermissionError as e:
+            if write:
+                raise GGUFPermissionError(
+                    "the file is read-only: it is not edited (make it writable first, or write elsewhere with -o)",
+                    path=path,
+                    errno=e.errno,
+                ) from None
+            raise os_error(e, path) from None
+        except OSError as e:
+            raise os_error(e, path) from None
+        lock = FileLock(fd, exclusive=write, timeout=timeout, path=path)
+        try:
+            lock.acquire()
+            st = os.fstat(fd)
+            try:
+                now: os.stat_result | None = os.stat(path)
+            except FileNotFoundError:
+                now = None
+            if now is not None and (now.st_dev, now.st_ino) == (st.st_dev, st.st_ino):
+                if write:
+                    recover(path)
+                    st = os.fstat(fd)
+                yield fd, st
+                return
+        finally:
+            lock.release()
+            os.close(fd)
+        # replaced while we waited for the lock: lock the file the path names now
+    raise GGUFChangedError("the file kept being replaced while it was being opened", path=path)
+
+
+def check_no_journal(path: PathLike) -> None:
+    """Refuse to read a file with a pending journal: its header may be torn until it is recovered."""
+    jpath = journal_path(path)
+    if os.path.exists(jpath):
+        raise GGUFError(
+            f"an interrupted edit left {jpath}: the file may be torn until it is recovered "
+            "(gguf-schema recover FILE, or any edit, puts the old bytes back)",
+            path=os.fspath(path),
+        )

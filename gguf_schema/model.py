@@ -1,0 +1,522 @@
+"""The model of a GGUF file: :class:`GGUFFile`, its :class:`Fields` and :class:`Metadata`, its :class:`Tensor` s.
+
+These are the objects users hold. They are built by :mod:`gguf_schema.reader` from the records
+the schema parses, and turned back into records by :mod:`gguf_schema.writer`; this module does
+no I/O of its own. A file's bytes are reached through its :class:`Storage` (the reader's
+memory map or buffer), which tensors hold directly: no object here refers back to the file that
+contains it, so a file that goes out of scope is freed at once (no reference cycles).
+
+>>> import io, numpy as np, gguf_schema
+>>> buf = io.BytesIO()
+>>> gguf_schema.save(buf, {"general.architecture": "llama"}, {"w": np.arange(6, dtype=np.float32).reshape(2, 3)})
+>>> with gguf_schema.open(buf.getvalue()) as f:
+...     t = f.tensors["w"]
+...     print(t.type.name, t.shape, t.dims, t.data[1].tolist(), np.asarray(t).sum())
+F32 (2, 3) (3, 2) [3.0, 4.0, 5.0] 15.0
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator, Mapping, MutableMapping
+from typing import Any, Protocol
+
+import numpy as np
+
+from .errors import GGUFError, GGUFFormatError, GGUFKeyError, GGUFTruncatedError
+from .format.nodes import DataSection
+from .format.schema import alignment_of
+from .format.types import GGMLType, ValueType, tensor_nbytes, type_name
+from .format.values import Field, make_field
+from .tensors import dequantize
+from .tensors.engine import _row_range as row_range  # the engine's reading of ``rows=``, shared
+
+__all__ = ["Fields", "GGUFFile", "Metadata", "Storage", "Tensor"]
+
+_MAX_SPAN = int(np.iinfo(np.intp).max)
+
+
+class Storage(Protocol):
+    """Where a file's bytes are (:class:`gguf_schema.format.source.Source`): a map, a buffer, positioned or ranged reads."""
+
+    name: str | None
+    size: int
+    closed: bool
+
+    def view(self, offset: int, nbytes: int) -> Any: ...
+
+    def fileno(self) -> int | None: ...
+
+    def close(self) -> None: ...
+
+
+class Tensor:
+    """One tensor: its info record and a lazy view of its bytes.
+
+    Attributes:
+        name: the tensor's name.
+        type: its :class:`~gguf_schema.format.types.GGMLType` (the plain ``int`` for an id ggml does not know).
+        dims: dimensions as stored, innermost first (GGUF/ggml order).
+        shape: the numpy shape, outermost first (``dims`` reversed).
+        stored_offset: offset as stored, relative to the start of the data section.
+        offset: absolute offset of the first byte in the file.
+        info_offset: where the tensor's info record starts in the file.
+        byte_order: the byte order of the file it lives in.
+    """
+
+    __slots__ = (
+        "__weakref__",
+        "_storage",
+        "byte_order",
+        "dims",
+        "info_offset",
+        "name",
+        "offset",
+        "stored_offset",
+        "type",
+    )
+
+    def __init__(
+        self,
+        name: str,
+        type: int,
+        dims: tuple[int, ...],
+        stored_offset: int,
+        *,
+        data_offset: int,
+        byte_order: str,
+        storage: Storage | None,
+        info_offset: int,
+    ):
+        self.name = name
+        try:
+            self.type: GGMLType | int = GGMLType(type)
+        except ValueError:
+            self.type = type
+        self.dims = dims
+        self.stored_offset = stored_offset
+        self.offset = data_offset + stored_offset
+        self.info_offset = info_offset
+        self.byte_order = byte_order
+        self._storage = storage
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(reversed(self.dims))
+
+    @property
+    def n_elements(self) -> int:
+        return math.prod(self.dims)
+
+    @property
+    def type_name(self) -> str:
+        """The type's name (``Q4_K``), or ``type N`` for an id ggml does not know."""
+        return type_name(self.type)
+
+    @property
+    def source_name(self) -> str | None:
+        """The path of the file this tensor lives in, if it was read from one."""
+        return self._storage.name if self._storage is not None else None
+
+    def known_type(self) -> GGMLType:
+        """The tensor's type; a :class:`~gguf_schema.errors.GGUFFormatError` for an unknown or removed one."""
+        if not isinstance(self.type, GGMLType):
+            raise GGUFFormatError(
+                f"unknown ggml type {self.type}", offset=self.info_offset, path=f"tensor {self.name!r}", value=self.type
+            )
+        if self.type.removed:
+            raise GGUFFormatError(
+                f"ggml type {self.type.name} ({int(self.type)}) has been removed",
+                offset=self.info_offset,
+                path=f"tensor {self.name!r}",
+                value=int(self.type),
+            )
+        return self.type
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of data, from the type's block layout. Raises for an unknown or removed type."""
+        t = self.known_type()
+        try:
+            return tensor_nbytes(t, self.dims)
+        except ValueError as e:
+            raise GGUFFormatError(
+                str(e), offset=self.info_offset, path=f"tensor {self.name!r}", value=self.dims
+            ) from None
+
+    @property
+    def data(self) -> np.ndarray:
+        """Read-only view of the tensor's bytes in the file: zero-copy for a mapped file, a copy of
+        exactly the tensor's bytes for a file read in ranges (remote, ``mmap=False``, file objects).
+
+        Plain types get their own dtype in the file's byte order and ``shape`` (F32, F16, F64,
+        I8..I64; BF16 as ``uint16`` bit patterns). Block-quantized types get ``uint8`` of shape
+        ``(rows, bytes per row)`` where a row is ``dims[0]`` elements.
+        """
+        t = self.known_type()
+        nbytes = self.nbytes
+        span = math.prod(d for d in self.dims if d) * (t.type_size if t.quantized else t.numpy_dtype.itemsize)  # type: ignore[union-attr]
+        if span > _MAX_SPAN:  # numpy cannot shape such an array, even an empty one
+            raise GGUFFormatError(
+                f"dimensions {self.dims} are too large for an array ({span} bytes spanned, at most {_MAX_SPAN})",
+                offset=self.info_offset,
+                path=f"tensor {self.name!r}",
+                value=self.dims,
+            )
+        buf = self._bytes(0, nbytes, nbytes)
+        if t.quantized:
+            row = t.row_nbytes(self.dims[0]) if self.dims else nbytes
+            rows = nbytes // row if row else 0
+            return np.frombuffer(buf, np.uint8, nbytes).reshape(rows, row)
+        dtype = t.numpy_dtype.newbyteorder("<" if self.byte_order == "little" else ">")  # type: ignore[union-attr]
+        return np.frombuffer(buf, dtype, self.n_elements).reshape(self.shape)
+
+    def _bytes(self, start: int, count: int, nbytes: int) -> Any:
+        """Bytes ``[start, start + count)`` of the tensor's ``nbytes`` bytes, from its file."""
+        storage = self._storage
+        if storage is None or storage.closed:
+            raise GGUFError(
+                "the file is closed: tensor data is only available while it is open", path=f"tensor {self.name!r}"
+            )
+        try:
+            return storage.view(self.offset + start, count)
+        except GGUFTruncatedError as e:
+            raise GGUFTruncatedError(
+                f"tensor data [{self.offset}, {self.offset + nbytes}) runs past the end of the file ({e.reason})",
+                offset=self.offset,
+                path=f"tensor {self.name!r}",
+                value=nbytes,
+            ) from None
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        """``np.asarray(tensor)``: the data (:attr:`data`; quantized types as their raw blocks)."""
+        data = self.data
+        return data if dtype is None else data.astype(dtype)
+
+    def dequantize(
+        self, rows: slice | None = None, threads: int | None = None, engine: str = "auto", out: np.ndarray | None = None
+    ) -> np.ndarray:
+        """The tensor as float32 in ``shape`` (any ggml type; see :func:`gguf_schema.tensors.dequantize`).
+
+        ``rows`` decodes only a contiguous range of rows (the tensor seen as ``(-1, shape[-1])``),
+        and reads only their bytes from the file (for a remote file: fetches only them);
+        ``threads``, ``engine`` and ``out`` (a float32 buffer to decode into) are passed on.
+
+        >>> import io, numpy as np, gguf_schema
+        >>> buf = io.BytesIO()
+        >>> gguf_schema.save(buf, {}, {"w": np.arange(12, dtype=np.float32).reshape(4, 3)})
+        >>> with gguf_schema.open(buf.getvalue()) as f:
+        ...     f.tensors["w"].dequantize(rows=slice(1, 3)).tolist()
+        [[3.0, 4.0, 5.0], [6.0, 7.0, 8.0]]
+        """
+        t = self.known_type()
+        if rows is None or not self.dims:
+            data: Any = self.data
+            shape = self.shape
+        else:
+            nbytes = self.nbytes
+            n_rows = math.prod(self.dims[1:])
+            start, stop = row_range(rows, n_rows)
+            row = nbytes // n_rows if n_rows else 0
+            data = self._bytes(start * row, (stop - start) * row, nbytes)
+            shape, rows = (stop - start, self.dims[0]), None
+        return dequantize(
+            data,
+            t,
+            shape,
+            byte_order=self.byte_order,
+            rows=rows,
+            threads=threads,
+            engine=engine,
+            out=out,
+        )
+
+    def raw(self) -> memoryview:
+        """The tensor's bytes as a read-only memoryview (of the map: no copy; of the fetched bytes for a remote file)."""
+        return self.data.reshape(-1).view(np.uint8).data
+
+    def __repr__(self) -> str:
+        return f"Tensor({self.name!r}, {self.type_name}, shape={self.shape}, offset={self.offset})"
+
+
+class Fields(Mapping[str, Field]):
+    """Ordered mapping key -> :class:`Field` over the stored list of pairs.
+
+    Duplicate keys are kept (lookup gives the first); :attr:`records` lists them all. Edits
+    (:meth:`set`, :meth:`delete`, :meth:`rename`) change the records in place and set
+    :attr:`modified`.
+    """
+
+    def __init__(self, records: list[Field]):
+        self._records = list(records)
+        self.modified = False
+        self._reindex()
+
+    def _reindex(self) -> None:
+        keys = [f.key for f in self._records]
+        # built back to front (in C), so that the first of duplicate keys wins; then in file order
+        first = dict(zip(reversed(keys), range(len(keys) - 1, -1, -1), strict=True))
+        self._index = {k: first[k] for k in dict.fromkeys(keys)}
+
+    def __getitem__(self, key: str) -> Field:
+        return self._records[self._index[key]]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._index)
+
+    def __len__(self) -> int:
+        return len(self._index)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._index
+
+    @property
+    def records(self) -> list[Field]:
+        """Every stored pair in file order, duplicate keys included (a copy)."""
+        return list(self._records)
+
+    def records_at(self, i: int) -> Field:
+        """The pair at index ``i`` of :attr:`records`."""
+        return self._records[i]
+
+    def position(self, key: str) -> int | None:
+        """The index among :attr:`records` of the first pair with ``key``, or None."""
+        return self._index.get(key)
+
+    def set(
+        self, key: str, value: Any, type: ValueType | int | None = None, element_type: ValueType | int | None = None
+    ) -> Field:
+        """Set a key (replacing it in place, or appending it). Returns the new :class:`Field`.
+
+        Without ``type`` an existing key keeps its stored type and a new key's type is inferred.
+        """
+        i = self._index.get(key)
+        if type is None and i is not None:
+            old = self._records[i]
+            type, element_type = old.type, element_type if element_type is not None else old.element_type
+        new = make_field(key, value, type, element_type)
+        if i is None:
+            self._records.append(new)
+        else:
+            self._records[i] = new
+        self._reindex()
+        self.modified = True
+        return new
+
+    def delete(self, key: str) -> None:
+        """Remove every pair with ``key``; :class:`~gguf_schema.errors.GGUFKeyError` if there is none."""
+        if key not in self._index:
+            raise GGUFKeyError(f"no metadata key {key!r}", value=key)
+        self._records[:] = [f for f in self._records if f.key != key]
+        self._reindex()
+        self.modified = True
+
+    def rename(self, old: str, new: str) -> None:
+        """Rename a key, keeping its position, type and value."""
+        if old not in self._index:
+            raise GGUFKeyError(f"no metadata key {old!r}", value=old)
+        if new in self._index and new != old:
+            raise GGUFKeyError(f"metadata key {new!r} exists already", value=new)
+        self._records[:] = [Field(new, f.type, f.value) if f.key == old else f for f in self._records]
+        self._reindex()
+        self.modified = True
+
+    def __repr__(self) -> str:
+        return f"Fields({self._records!r})"
+
+
+class Metadata(MutableMapping[str, Any]):
+    """Ordered mapping key -> plain Python value over a :class:`Fields`; assignment keeps a key's stored type.
+
+    Setting an existing key converts the value to the key's stored type (raising
+    :class:`~gguf_schema.errors.GGUFBuildError` if it does not fit); a new key's type is
+    inferred (:func:`gguf_schema.format.values.infer_type`). Use :meth:`Fields.set` to give a type.
+    """
+
+    def __init__(self, fields: Fields):
+        self._fields = fields
+
+    def __getitem__(self, key: str) -> Any:
+        return self._fields[key].plain()
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        self._fields.set(key, value)
+
+    def __delitem__(self, key: str) -> None:
+        self._fields.delete(key)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._fields)
+
+    def __len__(self) -> int:
+        return len(self._fields)
+
+    def __repr__(self) -> str:
+        return "Metadata({" + ", ".join(f"{k!r}: {v!r}" for k, v in self.items()) + "})"
+
+
+SaveFunction = Callable[..., None]
+_save: SaveFunction | None = None
+
+
+def register_writer(save_file: SaveFunction) -> None:
+    """Called once by :mod:`gguf_schema.writer`: the function :meth:`GGUFFile.save` runs.
+
+    The model does no I/O; the writer, which imports the model, lends it this one function.
+    """
+    global _save
+    _save = save_file
+
+
+class GGUFFile:
+    """A parsed GGUF file. Use as a context manager; tensor views need the file open.
+
+    Attributes:
+        version: format version (1, 2 or 3).
+        byte_order: ``"little"`` or ``"big"``.
+        fields: ordered mapping key -> :class:`Field` (stored types and exact values).
+        metadata: ordered mapping key -> plain value.
+        tensors: ordered mapping name -> :class:`Tensor` (the first of duplicate names).
+        alignment: ALIGNMENT (``general.alignment`` or 32), as the fields say now.
+        stored_alignment: ALIGNMENT as the file was read (before any edit).
+        data_offset: absolute offset of the data section (after the padding).
+        data_section: offset and size of the data section.
+        metadata_end: where the tensor infos end (the padding starts).
+        padding: the padding bytes between the tensor infos and the data section, as read.
+        name: the path it was read from, if any.
+    """
+
+    def __init__(
+        self,
+        *,
+        version: int,
+        byte_order: str,
+        fields: list[Field],
+        tensors: list[Tensor],
+        padding: bytes,
+        data: DataSection,
+        storage: Storage | None,
+        metadata_end: int,
+    ):
+        self.version = version
+        self.byte_order = byte_order
+        self.fields = Fields(fields)
+        self.metadata = Metadata(self.fields)
+        self.padding = padding
+        self.data_section = data
+        self.data_offset = data.offset
+        self.metadata_end = metadata_end
+        self.storage = storage
+        self.name = storage.name if storage is not None else None
+        self.stored_alignment = self.alignment
+        self._tensor_list = list(tensors)
+        by_name: dict[str, Tensor] = {}
+        for t in self._tensor_list:
+            by_name.setdefault(t.name, t)
+        self.tensors: Mapping[str, Tensor] = by_name
+        # where each record lies as stored: the pairs (by the identity of their Field) and the tensor infos
+        self._stored_fields = list(fields)  # keeps the identities valid
+        self._spans = _field_spans(fields, tensors[0].info_offset if tensors else metadata_end)
+
+    # ---------------------------------------------------------------- reading
+
+    @property
+    def alignment(self) -> int:
+        """ALIGNMENT as the fields say now (``general.alignment``, or 32)."""
+        i = self.fields.position("general.alignment")
+        return alignment_of([] if i is None else [self.fields.records_at(i)])
+
+    @property
+    def tensor_list(self) -> list[Tensor]:
+        """All tensor infos in file order (duplicate names included)."""
+        return list(self._tensor_list)
+
+    @property
+    def modified(self) -> bool:
+        """True once the metadata was edited."""
+        return self.fields.modified
+
+    def view(self, offset: int, nbytes: int) -> Any:
+        """Bytes ``[offset, offset + nbytes)`` of the file as a read-only buffer (zero-copy where mapped)."""
+        if self.storage is None or self.storage.closed:
+            raise GGUFError("the file is closed: its bytes are only available while it is open", path=self.name)
+        return self.storage.view(offset, nbytes)
+
+    def stored_bytes(self, field: Field) -> Any:
+        """The bytes ``field`` occupies in this file, if it is one of the pairs read from it and still
+        unchanged (an edit replaces a pair by a new Field); else None. The writer copies such pairs
+        as they are, without encoding them again."""
+        span = self._spans.get(id(field))
+        if span is None or self.storage is None or self.storage.closed:
+            return None
+        return self.storage.view(span[0], span[1] - span[0])
+
+    def stored_info_bytes(self, index: int) -> Any:
+        """The bytes of tensor info ``index`` (in :attr:`tensor_list` order) as stored."""
+        t = self._tensor_list[index]
+        end = self._tensor_list[index + 1].info_offset if index + 1 < len(self._tensor_list) else self.metadata_end
+        return self.view(t.info_offset, end - t.info_offset)
+
+    @property
+    def file_size(self) -> int:
+        """The file's size in bytes (as it was opened)."""
+        return self.storage.size if self.storage is not None else self.data_offset + self.data_section.size
+
+    def fileno(self) -> int | None:
+        """The descriptor of the open file behind the map, if there is one."""
+        return self.storage.fileno() if self.storage is not None else None
+
+    def close(self) -> None:
+        """Close the file. Tensor views already taken stay valid (the map is freed when they are)."""
+        if self.storage is not None:
+            self.storage.close()
+
+    def __enter__(self) -> GGUFFile:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (
+            f"GGUFFile({self.name or '<buffer>'!r}, v{self.version}, {self.byte_order}-endian, "
+            f"{len(self.fields.records)} keys, {len(self._tensor_list)} tensors)"
+        )
+
+    # ---------------------------------------------------------------- editing metadata
+
+    def set(
+        self, key: str, value: Any, type: ValueType | int | None = None, element_type: ValueType | int | None = None
+    ) -> Field:
+        """Set a metadata key (see :meth:`Fields.set`). Returns the new :class:`Field`."""
+        return self.fields.set(key, value, type, element_type)
+
+    def delete(self, key: str) -> None:
+        """Remove a metadata key (every occurrence); a ``KeyError``-compatible GGUFError if absent."""
+        self.fields.delete(key)
+
+    def rename(self, old: str, new: str) -> None:
+        """Rename a metadata key, keeping its position, type and value."""
+        self.fields.rename(old, new)
+
+    # ---------------------------------------------------------------- writing
+
+    def save(
+        self, target: Any, *, version: int | None = None, byte_order: str | None = None, sync: bool = True
+    ) -> None:
+        """Write this file (with any metadata edits) to ``target`` atomically; unchanged files come out byte-identical.
+
+        ``version`` and ``byte_order`` convert the file (tensor blocks are byte-swapped as their
+        layouts say); ``sync=False`` skips the fsyncs. See :func:`gguf_schema.writer.save_file`.
+        """
+        assert _save is not None, "gguf_schema.writer registers the save function when the package is imported"
+        _save(self, target, version=version, byte_order=byte_order, sync=sync)
+
+
+def _field_spans(fields: list[Field], end: int) -> dict[int, tuple[int, int]]:
+    """Field identity -> the bytes ``[start, end)`` its pair occupies: each pair ends where the next begins."""
+    offsets = [f.offset for f in fields]
+    if any(o is None for o in offsets):
+        return {}
+    bounds = [*offsets, end]
+    return {id(f): (bounds[i], bounds[i + 1]) for i, f in enumerate(fields)}  # type: ignore[misc]

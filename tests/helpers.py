@@ -1,0 +1,90 @@
+"""Helpers shared by the test modules (imported explicitly, not through conftest)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+import gguf_schema
+from gguf_schema.format.schema import GGUFSchema
+from gguf_schema.format.types import GGMLType
+from gguf_schema.format.schema import gguf_schema as fast_schema
+from gguf_schema.testing.reference import read_reference, reference_schema
+
+VARIANT_IDS = ["fast", "reference"]
+
+IQ_LATTICE = frozenset(
+    {
+        GGMLType.IQ2_XXS,
+        GGMLType.IQ2_XS,
+        GGMLType.IQ2_S,
+        GGMLType.IQ3_XXS,
+        GGMLType.IQ3_S,
+        GGMLType.IQ1_S,
+        GGMLType.IQ1_M,
+    }
+)
+"""The IQ types quantized on a lattice (row quantizers only, importance matrices; tested in test_quantize_iq.py)."""
+
+
+def open_variant(source: Any, fast: bool = True, **kw: Any) -> gguf_schema.GGUFFile:
+    """Open with the schema as shipped (``fast``) or with its reference variant (construct's plain ``Array``)."""
+    return gguf_schema.open(source, **kw) if fast else read_reference(source, **kw)
+
+
+def schema_variant(order: str, version: int, fast: bool = True) -> GGUFSchema:
+    """The schema of a (byte order, version), shipped or reference variant."""
+    return fast_schema(order, version) if fast else reference_schema(order, version)
+
+
+def bits(a: np.ndarray) -> np.ndarray:
+    """Float32 values as their bit patterns: compare floats exactly (NaN payloads and signed zeros included)."""
+    return np.ascontiguousarray(a, dtype=np.float32).view(np.uint32)
+
+
+class CLIResult:
+    """What a command printed and returned: ``returncode``, ``stdout`` and ``stderr`` as bytes."""
+
+    def __init__(self, returncode: int, stdout: bytes, stderr: bytes):
+        self.returncode, self.stdout, self.stderr = returncode, stdout, stderr
+
+    def __repr__(self) -> str:
+        return f"CLIResult({self.returncode}, stdout={self.stdout[:200]!r}, stderr={self.stderr[:200]!r})"
+
+
+def run_cli(*args: Any, stdin: bytes | None = None, env: dict[str, str] | None = None) -> CLIResult:
+    """Run ``gguf-schema ARGS`` in this process (as ``main`` runs it), capturing its output as bytes.
+
+    The progress bar is left to its default (off: stderr is not a terminal here). A few tests also
+    run the real command in a subprocess, for what only a process shows (pipes, exit status, -m).
+    """
+    import contextlib
+    import io
+    import os
+    import sys
+
+    from gguf_schema.cli import main
+
+    out, err = io.BytesIO(), io.BytesIO()
+    stdout = io.TextIOWrapper(out, encoding="utf-8", errors="surrogateescape", write_through=True)
+    stderr = io.TextIOWrapper(err, encoding="utf-8", errors="backslashreplace", write_through=True)
+    stdin_stream = io.TextIOWrapper(io.BytesIO(stdin or b""), encoding="utf-8")
+    saved = {k: os.environ.get(k) for k in (env or {})}
+    os.environ.update(env or {})
+    old_in = sys.stdin
+    sys.stdin = stdin_stream
+    try:
+        with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+            try:
+                code = main([str(a) for a in args])
+            except SystemExit as e:  # argparse: usage errors and --help
+                code = e.code if isinstance(e.code, int) else 2
+    finally:
+        sys.stdin = old_in
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    return CLIResult(code, out.getvalue(), err.getvalue())

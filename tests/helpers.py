@@ -8,8 +8,8 @@ import numpy as np
 
 import gguf_schema
 from gguf_schema.format.schema import GGUFSchema
-from gguf_schema.format.types import GGMLType
 from gguf_schema.format.schema import gguf_schema as fast_schema
+from gguf_schema.format.types import GGMLType
 from gguf_schema.testing.reference import read_reference, reference_schema
 
 VARIANT_IDS = ["fast", "reference"]

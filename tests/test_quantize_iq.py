@@ -68,7 +68,9 @@ def test_golden_vectors_give_ggmls_bytes(t, eng):
     else:
         assert t in NEEDS_IMATRIX
     got = quantize(g["x"], t, imatrix=g["imatrix"], engine=eng)
-    assert np.array_equal(got, g["q_imatrix"]), f"q_imatrix: rows {np.flatnonzero((got != g['q_imatrix']).any(1)).tolist()}"
+    assert np.array_equal(got, g["q_imatrix"]), (
+        f"q_imatrix: rows {np.flatnonzero((got != g['q_imatrix']).any(1)).tolist()}"
+    )
 
 
 # ---------------------------------------------------------------------------- the engines agree
@@ -96,7 +98,7 @@ def varied_rows(n: int, seed: int) -> np.ndarray:
 def test_engines_agree_on_varied_rows(t):
     need_engine(t, "compiled")
     x = varied_rows(512, int(t))
-    for imatrix in ([weights(512, int(t))] if t in NEEDS_IMATRIX else [None, weights(512, int(t))]):
+    for imatrix in [weights(512, int(t))] if t in NEEDS_IMATRIX else [None, weights(512, int(t))]:
         a = quantize(x, t, imatrix=imatrix, engine="numpy")
         assert np.array_equal(quantize(x, t, imatrix=imatrix, engine="compiled"), a)
 
@@ -116,10 +118,17 @@ def test_round_trip_error_is_bounded(t):
     x = np.random.default_rng(2).normal(size=(8, 1024)).astype(np.float32)
     w = weights(1024, 2)
     y = dequantize(quantize(x, t, imatrix=w), t, x.shape)
-    rel = float(np.sqrt(np.mean((y - x) ** 2) / np.mean(x ** 2)))
+    rel = float(np.sqrt(np.mean((y - x) ** 2) / np.mean(x**2)))
     bits_per_value = 8 * t.type_size / t.block_size
-    bound = {T.IQ1_S: 0.62, T.IQ1_M: 0.55, T.IQ2_XXS: 0.45, T.IQ2_XS: 0.40, T.IQ2_S: 0.36, T.IQ3_XXS: 0.26,
-             T.IQ3_S: 0.22}[t]
+    bound = {
+        T.IQ1_S: 0.62,
+        T.IQ1_M: 0.55,
+        T.IQ2_XXS: 0.45,
+        T.IQ2_XS: 0.40,
+        T.IQ2_S: 0.36,
+        T.IQ3_XXS: 0.26,
+        T.IQ3_S: 0.22,
+    }[t]
     assert 0.05 < rel < bound, (bits_per_value, rel)
 
 
@@ -168,9 +177,17 @@ def hostile_rows() -> np.ndarray:
 # below), as found by running ggml's ggml_quantize_chunk on each row in a subprocess while
 # writing these tests; ggml quantizes the other rows.
 ABORTS = {
-    (T.IQ2_XXS, True): {0, 1}, (T.IQ2_XS, True): {0, 1, 2}, (T.IQ2_S, False): {0, 2}, (T.IQ2_S, True): {0, 2},
-    (T.IQ3_XXS, False): {0, 1, 2}, (T.IQ3_XXS, True): {0, 1, 2}, (T.IQ3_S, False): {0, 1, 2},
-    (T.IQ3_S, True): {0, 1, 2}, (T.IQ1_S, True): set(), (T.IQ1_M, False): {0, 1, 2}, (T.IQ1_M, True): {1, 2},
+    (T.IQ2_XXS, True): {0, 1},
+    (T.IQ2_XS, True): {0, 1, 2},
+    (T.IQ2_S, False): {0, 2},
+    (T.IQ2_S, True): {0, 2},
+    (T.IQ3_XXS, False): {0, 1, 2},
+    (T.IQ3_XXS, True): {0, 1, 2},
+    (T.IQ3_S, False): {0, 1, 2},
+    (T.IQ3_S, True): {0, 1, 2},
+    (T.IQ1_S, True): set(),
+    (T.IQ1_M, False): {0, 1, 2},
+    (T.IQ1_M, True): {1, 2},
 }
 W = np.linspace(0.5, 2.0, 512, dtype=np.float32)
 
@@ -178,21 +195,23 @@ W = np.linspace(0.5, 2.0, 512, dtype=np.float32)
 @pytest.mark.parametrize("t", LATTICE_TYPES, ids=lambda t: t.name)
 def test_rows_ggml_aborts_on_raise_the_same_value_error_in_both_engines(t):
     x = hostile_rows()
-    for with_imatrix in ([True] if t in NEEDS_IMATRIX else [False, True]):
+    for with_imatrix in [True] if t in NEEDS_IMATRIX else [False, True]:
         imatrix = W if with_imatrix else None
         for i in range(len(x)):
-            got = [outcome(x[i:i + 1], t, imatrix, eng) for eng in engines_for(t)]
+            got = [outcome(x[i : i + 1], t, imatrix, eng) for eng in engines_for(t)]
             if i in ABORTS[t, with_imatrix]:
                 assert all(g == got[0] for g in got), got  # the same message in both engines
                 assert isinstance(got[0], str), (i, with_imatrix)
-                assert got[0].startswith(f"ggml's {t.name} quantizer aborts on a block of 256 values (magnitudes up to ")
+                assert got[0].startswith(
+                    f"ggml's {t.name} quantizer aborts on a block of 256 values (magnitudes up to "
+                )
                 assert ("importance up to " in got[0]) == with_imatrix
             else:  # rows ggml quantizes: bytes, alike
                 assert not isinstance(got[0], str), got[0]
                 assert all(np.array_equal(g, got[0]) for g in got)
     bad = min(ABORTS[t, True], default=None)
     if bad is not None:  # one hostile row among ordinary ones: the whole call fails
-        mixed = np.concatenate([np.random.default_rng(4).normal(size=(5, 512)).astype(np.float32), x[bad:bad + 1]])
+        mixed = np.concatenate([np.random.default_rng(4).normal(size=(5, 512)).astype(np.float32), x[bad : bad + 1]])
         with pytest.raises(ValueError, match=f"ggml's {t.name} quantizer aborts"):
             quantize(mixed, t, imatrix=W)
 
@@ -216,8 +235,9 @@ def test_types_ggml_quantizes_only_with_an_importance_matrix(t):
 # ---------------------------------------------------------------------------- lattices
 
 
-@pytest.mark.parametrize("name, nwant", [("IQ2XXS", 2), ("IQ2XS", 2), ("IQ2S", 1), ("IQ1S", 3), ("IQ3XXS", 2),
-                                         ("IQ3S", 3)])
+@pytest.mark.parametrize(
+    "name, nwant", [("IQ2XXS", 2), ("IQ2XS", 2), ("IQ2S", 1), ("IQ1S", 3), ("IQ3XXS", 2), ("IQ3S", 3)]
+)
 def test_neighbour_lists_are_the_nearest_grid_points_by_distance_then_index(name, nwant):
     lat = lat_mod.lattice(name)
     points, dim = lat.levels.shape

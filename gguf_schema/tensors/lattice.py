@@ -69,6 +69,7 @@ from __future__ import annotations
 import functools
 import itertools
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -76,7 +77,7 @@ from . import grids
 from .layouts import QK_K
 from .ops import F32, nearest_int
 
-__all__ = ["Lattice", "lattice", "q_iq2_xxs", "q_iq2_xs", "q_iq2_s", "q_iq3_xxs", "q_iq3_s", "q_iq1_s", "q_iq1_m"]
+__all__ = ["Lattice", "lattice", "q_iq1_m", "q_iq1_s", "q_iq2_s", "q_iq2_xs", "q_iq2_xxs", "q_iq3_s", "q_iq3_xxs"]
 
 FLT_MAX = F32(np.finfo(np.float32).max)
 _UNREACHABLE = np.iinfo(np.int32).min
@@ -127,7 +128,7 @@ class Lattice:
     def neighbours_of(self, lv: list[int]) -> list[int]:
         """The neighbour list of a group of levels (``[]`` for a grid point)."""
         c = int(self.code[self.key(np.asarray(lv).reshape(-1, 1))[0]])
-        return [] if c >= 0 else self.neighbours[self.offsets[-c - 1]:self.offsets[-c]].tolist()
+        return [] if c >= 0 else self.neighbours[self.offsets[-c - 1] : self.offsets[-c]].tolist()
 
 
 # grid name -> (grid, nwant): ggml looks at the nwant nearest distances
@@ -141,7 +142,7 @@ _GRIDS = {
 }
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def lattice(name: str) -> Lattice:
     """The lattice of a grid of :mod:`.grids`, built once at first use (0.1-0.8 s).
 
@@ -183,8 +184,9 @@ def lattice(name: str) -> Lattice:
     return Lattice(name, levels, bits, code, offsets, neighbours, len(values), slots)
 
 
-def _best_neighbours(lat: Lattice, code: np.ndarray, x: np.ndarray, w: np.ndarray, scale: np.ndarray,
-                     table: np.ndarray) -> np.ndarray:
+def _best_neighbours(
+    lat: Lattice, code: np.ndarray, x: np.ndarray, w: np.ndarray, scale: np.ndarray, table: np.ndarray
+) -> np.ndarray:
     """For m keys off the grid (``code`` < 0): the neighbour with the least
     ``sum_i w_i (scale * table[level_i] - x_i)^2`` below FLT_MAX (summed in order, first of
     equals), or -1 where none is (ggml aborts). x, w ``(m, dim)``, scale ``(m,)``, table
@@ -211,8 +213,9 @@ def _best_neighbours(lat: Lattice, code: np.ndarray, x: np.ndarray, w: np.ndarra
     return out
 
 
-def _nearest_of(lat: Lattice, term: np.ndarray, first: int, start: np.ndarray, count: np.ndarray,
-                width: int) -> np.ndarray:
+def _nearest_of(
+    lat: Lattice, term: np.ndarray, first: int, start: np.ndarray, count: np.ndarray, width: int
+) -> np.ndarray:
     """The best neighbour of queries first, first + 1, ... (lists ``start``, ``count``), given
     the flat table of their terms (``width`` per query); -1 where no distance is below FLT_MAX."""
     m = len(start)
@@ -250,8 +253,9 @@ def _seq_max(t: np.ndarray, start: np.ndarray | None = None) -> np.ndarray:
     return m
 
 
-def _running_best(sqx: np.ndarray, sq2: np.ndarray, best: np.ndarray, scale: np.ndarray
-                  ) -> tuple[np.ndarray, np.ndarray]:
+def _running_best(
+    sqx: np.ndarray, sq2: np.ndarray, best: np.ndarray, scale: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """ggml's scan over candidates c = 0, 1, ... (axis 0 of ``sqx``, ``sq2``; columns are
     sub-blocks): where ``sq2 > 0 and sqx * sqx > best * sq2``, ``scale = sqx / sq2``,
     ``best = scale * sqx`` and c is picked (strictly better replaces: the first best stays).
@@ -264,7 +268,7 @@ def _running_best(sqx: np.ndarray, sq2: np.ndarray, best: np.ndarray, scale: np.
     best, scale = best.copy(), scale.copy()
     pick = np.full(sqx.shape[1], -1)
     for c0 in range(0, len(sqx), 32):
-        bx, b2 = sqx[c0:c0 + 32], sq2[c0:c0 + 32]
+        bx, b2 = sqx[c0 : c0 + 32], sq2[c0 : c0 + 32]
         cols = np.flatnonzero(((b2 > 0) & (bx * bx > best * b2)).any(axis=0))
         if not len(cols):
             continue
@@ -292,7 +296,7 @@ def _half_bits(v: np.ndarray) -> np.ndarray:
 def _le_bytes(a: np.ndarray, dtype: str) -> np.ndarray:
     """Integers as the bytes of little-endian ``dtype`` words, ``(..., k * size)``."""
     b = np.ascontiguousarray(a, dtype=dtype).view(np.uint8)
-    return b.reshape(b.shape[:-1] + (-1,))
+    return b.reshape((*b.shape[:-1], -1))
 
 
 def _nearest_level(v: np.ndarray, hi: int) -> np.ndarray:
@@ -308,9 +312,11 @@ def _columns(a: np.ndarray, n: int) -> np.ndarray:
 def _fail_message(type_name: str, block: np.ndarray, qw: np.ndarray | None) -> str:
     """The ValueError message of a super-block ggml aborts on (csrc/quantize_iq.c, fail, words it the same)."""
     weights = "" if qw is None else f", importance up to {float(np.abs(qw).max()):.3g}"
-    return (f"ggml's {type_name} quantizer aborts on a block of 256 values (magnitudes up to "
-            f"{float(np.abs(block).max()):.3g}{weights}): its lattice search overflows float32 and ggml "
-            "writes no bytes for it; scale the values or the weights down")
+    return (
+        f"ggml's {type_name} quantizer aborts on a block of 256 values (magnitudes up to "
+        f"{float(np.abs(block).max()):.3g}{weights}): its lattice search overflows float32 and ggml "
+        "writes no bytes for it; scale the values or the weights down"
+    )
 
 
 @dataclass
@@ -323,7 +329,7 @@ class _Rows:
     sumx2: np.ndarray
 
     @classmethod
-    def of(cls, x: np.ndarray, imatrix: np.ndarray | None) -> "_Rows":
+    def of(cls, x: np.ndarray, imatrix: np.ndarray | None) -> _Rows:
         n_rows, cols = x.shape
         xb = np.ascontiguousarray(x, dtype=F32).reshape(-1, QK_K)
         qw = None
@@ -332,7 +338,7 @@ class _Rows:
             qw = qw.reshape(-1, QK_K)
         return cls(xb, qw, _seq_sum(_columns(xb * xb, QK_K)))
 
-    def check(self, ok: np.ndarray, type_name: str) -> None:
+    def check(self, ok: np.ndarray | np.bool_, type_name: str) -> None:
         """Raise ValueError for the first super-block where ``ok`` (per super-block) is False."""
         bad = np.flatnonzero(~ok)
         if len(bad):
@@ -358,17 +364,17 @@ class _Spec:
 
     name: str
     grid: str
-    n: int            # values per sub-block
-    kmax: int         # ggml's kMaxQ: levels 0 .. kmax-1
-    steps: int        # candidate scales is = -steps .. steps,
-    step: float       # ... id = (2 kmax - 1 + is * step) / top
-    always: bool      # IQ2_XXS: scale from make_qp_quants, second pass whenever scale > 0
+    n: int  # values per sub-block
+    kmax: int  # ggml's kMaxQ: levels 0 .. kmax-1
+    steps: int  # candidate scales is = -steps .. steps,
+    step: float  # ... id = (2 kmax - 1 + is * step) / top
+    always: bool  # IQ2_XXS: scale from make_qp_quants, second pass whenever scale > 0
     all_groups: bool  # the second pass places every group, not only those off the grid
-    start_off: bool   # IQ3_S: groups count as off the grid until a candidate is taken
-    parity: bool      # 7 sign bits per 8 values (an even count of negatives)
-    eps: float        # sub-blocks with max below it are skipped (0: only exact zeros)
+    start_off: bool  # IQ3_S: groups count as off the grid until a candidate is taken
+    parity: bool  # 7 sign bits per 8 values (an even count of negatives)
+    eps: float  # sub-blocks with max below it are skipped (0: only exact zeros)
     sigma_mul: float  # sigma2 = sigma_mul * sum(x^2) / 256
-    fudge: float      # stored d = max_scale / 31 * fudge
+    fudge: float  # stored d = max_scale / 31 * fudge
     type_size: int
 
 
@@ -379,8 +385,15 @@ _IQ3_XXS = _Spec("IQ3_XXS", "IQ3XXS", 32, 8, 15, 0.2, False, False, False, True,
 _IQ3_S = _Spec("IQ3_S", "IQ3S", 32, 8, 9, 0.2, False, True, True, False, 0.0, 2.0, 1.033, 110)
 
 
-def _place(lat: Lattice, kmax: int, x: np.ndarray, waux: np.ndarray, ids: np.ndarray, scales: np.ndarray,
-           select: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _place(
+    lat: Lattice,
+    kmax: int,
+    x: np.ndarray,
+    waux: np.ndarray,
+    ids: np.ndarray,
+    scales: np.ndarray,
+    select: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Round magnitudes to levels and move every group onto the grid.
 
     x, waux ``(n, S)``; ids, scales ``(..., S)`` (one id and scale per candidate and sub-block).
@@ -392,7 +405,7 @@ def _place(lat: Lattice, kmax: int, x: np.ndarray, waux: np.ndarray, ids: np.nda
     dim = lat.dim
     groups = n // dim
     lv = _nearest_level(F32(0.5) * (ids[..., None, :] * x - F32(1)), kmax - 1)
-    lvg = lv.reshape(lv.shape[:-2] + (groups, dim, S))
+    lvg = lv.reshape((*lv.shape[:-2], groups, dim, S))
     code = lat.code[lat.key(lvg)]
     on = code >= 0
     want = ~on if select is None else ~on & select
@@ -403,9 +416,12 @@ def _place(lat: Lattice, kmax: int, x: np.ndarray, waux: np.ndarray, ids: np.nda
         xg = x.reshape(groups, dim, S)
         wg = waux.reshape(groups, dim, S)
         table = (2 * np.arange(8) + 1).astype(F32)
-        p = _best_neighbours(lat, code[where], xg[g, :, s], wg[g, :, s], scales[where[:-2] + (s,)], table)
+        lead = where[:-2]
+        at = (*lead, s)
+        p = _best_neighbours(lat, code[where], xg[g, :, s], wg[g, :, s], scales[at], table)
         ok[s[p < 0]] = False
-        lvg[where[:-2] + (g, slice(None), s)] = lat.levels[np.maximum(p, 0)]
+        index: tuple[Any, ...] = (*lead, g, slice(None), s)
+        lvg[index] = lat.levels[np.maximum(p, 0)]
     return lv, on, ok
 
 
@@ -415,8 +431,9 @@ def _level_sums(w: np.ndarray, wx: np.ndarray, lv: np.ndarray, axis: int) -> tup
     return _seq_sum(wx * q, axis), _seq_sum(w * q * q, axis)
 
 
-def _search(sp: _Spec, lat: Lattice, xv: np.ndarray, w: np.ndarray, waux: np.ndarray, top: np.ndarray,
-            scale: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def _search(
+    sp: _Spec, lat: Lattice, xv: np.ndarray, w: np.ndarray, waux: np.ndarray, top: np.ndarray, scale: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The scale search of S sub-blocks (magnitudes ``xv``, weights, sqrt weights: ``(n, S)``).
 
     Returns the scale, the levels ``(n, S)``, the grid points ``(groups, S)`` and ``ok`` (S,).
@@ -495,9 +512,9 @@ def _qp_scale(x: np.ndarray, w: np.ndarray, nmax: int) -> np.ndarray:
         better = mse < best
         best = np.where(better, mse, best)
         iscale = np.where(better, iscale_i, iscale)
-    l = np.minimum(nmax, nearest_int(iscale * x))
-    L = l.astype(np.uint8)  # a negative level wraps, as in ggml's uint8_t array
-    lf = l.astype(F32)
+    lev = np.minimum(nmax, nearest_int(iscale * x))
+    L = lev.astype(np.uint8)  # a negative level wraps, as in ggml's uint8_t array
+    lf = lev.astype(F32)
     wx = w * x
     sumlx = _seq_sum(wx * lf)
     suml2 = _seq_sum(w * lf * lf)
@@ -562,11 +579,11 @@ def _lattice_blocks(sp: _Spec, rows: _Rows, y: np.ndarray) -> None:
     sub_ok = np.ones(S, dtype=bool)
     sub_ok[act] = ok
     rows.check(sub_ok.reshape(nb, nsub).all(axis=1), sp.name)
-    scales = np.zeros(S, F32)
+    scales: np.ndarray = np.zeros(S, F32)
     scales[act] = sc
-    point = np.zeros((groups, S), np.int64)
+    point: np.ndarray = np.zeros((groups, S), np.int64)
     point[:, act] = pts
-    sign = np.zeros((n // 8, S), np.int64)
+    sign: np.ndarray = np.zeros((n // 8, S), np.int64)
     sign[:, act] = sg
     scales = scales.reshape(nb, nsub)
     point = point.T.reshape(nb, nsub, groups)
@@ -650,8 +667,9 @@ def _sorted_columns(xs: np.ndarray) -> np.ndarray:
     return np.argsort(xs, axis=0, kind="stable")
 
 
-def _iq1_points(lat: Lattice, L: np.ndarray, xs: np.ndarray, w: np.ndarray, minus: np.ndarray,
-                scale: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _iq1_points(
+    lat: Lattice, L: np.ndarray, xs: np.ndarray, w: np.ndarray, minus: np.ndarray, scale: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Grid points of the levels ``L`` ``(n, S)``, 8 per group; off the grid the best neighbour
     at ``scale`` with the group's shifted values (``minus`` ``(groups, S)``: minus shift), then
     the scale refitted where any group moved. Returns points ``(groups, S)``, the refitted
@@ -715,9 +733,12 @@ def _iq1_s(rows: _Rows, y: np.ndarray) -> None:
     pick = np.full(S, -1)
     scale = mx.copy()
     cands = (2 * len(i1), len(act))
-    pick[act], scale[act] = _running_best(sqx[:, :, act].swapaxes(0, 1).reshape(cands),
-                                          sq2[:, :, act].swapaxes(0, 1).reshape(cands),
-                                          np.full(len(act), -FLT_MAX, F32), mx[act])
+    pick[act], scale[act] = _running_best(
+        sqx[:, :, act].swapaxes(0, 1).reshape(cands),
+        sq2[:, :, act].swapaxes(0, 1).reshape(cands),
+        np.full(len(act), -FLT_MAX, F32),
+        mx[act],
+    )
     active &= pick >= 0
     act = np.flatnonzero(active)
     k = pick[act] // 2
@@ -736,11 +757,11 @@ def _iq1_s(rows: _Rows, y: np.ndarray) -> None:
     sub_ok = np.ones(S, dtype=bool)
     sub_ok[act] = ok
     rows.check(sub_ok.reshape(nb, 8).all(axis=1), "IQ1_S")
-    scales = np.zeros(S, F32)
+    scales: np.ndarray = np.zeros(S, F32)
     scales[act] = sc
     shift_minus = np.zeros(S, dtype=bool)
     shift_minus[act] = minus
-    point = np.zeros((4, S), np.int64)
+    point: np.ndarray = np.zeros((4, S), np.int64)
     point[:, act] = pts
     scales = scales.reshape(nb, 8)
     point = point.T.reshape(nb, 8, 4)
@@ -748,9 +769,9 @@ def _iq1_s(rows: _Rows, y: np.ndarray) -> None:
     flat = max_scale == 0
     d = max_scale / F32(15)
     id_ = F32(1) / d
-    l = _nearest_level(F32(0.5) * (id_[:, None] * scales - F32(1)), 7) | (shift_minus.reshape(nb, 8) << 3)
-    l[flat] = 0
-    qh = ((point >> 8) << (3 * np.arange(4))).sum(axis=2) | (l << 12)
+    lev = _nearest_level(F32(0.5) * (id_[:, None] * scales - F32(1)), 7) | (shift_minus.reshape(nb, 8) << 3)
+    lev[flat] = 0
+    qh = ((point >> 8) << (3 * np.arange(4))).sum(axis=2) | (lev << 12)
     y[:] = 0
     y[:, 0:2] = _le_bytes(np.where(flat, 0, _half_bits(d * F32(1.125))), "<u2").reshape(nb, 2)
     y[:, 2:34] = (point & 255).reshape(nb, 32)
@@ -825,11 +846,11 @@ def _iq1_m(rows: _Rows, y: np.ndarray) -> None:
     sub_ok = np.ones(S, dtype=bool)
     sub_ok[act] = ok
     rows.check(sub_ok.reshape(nb, 16).all(axis=1), "IQ1_M")
-    scales = np.zeros(S, F32)
+    scales: np.ndarray = np.zeros(S, F32)
     scales[act] = scale
-    shifts = np.zeros(S, np.int64)
+    shifts: np.ndarray = np.zeros(S, np.int64)
     shifts[act] = bk
-    point = np.zeros((2, S), np.int64)
+    point: np.ndarray = np.zeros((2, S), np.int64)
     point[:, act] = pts
     scales = scales.reshape(nb, 16)
     shifts = shifts.reshape(nb, 16)
@@ -838,11 +859,11 @@ def _iq1_m(rows: _Rows, y: np.ndarray) -> None:
     flat = max_scale == 0
     d = max_scale / F32(15)
     id_ = F32(1) / d
-    l = _nearest_level(F32(0.5) * (id_[:, None] * scales - F32(1)), 7)  # (nb, 16)
+    lev = _nearest_level(F32(0.5) * (id_[:, None] * scales - F32(1)), 7)  # (nb, 16)
     # the super-block scale refitted to the 3-bit scales, over all 256 values in order
     minus_g = np.stack([shifts >= 2, shifts % 2 == 1], axis=2)  # (nb, 16, 2)
     v = _SHIFTED[minus_g[:, :, :, None].astype(int), lat.levels[point].astype(int)]  # (nb, 16, 2, 8)
-    q = (v * (2 * l + 1).astype(F32)[:, :, None, None]).reshape(nb, 256)
+    q = (v * (2 * lev + 1).astype(F32)[:, :, None, None]).reshape(nb, 256)
     wq = w.T.reshape(nb, 256) * q  # ggml computes the same weights again
     fx = _seq_sum((wq * rows.x).T)
     f2 = _seq_sum((wq * q).T)
@@ -850,7 +871,7 @@ def _iq1_m(rows: _Rows, y: np.ndarray) -> None:
     h = _half_bits(d * F32(1.1125)).astype(np.int64)
     masks = np.array([0x00, 0x80, 0x08, 0x88])
     qh = (point[:, :, 0] >> 8) | ((point[:, :, 1] >> 8) << 4) | np.where(flat[:, None], 0, masks[shifts])
-    sc = (l.reshape(nb, 4, 4) << (3 * np.arange(4))).sum(axis=2)
+    sc = (lev.reshape(nb, 4, 4) << (3 * np.arange(4))).sum(axis=2)
     sc |= ((h[:, None] >> (4 * np.arange(4))) & 15) << 12
     sc[flat] = 0
     y[:] = 0

@@ -139,7 +139,7 @@ def test_plan_follows_llama_quantize(model):
     assert all(r.rms_error is None for r in result.tensors) and result.dry_run
 
 
-@pytest.mark.parametrize("t", ["Q4_K", "Q8_0", "Q6_K", "IQ4_XS", "Q2_K", "F16"])
+@pytest.mark.parametrize("t", ["Q4_K", "Q8_0", "Q6_K", "IQ4_XS", "Q2_K", "IQ3_XXS", "F16"])
 def test_output_is_quantize_of_dequantized_input(model, tmp_path, t):
     out = tmp_path / "out.gguf"
     result = rq.requantize(model, out, t, tensor_types=["ffn_up=F16"])  # 48 columns: Q8_0 has no fallback
@@ -147,7 +147,7 @@ def test_output_is_quantize_of_dequantized_input(model, tmp_path, t):
     assert result.output_bytes == sum(r.nbytes for r in result.tensors)
 
 
-@pytest.mark.parametrize("t", ["Q4_K", "IQ4_XS", "Q5_0"])
+@pytest.mark.parametrize("t", ["Q4_K", "IQ4_XS", "Q5_0", "IQ2_XXS"])
 def test_importance_matrix_weights_each_tensor(model, tmp_path, t):
     weights = _imatrix(_tensors())
     out = tmp_path / "out.gguf"

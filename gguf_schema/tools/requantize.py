@@ -70,6 +70,7 @@ from ..format.source import is_url
 from ..format.types import FileType, GGMLType, ValueType, tensor_nbytes
 from ..format.values import Field, make_field
 from ..model import GGUFFile, Tensor
+from ..reader import read
 from ..tensors import CODECS, QUANTIZE_TYPES, dequantize, quantize
 from ..writer import PlannedTensor, Progress, plan_tensor, write_file
 from .imatrix import load_imatrix, tensor_weights
@@ -523,6 +524,20 @@ def _refuse_input_as_output(model: Model, target: PathLike) -> None:
             )
 
 
+def _open(src: PathLike, storage_options: Mapping[str, Any] | None) -> Model:
+    """The model, a single local file read with positioned reads rather than mapped: a mapped file's
+    pages stay resident as they are read, so the process would grow by the whole input; read this
+    way each chunk of rows is read when it is needed and dropped after. Split models are mapped."""
+    if is_url(os.fspath(src)):
+        return open_model(src, storage_options=storage_options)
+    probe = open_model(src, lazy=True)
+    if isinstance(probe, SplitModel):
+        probe.close()
+        return open_model(src)
+    probe.close()
+    return read(src, mmap=False)
+
+
 def requantize(
     src: PathLike,
     dst: PathLike,
@@ -583,7 +598,7 @@ def requantize(
         workers = threads
     target = _writable_type(type)
     weights_by_name = _load_weights(imatrix)
-    model = open_model(src, storage_options=storage_options)
+    model = _open(src, storage_options)
     try:
         if not is_url(os.fspath(dst)):
             _refuse_input_as_output(model, dst)

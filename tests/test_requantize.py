@@ -17,7 +17,7 @@ from gguf_schema.check import validate
 from gguf_schema.errors import GGUFBuildError, GGUFError
 from gguf_schema.format.types import FileType, GGMLType
 from gguf_schema.tensors import CODECS, QUANTIZE_TYPES, quantize
-from gguf_schema.testing.fixtures import random_tensor
+from gguf_schema.testing.fixtures import arch_model, random_tensor
 from gguf_schema.tools import requantize as rq
 from gguf_schema.tools.convert import convert
 from gguf_schema.tools.imatrix import load_imatrix
@@ -246,6 +246,14 @@ def test_split_and_big_endian_inputs(model, tmp_path):
     out_big = tmp_path / "from_big.gguf"
     rq.requantize(big, out_big, "Q8_0", tensor_types=["ffn_up=F16"])
     assert out_big.read_bytes() == direct.read_bytes()
+    fields, tensors = arch_model("llama")  # a vocabulary: string arrays, read lazily, re-encoded for little-endian
+    gguf_schema.save(tmp_path / "llama.gguf", fields, tensors)
+    convert(tmp_path / "llama.gguf", tmp_path / "llama-be.gguf", byte_order="big")
+    rq.requantize(tmp_path / "llama.gguf", tmp_path / "a.gguf", "Q4_0")
+    rq.requantize(tmp_path / "llama-be.gguf", tmp_path / "b.gguf", "Q4_0")
+    assert (tmp_path / "a.gguf").read_bytes() == (tmp_path / "b.gguf").read_bytes()
+    with gguf_schema.open(tmp_path / "b.gguf") as f:
+        assert f.metadata["tokenizer.ggml.tokens"][:3] == ["<unk>", "<s>", "</s>"]
 
 
 def test_overrides_first_match_wins_and_keep_1d(model, tmp_path):

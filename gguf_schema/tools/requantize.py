@@ -527,15 +527,15 @@ def _refuse_input_as_output(model: Model, target: PathLike) -> None:
 def _open(src: PathLike, storage_options: Mapping[str, Any] | None) -> Model:
     """The model, a single local file read with positioned reads rather than mapped: a mapped file's
     pages stay resident as they are read, so the process would grow by the whole input; read this
-    way each chunk of rows is read when it is needed and dropped after. Split models are mapped."""
+    way each chunk of rows is read when it is needed and dropped after. Split models are mapped.
+    Vocabularies stay undecoded (``lazy``): the writer copies records it does not change as stored."""
     if is_url(os.fspath(src)):
-        return open_model(src, storage_options=storage_options)
+        return open_model(src, lazy=True, storage_options=storage_options)
     probe = open_model(src, lazy=True)
     if isinstance(probe, SplitModel):
-        probe.close()
-        return open_model(src)
+        return probe
     probe.close()
-    return read(src, mmap=False)
+    return read(src, mmap=False, lazy=True)
 
 
 def requantize(

@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import struct
 from pathlib import Path
 
 import numpy as np
@@ -344,9 +345,13 @@ def test_output_must_not_be_input(model, tmp_path):
     assert model.read_bytes() == before
 
 
-def test_bad_threads(model, target):
+def test_bad_arguments(model, target):
     with pytest.raises(ValueError, match="threads must be"):
         rq.requantize(model, target, "Q4_K", threads=0)
+    with pytest.raises(ValueError, match="must be a local path"):
+        rq.requantize(model, "https://example.com/out.gguf", "Q4_K")
+    with pytest.raises(ValueError, match="is not a regular expression"):
+        rq.requantize(model, target, "Q4_K", tensor_types=["(=Q8_0"])
     _untouched(target)
 
 
@@ -381,6 +386,22 @@ def test_cli_json_and_dry_run(model, tmp_path):
     r = run_cli("quantize", model, out, "-t", "Q6_K", "--json")
     record = json.loads(r.stdout)
     assert record["tensors"][-1]["rms_error"] > 0 and record["tensors"][-1]["relative_error"] < 0.05
+
+
+def test_cli_legacy_imatrix(model, tmp_path):
+    """A legacy .dat importance matrix through the command: output.weight gets its weights, the others none."""
+    w = _imatrix(_tensors())["output.weight"]
+    name = b"output.weight"
+    dat = struct.pack("<ii", 1, len(name)) + name + struct.pack("<ii", 4, w.size) + (w * 4).astype("<f4").tobytes()
+    (tmp_path / "imatrix.dat").write_bytes(dat)
+    out = tmp_path / "out.gguf"
+    r = run_cli("quantize", model, out, "-t", "Q4_K", "--imatrix", tmp_path / "imatrix.dat", "--json")
+    assert r.returncode == 0, r
+    by = {t["name"]: t for t in json.loads(r.stdout)["tensors"]}
+    assert by["output.weight"]["imatrix"] and not by["blk.0.attn_k.weight"]["imatrix"]
+    assert b"blk.0.attn_k.weight: no importance weights in the imatrix" in r.stderr
+    with gguf_schema.open(model) as src, gguf_schema.open(out) as dst:
+        assert bytes(dst.tensors["output.weight"].raw()) == _expected(src, "output.weight", G.Q4_K, w)
 
 
 def test_cli_errors(model, target):

@@ -597,11 +597,12 @@ def requantize(
     else:
         workers = threads
     target = _writable_type(type)
+    if is_url(os.fspath(dst)):
+        raise ValueError(f"the output must be a local path, got the URL {os.fspath(dst)!r}")
     weights_by_name = _load_weights(imatrix)
     model = _open(src, storage_options)
     try:
-        if not is_url(os.fspath(dst)):
-            _refuse_input_as_output(model, dst)
+        _refuse_input_as_output(model, dst)
         result, weights = plan_requantize(
             model, target, imatrix=weights_by_name, tensor_types=tensor_types, keep_1d=keep_1d
         )

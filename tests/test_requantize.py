@@ -422,3 +422,16 @@ def test_fallback_table():
     for t, f in rq.FALLBACK.items():
         assert f in QUANTIZE_TYPES and f.block_size < t.block_size
         assert rq.file_type_of(t) is not None
+
+
+def test_empty_tensors(tmp_path):
+    """Tensors with a zero dimension (experts among them) are planned and written, with no rows to stream."""
+    src = tmp_path / "empty.gguf"
+    gguf_schema.save(
+        src, META, {"a.weight": np.zeros((0, 256), np.float32), "b.weight": np.zeros((2, 0, 256), np.float32)}
+    )
+    weights = {"a.weight": np.ones(256, np.float32), "b.weight": np.ones(512, np.float32)}
+    result = rq.requantize(src, tmp_path / "out.gguf", "Q4_K", imatrix=weights)
+    assert [(r.new_type, r.nbytes, r.rms_error) for r in result.tensors] == [(G.Q4_K, 0, 0.0)] * 2
+    with gguf_schema.open(tmp_path / "out.gguf") as f:
+        assert [t.shape for t in f.tensor_list] == [(0, 256), (2, 0, 256)]

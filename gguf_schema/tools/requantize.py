@@ -444,11 +444,12 @@ def _stream(t: Tensor, report: TensorReport, weights: np.ndarray | None, threads
     new = report.new_type
     cols = t.dims[0]
     rows = math.prod(t.dims[1:])
-    per_matrix = rows // t.shape[0] if weights is not None and weights.ndim == 2 else rows
+    experts = weights is not None and weights.ndim == 2 and t.shape[0] > 0
+    per_matrix = rows // t.shape[0] if experts else rows
     step = max(1, _CHUNK_BYTES * threads // (4 * max(cols, 1)))
     err = total = 0.0
     for start in range(0, rows, per_matrix or 1):
-        w = weights[start // per_matrix] if weights is not None and weights.ndim == 2 else weights
+        w = weights[start // per_matrix] if experts and weights is not None else weights
         for a in range(start, start + per_matrix, step):
             b = min(a + step, start + per_matrix)
             x = t.dequantize(rows=slice(a, b), threads=threads)

@@ -25,6 +25,7 @@ from gguf_schema.tools.imatrix import load_imatrix
 from gguf_schema.tools.split import split
 from gguf_schema.writer import RawTensor
 
+from .conftest import VOCAB_DIR
 from .helpers import run_cli
 
 G = GGMLType
@@ -435,3 +436,20 @@ def test_empty_tensors(tmp_path):
     assert [(r.new_type, r.nbytes, r.rms_error) for r in result.tensors] == [(G.Q4_K, 0, 0.0)] * 2
     with gguf_schema.open(tmp_path / "out.gguf") as f:
         assert [t.shape for t in f.tensor_list] == [(0, 256), (2, 0, 256)]
+
+
+@pytest.mark.parametrize("name", ["ggml-vocab-llama-spm.gguf", "ggml-vocab-bert-bge.gguf", "ggml-vocab-phi-3.gguf"])
+def test_real_files_keep_their_metadata(name, tmp_path):
+    """llama.cpp's vocabulary files: every record but the two quantization keys comes out as it was, in order."""
+    vocab_file = VOCAB_DIR / name
+    if not vocab_file.is_file():
+        pytest.skip("../shared/testdata/vocab is absent")
+    out = tmp_path / "out.gguf"
+    result = rq.requantize(vocab_file, out, "Q8_0")
+    assert result.tensors == [] and result.file_type == FileType.MOSTLY_Q8_0
+    with gguf_schema.open(vocab_file) as a, gguf_schema.open(out) as b:
+        replaced = {"general.file_type", "general.quantization_version"}
+        kept = [(f.key, f.type, f.value) for f in a.fields.records if f.key not in replaced]
+        assert [(f.key, f.type, f.value) for f in b.fields.records if f.key not in replaced] == kept
+        assert (b.metadata["general.file_type"], b.metadata["general.quantization_version"]) == (7, 2)
+    assert validate(out, "ggml").ok

@@ -22,7 +22,7 @@ from typing import Any
 
 from ..errors import GGUFError
 from ..format.types import GGMLType
-from ..tensors import QUANTIZE_TYPES
+from ..tensors import CODECS, QUANTIZE_TYPES
 from ..tools.requantize import RequantizeResult, TensorReport, parse_tensor_type, requantize
 from .progress import Progress
 
@@ -58,6 +58,10 @@ def _positive(text: str) -> int:
 
 def _type_names() -> str:
     return ", ".join(t.name for t in sorted(QUANTIZE_TYPES, key=int))
+
+
+def _needs_imatrix() -> str:
+    return ", ".join(t.name for t in sorted(QUANTIZE_TYPES, key=int) if CODECS[t].needs_imatrix) or "no type"
 
 
 def _mib(n: int) -> str:
@@ -157,7 +161,7 @@ def register_cli(subparsers: Any) -> None:
     p.add_argument(
         "--imatrix",
         metavar="FILE",
-        help="importance matrix from llama-imatrix (GGUF or legacy .dat); required for IQ1/IQ2 types",
+        help=f"importance matrix from llama-imatrix (GGUF or legacy .dat); required for {_needs_imatrix()}",
     )
     p.add_argument(
         "--tensor-type",

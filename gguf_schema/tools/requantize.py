@@ -566,7 +566,8 @@ def requantize(
             bytes) or a mapping tensor name -> weights as
             :func:`~gguf_schema.tools.imatrix.load_imatrix` returns it. Each tensor whose
             quantizer uses weights gets its entry; a tensor without one is quantized without
-            (a note), unless its type needs an imatrix (IQ1/IQ2 types): then it is an error.
+            (a note), unless its type needs one (IQ1_S, IQ2_XXS, IQ2_XS: ``Codec.needs_imatrix``):
+            then it is an error.
         tensor_types: overrides ``(REGEX, TYPE)`` or ``"REGEX=TYPE"``: a tensor requantized
             whose name the first matching expression is found in gets that type instead
             (then its fallback, if its rows do not fit).

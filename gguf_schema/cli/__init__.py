@@ -4,8 +4,13 @@ Each subcommand is a thin layer over the library: it parses arguments, calls the
 prints (results on stdout, notes and progress on stderr). The library never prints; its long
 operations take a progress callback, which the commands supply (:mod:`.progress`).
 
-Exit codes: 0 success, 1 findings or differences, 2 unreadable input or usage error. A closed
-output pipe (``gguf-schema dump f | head``) ends a command quietly.
+Exit codes: 0 success, 1 findings or differences, 2 unreadable input, a refused write or a usage
+error, 3 a truncated file (``info``, ``dump``, ``tensors``, ``get`` print what they can, with a
+warning naming the missing bytes and the tensors affected). A closed output pipe
+(``gguf-schema dump f | head``) ends any command quietly. Output encoding, JSON and the reading
+options (``--limit NAME=VALUE``, ``--no-mmap``) are the conventions of :mod:`.conventions`;
+library warnings (:class:`~gguf_schema.errors.GGUFWarning`) print as
+``gguf-schema: warning: [RULE] ...`` on stderr.
 
 Modules: :mod:`.commands` (inspect, edit, convert, split, merge, diff, build),
 :mod:`.model_commands` (estimate, export), :mod:`.check` (check, rules, audit-spec), :mod:`.generate` (generate, demo),
@@ -31,8 +36,10 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from .. import __version__
 from ..errors import GGUFError
 from . import check, commands, generate, model_commands, scan
+from .conventions import EXIT_ERROR, add_open_options, library_warnings, output_streams
 
 __all__ = ["build_parser", "main", "parse_storage_option"]
 
@@ -57,10 +64,22 @@ def parse_storage_option(text: str) -> tuple[str, Any]:
         return key.strip(), value
 
 
+EPILOG = """\
+exit status: 0 success; 1 findings or differences (check, diff, audit-spec, tensors --filter);
+2 unreadable input, a refused write (--strict) or a usage error; 3 the file is truncated (info,
+dump, tensors, get: output printed, a warning names the missing bytes and tensors).
+Results go to stdout; notes, warnings ("gguf-schema: warning: [RULE] ...") and progress to stderr."""
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="gguf-schema", description="Inspect, check, edit and convert GGUF model files."
+        prog="gguf-schema",
+        description="Inspect, check, edit and convert GGUF model files.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--version", action="version", version=f"gguf-schema {__version__}")
+    add_open_options(parser)
     parser.add_argument(
         "--storage-option",
         dest="storage_before",
@@ -73,6 +92,10 @@ def build_parser() -> argparse.ArgumentParser:
     for module in COMMAND_MODULES:
         module.register_cli(sub)
     for command in sub.choices.values():  # also accepted after the command
+        if command.epilog is None:
+            command.epilog = EPILOG
+            command.formatter_class = argparse.RawDescriptionHelpFormatter
+        add_open_options(command, suppress=True)
         command.add_argument(
             "--storage-option",
             dest="storage_after",
@@ -92,6 +115,11 @@ class _NoteHandler(logging.Handler):
         print(f"gguf-schema: note: {record.getMessage()}", file=sys.stderr)
 
 
+def _error(message: str) -> None:
+    with output_streams():
+        print(f"gguf-schema: error: {message}", file=sys.stderr)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line with ``argv`` (default: ``sys.argv[1:]``); returns the exit code."""
     parser = build_parser()
@@ -103,8 +131,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     library_log.addHandler(notes)
     library_log.setLevel(logging.INFO)
     try:
-        rc = args.func(args)
-        sys.stdout.flush()
+        with output_streams(), library_warnings():
+            rc = args.func(args)
+            sys.stdout.flush()
         return int(rc)
     except BrokenPipeError:
         # the reader of our output went away (`| head`): stop quietly, and keep Python's own
@@ -113,11 +142,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.dup2(devnull, sys.stdout.fileno())
         return 0
     except GGUFError as e:
-        print(f"gguf-schema: error: {e}", file=sys.stderr)
-        return 2
+        _error(str(e))
+        return EXIT_ERROR
     except OSError as e:
-        print(f"gguf-schema: error: {e.strerror or e}: {e.filename or ''}".rstrip(": "), file=sys.stderr)
-        return 2
+        _error(f"{e.strerror or e}: {e.filename or ''}".rstrip(": "))
+        return EXIT_ERROR
     finally:
         library_log.removeHandler(notes)
         library_log.setLevel(level)

@@ -37,7 +37,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from .. import __version__
+from ..check.validate import PROFILES
 from ..errors import GGUFError
+from ..writer import strict_writes
 from . import check, commands, generate, model_commands, scan
 from .conventions import EXIT_ERROR, add_open_options, library_warnings, output_streams
 
@@ -46,6 +48,11 @@ __all__ = ["build_parser", "main", "parse_storage_option"]
 #: modules that own subcommands: each has ``register_cli(subparsers)`` adding its parsers,
 #: each parser with ``set_defaults(func=handler)`` where ``handler(args) -> int`` is the exit code.
 COMMAND_MODULES = (generate, commands, model_commands, check, scan)
+
+#: commands that write GGUF files: they take ``--strict PROFILE``
+WRITING_COMMANDS = ("build", "set", "set-file", "delete", "rename", "convert", "split", "merge", "quantize")
+#: commands whose output file is positional: ``-o/--output`` is accepted in its place
+POSITIONAL_OUTPUT = ("build", "convert", "merge", "export")
 
 _STORAGE_HELP = (
     "option for the fsspec backend of URLs (credentials, endpoints), repeatable: "
@@ -105,7 +112,40 @@ def build_parser() -> argparse.ArgumentParser:
             metavar="KEY=VALUE",
             help=_STORAGE_HELP,
         )
+    for name in WRITING_COMMANDS:
+        if name in sub.choices and not any("--strict" in a.option_strings for a in sub.choices[name]._actions):
+            sub.choices[name].add_argument(
+                "--strict",
+                choices=PROFILES,
+                metavar="PROFILE",
+                help=f"refuse to write a file that breaks an error rule of PROFILE ({', '.join(PROFILES)}); "
+                "without it, broken rules are warnings",
+            )
+    for name in POSITIONAL_OUTPUT:
+        if name in sub.choices:
+            _optional_output(sub.choices[name])
     return parser
+
+
+def _optional_output(p: argparse.ArgumentParser) -> None:
+    """Let ``-o/--output OUT`` stand for a command's positional output (both forms work)."""
+    for action in p._actions:
+        if action.dest == "output" and not action.option_strings:
+            action.nargs = "?"
+            action.default = None
+            p.add_argument("-o", "--output", dest="output_option", metavar=action.metavar, help="the output file")
+            return
+
+
+def _resolve_output(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    if not hasattr(args, "output_option"):
+        return
+    given = [x for x in (args.output, args.output_option) if x is not None]
+    if len(given) == 2 and given[0] != given[1]:
+        parser.error(f"{args.command}: the output is given twice ({given[0]} and -o {given[1]})")
+    if not given:
+        parser.error(f"{args.command}: the output file is required (OUT or -o OUT)")
+    args.output = given[0]
 
 
 class _NoteHandler(logging.Handler):
@@ -124,6 +164,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line with ``argv`` (default: ``sys.argv[1:]``); returns the exit code."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    _resolve_output(parser, args)
     options = (args.storage_before or []) + getattr(args, "storage_after", [])
     args.storage_options = dict(options) or None
     library_log = logging.getLogger("gguf_schema")
@@ -131,7 +172,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     library_log.addHandler(notes)
     library_log.setLevel(logging.INFO)
     try:
-        with output_streams(), library_warnings():
+        with output_streams(), library_warnings(), strict_writes(getattr(args, "strict", None)):
             rc = args.func(args)
             sys.stdout.flush()
         return int(rc)

@@ -410,8 +410,26 @@ def _cmd_set(args: argparse.Namespace) -> int:
 
 
 def _cmd_set_file(args: argparse.Namespace) -> int:
+    with open(args.path, "rb") as fh:
+        text = fh.read().decode("utf-8", "surrogateescape")  # the bytes kept exactly
+
+    def apply(f: GGUFFile) -> None:
+        old = f.fields.get(args.key)
+        if old is None or old.type == ValueType.STRING:
+            f.set(args.key, text, ValueType.STRING)
+            return
+        try:  # a key of another type keeps it: the text is read as `set` reads a value
+            _, value = parse_value_text(text.strip(), old.type, old.element_type)
+        except GGUFBuildError as e:
+            raise GGUFBuildError(
+                f"{args.key} is stored as {_type_label(old)}, and the contents of {args.path} are not such a value: "
+                f"{e.reason} (delete the key first to store the text as a STRING)",
+                path=args.key,
+            ) from None
+        f.set(args.key, value, old.type, old.element_type)
+
     with Progress(file_size(args.file), "write") as bar:
-        result = edit.set_key_from_file(args.file, args.key, args.path, output=args.output, progress=bar.update)
+        result = edit.edit_file(args.file, apply, output=args.output, progress=bar.update)
     return _report_edit(f"set {args.key} from {args.path}", result)
 
 
@@ -593,7 +611,14 @@ def register_cli(subparsers: Any) -> None:
     p.add_argument("--type", metavar="T", help=f"value type: {types}")
     output(p)
 
-    p = add("set-file", _cmd_set_file, "set a STRING key to the contents of a file (e.g. a chat template)")
+    p = add(
+        "set-file",
+        _cmd_set_file,
+        "set a key to the contents of a file (e.g. a chat template)",
+        "Set metadata KEY to the contents of PATH. A new key or a STRING key stores the bytes exactly as a "
+        "STRING; a key of another type keeps its type, the text read as `set` reads a value (a number for "
+        "UINT32, a JSON list for an ARRAY), or the edit is refused.",
+    )
     p.add_argument("file", metavar="FILE")
     p.add_argument("key", metavar="KEY")
     p.add_argument("path", metavar="PATH")

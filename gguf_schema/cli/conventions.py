@@ -232,8 +232,13 @@ def open_file(args: argparse.Namespace, path: str, *, lazy: bool = False) -> GGU
 
 
 def warn(message: str) -> None:
-    """A warning line on stderr: ``gguf-schema: warning: ...``."""
-    write(f"gguf-schema: warning: {message}\n", sys.stderr)
+    """A warning line on stderr: ``gguf-schema: warning: ...`` (above a progress bar being drawn)."""
+    line = f"gguf-schema: warning: {message}"
+    tqdm = sys.modules.get("tqdm")
+    if tqdm is not None and getattr(tqdm.tqdm, "_instances", None):
+        tqdm.tqdm.write(visible(line, getattr(sys.stderr, "encoding", None) or "utf-8"), file=sys.stderr)
+    else:
+        write(line + "\n", sys.stderr)
 
 
 def show_warning(message: Warning | str, category: type[Warning], *_: Any, **__: Any) -> None:

@@ -38,7 +38,7 @@ from ..tools import convert as convert_mod
 from ..tools import diff as diff_mod
 from ..tools import edit, jsonio
 from ..tools import split as split_mod
-from .conventions import EXIT_TRUNCATED, open_file, truncation, warn_truncated, write, write_json
+from .conventions import EXIT_TRUNCATED, open_file, open_options, truncation, warn_truncated, write, write_json
 from .progress import Progress, file_size
 from .text_values import parse_type, parse_value_text
 
@@ -382,7 +382,20 @@ def _cmd_build(args: argparse.Namespace) -> int:
     return 0
 
 
-def _report_edit(what: str, result: edit.EditResult) -> int:
+def _report_edit(what: str, result: edit.EditResult, args: argparse.Namespace | None = None, **data: Any) -> int:
+    """The status line of an edit on stderr; with ``--json`` the result as data on stdout."""
+    if args is not None and getattr(args, "json", False):
+        write_json(
+            {
+                "command": args.command,
+                **data,
+                "path": result.path,
+                "in_place": result.in_place,
+                "bytes_written": result.bytes_written,
+            },
+            indent=None,
+        )
+        return 0
     how = (
         f"in place, {_num(result.bytes_written)} header bytes changed"
         if result.in_place
@@ -404,9 +417,8 @@ def _cmd_set(args: argparse.Namespace) -> int:
         f.set(args.key, value, t, e)
 
     with Progress(file_size(args.file), "write") as bar:
-        return _report_edit(
-            f"set {args.key}", edit.edit_file(args.file, apply, output=args.output, progress=bar.update)
-        )
+        result = edit.edit_file(args.file, apply, output=args.output, progress=bar.update)
+    return _report_edit(f"set {args.key}", result, args, key=args.key)
 
 
 def _cmd_set_file(args: argparse.Namespace) -> int:
@@ -430,20 +442,19 @@ def _cmd_set_file(args: argparse.Namespace) -> int:
 
     with Progress(file_size(args.file), "write") as bar:
         result = edit.edit_file(args.file, apply, output=args.output, progress=bar.update)
-    return _report_edit(f"set {args.key} from {args.path}", result)
+    return _report_edit(f"set {args.key} from {args.path}", result, args, key=args.key)
 
 
 def _cmd_delete(args: argparse.Namespace) -> int:
     with Progress(file_size(args.file), "write") as bar:
-        return _report_edit(
-            f"deleted {args.key}", edit.delete_key(args.file, args.key, output=args.output, progress=bar.update)
-        )
+        result = edit.delete_key(args.file, args.key, output=args.output, progress=bar.update)
+    return _report_edit(f"deleted {args.key}", result, args, key=args.key)
 
 
 def _cmd_rename(args: argparse.Namespace) -> int:
     with Progress(file_size(args.file), "write") as bar:
         result = edit.rename_key(args.file, args.old, args.new, output=args.output, progress=bar.update)
-    return _report_edit(f"renamed {args.old} to {args.new}", result)
+    return _report_edit(f"renamed {args.old} to {args.new}", result, args, old=args.old, new=args.new)
 
 
 # --------------------------------------------------------------------------- convert, split, merge, diff
@@ -459,7 +470,10 @@ def _cmd_convert(args: argparse.Namespace) -> int:
             progress=bar.update,
             storage_options=_storage(args),
         )
-    print(f"wrote {args.output} ({_num(os.path.getsize(args.output))} bytes)", file=sys.stderr)
+    if args.json:
+        write_json({"command": "convert", "path": args.output, "bytes": os.path.getsize(args.output)}, indent=None)
+    else:
+        print(f"wrote {args.output} ({_num(os.path.getsize(args.output))} bytes)", file=sys.stderr)
     return 0
 
 
@@ -504,21 +518,62 @@ def _cmd_merge(args: argparse.Namespace) -> int:
     return 0
 
 
+_HEADER_VALUES: dict[str, Callable[[Any], Any]] = {
+    "version": lambda m: m.version,
+    "byte_order": lambda m: m.byte_order,
+    "alignment": lambda m: m.alignment,
+    "metadata keys": lambda m: len(m.fields.records),
+    "tensors": lambda m: len(m.tensor_list),
+}
+
+
+def _side(model: Any, d: diff_mod.Difference) -> Any:
+    """The value of a difference's item in one model, as data (None where it is absent)."""
+    if d.section == "header" and d.name in _HEADER_VALUES:
+        return _HEADER_VALUES[d.name](model)
+    if d.section == "metadata" and d.name in model.fields:
+        j = jsonio.field_json(model.fields[d.name])
+        return {
+            "type": j["type"],
+            **({"element_type": j["element_type"]} if "element_type" in j else {}),
+            "value": j["value"],
+        }
+    if d.section == "tensor" and d.name in model.tensors:
+        t = model.tensors[d.name]
+        return {"type": t.type_name, "shape": list(t.shape)}
+    return None
+
+
 def _cmd_diff(args: argparse.Namespace) -> int:
-    a = split_mod.open_model(args.a, storage_options=_storage(args))
+    options = open_options(args)
+    a = split_mod.open_model(args.a, storage_options=options["storage_options"])
     try:
-        b = split_mod.open_model(args.b, storage_options=_storage(args))
+        b = split_mod.open_model(args.b, storage_options=options["storage_options"])
         try:
             total = 0 if args.no_data else sum(t.nbytes for t in a.tensor_list if t.name in b.tensors) * 2
             with Progress(total, "hashing") as bar:
                 found = diff_mod.diff(a, b, data=not args.no_data, progress=bar.update)
+            records = (
+                [
+                    {
+                        "section": d.section,
+                        "kind": d.kind,
+                        "name": d.name,
+                        "old": _side(a, d) if d.kind != "+" else None,
+                        "new": _side(b, d) if d.kind != "-" else None,
+                        "detail": d.detail,
+                    }
+                    for d in found
+                ]
+                if args.json
+                else []
+            )
         finally:
             b.close()
     finally:
         a.close()
     if args.json:
-        records = [{"section": d.section, "kind": d.kind, "name": d.name, "detail": d.detail} for d in found]
-        write(json.dumps({"equal": not found, "differences": records}, ensure_ascii=False, indent=1) + "\n")
+        write_json({"equal": not found, "differences": records})
         return 1 if found else 0
     if not found:
         print("no differences in header, metadata or tensors")
@@ -540,6 +595,11 @@ def register_cli(subparsers: Any) -> None:
 
     def output(p: argparse.ArgumentParser) -> None:
         p.add_argument("-o", "--output", metavar="OUT", help="write the edited file to OUT instead of changing FILE")
+        p.add_argument(
+            "--json",
+            action="store_true",
+            help="print the result as JSON: {command, key..., path, in_place, bytes_written}",
+        )
 
     p = add("info", _cmd_info, "summarise a file: format, model, tensor types, parameters, size breakdown")
     p.add_argument("file", metavar="FILE")
@@ -646,6 +706,7 @@ def register_cli(subparsers: Any) -> None:
     p.add_argument("output", metavar="OUT")
     p.add_argument("--byte-order", choices=("little", "big"), help="target byte order (default: unchanged)")
     p.add_argument("--version", type=int, choices=(2, 3), help="target GGUF version (default: unchanged)")
+    p.add_argument("--json", action="store_true", help='print the result as JSON: {"command", "path", "bytes"}')
 
     p = add(
         "split",
@@ -677,5 +738,7 @@ def register_cli(subparsers: Any) -> None:
     p.add_argument("b", metavar="B")
     p.add_argument("--no-data", action="store_true", help="do not hash tensor data")
     p.add_argument(
-        "--json", action="store_true", help='print {"equal": bool, "differences": [{section, kind, name, detail}, ...]}'
+        "--json",
+        action="store_true",
+        help='print {"equal": bool, "differences": [{section, kind, name, old, new, detail}, ...]}',
     )

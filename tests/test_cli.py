@@ -479,9 +479,18 @@ def test_diff_reports_metadata_and_tensor_changes(demo: Path, tmp_path: Path) ->
         "section": "metadata",
         "kind": "~",
         "name": "general.name",
+        "old": {"type": "STRING", "value": "gguf-schema demo"},
+        "new": {"type": "STRING", "value": "changed"},
         "detail": "STRING 'gguf-schema demo' -> STRING 'changed'",
     }
-    assert doc["differences"][-1] == {"section": "tensor", "kind": "+", "name": "extra", "detail": "F32 [2]"}
+    assert doc["differences"][-1] == {
+        "section": "tensor",
+        "kind": "+",
+        "name": "extra",
+        "old": None,
+        "new": {"type": "F32", "shape": [2]},
+        "detail": "F32 [2]",
+    }
     r = run("diff", demo, demo, "--json")
     assert (r.returncode, json.loads(r.stdout)) == (0, {"equal": True, "differences": []})
 

@@ -458,3 +458,11 @@ def test_no_mmap_reads_with_positioned_reads(small: Path) -> None:
             assert type(f.storage) is kind
     r = run("dump", small, "--no-mmap")
     assert r.returncode == 0 and r.stdout == run("dump", small).stdout
+
+
+def test_get_raw_writes_the_stored_bytes_unchanged(odd: Path) -> None:
+    key = b"bad.\xff\xfe".decode("utf-8", "surrogateescape")
+    r = run("get", "--raw", odd, key)
+    assert (r.returncode, r.stdout) == (0, "caf\u00e9 \u4e2d\u6587 ".encode() + b"\xc3(")
+    r = run("get", odd, key)  # text output: the byte that is not UTF-8 escaped visibly
+    assert r.stdout == "caf\u00e9 \u4e2d\u6587 ".encode() + b"\\xc3(\n"

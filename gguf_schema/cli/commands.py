@@ -350,9 +350,12 @@ def _cmd_get(args: argparse.Namespace) -> int:
         elif args.type:
             write(_type_label(fld) + "\n")
         elif fld.type == ValueType.STRING:
-            if args.raw:  # the stored bytes, unchanged (e.g. a chat template to a file)
+            buffer = getattr(sys.stdout, "buffer", None)
+            if args.raw and buffer is not None:  # the stored bytes, unchanged (e.g. a chat template to a file)
                 sys.stdout.flush()
-                sys.stdout.buffer.write(fld.value.encode("utf-8", "surrogateescape"))
+                buffer.write(fld.value.encode("utf-8", "surrogateescape"))
+            elif args.raw:
+                write(fld.value)
             else:
                 write(fld.value + "\n")
         elif fld.type == ValueType.ARRAY:

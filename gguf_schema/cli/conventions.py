@@ -55,6 +55,7 @@ __all__ = [
     "ESCAPE_ERRORS",
     "EXIT_TRUNCATED",
     "add_open_options",
+    "library_warnings",
     "open_file",
     "open_options",
     "output_streams",
@@ -65,6 +66,7 @@ __all__ = [
     "warn",
     "warn_truncated",
     "write",
+    "write_json",
 ]
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR, EXIT_TRUNCATED = 0, 1, 2, 3

@@ -243,17 +243,21 @@ def warn(message: str) -> None:
         write(line + "\n", sys.stderr)
 
 
-def show_warning(message: Warning | str, category: type[Warning], *_: Any, **__: Any) -> None:
-    """``warnings.showwarning`` while a command runs: library warnings as warning lines."""
-    warn(str(message))
-
-
 @contextlib.contextmanager
 def library_warnings() -> Iterator[None]:
-    """Every :class:`~gguf_schema.errors.GGUFWarning` raised meanwhile printed as a warning line."""
+    """Every :class:`~gguf_schema.errors.GGUFWarning` raised meanwhile printed as a warning line
+    (``gguf-schema: warning: [RULE] ...``); other warnings are shown as Python shows them."""
     with warnings.catch_warnings():
         warnings.simplefilter("always", GGUFWarning)
-        warnings.showwarning = show_warning
+        python_show = warnings.showwarning
+
+        def show(message: Warning | str, category: type[Warning], *args: Any, **kw: Any) -> None:
+            if issubclass(category, GGUFWarning):
+                warn(str(message))
+            else:
+                python_show(message, category, *args, **kw)
+
+        warnings.showwarning = show
         yield
 
 

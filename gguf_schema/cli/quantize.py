@@ -15,7 +15,6 @@ Exit codes: 0 written (or planned, with ``--dry-run``), 2 bad input (nothing wri
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from typing import Any
@@ -24,6 +23,7 @@ from ..errors import GGUFError
 from ..format.types import GGMLType
 from ..tensors import CODECS, QUANTIZE_TYPES
 from ..tools.requantize import RequantizeResult, TensorReport, parse_tensor_type, requantize
+from .conventions import EXIT_ERROR, write, write_json
 from .progress import Progress
 
 __all__ = ["register_cli"]
@@ -103,7 +103,7 @@ def _table(result: RequantizeResult) -> str:
 
 
 def _cmd_quantize(args: argparse.Namespace) -> int:
-    bar = Progress(0, "quantize")
+    bars: list[Progress] = []  # made once the plan gives the total
 
     def planned(result: RequantizeResult) -> None:
         for r in result.tensors:
@@ -111,32 +111,39 @@ def _cmd_quantize(args: argparse.Namespace) -> int:
                 print(f"gguf-schema: {r.name}: {r.reason}", file=sys.stderr)
         for note in result.notes:
             print(f"gguf-schema: note: {note}", file=sys.stderr)
-        bar.total = result.output_bytes
+        if not result.dry_run:
+            bars.append(Progress(result.header_bytes + result.output_bytes, "quantize"))
+
+    def progress(n: int) -> None:
+        if bars:
+            bars[0].update(n)
 
     try:
-        with bar:
-            result = requantize(
-                args.input,
-                args.output,
-                args.type,
-                imatrix=args.imatrix,
-                tensor_types=args.tensor_type or (),
-                keep_1d=args.keep_1d,
-                threads=args.threads,
-                dry_run=args.dry_run,
-                progress=bar.update,
-                storage_options=getattr(args, "storage_options", None),
-                on_plan=planned,
-            )
+        result = requantize(
+            args.input,
+            args.output,
+            args.type,
+            imatrix=args.imatrix,
+            tensor_types=args.tensor_type or (),
+            keep_1d=args.keep_1d,
+            threads=args.threads,
+            dry_run=args.dry_run,
+            progress=progress,
+            storage_options=getattr(args, "storage_options", None),
+            on_plan=planned,
+        )
     except ValueError as e:
         if isinstance(e, GGUFError):  # bad input files: reported by main
             raise
         print(f"gguf-schema: error: {e}", file=sys.stderr)
-        return 2
+        return EXIT_ERROR
+    finally:
+        for bar in bars:
+            bar.close()
     if args.json:
-        sys.stdout.write(json.dumps(result.to_dict(), indent=1) + "\n")
+        write_json(result.to_dict())
     else:
-        sys.stdout.write(_table(result))
+        write(_table(result))
     if not args.dry_run:
         print(f"gguf-schema: wrote {os.fspath(args.output)}", file=sys.stderr)
     return 0

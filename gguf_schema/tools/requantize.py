@@ -269,6 +269,8 @@ class RequantizeResult:
         notes: things worth saying that are not errors (an override pattern that matched
             nothing, a tensor without importance weights, a removed file type).
         input_bytes: the size of the input's tensor data.
+        header_bytes: the size of the input's header (metadata and tensor infos, up to its data
+            section): the output's is about the same.
         dry_run: True when nothing was written.
     """
 
@@ -277,6 +279,7 @@ class RequantizeResult:
     tensors: list[TensorReport]
     notes: list[str] = field(default_factory=list)
     input_bytes: int = 0
+    header_bytes: int = 0
     dry_run: bool = False
 
     @property
@@ -426,7 +429,8 @@ def plan_requantize(
     ftype = file_type_of(target)
     if ftype is None:
         notes.append(f"llama.cpp has no file type for {target.name}: general.file_type removed")
-    return RequantizeResult(target, ftype, reports, notes, input_bytes), weights
+    head = model.shards[0] if isinstance(model, SplitModel) else model
+    return RequantizeResult(target, ftype, reports, notes, input_bytes, head.data_offset), weights
 
 
 # --------------------------------------------------------------------------- streaming

@@ -414,6 +414,8 @@ def test_cli_errors(model, target):
     assert r.returncode == 2 and b"no fallback for Q8_0" in r.stderr and b"blk.0.ffn_up.weight" in r.stderr
     r = run_cli("quantize", model, target, "--type", "Q4_K", "--imatrix", model)
     assert r.returncode == 2 and b"not an imatrix file" in r.stderr
+    r = run_cli("quantize", model, target, "--type", "Q4_K", "--tensor-type", "ffn_up=F16", "--strict", "spec")
+    assert r.returncode == 2 and b"llama.context_length is missing" in r.stderr  # the tiny model lacks llama keys
     _untouched(target)
     assert isinstance(GGUFBuildError("x"), GGUFError)
 

@@ -41,14 +41,14 @@ from .. import __version__
 from ..check.validate import PROFILES
 from ..errors import GGUFError
 from ..writer import strict_writes
-from . import check, commands, generate, model_commands, scan
+from . import check, commands, generate, model_commands, quantize, scan
 from .conventions import EXIT_ERROR, add_open_options, library_warnings, output_streams
 
 __all__ = ["build_parser", "main", "parse_storage_option"]
 
 #: modules that own subcommands: each has ``register_cli(subparsers)`` adding its parsers,
 #: each parser with ``set_defaults(func=handler)`` where ``handler(args) -> int`` is the exit code.
-COMMAND_MODULES = (generate, commands, model_commands, check, scan)
+COMMAND_MODULES = (generate, commands, model_commands, check, scan, quantize)
 
 #: commands that write GGUF files: they take ``--strict PROFILE``
 WRITING_COMMANDS = ("build", "set", "set-file", "delete", "rename", "convert", "split", "merge", "quantize")

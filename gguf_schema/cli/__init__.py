@@ -14,7 +14,7 @@ library warnings (:class:`~gguf_schema.errors.GGUFWarning`) print as
 
 Modules: :mod:`.commands` (inspect, edit, convert, split, merge, diff, build),
 :mod:`.model_commands` (estimate, export), :mod:`.check` (check, rules, audit-spec), :mod:`.generate` (generate, demo),
-:mod:`.scan` (scan), :mod:`.text_values` (typed values from command-line text), :mod:`.progress` (the progress bar),
+:mod:`.scan` (scan), :mod:`.quantize` (quantize), :mod:`.text_values` (typed values from command-line text), :mod:`.progress` (the progress bar),
 :mod:`.conventions` (output encoding, the JSON encoder, reading options, warnings, exit codes).
 
 Remote files: every command that reads a file takes a URL too (``https://``, ``hf://``, ``s3://``

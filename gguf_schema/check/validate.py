@@ -123,8 +123,8 @@ RULES: dict[str, Rule] = {
         ),
         _rule(
             "GGUF-E005",
-            "each tensor's first dimension is a multiple of its type's block size",
-            "ggml: 'ne[0] % block_size != 0' is rejected; the bytes of a partial block cannot be located",
+            "each tensor's rows are whole blocks: its first dimension (1 for n_dims 0) is a multiple of its type's block size",
+            "ggml: 'ne[0] % block_size != 0' is rejected, and n_dims 0 reads as ne = [1, 1, 1, 1]; the bytes of a partial block cannot be located",
             ALL,
         ),
         # ---------------------------------------------------------------- header
@@ -176,14 +176,15 @@ RULES: dict[str, Rule] = {
         ),
         _rule(
             "GGUF-E027",
-            "general.alignment, if present, is a UINT32",
-            "ggml: the alignment is read with gguf_get_val_u32",
+            "the key ggml reads as general.alignment, if any, is a UINT32",
+            "ggml: the alignment is the first key equal to 'general.alignment' as a C string (up to its first NUL: "
+            "gguf_find_key), read with gguf_get_val_u32; another type is rejected",
             [GGML],
         ),
         _rule(
             "GGUF-E028",
-            "general.alignment, if present, is a non-zero power of two",
-            "ggml: 'alignment %zu is not a power of 2' is rejected (1 is accepted)",
+            "the key ggml reads as general.alignment, if any, is a non-zero power of two",
+            "ggml: 'alignment %zu is not a power of 2' is rejected (1 is accepted); the key is found as for GGUF-E027",
             [GGML],
         ),
         _rule(
@@ -195,8 +196,9 @@ RULES: dict[str, Rule] = {
         # ---------------------------------------------------------------- tensor infos
         _rule(
             "GGUF-E030",
-            "each tensor name is shorter than 64 bytes (up to its first NUL)",
-            "ggml: names of GGML_MAX_NAME (64) bytes or more are rejected",
+            "each tensor name is stored in fewer than 64 bytes (NULs included)",
+            "ggml: a stored name of GGML_MAX_NAME (64) bytes or more is rejected ('tensor name ... is too long'), "
+            "before the name is cut at its first NUL",
             [GGML],
         ),
         _rule(
@@ -223,11 +225,16 @@ RULES: dict[str, Rule] = {
         _rule(
             "GGUF-E035",
             "each tensor's element count is below INT64_MAX",
-            "ggml: 'total number of elements ... is >= INT64_MAX' is rejected",
+            "ggml: 'total number of elements ... is >= INT64_MAX' is rejected; a zero-element tensor is exempt "
+            "(whatever its other dimensions). ggml also skips the check when the int64 product of the dimensions "
+            "wraps to 0 or below: this profile rejects those (docs/ggml-profile.md)",
             [GGML],
         ),
         _rule(
-            "GGUF-E036", "each tensor's byte strides fit in size_t", "ggml: 'byte stride overflow' is rejected", [GGML]
+            "GGUF-E036",
+            "each tensor's byte size fits in size_t",
+            "ggml: '... has a size in bytes > SIZE_MAX' is rejected (elements / block size > SIZE_MAX / type size)",
+            [GGML],
         ),
         _rule(
             "GGUF-E037",
@@ -238,7 +245,7 @@ RULES: dict[str, Rule] = {
         _rule(
             "GGUF-E038",
             "tensor offsets are contiguous: each equals the padded sizes of the tensors before it",
-            "ggml: 'tensor has offset X, expected Y' is rejected",
+            "ggml: 'tensor has offset X, expected Y' is rejected (sizes padded to the alignment ggml reads: GGUF-E027)",
             [GGML],
         ),
         _rule(
@@ -250,7 +257,14 @@ RULES: dict[str, Rule] = {
         _rule(
             "GGUF-E040",
             "the data section holds every tensor's padded size, padding after the last tensor included",
-            "ggml: a full load reads the sum of the padded sizes and fails when the file ends first",
+            "ggml: a full load reads the sum of the padded sizes from its data offset and fails when the file ends first",
+            [GGML],
+        ),
+        _rule(
+            "GGUF-E041",
+            "a file with tensors reaches the start of its data section (the end of the tensor infos padded to ALIGNMENT)",
+            "ggml: 'failed to seek to beginning of data section' is rejected, even when every tensor has zero bytes; "
+            "without tensors the data offset is the unpadded end of the metadata",
             [GGML],
         ),
         # ---------------------------------------------------------------- standardized keys (spec)
@@ -332,6 +346,20 @@ RULES: dict[str, Rule] = {
             "no two tensors have the same name",
             "spec: tensors are 'located through its tensor_infos entry'; a repeated name is ambiguous (the spec does not forbid it)",
             [SPEC],
+        ),
+        _rule(
+            "GGUF-W010",
+            "ggml reads the data section at the offset a whole-key reader does",
+            "ggml takes its alignment from the first key equal to 'general.alignment' up to its first NUL; when that "
+            "is another key than the exact one, ggml reads every tensor at other bytes than the spec's reading",
+            [GGML],
+        ),
+        _rule(
+            "GGUF-W011",
+            "no key is shadowed: no two stored keys are equal up to their first NUL",
+            "ggml rejects duplicate keys by their stored bytes, but gguf_find_key (and llama.cpp's loader) compares "
+            "keys as C strings and returns the first match: the later key is never read",
+            [GGML],
         ),
     ]
 }

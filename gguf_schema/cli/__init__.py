@@ -32,13 +32,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..errors import GGUFError
-from . import check, commands, generate, model_commands, scan
+from . import audit, check, commands, generate, model_commands, scan
 
 __all__ = ["build_parser", "main", "parse_storage_option"]
 
 #: modules that own subcommands: each has ``register_cli(subparsers)`` adding its parsers,
 #: each parser with ``set_defaults(func=handler)`` where ``handler(args) -> int`` is the exit code.
-COMMAND_MODULES = (generate, commands, model_commands, check, scan)
+COMMAND_MODULES = (generate, commands, model_commands, check, scan, audit)
 
 _STORAGE_HELP = (
     "option for the fsspec backend of URLs (credentials, endpoints), repeatable: "

@@ -35,7 +35,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property
 
-from ..format.types import GGML_TYPE_COUNT, GGMLType, ValueType
+from ..format.types import GGMLType, ValueType
 from ..format.values import Field
 from ..model import GGUFFile, Tensor
 
@@ -61,6 +61,9 @@ GGML_MAX_DIMS = 4
 
 INT64_MAX = 2**63 - 1
 SIZE_MAX = 2**64 - 1
+
+#: (block size, type size) of each type ggml knows, looked up once
+_SIZES: dict[GGMLType, tuple[int, int]] = {t: (t.block_size, t.type_size) for t in GGMLType if not t.removed}
 
 
 def c_string(text: str) -> str:
@@ -130,10 +133,8 @@ class GGMLTensor:
     @property
     def true_elements(self) -> int:
         """The exact element count (no wrapping); negative when a dimension is negative as int64."""
-        n = 1
-        for d in self.ne:
-            n *= d
-        return n
+        ne0, ne1, ne2, ne3 = self.ne
+        return ne0 * ne1 * ne2 * ne3
 
     @property
     def count_check_fails(self) -> bool:
@@ -144,6 +145,8 @@ class GGMLTensor:
         ne0, ne1, ne2, ne3 = self.ne
         if self.nelements <= 0:
             return False
+        if self.nelements == self.true_elements < 2**62:
+            return False  # every partial product is below 2**62, so each INT64_MAX // ne[j] exceeds it
         return (
             INT64_MAX // ne1 <= ne0
             or INT64_MAX // ne2 <= wrap_int64(ne0 * ne1)
@@ -179,8 +182,13 @@ class GGMLTensor:
         """``ggml_nbytes``: the tensor's byte size as ggml computes it in size_t (0 when a dimension is 0)."""
         t = self.ggml_type
         assert t is not None
-        if any(d <= 0 for d in self.ne):
+        ne0, ne1, ne2, ne3 = self.ne
+        if ne0 <= 0 or ne1 <= 0 or ne2 <= 0 or ne3 <= 0:
             return 0
+        bs, ts = _SIZES[t]
+        exact = ts * (ne0 // bs) * ne1 * ne2 * ne3
+        if exact <= SIZE_MAX:  # no partial sum wraps: ggml's sum of strides is this product
+            return exact
         nb = self.strides
         if t.block_size == 1:
             total = t.type_size + sum((self.ne[i] - 1) * nb[i] for i in range(4))
@@ -278,24 +286,20 @@ class LoaderView:
     def tensors(self) -> list[GGMLTensor]:
         """Every tensor info, in file order, as ggml describes it."""
         out = []
+        pad = (1, 1, 1, 1)
         for t in self.file.tensor_list:
             raw = t.name.encode("utf-8", "surrogateescape")
-            ne = [wrap_int64(d) for d in t.dims[:GGML_MAX_DIMS]]
-            ne += [1] * (GGML_MAX_DIMS - len(ne))
-            n = 1
-            for d in ne:
-                n = wrap_int64(n * d)
-            known = t.type if isinstance(t.type, GGMLType) and int(t.type) < GGML_TYPE_COUNT else None
-            out.append(
-                GGMLTensor(
-                    t,
-                    raw.split(b"\0", 1)[0].decode("utf-8", "surrogateescape"),
-                    len(raw),
-                    (ne[0], ne[1], ne[2], ne[3]),
-                    n,
-                    None if known is None or known.removed else known,
-                )
-            )
+            dims = t.dims
+            if len(dims) <= GGML_MAX_DIMS and all(0 <= d <= INT64_MAX for d in dims):
+                ne = (*dims, *pad[len(dims) :])
+            else:
+                ne = (*(wrap_int64(d) for d in dims[:GGML_MAX_DIMS]), *pad[min(len(dims), GGML_MAX_DIMS) :])
+            n = ne[0] * ne[1] * ne[2] * ne[3]
+            if not 0 <= n <= INT64_MAX:
+                n = wrap_int64(wrap_int64(wrap_int64(ne[0] * ne[1]) * ne[2]) * ne[3])
+            known = GGMLType(t.type) if t.type in _SIZES else None
+            name = raw.split(b"\0", 1)[0].decode("utf-8", "surrogateescape") if b"\0" in raw else t.name
+            out.append(GGMLTensor(t, name, len(raw), (ne[0], ne[1], ne[2], ne[3]), n, known))
         return out
 
     def layout(self) -> tuple[list[int], int]:

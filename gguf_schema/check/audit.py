@@ -744,7 +744,6 @@ def to_sarif(reports: Sequence[AuditResult] | AuditResult, *, tool_version: str 
                     "driver": {
                         "name": "gguf-schema audit",
                         "version": str(tool_version),
-                        "informationUri": "https://github.com/ggml-org/ggml/blob/master/docs/gguf.md",
                         "rules": rules,
                     }
                 },

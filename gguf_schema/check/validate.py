@@ -828,6 +828,9 @@ class _Checker:
     def ggml_shape(self, i: int) -> None:
         g = self.view.tensors[i]
         t = g.tensor
+        n, gt = g.nelements, g.ggml_type
+        if 0 < n < 2**62 and n == g.true_elements and min(g.ne) > 0 and gt is not None and n * gt.type_size < 2**64:
+            return  # the common case: no check of ggml's can fail (row blocks are E005's)
         for j, d in enumerate(g.ne[: len(t.dims)]):
             if d < 0:
                 self.add("GGUF-E034", self.dim_offset(t, j), t.name, d, f"dimension {j} is {d} when read as int64")

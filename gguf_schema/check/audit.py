@@ -308,7 +308,10 @@ def key_skeleton(key: str) -> str:
     >>> key_skeleton("tokenizer.chat_templ\\u0430te ") == key_skeleton("Tokenizer.chat_template") == "tokenizer.chat_template"
     True
     """
-    text = unicodedata.normalize("NFKC", c_string(key)).casefold().translate(_CONFUSABLE)
+    key = c_string(key)
+    if key.isascii() and key.isprintable():  # the common case: nothing to normalize, map or drop
+        return key.lower().strip()
+    text = unicodedata.normalize("NFKC", key).casefold().translate(_CONFUSABLE)
     return "".join(ch for ch in text if unicodedata.category(ch) not in ("Cf", "Cc", "Mn")).strip()
 
 

@@ -72,7 +72,8 @@ def c_string(text: str) -> str:
     >>> c_string("tokenizer.chat_template\\0evil"), c_string("plain")
     ('tokenizer.chat_template', 'plain')
     """
-    return text.split("\0", 1)[0]
+    i = text.find("\0")
+    return text if i < 0 else text[:i]
 
 
 def wrap_int64(x: int) -> int:
@@ -212,8 +213,16 @@ class LoaderView:
         self.file = f
         self.records: list[Field] = f.fields.records
         self._first: dict[str, int] = {}
+        #: indexes of the records whose key holds a NUL (the only ones that can shadow or be shadowed by another)
+        self._nul: list[int] = []
+        first = self._first
         for i, fld in enumerate(self.records):
-            self._first.setdefault(c_string(fld.key), i)
+            key = fld.key
+            if "\0" in key:
+                self._nul.append(i)
+                key = c_string(key)
+            if key not in first:
+                first[key] = i
 
     # ---------------------------------------------------------------- keys
 
@@ -230,9 +239,14 @@ class LoaderView:
     def shadows(self) -> list[Shadow]:
         """Names that more than one stored key answers to. ggml rejects exact duplicates; these it accepts,
         and every lookup returns the first."""
+        if not self._nul:
+            return []
+        names = {c_string(self.records[i].key) for i in self._nul}
         groups: dict[str, list[Field]] = {}
         for fld in self.records:
-            groups.setdefault(c_string(fld.key), []).append(fld)
+            name = c_string(fld.key)
+            if name in names:
+                groups.setdefault(name, []).append(fld)
         out = []
         for key, fields in groups.items():
             if len(fields) > 1 and len({f.key for f in fields}) > 1:

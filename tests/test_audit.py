@@ -278,6 +278,10 @@ def test_remote_audit_reads_only_the_header(tmp_path):
         server.reset()
         r = audit(url)
         sent = server.bytes_sent("m.gguf")
+        # read_gaps: the small padding and trailing ranges are fetched too, and nothing else
+        server.reset()
+        with_gaps = audit(url, read_gaps=True)
+        sent_with_gaps = server.bytes_sent("m.gguf")
     with gguf_schema.open(data) as f:
         header_size = f.data_offset
     from gguf_schema.format.source import FIRST_READ
@@ -287,6 +291,9 @@ def test_remote_audit_reads_only_the_header(tmp_path):
     assert [(f.rule, f.offset, f.length) for f in r.findings] == [(f.rule, f.offset, f.length) for f in local.findings]
     assert "GGUF-A301" in rules(r) and next(f for f in r.findings if f.rule == "GGUF-A301").excerpt == ""
     assert r.notes and "not fetched" in r.notes[0]
+    trailing = next(f for f in with_gaps.findings if f.rule == "GGUF-A301")
+    assert trailing.excerpt == b"trailing payload".hex(" ") and not with_gaps.notes
+    assert sent_with_gaps - sent <= 64  # the 16 trailing bytes (and the padding after the tensor, if any)
 
 
 # --------------------------------------------------------------------------- output: JSON, SARIF, CLI

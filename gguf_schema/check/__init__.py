@@ -9,6 +9,7 @@ schema (:mod:`.spec_audit`).
 True
 """
 
+from . import writing  # noqa: F401  (registers the check the writer runs before every write)
 from .audit import AUDIT_RULES, AuditFinding, AuditResult, audit, to_sarif
 from .spec_audit import AuditReport, audit_spec, load_spec
 from .validate import PROFILES, RULES, Finding, Report, Rule, check, require, validate

@@ -348,7 +348,7 @@ def audit(
     name = os.fspath(source) if isinstance(source, (str, os.PathLike)) else getattr(source, "name", None)
     name = name if isinstance(name, str) else None
     if isinstance(source, GGUFFile):
-        return _Auditor(source, source.name, render, read_gaps).run()
+        return _audit_open(source, source.name, render, read_gaps)
     try:
         f = read(source, lazy=True, storage_options=storage_options)
     except GGUFError as e:
@@ -356,11 +356,15 @@ def audit(
     except OSError as e:
         return AuditResult(name, readable=False, error=f"{e.strerror or e}")
     with f:
-        report = _Auditor(f, name, render, read_gaps).run()
-        fetched = getattr(f.storage, "bytes_fetched", None)
-        if is_url(source) and fetched is not None:
-            report.bytes_read = int(fetched)
-        return report
+        return _audit_open(f, name, render, read_gaps)
+
+
+def _audit_open(f: GGUFFile, name: str | None, render: bool, read_gaps: bool | None) -> AuditResult:
+    report = _Auditor(f, name, render, read_gaps).run()
+    fetched = getattr(f.storage, "bytes_fetched", None)
+    if name is not None and is_url(name) and fetched is not None:
+        report.bytes_read = int(fetched)
+    return report
 
 
 class _Auditor:

@@ -10,34 +10,39 @@ import json
 import sys
 from typing import Any
 
-from ..check.audit import AUDIT_RULES, audit, to_sarif
+from ..check.audit import AUDIT_RULES, AuditResult, audit, to_sarif
+from ..errors import GGUFError
+from .conventions import open_file, write_json
 
 __all__ = ["register_cli"]
 
 
+def _audit(args: argparse.Namespace, src: str) -> AuditResult:
+    """``audit`` of a file opened as the global options say (limits, mmap, storage options)."""
+    try:
+        f = open_file(args, src, lazy=True)
+    except GGUFError as e:
+        return AuditResult(src, readable=False, error=str(e))
+    with f:
+        result = audit(f, render=args.render, read_gaps=True if args.read_gaps else None)
+    result.source = src
+    return result
+
+
 def _cmd_audit(args: argparse.Namespace) -> int:
-    reports = [
-        audit(
-            src,
-            storage_options=getattr(args, "storage_options", None),
-            render=args.render,
-            read_gaps=True if args.read_gaps else None,
-        )
-        for src in args.files
-    ]
+    reports = [_audit(args, src) for src in args.files]
     fmt = "json" if args.json else args.format
     if args.sarif is not None:
-        text = json.dumps(to_sarif(reports), indent=2, ensure_ascii=False)
         if args.sarif == "-":
-            print(text)
+            write_json(to_sarif(reports), indent=2)
         else:
             with open(args.sarif, "w", encoding="utf-8") as out:
-                out.write(text + "\n")
+                out.write(json.dumps(to_sarif(reports), indent=2, ensure_ascii=False) + "\n")
     if fmt == "json":
-        print(json.dumps({"reports": [r.to_dict() for r in reports]}, indent=2, ensure_ascii=False))
+        write_json({"reports": [r.to_dict() for r in reports]}, indent=2)
     elif fmt == "sarif":
         if args.sarif != "-":
-            print(json.dumps(to_sarif(reports), indent=2, ensure_ascii=False))
+            write_json(to_sarif(reports), indent=2)
     elif args.sarif != "-":
         for r in reports:
             name = r.source or "<input>"

@@ -157,6 +157,9 @@ def test_hidden_characters_in_templates_and_special_tokens():
             make_field("tokenizer.ggml.bos_token_id", np.uint32(1)),
         )
     )
+    # what a reader sees and what the model gets differ: the BOS token prints as '<s>' but is not '<s>'
+    assert tokens[1] != "<s>" and tokens[1].replace("\u200b", "") == "<s>"
+    assert unicodedata.category("\u200b") == "Cf" and unicodedata.bidirectional("\u202e") == "RLO"
     r = audit(data)
     t301 = [f for f in r.findings if f.rule == "GGUF-T301"]
     assert len(t301) == 1 and "<U+202E>" in t301[0].excerpt and t301[0].column == 29
@@ -184,7 +187,11 @@ def test_bytes_no_loader_reads():
         a_end = a.offset + 12
         assert b.offset == data_offset + 32 and len(plain) == b.offset + 32
     assert audit(plain).findings == []
-    # trailing bytes: a payload after the data
+    # trailing bytes: a payload after the data; ggml's data section (the padded sizes from its data offset)
+    # ends where the plain file ends, so no loader reads what follows
+    with gguf_schema.open(plain + b"#!/bin/sh echo hi\n" + bytes(100)) as f:
+        view = LoaderView(f)
+        assert view.data_offset + view.layout()[1] == len(plain) < f.file_size
     r = audit(plain + b"#!/bin/sh echo hi\n" + bytes(100))
     (f,) = r.findings
     assert (f.rule, f.offset, f.length) == ("GGUF-A301", len(plain), 118)

@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .check import require as _require
+from .check.audit import audit
 from .errors import (
     GGUFBuildError,
     GGUFChangedError,
@@ -128,6 +129,7 @@ __all__ = [
     "SplitModel",
     "Tensor",
     "ValueType",
+    "audit",
     "make_field",
     "open",
     "open_split",

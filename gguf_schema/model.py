@@ -34,6 +34,8 @@ from .tensors.engine import _row_range as row_range  # the engine's reading of `
 __all__ = ["Fields", "GGUFFile", "Metadata", "Storage", "Tensor"]
 
 _MAX_SPAN = int(np.iinfo(np.intp).max)
+#: the most dimensions a numpy array can have (64 since numpy 2.0, 32 before)
+_MAX_NDIM = 64 if int(np.__version__.split(".")[0]) >= 2 else 32
 
 
 class Storage(Protocol):
@@ -156,9 +158,10 @@ class Tensor:
         t = self.known_type()
         nbytes = self.nbytes
         span = math.prod(d for d in self.dims if d) * (t.type_size if t.quantized else t.numpy_dtype.itemsize)  # type: ignore[union-attr]
-        if span > _MAX_SPAN:  # numpy cannot shape such an array, even an empty one
+        if span > _MAX_SPAN or len(self.dims) > _MAX_NDIM:  # numpy cannot shape such an array, even an empty one
             raise GGUFFormatError(
-                f"dimensions {self.dims} are too large for an array ({span} bytes spanned, at most {_MAX_SPAN})",
+                f"{len(self.dims)} dimensions (at most {_MAX_NDIM}) or {span} bytes spanned (at most {_MAX_SPAN}): "
+                "too many or too large for an array",
                 offset=self.info_offset,
                 path=f"tensor {self.name!r}",
                 value=self.dims,

@@ -14,7 +14,7 @@ on import. The header is read back and checked with the rules of :mod:`.validate
   error of that profile refuses the write: a :class:`~gguf_schema.errors.GGUFValidationError`,
   nothing written.
 
-Rules about the data section (``GGUF-E002``, ``GGUF-E040``) are left out, since it is not written
+Rules about the data section (``GGUF-E002``, ``GGUF-E040``, ``GGUF-E041``) are left out, since it is not written
 yet; so are, for the warnings only, the version and byte order the caller chose (``GGUF-E010``,
 ``E011``, ``E012``).
 
@@ -47,7 +47,7 @@ from .validate import GGML, PROFILES, SPEC, Finding, Report, _Checker
 __all__ = ["DATA_RULES", "VARIANT_RULES", "check_before_write", "findings_before_write"]
 
 #: rules about the data section, which is not written when the header is checked
-DATA_RULES = frozenset({"GGUF-E002", "GGUF-E040"})
+DATA_RULES = frozenset({"GGUF-E002", "GGUF-E040", "GGUF-E041"})
 #: rules about the version and byte order, which the caller chose: never warned about
 VARIANT_RULES = frozenset({"GGUF-E010", "GGUF-E011", "GGUF-E012"})
 

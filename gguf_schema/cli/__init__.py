@@ -14,7 +14,7 @@ library warnings (:class:`~gguf_schema.errors.GGUFWarning`) print as
 
 Modules: :mod:`.commands` (inspect, edit, convert, split, merge, diff, build),
 :mod:`.model_commands` (estimate, export), :mod:`.check` (check, rules, audit-spec), :mod:`.generate` (generate, demo),
-:mod:`.scan` (scan), :mod:`.quantize` (quantize), :mod:`.text_values` (typed values from command-line text), :mod:`.progress` (the progress bar),
+:mod:`.scan` (scan), :mod:`.quantize` (quantize), :mod:`.audit` (audit), :mod:`.text_values` (typed values from command-line text), :mod:`.progress` (the progress bar),
 :mod:`.conventions` (output encoding, the JSON encoder, reading options, warnings, exit codes).
 
 Remote files: every command that reads a file takes a URL too (``https://``, ``hf://``, ``s3://``
@@ -41,14 +41,14 @@ from .. import __version__
 from ..check.validate import PROFILES
 from ..errors import GGUFError
 from ..writer import strict_writes
-from . import check, commands, generate, model_commands, quantize, scan
+from . import audit, check, commands, generate, model_commands, quantize, scan
 from .conventions import EXIT_ERROR, add_open_options, library_warnings, output_streams
 
 __all__ = ["build_parser", "main", "parse_storage_option"]
 
 #: modules that own subcommands: each has ``register_cli(subparsers)`` adding its parsers,
 #: each parser with ``set_defaults(func=handler)`` where ``handler(args) -> int`` is the exit code.
-COMMAND_MODULES = (generate, commands, model_commands, check, scan, quantize)
+COMMAND_MODULES = (generate, commands, model_commands, check, scan, quantize, audit)
 
 #: commands that write GGUF files: they take ``--strict PROFILE``
 WRITING_COMMANDS = ("build", "set", "set-file", "delete", "rename", "convert", "split", "merge", "quantize")

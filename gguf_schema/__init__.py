@@ -26,6 +26,7 @@ from .errors import (
     GGUFChangedError,
     GGUFConnectionError,
     GGUFDependencyError,
+    GGUFDocumentError,
     GGUFError,
     GGUFFileNotFoundError,
     GGUFFormatError,
@@ -38,6 +39,7 @@ from .errors import (
     GGUFTimeoutError,
     GGUFTruncatedError,
     GGUFValidationError,
+    GGUFWarning,
 )
 from .format.limits import Limits
 from .format.source import Source, SourceLike
@@ -108,6 +110,7 @@ __all__ = [
     "GGUFChangedError",
     "GGUFConnectionError",
     "GGUFDependencyError",
+    "GGUFDocumentError",
     "GGUFError",
     "GGUFFile",
     "GGUFFileNotFoundError",
@@ -121,6 +124,7 @@ __all__ = [
     "GGUFTimeoutError",
     "GGUFTruncatedError",
     "GGUFValidationError",
+    "GGUFWarning",
     "LazyStrings",
     "Limits",
     "Metadata",

@@ -9,7 +9,10 @@ owns how each one reads and writes bytes, checks what a file claims, and reports
   the schema path (construct passes it to each node) and the value, so nothing upstream has to
   interpret construct's own messages;
 * speed lives in :class:`ArrayItems`, the body of a metadata array: one ``numpy.frombuffer``
-  for numbers, one tight loop for strings (or, lazily, a length-only scan).
+  for numbers, one walk over the strings (decoding them, or lazily a length-only scan). The walk
+  is compiled when the optional module ``gguf_schema.format._scan`` was built (``csrc/scan.c``:
+  :data:`compiled_scan`); the Python loops here are the fallback and the reference, and both
+  raise the same errors (:meth:`ArrayItems.string_error` names the string where either stops).
 
 >>> from construct import Struct
 >>> s = Struct("n" / Number("<L"), "s" / StringBytes(this.n, 4))
@@ -20,11 +23,12 @@ b'hi'
 from __future__ import annotations
 
 import contextlib
+import os
 import struct
 from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 from construct import Adapter, Array, Bytes, Construct, Container, FormatField, ListContainer, evaluate, this
@@ -34,6 +38,17 @@ from .limits import DEFAULT_LIMITS, MAX_SAFE_DEPTH, Limits
 from .source import ByteReader
 from .types import ValueType
 from .values import STRIDE, BoolByte, Field, GGUFArray, LazyStrings
+
+if os.environ.get("GGUF_SCHEMA_NO_KERNELS") == "1":  # the same switch that skips building it
+    compiled_scan = None
+else:
+    try:
+        from . import _scan as compiled_scan
+    except ImportError:  # built without a C compiler: the Python loops of ArrayItems do the walk
+        compiled_scan = None  # type: ignore[assignment]
+
+#: the longest string length the compiled walk takes as a cap (a length field holds at most this)
+_U64_MAX = 2**64 - 1
 
 __all__ = [
     "AlignmentPadding",
@@ -52,6 +67,7 @@ __all__ = [
     "TensorInfoArray",
     "ValueTypeField",
     "Verbatim",
+    "compiled_scan",
     "limits_of",
     "min_value_size",
     "numbers",
@@ -708,40 +724,75 @@ class ArrayItems(Construct):
                 raise GGUFFormatError("inconsistent array", offset=start, path=where(f"{path}[{i}]")) from None
         return out
 
-    def _parse_strings(self, r: ByteReader, n: int, limits: Limits, path: str, decode: bool = True) -> list[str]:
-        """Decode ``n`` strings; ``decode=False`` only walks their lengths (to name the one that fails)."""
+    def _parse_strings(self, r: ByteReader, n: int, limits: Limits, path: str) -> list[str]:
+        """Decode ``n`` strings (invalid UTF-8 kept as surrogate escapes): compiled, or :meth:`walk_strings`."""
+        if compiled_scan is None:
+            return self.walk_strings(r, n, limits, path)
+        stopped, at, items = compiled_scan.decode(
+            r.data, r.pos, n, self.length.size, self.byte_order == "big", min(limits.max_string_length, _U64_MAX)
+        )
+        if items is None:
+            self.string_error(r, stopped, n, at, limits.max_string_length, path)
+        r.pos = at
+        return items
+
+    def _skip_strings(self, r: ByteReader, n: int, limits: Limits, path: str) -> LazyStrings:
+        """Check ``n`` strings without decoding them: the lazy open's only loop; compiled, or :meth:`skip_strings`.
+
+        Hands out a view of the strings' bytes, not a copy, and where every STRIDE-th string starts
+        (the index of :class:`LazyStrings`).
+        """
+        if compiled_scan is None:
+            end, marks = self.skip_strings(r, n, limits, path)
+        else:
+            stopped, end, found = compiled_scan.skip(
+                r.data,
+                r.pos,
+                n,
+                self.length.size,
+                self.byte_order == "big",
+                min(limits.max_string_length, _U64_MAX),
+                STRIDE,
+            )
+            if found is None:
+                self.string_error(r, stopped, n, end, limits.max_string_length, path)
+            marks = array("Q")
+            marks.frombytes(found)
+        raw = memoryview(r.data)[r.pos : end]
+        r.pos = end
+        return LazyStrings(raw, n, self.length.format, marks)
+
+    def walk_strings(self, r: ByteReader, n: int, limits: Limits, path: str, decode: bool = True) -> list[str]:
+        """The Python walk: decode ``n`` strings (``decode=False`` only checks them); the reference of the compiled one."""
         lsize = self.length.size
         data, pos, size, unpack = r.data, r.pos, r.size, self.length.unpack_from
         cap = limits.max_string_length
         out = [""] * n
         for i in range(n):
             if pos + lsize > size:
-                raise GGUFTruncatedError(
-                    f"file ends inside the length of string {i} of {n}", offset=pos, path=where(f"{path}[{i}]")
-                )
+                self.string_error(r, i, n, pos, cap, path)
             (ln,) = unpack(data, pos)
             start = pos + lsize
+            if start + ln > size or ln > cap:
+                self.string_error(r, i, n, pos, cap, path)
             pos = start + ln
-            if pos > size or ln > cap:
-                _string_failure(r, i, ln, start - lsize, cap, path, lsize)
             if decode:
                 out[i] = str(data[start:pos], "utf-8", "surrogateescape")
         r.pos = pos
         return out
 
-    def _skip_strings(self, r: ByteReader, n: int, limits: Limits, path: str) -> LazyStrings:
-        """Find where ``n`` strings end without decoding them: the lazy open's only loop.
+    def skip_strings(self, r: ByteReader, n: int, limits: Limits, path: str) -> tuple[int, array[int]]:
+        """The Python length-only walk: where ``n`` strings end and the marks; the reference of the compiled one.
 
-        It notes where every STRIDE-th string starts (the index of :class:`LazyStrings`) and
-        hands out a view of the strings' bytes, not a copy. ``limits.max_string_length`` is
-        enforced here too: when all the strings together fit under it no single one can exceed
-        it; otherwise a second pass over the lengths finds the first one that does (if any).
+        The fast loop checks nothing per string; when the strings run past the buffer or all of
+        them together exceed ``limits.max_string_length`` (so one alone might), :meth:`walk_strings`
+        walks them again and names the first that fails, exactly as an eager parse does.
         """
         lsize = self.length.size
         data, start, unpack = r.data, r.pos, self.length.unpack_from
         marks, pos = array("Q"), start
         try:
-            for _ in range(n // STRIDE):  # this loop is the whole cost of a lazy open
+            for _ in range(n // STRIDE):  # this loop is the whole cost of a lazy open without the compiled walk
                 marks.append(pos - start)
                 for _ in range(STRIDE // 4):
                     pos += unpack(data, pos)[0] + lsize
@@ -755,18 +806,32 @@ class ArrayItems(Construct):
             marks.append(pos - start)
         except struct.error:
             pos = r.size + 1
-        if pos > r.size:
-            self._parse_strings(r, n, DEFAULT_LIMITS, path, decode=False)  # names the string that runs past the end
-        cap = limits.max_string_length
-        if pos - start - n * lsize > cap:
-            at = start
-            for i in range(n):
-                (ln,) = unpack(data, at)
-                if ln > cap:
-                    _string_failure(r, i, ln, at, cap, path, lsize)
-                at += lsize + ln
-        r.pos = pos
-        return LazyStrings(memoryview(data)[start:pos], n, self.length.format, marks)
+        if pos > r.size or pos - start - n * lsize > limits.max_string_length:
+            self.walk_strings(r, n, limits, path, decode=False)  # raises for the first string that fails
+            r.pos = start
+        return pos, marks
+
+    def string_error(self, r: ByteReader, i: int, n: int, at: int, cap: int, path: str) -> NoReturn:
+        """Raise the error for string ``i`` of ``n``, whose length field starts at ``at``: where both walks stop."""
+        lsize = self.length.size
+        if at + lsize > r.size:
+            raise GGUFTruncatedError(
+                f"file ends inside the length of string {i} of {n}", offset=at, path=where(f"{path}[{i}]")
+            )
+        (ln,) = self.length.unpack_from(r.data, at)
+        if ln > cap:
+            raise GGUFLimitError(
+                f"string of {ln:,} bytes exceeds max_string_length = {cap:,}",
+                offset=at,
+                path=where(f"{path}[{i}]"),
+                value=ln,
+            )
+        raise GGUFTruncatedError(
+            f"string length {ln:,} needs {ln:,} bytes, {max(0, r.size - at - lsize):,} left",
+            offset=at,
+            path=where(f"{path}[{i}]"),
+            value=ln,
+        )
 
     def _build(self, obj: Any, stream: Any, context: Any, path: str) -> Any:
         vt = evaluate(self.item_type, context)
@@ -792,22 +857,6 @@ class ArrayItems(Construct):
         else:
             stream.write(numeric_bytes(obj, vt, self.byte_order, path))
         return obj
-
-
-def _string_failure(r: ByteReader, i: int, ln: int, at: int, cap: int, path: str, lsize: int) -> None:
-    if ln > cap:
-        raise GGUFLimitError(
-            f"string of {ln:,} bytes exceeds max_string_length = {cap:,}",
-            offset=at,
-            path=where(f"{path}[{i}]"),
-            value=ln,
-        )
-    raise GGUFTruncatedError(
-        f"string length {ln:,} needs {ln:,} bytes, {max(0, r.size - at - lsize):,} left",
-        offset=at,
-        path=where(f"{path}[{i}]"),
-        value=ln,
-    )
 
 
 def numeric_bytes(items: Any, vt: ValueType, byte_order: str, path: str | None) -> bytes:

@@ -1,0 +1,206 @@
+/*
+ * gguf_schema.format._scan: the optional compiled walk over the body of a GGUF string array.
+ *
+ * A string array is `count` records of { length (uint32 in GGUF v1, uint64 after), bytes }.
+ * ArrayItems (format/nodes.py) reads it with this module when it was built, and with its own
+ * Python loop otherwise; the Python loop is the reference, and the tests check that both give
+ * the same strings, the same marks and the same errors on every file.
+ *
+ * Every length is checked before it is used: the length field must lie inside the buffer, the
+ * length must not exceed the caller's cap (Limits.max_string_length), and the string must end
+ * inside the buffer. The walk stops at the first string that fails one of these and reports
+ * where it stopped (its index and the offset of its length field): the Python side then raises
+ * the error, with the same offset, path and value as its own loop. Nothing is read past the
+ * buffer, whatever the file claims, and nothing is allocated from a claimed length.
+ *
+ * The GIL is held throughout (the decoder makes str objects; the walk alone costs about a
+ * nanosecond a string); the buffer is held through the buffer protocol while it is read.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+/* One length field, in the file's byte order. */
+static inline uint64_t load_length(const unsigned char *p, int size4, int swap) {
+    if (size4) {
+        uint32_t v;
+        memcpy(&v, p, 4);
+        if (swap)
+            v = (v >> 24) | ((v >> 8) & 0xff00u) | ((v << 8) & 0xff0000u) | (v << 24);
+        return v;
+    }
+    uint64_t v;
+    memcpy(&v, p, 8);
+    if (swap) {
+        uint64_t r = 0;
+        for (int k = 0; k < 8; k++) {
+            r = (r << 8) | (v & 0xff);
+            v >>= 8;
+        }
+        v = r;
+    }
+    return v;
+}
+
+typedef struct {
+    const unsigned char *data;
+    uint64_t size;      /* bytes in the buffer */
+    uint64_t pos;       /* where the next length field starts */
+    uint64_t cap;       /* the longest string allowed */
+    unsigned lsize;     /* 4 or 8 */
+    int swap;           /* the file's byte order is not the machine's */
+} walk_t;
+
+/* Step over one string; 0 and `walk` unchanged when it fails a check, else 1 with
+ * *start and *length set to the string's bytes. */
+static inline int step(walk_t *w, uint64_t *start, uint64_t *length) {
+    if (w->size - w->pos < w->lsize)
+        return 0;
+    uint64_t n = load_length(w->data + w->pos, w->lsize == 4, w->swap);
+    uint64_t left = w->size - w->pos - w->lsize;
+    if (n > w->cap || n > left)
+        return 0;
+    *start = w->pos + w->lsize;
+    *length = n;
+    w->pos = *start + n;
+    return 1;
+}
+
+/* The arguments both functions take: buffer, position, count, length size, big-endian flag, cap. */
+static int parse_walk(PyObject *args, Py_buffer *view, walk_t *w, Py_ssize_t *count, Py_ssize_t *extra,
+                      const char *format) {
+    Py_ssize_t pos;
+    int lsize, big;
+    unsigned long long cap;
+    if (extra != NULL) {
+        if (!PyArg_ParseTuple(args, format, view, &pos, count, &lsize, &big, &cap, extra))
+            return 0;
+    } else if (!PyArg_ParseTuple(args, format, view, &pos, count, &lsize, &big, &cap)) {
+        return 0;
+    }
+    if ((lsize != 4 && lsize != 8) || pos < 0 || pos > view->len || *count < 0 || (extra != NULL && *extra <= 0)) {
+        PyBuffer_Release(view);
+        PyErr_SetString(PyExc_ValueError,
+                        "length size must be 4 or 8, the position inside the buffer, the count and stride >= 0");
+        return 0;
+    }
+    w->data = (const unsigned char *)view->buf;
+    w->size = (uint64_t)view->len;
+    w->pos = (uint64_t)pos;
+    w->cap = (uint64_t)cap;
+    w->lsize = (unsigned)lsize;
+#if PY_BIG_ENDIAN
+    w->swap = !big;
+#else
+    w->swap = big != 0;
+#endif
+    return 1;
+}
+
+static PyObject *py_skip(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    walk_t w;
+    Py_ssize_t count, stride;
+    if (!parse_walk(args, &view, &w, &count, &stride, "y*nnipKn"))
+        return NULL;
+    /* every string takes at least its length field: the walk stops by this index, whatever `count` says */
+    Py_ssize_t possible = (Py_ssize_t)((w.size - w.pos) / w.lsize) + 1;
+    Py_ssize_t bounded = count < possible ? count : possible;
+    Py_ssize_t n_marks = bounded / stride + (bounded % stride != 0) + 1;
+    PyObject *marks = PyBytes_FromStringAndSize(NULL, n_marks * (Py_ssize_t)sizeof(uint64_t));
+    if (marks == NULL) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    uint64_t *m = (uint64_t *)PyBytes_AS_STRING(marks);
+    const uint64_t origin = w.pos;
+    uint64_t start, length;
+    Py_ssize_t i = 0;
+    for (; i < count; i++) {
+        if (i % stride == 0)
+            *m++ = w.pos - origin;
+        if (!step(&w, &start, &length))
+            break;
+    }
+    PyBuffer_Release(&view);
+    if (i < count) {
+        Py_DECREF(marks);
+        return Py_BuildValue("nKO", i, (unsigned long long)w.pos, Py_None);
+    }
+    *m = w.pos - origin;
+    return Py_BuildValue("nKN", i, (unsigned long long)w.pos, marks);
+}
+
+/* One string as str: pure ASCII (most tokens) copied into a new compact str, anything else through
+ * CPython's UTF-8 decoder with surrogate escapes, which is what str(b, "utf-8", "surrogateescape") does. */
+static PyObject *to_str(const unsigned char *p, uint64_t length) {
+    if (length > 1) { /* 0 and 1 bytes: the decoder hands out its shared singletons */
+        unsigned char any = 0;
+        for (uint64_t k = 0; k < length; k++)
+            any |= p[k];
+        if (any < 0x80) {
+            PyObject *s = PyUnicode_New((Py_ssize_t)length, 127);
+            if (s != NULL)
+                memcpy(PyUnicode_DATA(s), p, (size_t)length);
+            return s;
+        }
+    }
+    return PyUnicode_DecodeUTF8((const char *)p, (Py_ssize_t)length, "surrogateescape");
+}
+
+static PyObject *py_decode(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    walk_t w;
+    Py_ssize_t count;
+    if (!parse_walk(args, &view, &w, &count, NULL, "y*nnipK"))
+        return NULL;
+    Py_ssize_t possible = (Py_ssize_t)((w.size - w.pos) / w.lsize) + 1;
+    PyObject *out = PyList_New(count < possible ? count : possible); /* no allocation from a claimed count */
+    if (out == NULL) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    uint64_t start, length;
+    Py_ssize_t i = 0;
+    for (; i < count; i++) {
+        if (!step(&w, &start, &length))
+            break; /* reached by i < possible at the latest */
+        PyObject *s = to_str(w.data + start, length);
+        if (s == NULL) { /* out of memory: nothing else can fail with surrogateescape */
+            PyBuffer_Release(&view);
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyList_SET_ITEM(out, i, s);
+    }
+    PyBuffer_Release(&view);
+    if (i < count) {
+        Py_DECREF(out); /* the items not yet set are NULL, which the list's deallocation skips */
+        return Py_BuildValue("nKO", i, (unsigned long long)w.pos, Py_None);
+    }
+    return Py_BuildValue("nKN", i, (unsigned long long)w.pos, out);
+}
+
+static PyMethodDef methods[] = {
+    {"skip", py_skip, METH_VARARGS,
+     "skip(data, pos, count, length_size, big_endian, max_length, stride) -> (stopped, at, marks)\n\n"
+     "Walk `count` strings from `pos` without decoding them. `stopped` is the index of the first string that "
+     "fails a check (its length field past the end, longer than max_length, or running past the end), and `at` "
+     "where its length field starts; when all pass, `stopped` == count, `at` is the end of the last string and "
+     "`marks` is bytes of native uint64: the offset from `pos` of strings 0, stride, 2*stride ... and the end. "
+     "Otherwise marks is None."},
+    {"decode", py_decode, METH_VARARGS,
+     "decode(data, pos, count, length_size, big_endian, max_length) -> (stopped, at, strings)\n\n"
+     "As skip, but decode each string as UTF-8 with surrogate escapes for invalid bytes: `strings` is the "
+     "list of str when all pass, else None."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "gguf_schema.format._scan",
+    "Optional compiled walk over GGUF string arrays (see gguf_schema.format.nodes.ArrayItems).", -1, methods,
+    NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__scan(void) { return PyModule_Create(&module); }

@@ -804,7 +804,7 @@ class ArrayItems(Construct):
                 for _ in range(n % STRIDE):
                     pos += unpack(data, pos)[0] + lsize
             marks.append(pos - start)
-        except struct.error:
+        except (struct.error, OverflowError):  # past the end, or a length past anything an offset can be
             pos = r.size + 1
         if pos > r.size or pos - start - n * lsize > limits.max_string_length:
             self.walk_strings(r, n, limits, path, decode=False)  # raises for the first string that fails

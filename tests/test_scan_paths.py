@@ -134,7 +134,17 @@ def string_array_file(strings: list[bytes], *, version: int = 3, byte_order: str
 @pytest.mark.parametrize(("version", "order"), [(3, "little"), (3, "big"), (1, "little"), (1, "big")])
 def test_invalid_utf8_is_kept_as_surrogate_escapes_by_both_paths(version, order, monkeypatch):
     rng = random.Random(7)
-    pool = [b"", b"a", b"\xff", b"\xc3\xa9", b"\xe2\x82", b"\xed\xa0\x80", b"\xf4\x90\x80\x80", b"\xc0\xaf", "é".encode()]
+    pool = [
+        b"",
+        b"a",
+        b"\xff",
+        b"\xc3\xa9",
+        b"\xe2\x82",
+        b"\xed\xa0\x80",
+        b"\xf4\x90\x80\x80",
+        b"\xc0\xaf",
+        "é".encode(),
+    ]
     strings = [rng.choice(pool) + bytes(rng.randrange(256) for _ in range(rng.randrange(6))) for _ in range(700)]
     strings += [bytes(range(128)), bytes(range(128, 256)), "日本語".encode(), "\U0001f600".encode()]
     data, _ = string_array_file(strings, version=version, byte_order=order)

@@ -39,13 +39,12 @@ from .source import ByteReader
 from .types import ValueType
 from .values import STRIDE, BoolByte, Field, GGUFArray, LazyStrings
 
-if os.environ.get("GGUF_SCHEMA_NO_KERNELS") == "1":  # the same switch that skips building it
-    compiled_scan = None
-else:
-    try:
-        from . import _scan as compiled_scan
-    except ImportError:  # built without a C compiler: the Python loops of ArrayItems do the walk
-        compiled_scan = None  # type: ignore[assignment]
+try:
+    from . import _scan as compiled_scan
+except ImportError:  # built without a C compiler: the Python loops of ArrayItems do the walk
+    compiled_scan = None  # type: ignore[assignment]
+if os.environ.get("GGUF_SCHEMA_NO_KERNELS") == "1":  # the switch that skips building it also turns it off
+    compiled_scan = None  # type: ignore[assignment]
 
 #: the longest string length the compiled walk takes as a cap (a length field holds at most this)
 _U64_MAX = 2**64 - 1

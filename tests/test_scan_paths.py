@@ -75,18 +75,18 @@ def big_endian_copy(data: bytes) -> bytes:
 
 
 @compiled
-@pytest.mark.parametrize("lazy", [False, True], ids=["eager", "lazy"])
-def test_paths_agree_on_every_vocab_file_in_both_byte_orders(vocab_file, lazy, monkeypatch):
+def test_paths_agree_on_every_vocab_file_in_both_byte_orders(vocab_file, monkeypatch):
     data = vocab_file.read_bytes()
-    result = assert_agree(data, monkeypatch, lazy=lazy)
-    assert result[0] == "ok"
-    if lazy:  # the marks are where every STRIDE-th string starts, as the independent walk finds them
-        assert result[2]
-        for marks, raw, fmt, count in result[2]:
-            assert marks == list(string_marks(raw, count, fmt)) and len(marks) == -(-count // STRIDE) + 1
     big = big_endian_copy(data)
-    other = assert_agree(big, monkeypatch, lazy=lazy)
-    assert other[0] == "ok" and other[1] == result[1]
+    for lazy in (False, True):
+        result = assert_agree(data, monkeypatch, lazy=lazy)
+        assert result[0] == "ok"
+        if lazy:  # the marks are where every STRIDE-th string starts, as the independent walk finds them
+            assert result[2]
+            for marks, raw, fmt, count in result[2]:
+                assert marks == list(string_marks(raw, count, fmt)) and len(marks) == -(-count // STRIDE) + 1
+        other = assert_agree(big, monkeypatch, lazy=lazy)
+        assert other[0] == "ok" and other[1] == result[1]
 
 
 @compiled
@@ -235,3 +235,42 @@ def test_without_the_compiled_walk_strings_still_decode_and_index(monkeypatch):
         assert lazy.fields.records == eager.fields.records
         tokens = lazy.metadata["tokenizer.ggml.tokens"]
         assert tokens[-1] == eager.metadata["tokenizer.ggml.tokens"][-1]
+
+
+@compiled
+def test_compiled_decoding_equals_pythons_on_random_and_boundary_bytes():
+    """Each decoded str equals ``str(b, "utf-8", "surrogateescape")`` (same characters, same width)."""
+    rng = random.Random(3)
+    edges = [0, 0x7F, 0x80, 0xFF, 0x100, 0x7FF, 0x800, 0xFFF, 0x1000, 0xD7FF, 0xE000, 0xFFFD, 0xFFFF, 0x10000, 0x10FFFF]
+    samples = [chr(cp).encode() for cp in edges] + [b"a" + chr(cp).encode() + b"z" for cp in edges]
+    samples += [  # not UTF-8: surrogates, overlong forms, past U+10FFFF, cut sequences, stray bytes
+        b"\xed\xa0\x80",
+        b"\xed\xbf\xbf",
+        b"\xc0\x80",
+        b"\xc1\xbf",
+        b"\xe0\x80\x80",
+        b"\xe0\x9f\xbf",
+        b"\xf0\x80\x80\x80",
+        b"\xf0\x8f\xbf\xbf",
+        b"\xf4\x90\x80\x80",
+        b"\xf5\x80\x80\x80",
+        b"\xf8\x88\x80\x80\x80",
+        b"\xff",
+        b"\x80",
+        b"\xc3",
+        b"\xe2\x82",
+        b"\xf0\x9f\x98",
+        b"ab\xe2\x82",
+        b"\xe2\x82\xac\xe2",
+    ]
+    valid = [cp for cp in range(0x110000) if not 0xD800 <= cp < 0xE000]
+    for _ in range(3000):
+        samples.append("".join(chr(rng.choice(valid)) for _ in range(rng.randrange(5))).encode())
+        samples.append(
+            bytes(rng.choice((rng.randrange(128), rng.randrange(128, 256))) for _ in range(rng.randrange(9)))
+        )
+    raw = b"".join(struct.pack("<Q", len(b)) + b for b in samples)
+    stopped, at, got = nodes.compiled_scan.decode(raw, 0, len(samples), 8, False, 2**64 - 1)
+    want = [b.decode("utf-8", "surrogateescape") for b in samples]
+    assert (stopped, at) == (len(samples), len(raw)) and got == want
+    assert [s.encode("utf-8", "surrogateescape") for s in got] == samples

@@ -132,21 +132,94 @@ static PyObject *py_skip(PyObject *self, PyObject *args) {
     return Py_BuildValue("nKN", i, (unsigned long long)w.pos, marks);
 }
 
-/* One string as str: pure ASCII (most tokens) copied into a new compact str, anything else through
- * CPython's UTF-8 decoder with surrogate escapes, which is what str(b, "utf-8", "surrogateescape") does. */
-static PyObject *to_str(const unsigned char *p, uint64_t length) {
-    if (length > 1) { /* 0 and 1 bytes: the decoder hands out its shared singletons */
-        unsigned char any = 0;
-        for (uint64_t k = 0; k < length; k++)
-            any |= p[k];
-        if (any < 0x80) {
-            PyObject *s = PyUnicode_New((Py_ssize_t)length, 127);
-            if (s != NULL)
-                memcpy(PyUnicode_DATA(s), p, (size_t)length);
-            return s;
+/* Validate UTF-8 as CPython's strict decoder does (no overlong forms, no surrogates, nothing past
+ * U+10FFFF, no truncated sequence): 1 with the number of code points and the largest one, or 0. */
+static int utf8_measure(const unsigned char *p, uint64_t length, Py_ssize_t *chars, Py_UCS4 *largest) {
+    Py_ssize_t n = 0;
+    Py_UCS4 top = 0;
+    uint64_t i = 0;
+    while (i < length) {
+        unsigned c = p[i];
+        Py_UCS4 cp;
+        if (c < 0x80) {
+            cp = c;
+            i += 1;
+        } else if (c < 0xC2) { /* a continuation byte, or an overlong 2-byte lead */
+            return 0;
+        } else if (c < 0xE0) {
+            if (length - i < 2 || (p[i + 1] & 0xC0) != 0x80)
+                return 0;
+            cp = ((Py_UCS4)(c & 0x1F) << 6) | (p[i + 1] & 0x3F);
+            i += 2;
+        } else if (c < 0xF0) {
+            if (length - i < 3 || (p[i + 1] & 0xC0) != 0x80 || (p[i + 2] & 0xC0) != 0x80)
+                return 0;
+            if ((c == 0xE0 && p[i + 1] < 0xA0) || (c == 0xED && p[i + 1] >= 0xA0)) /* overlong; surrogate */
+                return 0;
+            cp = ((Py_UCS4)(c & 0x0F) << 12) | ((Py_UCS4)(p[i + 1] & 0x3F) << 6) | (p[i + 2] & 0x3F);
+            i += 3;
+        } else if (c < 0xF5) {
+            if (length - i < 4 || (p[i + 1] & 0xC0) != 0x80 || (p[i + 2] & 0xC0) != 0x80 ||
+                (p[i + 3] & 0xC0) != 0x80)
+                return 0;
+            if ((c == 0xF0 && p[i + 1] < 0x90) || (c == 0xF4 && p[i + 1] >= 0x90)) /* overlong; past U+10FFFF */
+                return 0;
+            cp = ((Py_UCS4)(c & 0x07) << 18) | ((Py_UCS4)(p[i + 1] & 0x3F) << 12) |
+                 ((Py_UCS4)(p[i + 2] & 0x3F) << 6) | (p[i + 3] & 0x3F);
+            i += 4;
+        } else {
+            return 0;
         }
+        if (cp > top)
+            top = cp;
+        n++;
     }
-    return PyUnicode_DecodeUTF8((const char *)p, (Py_ssize_t)length, "surrogateescape");
+    *chars = n;
+    *largest = top;
+    return 1;
+}
+
+/* One string as str, equal to str(b, "utf-8", "surrogateescape"). Valid UTF-8 (nearly every token)
+ * is measured, then written into a str of the right width at once; one code point below 256 is
+ * CPython's shared single-character str; anything else goes through CPython's own decoder, which
+ * turns invalid bytes into surrogate escapes. */
+static PyObject *to_str(const unsigned char *p, uint64_t length) {
+    Py_ssize_t chars;
+    Py_UCS4 largest;
+    if (length == 0 || !utf8_measure(p, length, &chars, &largest))
+        return PyUnicode_DecodeUTF8((const char *)p, (Py_ssize_t)length, "surrogateescape");
+    if (chars == 1 && largest < 256)
+        return PyUnicode_FromOrdinal((int)largest);
+    PyObject *s = PyUnicode_New(chars, largest);
+    if (s == NULL)
+        return NULL;
+    if (largest < 0x80) {
+        memcpy(PyUnicode_DATA(s), p, (size_t)length);
+        return s;
+    }
+    int kind = PyUnicode_KIND(s);
+    void *data = PyUnicode_DATA(s);
+    Py_ssize_t k = 0;
+    for (uint64_t i = 0; i < length; k++) { /* validated above: every sequence is complete */
+        unsigned c = p[i];
+        Py_UCS4 cp;
+        if (c < 0x80) {
+            cp = c;
+            i += 1;
+        } else if (c < 0xE0) {
+            cp = ((Py_UCS4)(c & 0x1F) << 6) | (p[i + 1] & 0x3F);
+            i += 2;
+        } else if (c < 0xF0) {
+            cp = ((Py_UCS4)(c & 0x0F) << 12) | ((Py_UCS4)(p[i + 1] & 0x3F) << 6) | (p[i + 2] & 0x3F);
+            i += 3;
+        } else {
+            cp = ((Py_UCS4)(c & 0x07) << 18) | ((Py_UCS4)(p[i + 1] & 0x3F) << 12) |
+                 ((Py_UCS4)(p[i + 2] & 0x3F) << 6) | (p[i + 3] & 0x3F);
+            i += 4;
+        }
+        PyUnicode_WRITE(kind, data, k, cp);
+    }
+    return s;
 }
 
 static PyObject *py_decode(PyObject *self, PyObject *args) {

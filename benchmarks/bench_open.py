@@ -37,15 +37,15 @@ def hwm_kb():  # this process's peak RSS (ru_maxrss would include the parent's a
 sys.path.insert(0, {here!r})
 {imports}
 rss0, anon0 = hwm_kb(), status_kb("RssAnon")
-best, rss1 = float("inf"), None
+best, cpu, rss1 = float("inf"), float("inf"), None
 for i in range({repeat}):
-    _t0 = time.perf_counter()
+    _t0, _c0 = time.perf_counter(), time.process_time()
     {action}
-    best = min(best, time.perf_counter() - _t0)
+    best, cpu = min(best, time.perf_counter() - _t0), min(cpu, time.process_time() - _c0)
     if rss1 is None:  # peak of the first run, before freed memory is reused by later ones
         rss1, anon1 = hwm_kb(), status_kb("RssAnon")  # anon: while the result is still held
     {after}
-print(json.dumps({{"seconds": best, "rss_mb": (rss1 - rss0) / 1024, "peak_mb": rss1 / 1024, "base_mb": rss0 / 1024,
+print(json.dumps({{"seconds": best, "cpu": cpu, "rss_mb": (rss1 - rss0) / 1024, "peak_mb": rss1 / 1024, "base_mb": rss0 / 1024,
                   "anon_mb": (anon1 - anon0) / 1024}}))
 """
 
@@ -136,25 +136,35 @@ def default_model() -> str | None:
     return str(g.assemble())
 
 
-def bench_open(path: str, repeat: int, skip_gguf: bool, lib: str | None) -> list[str]:
+def bench_open(path: str, repeat: int, skip_gguf: bool, lib: str | None, baseline: str | None) -> list[str]:
+    readers = dict(READERS)
+    if baseline:  # the same readers from another checkout (the version before), first on sys.path
+        for name in ("gguf-schema open (eager)", "gguf-schema lazy open + one token"):
+            imports, action, after, _ = READERS[name]
+            readers[f"{name}, baseline {os.path.basename(baseline.rstrip('/'))}"] = (
+                f"sys.path.insert(0, {baseline!r}); {imports}; assert gguf_schema.__file__.startswith({baseline!r})",
+                action,
+                after,
+                {},
+            )
     rows = {}
-    for name, (imports, action, after, env) in READERS.items():
+    for name, (imports, action, after, env) in readers.items():
         if (skip_gguf and name.startswith("gguf package")) or (lib is None and name.startswith("ggml")):
             continue
         rows[name] = run_child(imports, action, after, env, path, 1 if name in ONCE else repeat, lib)
-    floor = rows["struct.unpack_from loop (floor)"]["seconds"]
-    ggml = rows.get("ggml gguf_init_from_file (C, no_alloc)", {}).get("seconds")
+    floor = rows["struct.unpack_from loop (floor)"]["cpu"]
+    ggml = rows.get("ggml gguf_init_from_file (C, no_alloc)", {}).get("cpu")
     lines = [
         f"Model: `{os.path.basename(path)}` ({os.path.getsize(path):,} bytes)",
         "",
-        "| reader | open time | vs ggml's C reader | vs struct floor | peak RSS | growth over its imports "
-        "| private memory growth (RssAnon) |",
-        "|---|---|---|---|---|---|---|",
+        "| reader | open time | CPU time | vs ggml's C reader (CPU) | vs struct floor (CPU) | peak RSS "
+        "| growth over its imports | private memory growth (RssAnon) |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for name, r in rows.items():
-        vs_ggml = _ratio(r["seconds"], ggml) if ggml else "not run (--ggml-lib)"
+        vs_ggml = _ratio(r["cpu"], ggml) if ggml else "not run (--ggml-lib)"
         lines.append(
-            f"| {name} | {r['seconds'] * 1000:.1f} ms | {vs_ggml} | {_ratio(r['seconds'], floor)} "
+            f"| {name} | {r['seconds'] * 1000:.1f} ms | {r['cpu'] * 1000:.1f} ms | {vs_ggml} | {_ratio(r['cpu'], floor)} "
             f"| {r['peak_mb']:.0f} MB | {r['rss_mb']:.1f} MB | {r['anon_mb']:.1f} MB |"
         )
     return lines
@@ -263,10 +273,17 @@ def make_vocab(path: str, n_tokens: int) -> None:
     )
 
 
+def _t(r: dict) -> str:
+    """Wall time (CPU time) of a child's best run."""
+    unit, scale = ("ms", 1000) if r["seconds"] < 1 else ("s", 1)
+    return f"{r['seconds'] * scale:.{1 if unit == 'ms' else 2}f} {unit} ({r['cpu'] * scale:.{1 if unit == 'ms' else 2}f} {unit})"
+
+
 def bench_scaling(sizes: list[int], repeat: int) -> list[str]:
     lines = [
-        "| tokens | file size | eager open | eager per token | eager RSS growth | lazy open | lazy RSS growth "
-        "(of it private) | lazy + one token | lazy + one token, Python loops | struct floor | floor RSS growth |",
+        "| tokens | file size | eager open (CPU) | eager per token (CPU) | eager RSS growth | lazy open (CPU) "
+        "| lazy RSS growth (of it private) | lazy + one token (CPU) | lazy + one token, Python loops (CPU) "
+        "| struct floor (CPU) | floor RSS growth |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     with tempfile.TemporaryDirectory() as d:
@@ -280,10 +297,9 @@ def bench_scaling(sizes: list[int], repeat: int) -> list[str]:
             slow = run_child(*READERS["gguf-schema lazy open + one token, Python loops"], p, repeat)
             floor = run_child(*READERS["struct.unpack_from loop (floor)"], p, 1)
             lines.append(
-                f"| {n:,} | {os.path.getsize(p) / 1e6:.0f} MB | {eager['seconds']:.3f} s | {eager['seconds'] / n * 1e9:.0f} ns "
-                f"| {eager['rss_mb']:.0f} MB | {lazy['seconds'] * 1000:.1f} ms | {lazy['rss_mb']:.1f} MB ({lazy['anon_mb']:.1f} MB) "
-                f"| {lookup['seconds'] * 1000:.1f} ms | {slow['seconds'] * 1000:.0f} ms | {floor['seconds']:.2f} s "
-                f"| {floor['rss_mb']:.0f} MB |"
+                f"| {n:,} | {os.path.getsize(p) / 1e6:.0f} MB | {_t(eager)} | {eager['cpu'] / n * 1e9:.0f} ns "
+                f"| {eager['rss_mb']:.0f} MB | {_t(lazy)} | {lazy['rss_mb']:.1f} MB ({lazy['anon_mb']:.1f} MB) "
+                f"| {_t(lookup)} | {_t(slow)} | {_t(floor)} | {floor['rss_mb']:.0f} MB |"
             )
             os.unlink(p)
     return lines
@@ -302,6 +318,7 @@ def main() -> None:
     ap.add_argument("--scaling", default="1,4,16", help="vocabulary sizes in units of 2**20 tokens ('' to skip)")
     ap.add_argument("--skip-gguf", action="store_true", help="do not run the (slow) gguf package reader")
     ap.add_argument("--ggml-lib", default=None, help="a libggml-base.so: time ggml's gguf_init_from_file beside ours")
+    ap.add_argument("--baseline", default=None, help="a checkout of an earlier gguf-schema to time beside this one")
     ap.add_argument("--out", default=str(HERE / "results" / "open.md"))
     args = ap.parse_args()
     model = args.model or default_model()
@@ -317,7 +334,7 @@ def main() -> None:
         report += [
             "## Open (all metadata + tensor infos)",
             "",
-            *bench_open(model, args.repeat, args.skip_gguf, args.ggml_lib),
+            *bench_open(model, args.repeat, args.skip_gguf, args.ggml_lib, args.baseline),
             "",
             "## Opens in a loop with the cyclic GC off (a dropped file is freed at once)",
             "",

@@ -17,7 +17,7 @@ import pytest
 
 import gguf_schema
 from gguf_schema import GGUFError, GGUFLimitError, GGUFTruncatedError, Limits
-from gguf_schema.format import nodes
+from gguf_schema.format import nodes, values
 from gguf_schema.format.values import STRIDE, GGUFArray, LazyStrings, string_marks
 from gguf_schema.reader import read
 from gguf_schema.testing.fixtures import fixture_files
@@ -274,3 +274,21 @@ def test_compiled_decoding_equals_pythons_on_random_and_boundary_bytes():
     want = [b.decode("utf-8", "surrogateescape") for b in samples]
     assert (stopped, at) == (len(samples), len(raw)) and got == want
     assert [s.encode("utf-8", "surrogateescape") for s in got] == samples
+    # and the check that finds the strings that are not UTF-8, without decoding, both ways
+    bad = [i for i, b in enumerate(samples) if not _is_utf8(b)]
+    assert 20 < len(bad) < len(samples) // 2
+    lazy = LazyStrings(raw, len(samples), "<Q")
+    assert lazy.invalid_utf8() == bad
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(values, "compiled_scan", None)
+        assert lazy.invalid_utf8() == bad
+    big = b"".join(struct.pack(">Q", len(b)) + b for b in samples)
+    assert LazyStrings(big, len(samples), ">Q").invalid_utf8() == bad
+
+
+def _is_utf8(b: bytes) -> bool:
+    try:
+        b.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True

@@ -8,3 +8,6 @@ def skip(
 def decode(
     data: Any, pos: int, count: int, length_size: int, big_endian: bool, max_length: int, /
 ) -> tuple[int, int, list[str] | None]: ...
+def invalid_utf8(
+    data: Any, pos: int, count: int, length_size: int, big_endian: bool, max_length: int, /
+) -> list[int]: ...

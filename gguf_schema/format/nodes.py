@@ -11,7 +11,7 @@ owns how each one reads and writes bytes, checks what a file claims, and reports
 * speed lives in :class:`ArrayItems`, the body of a metadata array: one ``numpy.frombuffer``
   for numbers, one walk over the strings (decoding them, or lazily a length-only scan). The walk
   is compiled when the optional module ``gguf_schema.format._scan`` was built (``csrc/scan.c``:
-  :data:`compiled_scan`); the Python loops here are the fallback and the reference, and both
+  ``compiled_scan``, from :mod:`~gguf_schema.format.values`); the Python loops here are the fallback and the reference, and both
   raise the same errors (:meth:`ArrayItems.string_error` names the string where either stops).
 
 >>> from construct import Struct
@@ -23,7 +23,6 @@ b'hi'
 from __future__ import annotations
 
 import contextlib
-import os
 import struct
 from array import array
 from collections.abc import Iterator
@@ -37,17 +36,7 @@ from ..errors import SHOWN, GGUFBuildError, GGUFError, GGUFFormatError, GGUFLimi
 from .limits import DEFAULT_LIMITS, MAX_SAFE_DEPTH, Limits
 from .source import ByteReader
 from .types import ValueType
-from .values import STRIDE, BoolByte, Field, GGUFArray, LazyStrings
-
-try:
-    from . import _scan as compiled_scan
-except ImportError:  # built without a C compiler: the Python loops of ArrayItems do the walk
-    compiled_scan = None  # type: ignore[assignment]
-if os.environ.get("GGUF_SCHEMA_NO_KERNELS") == "1":  # the switch that skips building it also turns it off
-    compiled_scan = None  # type: ignore[assignment]
-
-#: the longest string length the compiled walk takes as a cap (a length field holds at most this)
-_U64_MAX = 2**64 - 1
+from .values import _U64_MAX, STRIDE, BoolByte, Field, GGUFArray, LazyStrings, compiled_scan
 
 __all__ = [
     "AlignmentPadding",

@@ -255,6 +255,41 @@ static PyObject *py_decode(PyObject *self, PyObject *args) {
     return Py_BuildValue("nKN", i, (unsigned long long)w.pos, out);
 }
 
+static PyObject *py_invalid_utf8(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    walk_t w;
+    Py_ssize_t count;
+    if (!parse_walk(args, &view, &w, &count, NULL, "y*nnipK"))
+        return NULL;
+    PyObject *out = PyList_New(0);
+    if (out == NULL) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    uint64_t start, length;
+    Py_ssize_t chars;
+    Py_UCS4 largest;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        if (!step(&w, &start, &length)) {
+            PyBuffer_Release(&view);
+            Py_DECREF(out);
+            return PyErr_Format(PyExc_ValueError, "string %zd of %zd runs past the buffer", i, count);
+        }
+        if (length && !utf8_measure(w.data + start, length, &chars, &largest)) {
+            PyObject *index = PyLong_FromSsize_t(i);
+            if (index == NULL || PyList_Append(out, index) < 0) {
+                Py_XDECREF(index);
+                PyBuffer_Release(&view);
+                Py_DECREF(out);
+                return NULL;
+            }
+            Py_DECREF(index);
+        }
+    }
+    PyBuffer_Release(&view);
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"skip", py_skip, METH_VARARGS,
      "skip(data, pos, count, length_size, big_endian, max_length, stride) -> (stopped, at, marks)\n\n"
@@ -267,6 +302,10 @@ static PyMethodDef methods[] = {
      "decode(data, pos, count, length_size, big_endian, max_length) -> (stopped, at, strings)\n\n"
      "As skip, but decode each string as UTF-8 with surrogate escapes for invalid bytes: `strings` is the "
      "list of str when all pass, else None."},
+    {"invalid_utf8", py_invalid_utf8, METH_VARARGS,
+     "invalid_utf8(data, pos, count, length_size, big_endian, max_length) -> list of int\n\n"
+     "The indices of the strings that are not valid UTF-8 (as CPython's strict decoder judges); a ValueError "
+     "if the strings fail the walk's checks."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -86,7 +86,8 @@ def test_paths_agree_on_every_vocab_file_in_both_byte_orders(vocab_file, monkeyp
             for marks, raw, fmt, count in result[2]:
                 assert marks == list(string_marks(raw, count, fmt)) and len(marks) == -(-count // STRIDE) + 1
         other = assert_agree(big, monkeypatch, lazy=lazy)
-        assert other[0] == "ok" and other[1] == result[1]
+        assert other[0] == "ok" and (lazy or other[1] == result[1])  # lazily: the same marks, another byte order
+        assert [m[0] for m in other[2]] == [m[0] for m in result[2]]
 
 
 @compiled

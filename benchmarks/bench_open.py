@@ -175,6 +175,27 @@ def _ratio(seconds: float, base: float) -> str:
     return f"{1 / r:.2f}x faster" if r < 1 else f"{r:.2f}x slower"
 
 
+def bench_keys(path: str, repeat: int, baseline: str | None) -> list[str]:
+    """A file of many metadata pairs (``/work/scratch/hostile/keys800k.gguf``: 800,000 UINT32 keys)."""
+    imports, action, after, _ = READERS["gguf-schema open (eager)"]
+    rows = {
+        "gguf-schema open": run_child(imports, action, after, {}, path, repeat),
+        "gguf-schema open, Python loops": run_child(imports, action, after, SLOW, path, repeat),
+    }
+    if baseline:
+        rows["gguf-schema open, baseline"] = run_child(
+            f"sys.path.insert(0, {baseline!r}); {imports}", action, after, {}, path, repeat
+        )
+    lines = [
+        f"File: `{os.path.basename(path)}` ({os.path.getsize(path):,} bytes)",
+        "",
+        "| reader | open time (CPU) | peak RSS growth |",
+        "|---|---|---|",
+    ]
+    lines += [f"| {name} | {_t(r)} | {r['rss_mb']:.0f} MB |" for name, r in rows.items()]
+    return lines
+
+
 def bench_loop(path: str, opens: int = 10) -> list[str]:
     """Peak RSS of one eager open against ``opens`` opens in a loop, with the cyclic GC off."""
     imports = "import gc, gguf_schema; gc.disable()"
@@ -319,6 +340,8 @@ def main() -> None:
     ap.add_argument("--skip-gguf", action="store_true", help="do not run the (slow) gguf package reader")
     ap.add_argument("--ggml-lib", default=None, help="a libggml-base.so: time ggml's gguf_init_from_file beside ours")
     ap.add_argument("--baseline", default=None, help="a checkout of an earlier gguf-schema to time beside this one")
+    ap.add_argument("--keys", default=None, help="also time a file of many metadata pairs (e.g. keys800k.gguf)")
+    ap.add_argument("--skip-copy", action="store_true", help="do not run the copy benchmark")
     ap.add_argument("--out", default=str(HERE / "results" / "open.md"))
     args = ap.parse_args()
     model = args.model or default_model()
@@ -341,7 +364,10 @@ def main() -> None:
             *bench_loop(model),
             "",
         ]
-        report += ["## Copy (parse + build, byte-identical)", "", *bench_copy(model, args.repeat), ""]
+        if not args.skip_copy:
+            report += ["## Copy (parse + build, byte-identical)", "", *bench_copy(model, args.repeat), ""]
+    if args.keys:
+        report += ["## Many metadata pairs", "", *bench_keys(args.keys, max(1, args.repeat // 2), args.baseline), ""]
     if args.scaling:
         sizes = [int(x) for x in args.scaling.split(",") if x]
         report += [

@@ -7,6 +7,7 @@ marks of the lazy strings and the errors (class, message, offset, path, value) m
 
 from __future__ import annotations
 
+import gc
 import io
 import random
 import struct
@@ -46,7 +47,8 @@ def outcome(data: Any, *, lazy: bool, limits: Limits | None = None) -> tuple[Any
             lazies = [s for fld in records for s in _lazy_strings(fld.value)]
             marks = [(list(s._marks), bytes(s.raw), s.length_format, len(s)) for s in lazies]
             tensors = [(t.name, t.type, t.dims, t.offset) for t in f.tensor_list]
-            return ("ok", records, marks, tensors)
+            where = [(fld.offset, type(fld.value), type(fld.type)) for fld in records]
+            return ("ok", records, marks, tensors, where)
     except GGUFError as e:
         return ("error", type(e), str(e), e.offset, e.path, e.value if e.has_value else None)
 
@@ -293,3 +295,42 @@ def _is_utf8(b: bytes) -> bool:
     except UnicodeDecodeError:
         return False
     return True
+
+
+@compiled
+@pytest.mark.parametrize(("version", "order"), [(3, "little"), (3, "big"), (1, "little"), (2, "big")])
+def test_pairs_of_every_scalar_type_read_the_same_both_ways(version, order, monkeypatch):
+    vt = gguf_schema.ValueType
+    edges = {
+        vt.UINT8: [0, 255],
+        vt.INT8: [-128, 127],
+        vt.UINT16: [0, 65535],
+        vt.INT16: [-32768, 32767],
+        vt.UINT32: [0, 2**32 - 1],
+        vt.INT32: [-(2**31), 2**31 - 1],
+        vt.UINT64: [0, 2**64 - 1],
+        vt.INT64: [-(2**63), 2**63 - 1],
+        vt.BOOL: [False, True, gguf_schema.BoolByte(2), gguf_schema.BoolByte(255)],
+        vt.STRING: ["", "a", "é\udcff", "日本"],
+        vt.FLOAT32: [np.float32(1.5)],
+        vt.FLOAT64: [np.float64(-2.25)],
+    }
+    fields = [
+        gguf_schema.make_field(f"k.{t.name}.{j}", v, t) for t, values in edges.items() for j, v in enumerate(values)
+    ]
+    fields.append(gguf_schema.make_field("k.\udcfe", 7, vt.UINT32))  # a key that is not UTF-8
+    fields.append(gguf_schema.make_field("k.array", [1, 2], vt.ARRAY, vt.INT16))
+    fields.append(gguf_schema.make_field("k.after", "last", vt.STRING))
+    out = io.BytesIO()
+    gguf_schema.save(out, fields, {}, version=version, byte_order=order, sync=False)
+    for lazy in (False, True):
+        result = assert_agree(out.getvalue(), monkeypatch, lazy=lazy)
+        assert result[1] == fields
+        got = {f.key: f.value for f in result[1]}
+        assert type(got["k.BOOL.2"]) is gguf_schema.BoolByte and got["k.BOOL.2"] == 2 and got["k.BOOL.1"] is True
+        assert got["k.UINT64.1"] == 2**64 - 1 and got["k.INT64.0"] == -(2**63) and got["k.INT8.0"] == -128
+    with read(out.getvalue()) as f:
+        pair = f.fields["k.UINT32.1"]
+        assert not gc.is_tracked(pair)  # holds only atomic values: never part of a cycle
+        with pytest.raises(AttributeError):
+            pair.value = 3  # type: ignore[misc]

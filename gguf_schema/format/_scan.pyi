@@ -11,3 +11,16 @@ def decode(
 def invalid_utf8(
     data: Any, pos: int, count: int, length_size: int, big_endian: bool, max_length: int, /
 ) -> list[int]: ...
+def pairs(
+    data: Any,
+    pos: int,
+    count: int,
+    length_size: int,
+    big_endian: bool,
+    max_key_length: int,
+    max_string_length: int,
+    types: tuple[Any, ...],
+    field: type,
+    boolbyte: type,
+    /,
+) -> tuple[list[Any], list[int], int, int]: ...

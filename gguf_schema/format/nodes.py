@@ -276,10 +276,18 @@ class RecordArray(IndexedArray):
         count = evaluate(self.count, context)
         cap = getattr(limits_of(context), self.limit) if self.limit else None
         _check_count(r, count, evaluate(self.min_size, context), path, cap, self.what, self.limit or "the limit")
-        read = self._reader(context)
+        read, run = self._reader(context), self._compiled_run(context)
         obj = ListContainer()
         obj.offsets = offsets = []
-        for i in range(count):
+        i = 0
+        while i < count:
+            if run is not None:  # records the compiled loop reads, up to one it leaves to this loop
+                got, at, done, r.pos = run(r, count - i)
+                obj.extend(got)
+                offsets.extend(at)
+                i += done
+                if i == count:
+                    break
             start = r.pos
             offsets.append(start)
             try:
@@ -294,10 +302,15 @@ class RecordArray(IndexedArray):
                 raise GGUFFormatError(
                     "a record the struct reads but the fast loop does not", offset=start, path=where(f"{path}[{i}]")
                 ) from None
+            i += 1
         return obj
 
     def _reader(self, context: Any) -> Any:
         raise NotImplementedError
+
+    def _compiled_run(self, context: Any) -> Any:
+        """``run(r, n) -> (records, offsets, count, end)``: up to ``n`` records read by compiled code, or None."""
+        return None
 
     def _build(self, obj: Any, stream: Any, context: Any, path: str) -> Any:
         count = evaluate(self.count, context)
@@ -315,11 +328,16 @@ class RecordArray(IndexedArray):
         return x
 
 
+_TYPES = tuple(ValueType)  # by value: ValueType(i) is _TYPES[i]
+
+
 class KeyValueArray(RecordArray):
     """``gguf_metadata_kv_t metadata_kv[metadata_kv_count]``, read in one loop (see :class:`RecordArray`).
 
     Scalars are unpacked in place, strings decoded in place, arrays read by the schema's array
-    body (``items``, an :class:`ArrayItems`). Each pair comes out as the plain value it stands
+    body (``items``, an :class:`ArrayItems`). Where the compiled module was built, runs of pairs of
+    scalars and strings are read by its loop (``_scan.pairs``, the same checks); a float, an array or
+    a pair that fails a check is read here, so the errors are this loop's. Each pair comes out as the plain value it stands
     for, a :class:`~gguf_schema.format.values.Field` with its offset (one object per pair: a file
     of 800,000 keys costs 800,000 of them, not twice that). Building takes Fields or containers.
     """
@@ -357,6 +375,20 @@ class KeyValueArray(RecordArray):
 
     def _record(self, x: Any) -> Any:
         return Container(key=x.key, value_type=x.type, value=x.value) if isinstance(x, Field) else x
+
+    def _compiled_run(self, context: Any) -> Any:
+        """Pairs of scalars and strings read by the compiled loop (``_scan.pairs``), checked as :meth:`_reader`
+        checks them; it stops before a float, an array or a pair that fails, which the Python loop reads."""
+        if compiled_scan is None:
+            return None
+        limits = limits_of(context)
+        key_cap, string_cap = min(limits.max_key_length, _U64_MAX), min(limits.max_string_length, _U64_MAX)
+        lsize, big, pairs, types = self.length.size, self.length.format[0] == ">", compiled_scan.pairs, _TYPES
+
+        def run(r: ByteReader, n: int) -> tuple[list[Field], list[int], int, int]:
+            return pairs(r.data, r.pos, n, lsize, big, key_cap, string_cap, types, Field, BoolByte)
+
+        return run
 
     def _reader(self, context: Any) -> Any:
         limits = limits_of(context)

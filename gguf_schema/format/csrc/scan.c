@@ -290,6 +290,155 @@ static PyObject *py_invalid_utf8(PyObject *self, PyObject *args) {
     return out;
 }
 
+/* ------------------------------------------------------------------------------------------- */
+/* Metadata pairs: { key: string, value_type: uint32, value } read in one loop while they are     */
+/* scalars or strings; the first pair that is a float, an array or fails a check is left to the */
+/* Python loop of KeyValueArray (which reads it, or raises its error), and the walk resumes after. */
+
+static PyObject *s_key, *s_type, *s_value, *s_offset; /* the slots of format.values.Field */
+
+enum { VT_UINT8, VT_INT8, VT_UINT16, VT_INT16, VT_UINT32, VT_INT32, VT_FLOAT32, VT_BOOL, VT_STRING, VT_ARRAY,
+       VT_UINT64, VT_INT64, VT_FLOAT64, VT_COUNT };
+
+/* An unsigned integer of `size` bytes in the file's byte order (whatever the machine's). */
+static inline uint64_t load_uint(const unsigned char *p, int size, int file_big) {
+    uint64_t v = 0;
+    if (file_big)
+        for (int k = 0; k < size; k++)
+            v = (v << 8) | p[k];
+    else
+        for (int k = size - 1; k >= 0; k--)
+            v = (v << 8) | p[k];
+    return v;
+}
+
+/* The value of a scalar of type vt at p (its bytes are there), or NULL with an error set. */
+static PyObject *scalar(int vt, const unsigned char *p, int file_big, PyObject *bool_cls) {
+    switch (vt) {
+    case VT_UINT8: return PyLong_FromUnsignedLong(p[0]);
+    case VT_INT8: return PyLong_FromLong((int8_t)p[0]);
+    case VT_UINT16: return PyLong_FromUnsignedLong((uint16_t)load_uint(p, 2, file_big));
+    case VT_INT16: return PyLong_FromLong((int16_t)(uint16_t)load_uint(p, 2, file_big));
+    case VT_UINT32: return PyLong_FromUnsignedLong((uint32_t)load_uint(p, 4, file_big));
+    case VT_INT32: return PyLong_FromLong((int32_t)(uint32_t)load_uint(p, 4, file_big));
+    case VT_UINT64: return PyLong_FromUnsignedLongLong(load_uint(p, 8, file_big));
+    case VT_INT64: return PyLong_FromLongLong((int64_t)load_uint(p, 8, file_big));
+    case VT_BOOL:
+        if (p[0] <= 1)
+            return PyBool_FromLong(p[0]);
+        return PyObject_CallFunction(bool_cls, "i", (int)p[0]);
+    }
+    PyErr_SetString(PyExc_SystemError, "not a scalar type");
+    return NULL;
+}
+
+static const int SCALAR_SIZE[VT_COUNT] = {1, 1, 2, 2, 4, 4, 0, 1, 0, 0, 8, 8, 0};
+
+static PyObject *make_field(PyTypeObject *cls, PyObject *key, PyObject *type, PyObject *value, uint64_t offset) {
+    PyObject *f = cls->tp_alloc(cls, 0);
+    PyObject *at = PyLong_FromUnsignedLongLong(offset);
+    if (f == NULL || at == NULL || PyObject_GenericSetAttr(f, s_key, key) < 0 ||
+        PyObject_GenericSetAttr(f, s_type, type) < 0 || PyObject_GenericSetAttr(f, s_value, value) < 0 ||
+        PyObject_GenericSetAttr(f, s_offset, at) < 0) {
+        Py_XDECREF(f);
+        Py_XDECREF(at);
+        return NULL;
+    }
+    Py_DECREF(at);
+    /* A pair read here holds only a str, an int, a bool (or BoolByte) and a ValueType, and Field is
+     * frozen: it can never be part of a reference cycle, so the cyclic GC need not track it (CPython
+     * untracks tuples of such objects the same way). 800,000 tracked pairs cost the GC more than the
+     * loop that reads them. */
+    if (PyObject_IS_GC(f))
+        PyObject_GC_UnTrack(f);
+    return f;
+}
+
+static PyObject *py_pairs(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    Py_ssize_t pos, count;
+    int lsize, big;
+    unsigned long long key_cap, string_cap;
+    PyObject *types, *field_cls, *bool_cls;
+    if (!PyArg_ParseTuple(args, "y*nnipKKO!O!O", &view, &pos, &count, &lsize, &big, &key_cap, &string_cap,
+                          &PyTuple_Type, &types, &PyType_Type, &field_cls, &bool_cls))
+        return NULL;
+    if ((lsize != 4 && lsize != 8) || pos < 0 || pos > view.len || count < 0 || PyTuple_GET_SIZE(types) != VT_COUNT) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "length size 4 or 8, a position inside the buffer, 13 value types");
+        return NULL;
+    }
+    const unsigned char *data = (const unsigned char *)view.buf;
+    const uint64_t size = (uint64_t)view.len;
+#if PY_BIG_ENDIAN
+    const int swap = !big;
+#else
+    const int swap = big != 0;
+#endif
+    PyObject *fields = PyList_New(0), *offsets = PyList_New(0);
+    if (fields == NULL || offsets == NULL)
+        goto fail;
+    uint64_t p = (uint64_t)pos;
+    Py_ssize_t i = 0;
+    for (; i < count; i++) {
+        uint64_t start = p, q = p;
+        if (size - q < (uint64_t)lsize)
+            break;
+        uint64_t klen = load_length(data + q, lsize == 4, swap);
+        q += lsize;
+        if (klen > key_cap || klen > size - q)
+            break;
+        uint64_t kat = q;
+        q += klen;
+        if (size - q < 4)
+            break;
+        uint64_t vt = load_length(data + q, 1, swap);
+        q += 4;
+        if (vt >= VT_COUNT)
+            break;
+        PyObject *value;
+        if (SCALAR_SIZE[vt]) {
+            if (size - q < (uint64_t)SCALAR_SIZE[vt])
+                break;
+            value = scalar((int)vt, data + q, big != 0, bool_cls);
+            q += SCALAR_SIZE[vt];
+        } else if (vt == VT_STRING) {
+            if (size - q < (uint64_t)lsize)
+                break;
+            uint64_t n = load_length(data + q, lsize == 4, swap);
+            q += lsize;
+            if (n > string_cap || n > size - q)
+                break;
+            value = to_str(data + q, n);
+            q += n;
+        } else { /* floats (numpy scalars) and arrays: the Python loop */
+            break;
+        }
+        if (value == NULL)
+            goto fail;
+        PyObject *key = to_str(data + kat, klen);
+        PyObject *f = key ? make_field((PyTypeObject *)field_cls, key, PyTuple_GET_ITEM(types, vt), value, start) : NULL;
+        Py_XDECREF(key);
+        Py_DECREF(value);
+        if (f == NULL)
+            goto fail;
+        PyObject *at = PyLong_FromUnsignedLongLong(start);
+        int bad = at == NULL || PyList_Append(fields, f) < 0 || PyList_Append(offsets, at) < 0;
+        Py_DECREF(f);
+        Py_XDECREF(at);
+        if (bad)
+            goto fail;
+        p = q;
+    }
+    PyBuffer_Release(&view);
+    return Py_BuildValue("NNnK", fields, offsets, i, (unsigned long long)p);
+fail:
+    PyBuffer_Release(&view);
+    Py_XDECREF(fields);
+    Py_XDECREF(offsets);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
     {"skip", py_skip, METH_VARARGS,
      "skip(data, pos, count, length_size, big_endian, max_length, stride) -> (stopped, at, marks)\n\n"
@@ -302,6 +451,12 @@ static PyMethodDef methods[] = {
      "decode(data, pos, count, length_size, big_endian, max_length) -> (stopped, at, strings)\n\n"
      "As skip, but decode each string as UTF-8 with surrogate escapes for invalid bytes: `strings` is the "
      "list of str when all pass, else None."},
+    {"pairs", py_pairs, METH_VARARGS,
+     "pairs(data, pos, count, length_size, big_endian, max_key_length, max_string_length, types, field, boolbyte)"
+     " -> (fields, offsets, stopped, at)\n\n"
+     "Read up to `count` metadata pairs from `pos` while they are scalars or strings (not floats, not arrays) and "
+     "pass every check: `fields` are made as `field` objects (slots key, type = types[value type], value, offset), "
+     "a BOOL byte other than 0/1 as boolbyte(byte); `stopped` is the number read and `at` where the next starts."},
     {"invalid_utf8", py_invalid_utf8, METH_VARARGS,
      "invalid_utf8(data, pos, count, length_size, big_endian, max_length) -> list of int\n\n"
      "The indices of the strings that are not valid UTF-8 (as CPython's strict decoder judges); a ValueError "
@@ -315,4 +470,12 @@ static struct PyModuleDef module = {
     NULL, NULL, NULL, NULL,
 };
 
-PyMODINIT_FUNC PyInit__scan(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__scan(void) {
+    s_key = PyUnicode_InternFromString("key");
+    s_type = PyUnicode_InternFromString("type");
+    s_value = PyUnicode_InternFromString("value");
+    s_offset = PyUnicode_InternFromString("offset");
+    if (!s_key || !s_type || !s_value || !s_offset)
+        return NULL;
+    return PyModule_Create(&module);
+}

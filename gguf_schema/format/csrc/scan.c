@@ -334,17 +334,13 @@ static PyObject *scalar(int vt, const unsigned char *p, int file_big, PyObject *
 
 static const int SCALAR_SIZE[VT_COUNT] = {1, 1, 2, 2, 4, 4, 0, 1, 0, 0, 8, 8, 0};
 
-static PyObject *make_field(PyTypeObject *cls, PyObject *key, PyObject *type, PyObject *value, uint64_t offset) {
+static PyObject *make_field(PyTypeObject *cls, PyObject *key, PyObject *type, PyObject *value, PyObject *at) {
     PyObject *f = cls->tp_alloc(cls, 0);
-    PyObject *at = PyLong_FromUnsignedLongLong(offset);
-    if (f == NULL || at == NULL || PyObject_GenericSetAttr(f, s_key, key) < 0 ||
-        PyObject_GenericSetAttr(f, s_type, type) < 0 || PyObject_GenericSetAttr(f, s_value, value) < 0 ||
-        PyObject_GenericSetAttr(f, s_offset, at) < 0) {
+    if (f == NULL || PyObject_GenericSetAttr(f, s_key, key) < 0 || PyObject_GenericSetAttr(f, s_type, type) < 0 ||
+        PyObject_GenericSetAttr(f, s_value, value) < 0 || PyObject_GenericSetAttr(f, s_offset, at) < 0) {
         Py_XDECREF(f);
-        Py_XDECREF(at);
         return NULL;
     }
-    Py_DECREF(at);
     /* A pair read here holds only a str, an int, a bool (or BoolByte) and a ValueType, and Field is
      * frozen: it can never be part of a reference cycle, so the cyclic GC need not track it (CPython
      * untracks tuples of such objects the same way). 800,000 tracked pairs cost the GC more than the
@@ -417,14 +413,13 @@ static PyObject *py_pairs(PyObject *self, PyObject *args) {
         if (value == NULL)
             goto fail;
         PyObject *key = to_str(data + kat, klen);
-        PyObject *f = key ? make_field((PyTypeObject *)field_cls, key, PyTuple_GET_ITEM(types, vt), value, start) : NULL;
+        PyObject *at = PyLong_FromUnsignedLongLong(start); /* one int for the Field and the offsets list */
+        PyObject *f = key && at ? make_field((PyTypeObject *)field_cls, key, PyTuple_GET_ITEM(types, vt), value, at)
+                                : NULL;
         Py_XDECREF(key);
         Py_DECREF(value);
-        if (f == NULL)
-            goto fail;
-        PyObject *at = PyLong_FromUnsignedLongLong(start);
-        int bad = at == NULL || PyList_Append(fields, f) < 0 || PyList_Append(offsets, at) < 0;
-        Py_DECREF(f);
+        int bad = f == NULL || PyList_Append(fields, f) < 0 || PyList_Append(offsets, at) < 0;
+        Py_XDECREF(f);
         Py_XDECREF(at);
         if (bad)
             goto fail;

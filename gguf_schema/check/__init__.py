@@ -7,6 +7,7 @@
 True
 """
 
+from . import writing  # noqa: F401  (registers the check the writer runs before every write)
 from .spec_audit import AuditReport, audit_spec, load_spec
 from .validate import PROFILES, RULES, Finding, Report, Rule, check, require, validate
 

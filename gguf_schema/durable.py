@@ -30,17 +30,26 @@ fails at the time. This module owns the three mechanisms every write goes throug
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import errno
 import hashlib
 import os
 import secrets
 import struct
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import IO, Any, Union
 
-from .errors import GGUFChangedError, GGUFError, GGUFIOError, GGUFPermissionError, os_error
+from .errors import (
+    GGUFBuildError,
+    GGUFChangedError,
+    GGUFError,
+    GGUFFileNotFoundError,
+    GGUFIOError,
+    GGUFPermissionError,
+    os_error,
+)
 
 try:
     import fcntl
@@ -52,12 +61,18 @@ __all__ = [
     "FileLock",
     "Journal",
     "atomic_replace",
+    "atomic_replace_set",
     "check_no_journal",
+    "check_same_file",
+    "expect_same_file",
     "fsync_dir",
     "journal_path",
     "locked_open",
+    "read_only_reason",
     "recover",
+    "refuse_overwriting_inputs",
     "remove_stale_temporaries",
+    "shared_header_lock",
     "write_in_place",
 ]
 
@@ -130,13 +145,24 @@ def _keep_identity(fd: int, old: os.stat_result | None) -> None:
     os.fchmod(fd, old.st_mode & 0o7777)
 
 
+def read_only_reason(path: str, st: os.stat_result) -> str | None:
+    """Why ``path`` must not be changed, or None: the user may not write it, or no write bit is set
+    at all (``chmod a-w``: a statement that root, who may write anything, respects here too)."""
+    if not os.access(path, os.W_OK):
+        return "the file is read-only for this user"
+    if st.st_mode & 0o222 == 0:
+        return f"the file is read-only (mode {st.st_mode & 0o7777:04o})"
+    return None
+
+
 def _may_replace(path: str, old: os.stat_result | None) -> None:
     """Refuse to replace a file the user could not write, or whose owner a new file would not keep."""
     if old is None:
         return
-    if not os.access(path, os.W_OK):
+    why = read_only_reason(path, old)
+    if why is not None:
         raise GGUFPermissionError(
-            "the file is read-only: it is not replaced (make it writable first, or write elsewhere with -o)",
+            f"{why}: it is not replaced (make it writable first, or write elsewhere with -o)",
             path=path,
             errno=errno.EACCES,
         )
@@ -158,41 +184,128 @@ def atomic_replace(path: PathLike, write: Callable[[IO[bytes]], None], *, sync: 
     replaced file keeps its mode, owner and group. OS errors surface as
     :class:`~gguf_schema.errors.GGUFIOError`.
     """
-    path = os.path.abspath(os.fspath(path))
-    folder = os.path.dirname(path)
+    atomic_replace_set([(path, write)], sync=sync)
+
+
+_EXPECTED: contextvars.ContextVar[dict[str, tuple[int, int]] | None] = contextvars.ContextVar(
+    "gguf_schema_expected_targets", default=None
+)
+
+
+@contextlib.contextmanager
+def expect_same_file(path: PathLike, st: os.stat_result) -> Iterator[None]:
+    """While this is active, a replacement of ``path`` (:func:`atomic_replace`) first checks that the
+    path still names the file ``st`` describes (device and inode), and raises
+    :class:`~gguf_schema.errors.GGUFChangedError` instead of replacing a file that another process
+    put there meanwhile (an editor holds a lock on the file it read, which does not stop a
+    program that ignores locks from renaming another file over the path)."""
+    expected = dict(_EXPECTED.get() or {})
+    expected[os.path.abspath(os.fspath(path))] = (st.st_dev, st.st_ino)
+    token = _EXPECTED.set(expected)
     try:
-        old: os.stat_result | None = os.stat(path)
+        yield
+    finally:
+        _EXPECTED.reset(token)
+
+
+def check_same_file(path: str, ident: tuple[int, int]) -> None:
+    """Raise :class:`~gguf_schema.errors.GGUFChangedError` unless ``path`` names the file ``ident`` (device, inode)."""
+    try:
+        st = os.stat(path)
+        now: tuple[int, int] | None = (st.st_dev, st.st_ino)
     except FileNotFoundError:
-        old = None
+        now = None
     except OSError as e:
         raise os_error(e, path) from None
-    _may_replace(path, old)
-    remove_stale_temporaries(path)
-    fd, named = _open_temporary(folder, path)
-    linked: str | None = named
+    if now != ident:
+        raise GGUFChangedError(
+            "another process replaced or removed the file while it was being edited: the edit is not "
+            "written (run it again on the file as it is now)",
+            path=path,
+        )
+
+
+def _check_expected(path: str) -> None:
+    ident = (_EXPECTED.get() or {}).get(path)
+    if ident is not None:
+        check_same_file(path, ident)
+
+
+#: above this many files in one set, each temporary gets its name as soon as it is complete (so as
+#: not to hold one descriptor per file); below it, all stay unnamed until the whole set is written
+_MAX_UNNAMED = 256
+
+
+def atomic_replace_set(files: Sequence[tuple[PathLike, Callable[[IO[bytes]], None]]], *, sync: bool = True) -> None:
+    """Write a set of files (the shards of a split model) so that they appear together.
+
+    Every file is first written in full to a temporary file beside its target and fsynced (on
+    Linux unnamed, ``O_TMPFILE``: a writer killed in this phase, which is nearly all of the work,
+    leaves nothing). Only then are they named and renamed over their targets one after the other,
+    and the folders fsynced. A writer killed during those renames (a few milliseconds) leaves some
+    targets new and the others as they were; readers of a set detect it (the shards of a split
+    carry their set's identity) and the named temporaries it leaves are removed by the next write
+    of the same names. If a ``write`` raises, no target is touched.
+    """
+    targets = [os.path.abspath(os.fspath(p)) for p, _ in files]
+    olds: list[os.stat_result | None] = []
+    for path in targets:
+        try:
+            olds.append(os.stat(path))
+        except FileNotFoundError:
+            olds.append(None)
+        except OSError as e:
+            raise os_error(e, path) from None
+        _may_replace(path, olds[-1])
+        remove_stale_temporaries(path)
+    done: list[tuple[int | None, str | None]] = []  # per file: an open unnamed descriptor, or the temporary's name
+    current = targets[0] if targets else ""
     try:
-        with os.fdopen(fd, "wb", closefd=False) as out:
-            write(out)
-            out.flush()
-        _keep_identity(fd, old)
+        for path, old, (_, write) in zip(targets, olds, files, strict=True):
+            current = path
+            fd, named = _open_temporary(os.path.dirname(path), path)
+            done.append((fd, named))
+            with os.fdopen(fd, "wb", closefd=False) as out:
+                write(out)
+                out.flush()
+            _keep_identity(fd, old)
+            if sync:
+                os.fsync(fd)
+            if named is not None or len(files) > _MAX_UNNAMED:
+                if named is None:  # name it now; if killed, it is a stale temporary for the next writer to remove
+                    named = _tmp_name(path)
+                    _link_unnamed(fd, named)
+                os.close(fd)
+                done[-1] = (None, named)
+        for i, (path, (ufd, named)) in enumerate(zip(targets, done, strict=True)):
+            current = path
+            if named is None and ufd is not None:  # unnamed (O_TMPFILE): give it a name only now the set is complete
+                named = _tmp_name(path)
+                _link_unnamed(ufd, named)
+                done[i] = (ufd, named)
+        for i, (path, (ufd, named)) in enumerate(zip(targets, done, strict=True)):
+            current = path
+            assert named is not None
+            _check_expected(path)
+            os.replace(named, path)
+            done[i] = (ufd, None)
         if sync:
-            os.fsync(fd)
-        if linked is None:  # unnamed (O_TMPFILE): give it a name only now that it is complete
-            linked = _tmp_name(path)
-            _link_unnamed(fd, linked)
-        os.replace(linked, path)
-        linked = None
-        if sync:
-            fsync_dir(folder)
+            for folder in dict.fromkeys(os.path.dirname(p) for p in targets):
+                current = folder
+                fsync_dir(folder)
     except BaseException as e:
-        if linked is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(linked)
+        for _, named in done:
+            if named is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(named)
         if isinstance(e, OSError):
-            raise os_error(e, path) from e
+            raise os_error(e, current) from e
         raise
     finally:
-        os.close(fd)
+        for ufd, _ in done:
+            if ufd is not None:
+                with contextlib.suppress(OSError):
+                    os.close(ufd)
 
 
 def _link_unnamed(fd: int, name: str) -> None:
@@ -300,12 +413,50 @@ def _pwrite_all(fd: int, data: bytes, offset: int) -> None:
         view, offset = view[n:], offset + n
 
 
-def recover(path: PathLike) -> str | None:
-    """Finish or undo an interrupted in-place edit of ``path``; say what was done (None: nothing to do).
+def recover(path: PathLike, *, timeout: float | None = 60.0) -> str | None:
+    """Undo an interrupted in-place edit of ``path``; say what was done (None: nothing to do).
 
     A complete journal means the file may be torn: its saved bytes are written back. An incomplete
-    one means the file was not touched yet: it is deleted.
+    one means the file was not touched yet: it is deleted. The file is locked exclusively first
+    (an edit under way is waited for, never undone). ``gguf-schema recover FILE`` calls this; so
+    does every edit before it starts.
+
+    >>> import os, tempfile
+    >>> p = os.path.join(tempfile.mkdtemp(), "m.gguf")
+    >>> with open(p, "wb") as fh:
+    ...     _ = fh.write(b"GGUF old header")
+    >>> with open(journal_path(p), "wb") as fh:  # what a writer killed in the middle leaves
+    ...     _ = fh.write(Journal(5, b"old", 15).encode())
+    >>> with open(p, "r+b") as fh:
+    ...     _ = fh.write(b"GGUF n")           # ... after tearing the file
+    >>> recover(p)
+    'restored 3 bytes at offset 5 from ...m.gguf-journal: the interrupted edit was undone'
+    >>> open(p, "rb").read(), os.path.exists(journal_path(p)), recover(p)
+    (b'GGUF old header', False, None)
     """
+    path = os.fspath(path)
+    if not os.path.exists(journal_path(path)):
+        if not os.path.exists(path):
+            raise GGUFFileNotFoundError(
+                "there is no such file (and no journal beside it)", path=path, errno=errno.ENOENT
+            )
+        return None
+    try:
+        fd = os.open(path, os.O_RDONLY | _O_CLOEXEC)
+    except OSError as e:
+        raise os_error(e, path) from None
+    try:
+        with FileLock(fd, exclusive=True, timeout=timeout, path=path):
+            st, now = os.fstat(fd), os.stat(path)
+            if (st.st_dev, st.st_ino) != (now.st_dev, now.st_ino):
+                raise GGUFChangedError("the file was replaced while it was being locked: run recover again", path=path)
+            return _recover_locked(path)
+    finally:
+        os.close(fd)
+
+
+def _recover_locked(path: str) -> str | None:
+    """:func:`recover` for a caller that holds the exclusive lock on ``path``."""
     path = os.fspath(path)
     jpath = journal_path(path)
     try:
@@ -412,6 +563,14 @@ def locked_open(path: PathLike, *, write: bool, timeout: float | None = 60.0) ->
             raise os_error(e, path) from None
         lock = FileLock(fd, exclusive=write, timeout=timeout, path=path)
         try:
+            st = os.fstat(fd)
+            why = read_only_reason(path, st) if write else None
+            if why is not None:
+                raise GGUFPermissionError(
+                    f"{why}: it is not edited (make it writable first, or write elsewhere with -o)",
+                    path=path,
+                    errno=errno.EACCES,
+                )
             lock.acquire()
             st = os.fstat(fd)
             try:
@@ -420,7 +579,7 @@ def locked_open(path: PathLike, *, write: bool, timeout: float | None = 60.0) ->
                 now = None
             if now is not None and (now.st_dev, now.st_ino) == (st.st_dev, st.st_ino):
                 if write:
-                    recover(path)
+                    _recover_locked(path)
                     st = os.fstat(fd)
                 yield fd, st
                 return
@@ -432,11 +591,85 @@ def locked_open(path: PathLike, *, write: bool, timeout: float | None = 60.0) ->
 
 
 def check_no_journal(path: PathLike) -> None:
-    """Refuse to read a file with a pending journal: its header may be torn until it is recovered."""
+    """Refuse to read a file with a pending journal: its header may be torn until it is recovered.
+
+    Only meaningful under a shared lock on the file (:func:`shared_header_lock`): an editor holds
+    an exclusive lock for as long as its journal exists, so a journal seen then was left by a
+    writer that died.
+    """
     jpath = journal_path(path)
     if os.path.exists(jpath):
         raise GGUFError(
             f"an interrupted edit left {jpath}: the file may be torn until it is recovered "
-            "(gguf-schema recover FILE, or any edit, puts the old bytes back)",
+            "(run: gguf-schema recover FILE; any edit of the file also puts the old bytes back)",
             path=os.fspath(path),
         )
+
+
+@contextlib.contextmanager
+def shared_header_lock(fd: int, path: str | None, *, timeout: float | None = 60.0) -> Iterator[None]:
+    """Hold a shared lock on the open file ``fd`` while its header is read (readers).
+
+    Once the lock is held no in-place edit of that file is under way, so a journal beside
+    ``path`` means one died: the read is refused (:func:`check_no_journal`). The journal is only
+    looked at when ``path`` still names the locked file: the journal of a file that replaced it
+    meanwhile belongs to an editor of that other file.
+    """
+    with FileLock(fd, exclusive=False, timeout=timeout, path=path):
+        if path is not None:
+            try:
+                st, now = os.fstat(fd), os.stat(path)
+            except OSError:
+                now = None
+            if now is not None and (now.st_dev, now.st_ino) == (st.st_dev, st.st_ino):
+                check_no_journal(path)
+        yield
+
+
+# --------------------------------------------------------------------------- inputs are never outputs
+
+
+def refuse_overwriting_inputs(outputs: Iterable[Any], inputs: Iterable[Any], *, command: str = "this command") -> None:
+    """Raise :class:`~gguf_schema.errors.GGUFBuildError` if an output path is one of the input files.
+
+    Paths are compared resolved (symbolic links followed) and, for files that exist, by device and
+    inode, so another name of the same file (a symbolic or hard link) is caught too. Anything that
+    is not a local path (a URL, an open stream, None) is ignored. Call it before writing anything.
+
+    >>> import os, tempfile
+    >>> d = tempfile.mkdtemp(); a = os.path.join(d, "a.gguf"); open(a, "wb").close()
+    >>> os.link(a, os.path.join(d, "b.gguf"))
+    >>> refuse_overwriting_inputs([os.path.join(d, "b.gguf")], [a], command="merge")
+    Traceback (most recent call last):
+    ...
+    gguf_schema.errors.GGUFBuildError: merge would write over its input .../a.gguf (another name of the same file): the output must not be the input ...
+    """
+
+    def local(p: Any) -> str | None:
+        if not isinstance(p, (str, os.PathLike)):
+            return None
+        p = os.fspath(p)
+        if not isinstance(p, str) or "://" in p or p == "-":
+            return None
+        return p
+
+    def identity(p: str) -> tuple[str, tuple[int, int] | None]:
+        try:
+            st = os.stat(p)
+            return os.path.realpath(p), (st.st_dev, st.st_ino)
+        except OSError:
+            return os.path.realpath(p), None
+
+    ins = [(p, *identity(p)) for p in (local(x) for x in inputs) if p is not None]
+    for out in (local(x) for x in outputs):
+        if out is None:
+            continue
+        real, ident = identity(out)
+        for inp, in_real, in_ident in ins:
+            if real == in_real or (ident is not None and ident == in_ident):
+                same = "" if os.path.abspath(out) == os.path.abspath(inp) else f" {inp} (another name of the same file)"
+                raise GGUFBuildError(
+                    f"{command} would write over its input{same}: the output must not be the input "
+                    "(an input is never overwritten); write the output to another path",
+                    path=out,
+                )

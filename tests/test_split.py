@@ -46,17 +46,21 @@ def test_max_tensors_groups_in_order(model: Path, tmp_path: Path) -> None:
     with gguf_schema.open(paths[0]) as a, gguf_schema.open(paths[1]) as b:
         assert [t.name for t in a.tensor_list] == ["blk.0.w", "blk.1.w", "blk.2.w", "blk.3.w"]
         assert [t.name for t in b.tensor_list] == ["blk.4.w", "blk.5.w"]
+        ident = a.metadata["split.id"]
+        assert len(ident) == 16 and int(ident, 16) >= 0
         assert [(f.key, f.type.name, f.value) for f in a.fields.records] == [
             ("general.architecture", "STRING", "llama"),
             ("general.name", "STRING", "six"),
             ("split.no", "UINT16", 0),
             ("split.count", "UINT16", 2),
             ("split.tensors.count", "INT32", 6),
+            ("split.id", "STRING", ident),
         ]
         assert [(f.key, f.type.name, f.value) for f in b.fields.records] == [
             ("split.no", "UINT16", 1),
             ("split.count", "UINT16", 2),
             ("split.tensors.count", "INT32", 6),
+            ("split.id", "STRING", ident),
         ]
 
 

@@ -28,7 +28,8 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import GGUFBuildError, GGUFFormatError, GGUFKeyError
+from .. import durable
+from ..errors import GGUFBuildError, GGUFError, GGUFFormatError, GGUFKeyError
 from ..format.source import is_url
 from ..format.types import FileType, ValueType
 from ..format.values import Field
@@ -273,7 +274,20 @@ def _cmd_get(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------- build and edits
 
 
+def _output(args: argparse.Namespace) -> str:
+    """OUT given as the last positional argument or as ``-o/--output`` (not both, unless they agree)."""
+    pos, opt = getattr(args, "output_pos", None), args.output
+    if pos is not None and opt is not None and pos != opt:
+        raise GGUFBuildError(f"two outputs given ({pos} and -o {opt}): give one")
+    out = opt if opt is not None else pos
+    if out is None:
+        raise GGUFBuildError("give the output: OUT or -o OUT")
+    return out
+
+
 def _cmd_build(args: argparse.Namespace) -> int:
+    args.output = _output(args)
+    durable.refuse_overwriting_inputs([args.output], [args.json_file, args.tensors_from], command="build")
     if args.json_file == "-":
         raw = sys.stdin.buffer.read()
     else:
@@ -340,6 +354,7 @@ def _cmd_rename(args: argparse.Namespace) -> int:
 
 
 def _cmd_convert(args: argparse.Namespace) -> int:
+    args.output = _output(args)
     with Progress(file_size(args.file), "convert") as bar:
         convert_mod.convert(
             args.file,
@@ -371,27 +386,54 @@ def _positive(text: str) -> int:
 
 
 def _cmd_split(args: argparse.Namespace) -> int:
-    with Progress(file_size(args.file), "split") as bar:
-        paths = split_mod.split(
+    prefix = _output(args)
+    with Progress(0 if args.dry_run else file_size(args.file), "split") as bar:
+        plan = split_mod.split_plan(
             args.file,
-            args.prefix,
+            prefix,
             max_size=args.max_size,
             max_tensors=args.max_tensors,
+            no_tensor_first_split=args.no_tensor_first_split,
+            dry_run=args.dry_run,
             progress=bar.update,
             storage_options=_storage(args),
         )
-    for p in paths:
-        with gguf_open(p) as s:
-            print(f"{p}: {len(s.tensor_list)} tensors, {_num(s.file_size)} bytes")
+    for w in plan.warnings:
+        print(f"gguf-schema: warning: {w}", file=sys.stderr)
+    if args.json:
+        _write(json.dumps({"dry_run": args.dry_run, **plan.to_json()}, ensure_ascii=False, indent=1) + "\n")
+        return 0
+    for shard in plan.shards:
+        _write(f"{shard.path}: {len(shard.tensors)} tensors, {_num(shard.size)} bytes\n")
+    if args.dry_run:
+        print(f"dry run: {len(plan.shards)} shards planned, nothing written", file=sys.stderr)
     return 0
 
 
 def _cmd_merge(args: argparse.Namespace) -> int:
+    out = _output(args)
     local = not is_url(args.first_shard)  # a progress total for local shards (URLs: the bar has none)
+    if local:
+        durable.refuse_overwriting_inputs([out], [args.first_shard], command="merge")
     with Progress(sum(file_size(p) for p in split_mod.shard_paths(args.first_shard)) if local else 0, "merge") as bar:
-        split_mod.merge(args.first_shard, args.output, progress=bar.update, storage_options=_storage(args))
-    print(f"wrote {args.output} ({_num(os.path.getsize(args.output))} bytes)", file=sys.stderr)
+        split_mod.merge(args.first_shard, out, progress=bar.update, storage_options=_storage(args))
+    print(f"wrote {out} ({_num(os.path.getsize(out))} bytes)", file=sys.stderr)
     return 0
+
+
+def _cmd_recover(args: argparse.Namespace) -> int:
+    status = 0
+    for path in args.files:
+        try:
+            done = durable.recover(path)
+            with gguf_open(path) as f:  # it must read again
+                state = f"it reads: {len(f.fields)} keys, {len(f.tensor_list)} tensors"
+        except GGUFError as e:
+            print(f"gguf-schema: error: {path}: {e}", file=sys.stderr)
+            status = 2
+            continue
+        _write(f"{path}: {done or 'no interrupted edit to recover'}; {state}\n")
+    return status
 
 
 def _cmd_diff(args: argparse.Namespace) -> int:
@@ -431,6 +473,15 @@ def register_cli(subparsers: Any) -> None:
     def output(p: argparse.ArgumentParser) -> None:
         p.add_argument("-o", "--output", metavar="OUT", help="write the edited file to OUT instead of changing FILE")
 
+    def new_output(p: argparse.ArgumentParser, metavar: str = "OUT") -> None:
+        p.add_argument("output_pos", nargs="?", metavar=metavar, help=f"the file to write (or -o {metavar})")
+        p.add_argument(
+            "-o",
+            "--output",
+            metavar=metavar,
+            help="the file to write, written atomically; never one of the inputs (refused before anything is written)",
+        )
+
     p = add("info", _cmd_info, "summarise a file: format, model, tensor types, parameters, size breakdown")
     p.add_argument("file", metavar="FILE")
 
@@ -456,7 +507,7 @@ def register_cli(subparsers: Any) -> None:
         "(the original file comes back byte for byte), else tensor by tensor by name.",
     )
     p.add_argument("json_file", metavar="FROM.json")
-    p.add_argument("output", metavar="OUT.gguf")
+    new_output(p, "OUT.gguf")
     p.add_argument("--tensors-from", metavar="FILE", help="GGUF file to take tensor data from")
 
     p = add(
@@ -524,7 +575,7 @@ def register_cli(subparsers: Any) -> None:
         "and/or format version.",
     )
     p.add_argument("file", metavar="FILE")
-    p.add_argument("output", metavar="OUT")
+    new_output(p)
     p.add_argument("--byte-order", choices=("little", "big"), help="target byte order (default: unchanged)")
     p.add_argument("--version", type=int, choices=(2, 3), help="target GGUF version (default: unchanged)")
 
@@ -537,14 +588,36 @@ def register_cli(subparsers: Any) -> None:
         "512MiB, 2GiB (powers of 1024) or bytes.",
     )
     p.add_argument("file", metavar="FILE")
-    p.add_argument("prefix", metavar="OUT_PREFIX")
+    new_output(p, "OUT_PREFIX")
     g = p.add_mutually_exclusive_group(required=True)
     g.add_argument("--max-size", type=_size, metavar="SIZE", help="largest shard file size")
     g.add_argument("--max-tensors", type=_positive, metavar="N", help="most tensors per shard")
+    p.add_argument(
+        "--no-tensor-first-split",
+        action="store_true",
+        help="the first shard holds the metadata only, the tensors start in the second (as llama.cpp's gguf-split)",
+    )
+    p.add_argument("--dry-run", action="store_true", help="print the plan (shards, tensors, sizes); write nothing")
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help='print the plan as JSON: {"dry_run", "split_id", "shards": [{"path", "tensors", "size"}], "warnings"}',
+    )
 
     p = add("merge", _cmd_merge, "merge the shards of a split model into one file")
     p.add_argument("first_shard", metavar="FIRST_SHARD")
-    p.add_argument("output", metavar="OUT")
+    new_output(p)
+
+    p = add(
+        "recover",
+        _cmd_recover,
+        "undo the interrupted in-place edit of each FILE (its journal FILE-journal)",
+        "Undo an in-place edit that was interrupted (killed, power cut): the bytes saved in FILE-journal are "
+        "written back and the journal removed; an incomplete journal (the file was not touched yet) is just "
+        "removed. Waits for an edit still under way. Prints what was done for each FILE; exit 0 when every "
+        "FILE reads afterwards, 2 otherwise.",
+    )
+    p.add_argument("files", metavar="FILE", nargs="+")
 
     p = add(
         "diff",

@@ -46,7 +46,7 @@ from typing import Any, Union
 
 import numpy as np
 
-from ..durable import locked_open, write_in_place
+from ..durable import check_same_file, expect_same_file, locked_open, write_in_place
 from ..format.source import MappedSource
 from ..format.types import ValueType
 from ..model import GGUFFile
@@ -115,7 +115,7 @@ def edit_file(
             save_file(f, out, progress=progress, sync=sync)
         return EditResult(out, False, os.path.getsize(out))
     with (
-        locked_open(src, write=True, timeout=lock_timeout) as (fd, _),
+        locked_open(src, write=True, timeout=lock_timeout) as (fd, st),
         _held_source(fd, src) as source,
         read(source, lazy=True) as f,
     ):
@@ -133,8 +133,10 @@ def edit_file(
                 source=f,
             )
             if len(new_header) == f.data_offset:
+                check_same_file(os.path.abspath(src), (st.st_dev, st.st_ino))
                 return _in_place(fd, src, f.view(0, len(new_header)), new_header, sync)
-        save_file(f, src, progress=progress, sync=sync)  # the lock on the old file is held until then
+        with expect_same_file(src, st):  # re-checked just before the rename
+            save_file(f, src, progress=progress, sync=sync)  # the lock on the old file is held until then
     return EditResult(src, False, os.path.getsize(src))
 
 

@@ -336,7 +336,7 @@ def _open_temporary(folder: str, path: str) -> tuple[int, str | None]:
 # --------------------------------------------------------------------------- the rollback journal
 
 _JOURNAL_MAGIC = b"GGUFJRNL"
-_JOURNAL_HEAD = struct.Struct("<8sIQQQ")  # magic, format version, file size, offset, length
+_JOURNAL_HEAD = struct.Struct("<8sIQQQQQ")  # magic, format version, file size, offset, length, device, inode
 
 
 def journal_path(path: PathLike) -> str:
@@ -351,14 +351,20 @@ class Journal:
     Attributes:
         offset, saved: where in the file, and the original bytes there.
         file_size: the file's size when the journal was written.
+        device, inode: which file it was (a journal beside a file that has since been replaced
+            belongs to the file that is gone, and is never applied to the new one).
     """
 
     offset: int
     saved: bytes
     file_size: int
+    device: int = 0
+    inode: int = 0
 
     def encode(self) -> bytes:
-        head = _JOURNAL_HEAD.pack(_JOURNAL_MAGIC, 1, self.file_size, self.offset, len(self.saved))
+        head = _JOURNAL_HEAD.pack(
+            _JOURNAL_MAGIC, 2, self.file_size, self.offset, len(self.saved), self.device, self.inode
+        )
         return head + self.saved + hashlib.sha256(head + self.saved).digest()
 
     @classmethod
@@ -367,25 +373,53 @@ class Journal:
         n = _JOURNAL_HEAD.size
         if len(data) < n + 32:
             return None
-        magic, version, size, offset, length = _JOURNAL_HEAD.unpack_from(data)
-        if magic != _JOURNAL_MAGIC or version != 1 or len(data) != n + length + 32:
+        magic, version, size, offset, length, device, inode = _JOURNAL_HEAD.unpack_from(data)
+        if magic != _JOURNAL_MAGIC or version != 2 or len(data) != n + length + 32:
             return None
         if hashlib.sha256(data[: n + length]).digest() != data[n + length :]:
             return None
-        return cls(offset, data[n : n + length], size)
+        return cls(offset, data[n : n + length], size, device, inode)
+
+    def is_for(self, st: os.stat_result) -> bool:
+        """True when this journal was written for the file ``st`` describes (device and inode)."""
+        return (self.device, self.inode) == (st.st_dev, st.st_ino)
+
+
+def _read_journal(path: str) -> tuple[str, bytes | None]:
+    jpath = journal_path(path)
+    try:
+        with open(jpath, "rb") as fh:
+            return jpath, fh.read()
+    except FileNotFoundError:
+        return jpath, None
+    except OSError as e:
+        raise os_error(e, jpath) from None
 
 
 def write_in_place(fd: int, path: str, offset: int, new: bytes, *, sync: bool = True) -> None:
-    """Overwrite ``len(new)`` bytes of the open file ``fd`` at ``offset``, crash-safely (journal first)."""
-    size = os.fstat(fd).st_size
+    """Overwrite ``len(new)`` bytes of the open file ``fd`` at ``offset``, crash-safely (journal first).
+
+    The caller holds the exclusive lock on ``fd``. The journal is created exclusively: if one is
+    there already, an edit of another file under the same name (one that replaced this file
+    meanwhile) is under way, and this edit is refused with
+    :class:`~gguf_schema.errors.GGUFChangedError`.
+    """
+    st = os.fstat(fd)
     old = os.pread(fd, len(new), offset)
     if len(old) != len(new):
         raise GGUFChangedError("the file ended early while it was being edited", path=path)
     jpath = journal_path(path)
     folder = os.path.dirname(os.path.abspath(path))
-    jfd = os.open(jpath, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _O_CLOEXEC, 0o600)
     try:
-        data = Journal(offset, old, size).encode()
+        jfd = os.open(jpath, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_CLOEXEC, 0o600)
+    except FileExistsError:
+        raise GGUFChangedError(
+            f"{jpath} exists: another edit of a file under this name is under way (run the edit again)", path=path
+        ) from None
+    except OSError as e:
+        raise os_error(e, jpath) from None
+    try:
+        data = Journal(offset, old, st.st_size, st.st_dev, st.st_ino).encode()
         if os.write(jfd, data) != len(data):
             raise GGUFIOError("the journal could not be written whole", path=jpath)
         os.fsync(jfd)  # always: the journal must be on disk before the file is touched
@@ -425,8 +459,9 @@ def recover(path: PathLike, *, timeout: float | None = 60.0) -> str | None:
     >>> p = os.path.join(tempfile.mkdtemp(), "m.gguf")
     >>> with open(p, "wb") as fh:
     ...     _ = fh.write(b"GGUF old header")
+    >>> st = os.stat(p)
     >>> with open(journal_path(p), "wb") as fh:  # what a writer killed in the middle leaves
-    ...     _ = fh.write(Journal(5, b"old", 15).encode())
+    ...     _ = fh.write(Journal(5, b"old", 15, st.st_dev, st.st_ino).encode())
     >>> with open(p, "r+b") as fh:
     ...     _ = fh.write(b"GGUF n")           # ... after tearing the file
     >>> recover(p)
@@ -450,28 +485,25 @@ def recover(path: PathLike, *, timeout: float | None = 60.0) -> str | None:
             st, now = os.fstat(fd), os.stat(path)
             if (st.st_dev, st.st_ino) != (now.st_dev, now.st_ino):
                 raise GGUFChangedError("the file was replaced while it was being locked: run recover again", path=path)
-            return _recover_locked(path)
+            return _recover_locked(path, st)
     finally:
         os.close(fd)
 
 
-def _recover_locked(path: str) -> str | None:
-    """:func:`recover` for a caller that holds the exclusive lock on ``path``."""
+def _recover_locked(path: str, st: os.stat_result) -> str | None:
+    """:func:`recover` for a caller that holds the exclusive lock on ``path``, the file ``st`` describes."""
     path = os.fspath(path)
-    jpath = journal_path(path)
-    try:
-        with open(jpath, "rb") as fh:
-            data = fh.read()
-    except FileNotFoundError:
+    jpath, data = _read_journal(path)
+    if data is None:
         return None
-    except OSError as e:
-        raise os_error(e, jpath) from None
     journal = Journal.decode(data)
     folder = os.path.dirname(os.path.abspath(path))
-    if journal is None:
+    if journal is None or not journal.is_for(st):
         os.unlink(jpath)
         fsync_dir(folder)
-        return f"removed an incomplete journal ({jpath}): the file had not been changed"
+        if journal is None:
+            return f"removed an incomplete journal ({jpath}): the file had not been changed"
+        return f"removed {jpath}: it was left by an edit of a file that has since been replaced by this one"
     try:
         fd = os.open(path, os.O_RDWR | _O_CLOEXEC)
     except OSError as e:
@@ -579,7 +611,7 @@ def locked_open(path: PathLike, *, write: bool, timeout: float | None = 60.0) ->
                 now = None
             if now is not None and (now.st_dev, now.st_ino) == (st.st_dev, st.st_ino):
                 if write:
-                    _recover_locked(path)
+                    _recover_locked(path, st)
                     st = os.fstat(fd)
                 yield fd, st
                 return
@@ -590,15 +622,17 @@ def locked_open(path: PathLike, *, write: bool, timeout: float | None = 60.0) ->
     raise GGUFChangedError("the file kept being replaced while it was being opened", path=path)
 
 
-def check_no_journal(path: PathLike) -> None:
+def check_no_journal(path: PathLike, st: os.stat_result | None = None) -> None:
     """Refuse to read a file with a pending journal: its header may be torn until it is recovered.
 
     Only meaningful under a shared lock on the file (:func:`shared_header_lock`): an editor holds
-    an exclusive lock for as long as its journal exists, so a journal seen then was left by a
-    writer that died.
+    an exclusive lock for as long as its journal exists, so a complete journal for this file
+    (``st``: its device and inode; None: any file) was left by a writer that died. An incomplete
+    journal, or one of a file that has since been replaced, says nothing about this file.
     """
-    jpath = journal_path(path)
-    if os.path.exists(jpath):
+    jpath, data = _read_journal(os.fspath(path))
+    journal = Journal.decode(data) if data is not None else None
+    if journal is not None and (st is None or journal.is_for(st)):
         raise GGUFError(
             f"an interrupted edit left {jpath}: the file may be torn until it is recovered "
             "(run: gguf-schema recover FILE; any edit of the file also puts the old bytes back)",
@@ -622,7 +656,7 @@ def shared_header_lock(fd: int, path: str | None, *, timeout: float | None = 60.
             except OSError:
                 now = None
             if now is not None and (now.st_dev, now.st_ino) == (st.st_dev, st.st_ino):
-                check_no_journal(path)
+                check_no_journal(path, st)
         yield
 
 

@@ -9,9 +9,23 @@ import numpy as np
 import gguf_schema
 from gguf_schema.format.schema import GGUFSchema
 from gguf_schema.format.schema import gguf_schema as fast_schema
+from gguf_schema.format.types import GGMLType
 from gguf_schema.testing.reference import read_reference, reference_schema
 
 VARIANT_IDS = ["fast", "reference"]
+
+IQ_LATTICE = frozenset(
+    {
+        GGMLType.IQ2_XXS,
+        GGMLType.IQ2_XS,
+        GGMLType.IQ2_S,
+        GGMLType.IQ3_XXS,
+        GGMLType.IQ3_S,
+        GGMLType.IQ1_S,
+        GGMLType.IQ1_M,
+    }
+)
+"""The IQ types quantized on a lattice (row quantizers only, importance matrices; tested in test_quantize_iq.py)."""
 
 
 def open_variant(source: Any, fast: bool = True, **kw: Any) -> gguf_schema.GGUFFile:

@@ -18,7 +18,7 @@ import gguf_schema
 from gguf_schema.format.types import GGMLType
 from gguf_schema.tensors import COMPILED_DEQUANTIZE, COMPILED_QUANTIZE, dequantize, engine, quantize
 
-from .helpers import bits
+from .helpers import IQ_LATTICE, bits
 
 compiled_only = pytest.mark.skipif(not COMPILED_DEQUANTIZE, reason="gguf_schema.tensors._kernels is not built here")
 
@@ -56,7 +56,7 @@ def test_kernels_are_built_where_a_c_compiler_exists():
         GGMLType.IQ4_XS,
     }
     assert expected == COMPILED_DEQUANTIZE
-    assert expected - {GGMLType.Q8_K} == COMPILED_QUANTIZE
+    assert (expected - {GGMLType.Q8_K}) | IQ_LATTICE == COMPILED_QUANTIZE
     features = engine.compiled_kernels.features()
     assert set(features) == {"sse2", "avx2_copies", "f16c"} and all(isinstance(v, bool) for v in features.values())
 
@@ -64,11 +64,11 @@ def test_kernels_are_built_where_a_c_compiler_exists():
 @compiled_only
 def test_compiled_block_geometry_agrees_with_the_type_table():
     layouts = engine.compiled_kernels.layouts()
-    assert set(layouts) == {int(t) for t in COMPILED_DEQUANTIZE}  # nothing dropped for a mismatch
+    assert set(layouts) == {int(t) for t in COMPILED_DEQUANTIZE | COMPILED_QUANTIZE}  # nothing dropped for a mismatch
     for tid, (block_size, type_size, decodes, encodes, encodes_rows) in layouts.items():
         t = GGMLType(tid)
         assert (block_size, type_size) == (t.block_size, t.type_size)
-        assert decodes and (encodes or encodes_rows) == (t in COMPILED_QUANTIZE)
+        assert decodes == (t in COMPILED_DEQUANTIZE) and (encodes or encodes_rows) == (t in COMPILED_QUANTIZE)
 
 
 def same_floats(a: np.ndarray, b: np.ndarray) -> bool:
@@ -118,7 +118,7 @@ def quantizer_input(t: GGMLType) -> np.ndarray:
 
 
 @compiled_only
-@pytest.mark.parametrize("t", sorted(COMPILED_QUANTIZE), ids=lambda t: t.name)
+@pytest.mark.parametrize("t", sorted(COMPILED_QUANTIZE - IQ_LATTICE), ids=lambda t: t.name)
 def test_compiled_quantizer_equals_numpy(t):
     x = quantizer_input(t)
     assert np.array_equal(quantize(x, t, engine="compiled"), quantize(x, t, engine="numpy"))
@@ -251,13 +251,19 @@ def test_portable_c_paths_equal_numpy(tmp_path):
         out = np.empty(500 * t.block_size, np.float32)
         portable.decode(int(t), raw, out)
         assert same_floats(out, ref), t.name
-    for t in sorted(COMPILED_QUANTIZE):
+    for t in sorted(IQ_LATTICE & COMPILED_QUANTIZE):  # row quantizers only
+        x = np.random.default_rng(int(t)).standard_normal((8, 512)).astype(np.float32)
+        w = np.linspace(0.5, 2, 512, dtype=np.float32)
+        out = np.zeros((8, t.row_nbytes(512)), np.uint8)
+        portable.quantize_rows(int(t), x, out, 512, w)
+        assert np.array_equal(out, quantize(x, t, imatrix=w, engine="numpy")), t.name
+    for t in sorted(COMPILED_QUANTIZE - IQ_LATTICE):
         x = quantizer_input(t)[:, :512]
         out = np.empty(x.size // t.block_size * t.type_size, np.uint8)
         portable.encode(int(t), np.ascontiguousarray(x), out)
         assert np.array_equal(out.reshape(len(x), -1), quantize(x, t, engine="numpy")), t.name
     imatrix = np.abs(np.random.default_rng(2).standard_normal(512)).astype(np.float32)
-    for t in sorted(engine._COMPILED_ROWS):  # the importance-weighted row quantizers
+    for t in sorted(engine._COMPILED_ROWS - IQ_LATTICE):  # the other importance-weighted row quantizers
         x = np.ascontiguousarray(quantizer_input(t)[:, :512])
         out = np.zeros((len(x), t.row_nbytes(512)), np.uint8)
         portable.quantize_rows(int(t), x, out, 512, imatrix)

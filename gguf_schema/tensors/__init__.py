@@ -16,8 +16,9 @@ them against ggml's own outputs (``../shared/golden``).
 Modules, from the bottom up: :mod:`.layouts` (one table of block fields, as
 ``ggml-common.h`` names them), :mod:`.grids` (the IQ lattices and value tables), :mod:`.ops`
 (the numpy building blocks), one module of kernels per family (:mod:`.plain`,
-:mod:`.legacy`, :mod:`.kquants`, :mod:`.iquants`, :mod:`.lowbit`), :mod:`.registry` (one
-entry per type), :mod:`.engine` (chunks, threads, the compiled kernels in ``csrc/``).
+:mod:`.legacy`, :mod:`.kquants`, :mod:`.iquants`, :mod:`.lowbit`; the IQ lattice searches in
+:mod:`.lattice`), :mod:`.registry` (one entry per type), :mod:`.engine` (chunks, threads, the
+compiled kernels in ``csrc/``).
 
 Adding a ggml type:
 

@@ -324,8 +324,10 @@ def quantize(
     what ``llama-quantize`` writes: without an importance matrix ggml's reference quantizer
     ``quantize_row_*_ref`` for most types (IQ4_NL: ggml's ``quantize_iq4_nl``, which searches
     further than its reference), with one the importance-weighted searches (the K-quants,
-    Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, IQ4_XS; other types ignore it, as ggml does). Integer
-    types need integer values in range. The array's last axis is the row.
+    Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, IQ4_XS; other types ignore it, as ggml does). The IQ
+    lattice types (IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S) have only ggml's
+    searching quantizer; IQ1_S, IQ2_XXS and IQ2_XS need an importance matrix, as in ggml.
+    Integer types need integer values in range. The array's last axis is the row.
 
     Args:
         array: any numeric array (its last dimension a multiple of ``t.block_size``).
@@ -346,7 +348,9 @@ def quantize(
             integer values out of range, NaN or infinity in the input of a block-quantized type
             (the message names the first such row and column; F32, F16 and BF16 store them),
             an importance matrix of the wrong length, not finite, or missing for a type that
-            needs one, or a bad ``threads`` or ``engine``.
+            needs one, a super-block ggml aborts on (the IQ lattice searches overflow float32
+            for values or weights near 1e30: ggml writes nothing then), or a bad ``threads``
+            or ``engine``.
         TypeError: an argument of the wrong kind.
 
     >>> quantize(np.array([1.0, -2.0], dtype=np.float32), GGMLType.F16).tobytes().hex()

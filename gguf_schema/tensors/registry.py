@@ -11,6 +11,8 @@ engine uses a compiled kernel only where its geometry agrees with this registry.
 ('kquants', 'qr_q4_k')
 >>> GGMLType.Q4_K in QUANTIZE_TYPES, GGMLType.Q8_K in QUANTIZE_TYPES
 (True, True)
+>>> CODECS[GGMLType.IQ2_XS].quantize_rows.__name__, CODECS[GGMLType.IQ2_XS].needs_imatrix
+('q_iq2_xs', True)
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..format.types import GGMLType
-from . import iquants, kquants, legacy, lowbit, plain
+from . import iquants, kquants, lattice, legacy, lowbit, plain
 
 __all__ = ["CODECS", "DEQUANTIZE_TYPES", "QUANTIZE_TYPES", "Codec"]
 
@@ -101,13 +103,13 @@ CODECS: dict[GGMLType, Codec] = {
         _codec(T.Q6_K, kquants.dq_q6_k, kquants.q_q6_k, kquants.qr_q6_k),
         _codec(T.Q8_K, kquants.dq_q8_k, kquants.q_q8_k),
         # IQ
-        _codec(T.IQ2_XXS, iquants.dq_iq2_xxs),
-        _codec(T.IQ2_XS, iquants.dq_iq2_xs),
-        _codec(T.IQ2_S, iquants.dq_iq2_s),
-        _codec(T.IQ3_XXS, iquants.dq_iq3_xxs),
-        _codec(T.IQ3_S, iquants.dq_iq3_s),
-        _codec(T.IQ1_S, iquants.dq_iq1_s),
-        _codec(T.IQ1_M, iquants.dq_iq1_m),
+        _codec(T.IQ2_XXS, iquants.dq_iq2_xxs, quantize_rows=lattice.q_iq2_xxs, needs_imatrix=True),
+        _codec(T.IQ2_XS, iquants.dq_iq2_xs, quantize_rows=lattice.q_iq2_xs, needs_imatrix=True),
+        _codec(T.IQ2_S, iquants.dq_iq2_s, quantize_rows=lattice.q_iq2_s),
+        _codec(T.IQ3_XXS, iquants.dq_iq3_xxs, quantize_rows=lattice.q_iq3_xxs),
+        _codec(T.IQ3_S, iquants.dq_iq3_s, quantize_rows=lattice.q_iq3_s),
+        _codec(T.IQ1_S, iquants.dq_iq1_s, quantize_rows=lattice.q_iq1_s, needs_imatrix=True),
+        _codec(T.IQ1_M, iquants.dq_iq1_m, quantize_rows=lattice.q_iq1_m),
         _codec(T.IQ4_NL, iquants.dq_iq4_nl, iquants.q_iq4_nl, iquants.qr_iq4_nl),
         _codec(T.IQ4_XS, iquants.dq_iq4_xs, iquants.q_iq4_xs, iquants.qr_iq4_xs),
         # FP4, ternary and 1-2 bit

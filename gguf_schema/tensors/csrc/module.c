@@ -38,7 +38,27 @@ enum ggml_type_id { /* ggml_type values (gguf_schema.format.types.GGMLType) */
     GGML_TYPE_BF16 = 30,
     GGML_TYPE_TQ1_0 = 34,
     GGML_TYPE_TQ2_0 = 35,
+    /* IQ lattice types (quantize_iq.c) */
+    GGML_TYPE_IQ2_XXS = 16,
+    GGML_TYPE_IQ2_XS = 17,
+    GGML_TYPE_IQ3_XXS = 18,
+    GGML_TYPE_IQ1_S = 19,
+    GGML_TYPE_IQ3_S = 21,
+    GGML_TYPE_IQ2_S = 22,
+    GGML_TYPE_IQ1_M = 29,
 };
+
+/* quantize_iq.c: row quantizers of the IQ lattice types; their lattices come from
+ * gguf_schema.tensors.grids at import; a row ggml would abort on leaves a message. */
+int quantize_iq_init(void);
+const char *quantize_iq_error(void);
+void quantize_rows_iq2_xxs(const float *restrict x, uint8_t *restrict y, int64_t nrows, int64_t n_per_row, const float *restrict imatrix);
+void quantize_rows_iq2_xs(const float *restrict x, uint8_t *restrict y, int64_t nrows, int64_t n_per_row, const float *restrict imatrix);
+void quantize_rows_iq2_s(const float *restrict x, uint8_t *restrict y, int64_t nrows, int64_t n_per_row, const float *restrict imatrix);
+void quantize_rows_iq3_xxs(const float *restrict x, uint8_t *restrict y, int64_t nrows, int64_t n_per_row, const float *restrict imatrix);
+void quantize_rows_iq3_s(const float *restrict x, uint8_t *restrict y, int64_t nrows, int64_t n_per_row, const float *restrict imatrix);
+void quantize_rows_iq1_s(const float *restrict x, uint8_t *restrict y, int64_t nrows, int64_t n_per_row, const float *restrict imatrix);
+void quantize_rows_iq1_m(const float *restrict x, uint8_t *restrict y, int64_t nrows, int64_t n_per_row, const float *restrict imatrix);
 
 /* ---------------------------------------------------------------------------------- */
 /* The table: ggml type id, block size, bytes per block, decoder, block quantizer (ggml's    */
@@ -72,6 +92,14 @@ static const kernel_entry KERNELS[] = {
     {GGML_TYPE_BF16, 1, 2, bf16_to_f32, f32_to_bf16, NULL},
     {GGML_TYPE_TQ1_0, 256, 54, dq_tq1_0, q_tq1_0, NULL},
     {GGML_TYPE_TQ2_0, 256, 66, dq_tq2_0, q_tq2_0, NULL},
+    /* IQ lattice types: row quantizers only */
+    {GGML_TYPE_IQ2_XXS, 256, 66, NULL, NULL, quantize_rows_iq2_xxs},
+    {GGML_TYPE_IQ2_XS, 256, 74, NULL, NULL, quantize_rows_iq2_xs},
+    {GGML_TYPE_IQ3_XXS, 256, 98, NULL, NULL, quantize_rows_iq3_xxs},
+    {GGML_TYPE_IQ1_S, 256, 50, NULL, NULL, quantize_rows_iq1_s},
+    {GGML_TYPE_IQ3_S, 256, 110, NULL, NULL, quantize_rows_iq3_s},
+    {GGML_TYPE_IQ2_S, 256, 82, NULL, NULL, quantize_rows_iq2_s},
+    {GGML_TYPE_IQ1_M, 256, 56, NULL, NULL, quantize_rows_iq1_m},
 };
 #define N_KERNELS ((int)(sizeof(KERNELS) / sizeof(KERNELS[0])))
 
@@ -187,6 +215,11 @@ static PyObject *py_quantize_rows(PyObject *self, PyObject *args) {
                 have_imat ? (const float *)imat.buf : NULL);
     }
     Py_END_ALLOW_THREADS
+    const char *why = quantize_iq_error(); /* a row ggml aborts on */
+    if (why != NULL) {
+        PyErr_SetString(PyExc_ValueError, why);
+        goto done;
+    }
     if (finite) {
         result = PyLong_FromSsize_t(bad);
     } else {
@@ -284,6 +317,7 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__kernels(void) {
     init_decode_tables();
+    if (quantize_iq_init() < 0) return NULL;
 #ifdef HAVE_F16C_DISPATCH
     __builtin_cpu_init();
     cpu_has_f16c = __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");

@@ -430,11 +430,22 @@ def write_in_place(fd: int, path: str, offset: int, new: bytes, *, sync: bool = 
         raise
     os.close(jfd)
     fsync_dir(folder)
-    _pwrite_all(fd, new, offset)
-    if sync:
-        os.fsync(fd)
-    else:
-        os.fdatasync(fd) if hasattr(os, "fdatasync") else os.fsync(fd)  # the journal is about to go
+    try:
+        _pwrite_all(fd, new, offset)
+        if sync:
+            os.fsync(fd)
+        else:
+            os.fdatasync(fd) if hasattr(os, "fdatasync") else os.fsync(fd)  # the journal is about to go
+    except BaseException:
+        # the write failed (disk full, I/O error): put the old bytes back at once if the disk lets us;
+        # if it does not, the journal stays and the next open for writing (or recover) finishes the job
+        with contextlib.suppress(OSError):
+            _pwrite_all(fd, old, offset)
+            os.ftruncate(fd, st.st_size) if os.fstat(fd).st_size != st.st_size else None
+            os.fsync(fd)
+            os.unlink(jpath)
+            fsync_dir(folder)
+        raise
     os.unlink(jpath)  # the commit point
     if sync:
         fsync_dir(folder)

@@ -149,12 +149,37 @@ def _held_source(fd: int, name: str) -> MappedSource:
 
 def _in_place(fd: int, path: str, old_header: Any, new_header: bytes, sync: bool) -> EditResult:
     """Write the span where the headers differ, through the journal (:func:`gguf_schema.durable.write_in_place`)."""
-    diff = np.flatnonzero(np.frombuffer(old_header, np.uint8) != np.frombuffer(new_header, np.uint8))
-    if diff.size == 0:
+    span = _differing_span(old_header, new_header)
+    if span is None:
         return EditResult(path, True, 0)
-    first, last = int(diff[0]), int(diff[-1]) + 1
+    first, last = span
     write_in_place(fd, path, first, new_header[first:last], sync=sync)
     return EditResult(path, True, last - first)
+
+
+#: bytes compared at a time when looking for the changed span (bounds the comparison's memory)
+_DIFF_CHUNK = 1 << 22
+
+
+def _differing_span(a: Any, b: bytes) -> tuple[int, int] | None:
+    """The first and one past the last offset where the equally long buffers ``a`` and ``b`` differ (None: equal).
+
+    >>> _differing_span(b"abcdef", b"abXdeY"), _differing_span(b"abc", b"abc")
+    ((2, 6), None)
+    """
+    x, y = np.frombuffer(a, np.uint8), np.frombuffer(b, np.uint8)
+    starts = range(0, len(y), _DIFF_CHUNK)
+    first = next(
+        (i + int(d[0]) for i in starts if (d := np.flatnonzero(x[i : i + _DIFF_CHUNK] != y[i : i + _DIFF_CHUNK])).size),
+        None,
+    )
+    if first is None:
+        return None
+    for i in reversed(range(first - first % _DIFF_CHUNK, len(y), _DIFF_CHUNK)):
+        d = np.flatnonzero(x[i : i + _DIFF_CHUNK] != y[i : i + _DIFF_CHUNK])
+        if d.size:
+            return first, i + int(d[-1]) + 1
+    raise AssertionError("unreachable: a difference was found")  # pragma: no cover
 
 
 def set_key(

@@ -1,8 +1,9 @@
 """How bytes reach the disk safely: atomic replacement, the rollback journal of in-place edits, locks.
 
 A user's file is never left unreadable, half-written or silently changed, whatever is killed or
-fails at the time. This module owns the three mechanisms every write goes through (see
-``../shared/design/safe-writes.md`` for where they come from):
+fails at the time (``docs/writes.md`` states the guarantees and the figures measured). This module
+owns the mechanisms every write goes through (see ``../shared/design/safe-writes.md`` for where
+they come from):
 
 * :func:`atomic_replace` -- a new version of a file is written to a temporary file in the same
   folder and renamed over the target only when complete and fsynced; then the folder is fsynced,
@@ -10,18 +11,25 @@ fails at the time. This module owns the three mechanisms every write goes throug
   it is complete: a killed writer leaves nothing. Elsewhere it has a recognisable name
   (``.NAME.gguf-tmp-PID-XXXX``) and the next write in that folder removes those of dead writers.
   A replaced file keeps its permission bits, owner and group; when it cannot (another user's
-  file), the replacement is refused before anything is written.
+  file), or the file is read-only, the replacement is refused before anything is written.
+  :func:`atomic_replace_set` does the same for a set of files (the shards of a split): all are
+  written and fsynced before the first is renamed.
 * :class:`Journal` -- an in-place change of bytes (an edit whose header keeps its size) first
-  saves the bytes it will overwrite to ``NAME.gguf-journal`` (with their checksum), fsyncs it and
-  the folder, then writes and fsyncs the file, then deletes the journal and fsyncs the folder:
-  the deletion is the commit point. :func:`recover` (run before every edit, and by
-  ``gguf-schema recover``) puts the saved bytes back if a complete journal is found, and deletes
-  an incomplete one (the file was not touched yet). A reader that finds a journal says so.
+  saves the bytes it will overwrite to ``NAME.gguf-journal`` (with the file's identity and a
+  checksum), fsyncs it and the folder, then writes and fsyncs the file, then deletes the journal
+  and fsyncs the folder: the deletion is the commit point. :func:`recover` (run before every
+  edit, and by ``gguf-schema recover``) puts the saved bytes back if a complete journal of this
+  file is found, and deletes an incomplete one (the file was not touched yet) or one of a file
+  that has since been replaced. A reader that finds a complete journal refuses the file.
 * :class:`FileLock` -- advisory ``flock`` locks on the file itself: an editor holds an exclusive
   lock for the whole edit (a second editor waits, up to a timeout, or fails clearly), readers a
-  shared one while they parse the header (so they never see a half-written one). After taking the
-  lock, the path is checked to still name the locked file (device and inode): a lock on a file
-  that another process has replaced meanwhile protects nothing, so the open is retried.
+  shared one while they parse the header (:func:`shared_header_lock`: they never see a
+  half-written one). After taking the lock, the path is checked to still name the locked file
+  (device and inode): a lock on a file that another process has replaced meanwhile protects
+  nothing, so the open is retried; and an edit re-checks just before it writes
+  (:func:`expect_same_file`, :func:`check_same_file`).
+* :func:`refuse_overwriting_inputs` -- every command that writes a new file refuses an output that
+  is one of its inputs (by resolved path, device and inode), before writing anything.
 
 ``sync=False`` (everywhere) skips the fsyncs: faster, and a power cut may then lose the change
 (never the old file, for replacements; in-place edits keep their journal either way).

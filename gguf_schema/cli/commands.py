@@ -584,8 +584,9 @@ def register_cli(subparsers: Any) -> None:
         _cmd_split,
         "split a model into shards OUT_PREFIX-00001-of-0000N.gguf",
         "Split FILE into shards named OUT_PREFIX-00001-of-0000N.gguf, with llama.cpp's split.no / split.count / "
-        "split.tensors.count keys; the full metadata goes in the first shard. SIZE: 500M, 2G (powers of 1000), "
-        "512MiB, 2GiB (powers of 1024) or bytes.",
+        "split.tensors.count keys (and split.id, the identity of the set); the full metadata goes in the first "
+        "shard. The shards are written as a set: all to temporary files first, then renamed. Prints each shard's "
+        "path, tensors and size. SIZE: 500M, 2G (powers of 1000), 512MiB, 2GiB (powers of 1024) or bytes.",
     )
     p.add_argument("file", metavar="FILE")
     new_output(p, "OUT_PREFIX")

@@ -279,3 +279,14 @@ def test_no_command_writes_over_an_input(model: Path, tmp_path: Path, capsys) ->
     assert {p: (tmp_path / p).read_bytes() for p in before} == before
     with pytest.raises(GGUFBuildError, match="the output must not be the input"):
         durable.refuse_overwriting_inputs([tmp_path / "link.gguf"], [tmp_path / "hard.gguf"], command="quantize")
+
+
+def test_outputs_are_named_alike_positionally_or_with_o(model: Path, tmp_path: Path, capsys) -> None:
+    assert cli(capsys, "convert", model, "-o", tmp_path / "be.gguf", "--byte-order", "big")[0] == 0
+    assert cli(capsys, "convert", tmp_path / "be.gguf", tmp_path / "le.gguf", "--byte-order", "little")[0] == 0
+    assert (tmp_path / "le.gguf").read_bytes() == model.read_bytes()
+    rc, _, err = cli(capsys, "merge", model, tmp_path / "a.gguf", "-o", tmp_path / "b.gguf")
+    assert rc == 2 and "two outputs given" in err
+    rc, _, err = cli(capsys, "convert", model)
+    assert rc == 2 and "give the output: OUT or -o OUT" in err
+    assert sorted(os.listdir(tmp_path)) == ["be.gguf", "le.gguf", "m.gguf"]

@@ -47,7 +47,9 @@ def make_file(path: str, n: int) -> None:
     kv.append(array("tokenizer.ggml.tokens", 8, n) + rec.tobytes())
     kv.append(array("tokenizer.ggml.scores", 6, n) + np.linspace(0, -1, n, dtype=np.float32).tobytes())
     kv.append(array("tokenizer.ggml.token_type", 5, n) + np.ones(n, np.int32).tobytes())
-    info = s("w") + np.uint32(1).tobytes() + np.uint64(262144).tobytes() + np.uint32(0).tobytes() + np.uint64(0).tobytes()
+    info = (
+        s("w") + np.uint32(1).tobytes() + np.uint64(262144).tobytes() + np.uint32(0).tobytes() + np.uint64(0).tobytes()
+    )
     head = b"GGUF" + np.uint32(3).tobytes() + np.uint64(1).tobytes() + np.uint64(len(kv)).tobytes()
     body = head + b"".join(kv) + info
     pad = (-len(body)) % 32
@@ -129,7 +131,9 @@ def _gguf_edit(gguf, path: str, edit: str, key: str, value: str | None) -> str: 
             continue
         vtype = field.types[0]
         sub = field.types[-1] if vtype == gguf.GGUFValueType.ARRAY else None
-        writer.add_key_value(value if (edit == "rename" and name == key) else name, field.contents(), vtype, sub_type=sub)
+        writer.add_key_value(
+            value if (edit == "rename" and name == key) else name, field.contents(), vtype, sub_type=sub
+        )
     if edit == "set, header grows":
         writer.add_key_value(key, value, gguf.GGUFValueType.STRING)
     for t in reader.tensors:

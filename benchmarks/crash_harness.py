@@ -289,7 +289,8 @@ def judge(s: Scenario, b: Baseline, folder: str) -> tuple[str, list[str], bool, 
             refused = False
         except GGUFError as e:
             refused = "recover" in str(e)
-        jdata = open(durable.journal_path(target), "rb").read()
+        with open(durable.journal_path(target), "rb") as fh:
+            jdata = fh.read()
         complete = durable.Journal.decode(jdata) is not None
         if complete and not refused:
             problems.append("a reader did not refuse a file with a complete journal")

@@ -220,7 +220,8 @@ class Baseline:
     old: dict[str, str | None]
     new: dict[str, str | None]
     inputs: dict[str, str | None]
-    seconds: float
+    seconds: float  # from the first I/O call to the end, the shortest of 5 clean runs
+    io_calls: int  # I/O calls of a clean run
 
 
 def reset(folder: str, template: str, s: Scenario) -> None:
@@ -233,31 +234,85 @@ def reset(folder: str, template: str, s: Scenario) -> None:
             shutil.copyfile(os.path.join(template, name), os.path.join(folder, name))
 
 
-def run_forked(s: Scenario, folder: str, delay: float | None) -> tuple[bool, float]:
-    """Run the write in a forked child; kill it after ``delay`` seconds (None: let it finish).
-    Returns (finished before the kill, seconds)."""
-    t0 = time.perf_counter()
+#: the calls through which a write reaches the file system (builtin functions and methods, by name)
+IO_CALLS = frozenset(
+    {
+        "write", "pwrite", "writev", "flush", "fsync", "fdatasync", "replace", "rename", "link", "unlink",
+        "ftruncate", "truncate", "copy_file_range", "sendfile", "open", "close", "fchmod", "fchown",
+    }
+)  # fmt: skip
+
+
+@dataclass
+class Run:
+    finished: bool  # the writer finished before it was killed
+    io_calls: int  # I/O calls the writer made (a run that is not killed)
+    write_seconds: float  # from the first I/O call to the end (a run that is not killed)
+
+
+def run_forked(s: Scenario, folder: str, *, delay: float | None = None, at_call: tuple[int, str] | None = None) -> Run:
+    """Run the write in a forked child (the library already imported).
+
+    ``at_call=(k, "before" | "after")``: the child kills itself with SIGKILL just before, or just
+    after, its k-th I/O call (:data:`IO_CALLS`, seen through :func:`sys.setprofile`).
+    ``delay``: the parent kills it that many seconds after its first I/O call.
+    Neither: the write runs to its end, and the run reports its I/O calls and duration.
+    """
+    r, w = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: write, then leave without any cleanup of the parent's state
+        os.close(r)
+        count = [0]
+        kill_at, when = at_call if at_call is not None else (0, "")
+
+        def hook(frame: object, event: str, arg: object) -> None:
+            if event not in ("c_call", "c_return") or getattr(arg, "__name__", "") not in IO_CALLS:
+                return
+            if event == "c_call":
+                count[0] += 1
+                if count[0] == 1:
+                    os.write(w, struct_start)
+                if count[0] == kill_at and when == "before":
+                    os.kill(os.getpid(), signal.SIGKILL)
+            elif count[0] == kill_at and when == "after":
+                os.kill(os.getpid(), signal.SIGKILL)
+
+        struct_start = b"s"
         code = 0
+        t_first = time.perf_counter()
+        sys.setprofile(hook)
         try:
             s.action(folder)
         except BaseException:
             code = 3
+        sys.setprofile(None)
+        os.write(w, json.dumps([count[0], time.perf_counter() - t_first]).encode())
         os._exit(code)
-    if delay is not None:
-        end = t0 + delay
-        while (left := end - time.perf_counter()) > 0:
-            if left > 0.002:
-                time.sleep(left - 0.001)
-            if os.waitpid(pid, os.WNOHANG) != (0, 0):
-                return True, time.perf_counter() - t0
-        os.kill(pid, signal.SIGKILL)
+    os.close(w)
+    try:
+        started = os.read(r, 1)  # the first I/O call (or the end, if there is none)
+        t0 = time.perf_counter()
+        if delay is not None and started:
+            end = t0 + delay
+            while (left := end - time.perf_counter()) > 0:
+                if left > 0.002:
+                    time.sleep(left - 0.001)
+                if os.waitpid(pid, os.WNOHANG) != (0, 0):
+                    return Run(True, 0, 0.0)
+            os.kill(pid, signal.SIGKILL)
+        rest = b""
+        while chunk := os.read(r, 4096):
+            rest += chunk
+    finally:
+        os.close(r)
     _, status = os.waitpid(pid, 0)
     finished = os.WIFEXITED(status)
     if finished and os.WEXITSTATUS(status) != 0:
         raise RuntimeError(f"{s.name}: the write failed without being killed")
-    return finished, time.perf_counter() - t0
+    if finished and rest:
+        calls, _ = json.loads(rest.decode())
+        return Run(True, calls, time.perf_counter() - t0)
+    return Run(finished, 0, 0.0)
 
 
 def baseline(s: Scenario, root: str) -> Baseline:
@@ -268,13 +323,13 @@ def baseline(s: Scenario, root: str) -> Baseline:
     inputs = {t: digest(os.path.join(template, t)) for t in s.inputs}
     work = os.path.join(root, "work")
     os.makedirs(work)
-    times = []
+    runs = []
     for _ in range(5):
         reset(work, template, s)
-        times.append(run_forked(s, work, None)[1])
+        runs.append(run_forked(s, work))
     new = {t: digest(os.path.join(work, t)) for t in s.targets}
     assert new != old, s.name
-    return Baseline(template, old, new, inputs, min(times))
+    return Baseline(template, old, new, inputs, min(r.write_seconds for r in runs), min(r.io_calls for r in runs))
 
 
 def judge(s: Scenario, b: Baseline, folder: str) -> tuple[str, list[str], bool, str]:
@@ -348,20 +403,29 @@ def litter_removed_by_next_write(s: Scenario, folder: str, litter: list[str]) ->
 
 
 def kills(s: Scenario, root: str, n: int, rng: random.Random) -> dict:
+    """Aimed kills (before and after every I/O call of the write), then kills at spread moments of the
+    write (after its first I/O call) until ``n`` kills have landed before the writer finished."""
     b = baseline(s, root)
     work = os.path.join(root, "work")
-    span = b.seconds
     counts: collections.Counter[str] = collections.Counter()
     problems: list[str] = []
-    litter_runs = litter_left = recovered = finished = killed = 0
-    i = 0
-    while killed < n and i < 3 * n:  # n kills that land before the writer is done
+    litter_runs = litter_left = recovered = finished = killed = runs = 0
+    aimed = [(k, when) for k in range(1, b.io_calls + 1) for when in ("before", "after")]
+    timed = 0
+    while killed < n and runs < 3 * n:
         reset(work, b.template, s)
-        delay = ((i % n) + rng.random()) / n * span
-        i += 1
-        done, _ = run_forked(s, work, delay)
-        finished += done
-        killed += not done
+        if runs < len(aimed):
+            at_call, delay = aimed[runs], None
+            moment = f"{at_call[1]} I/O call {at_call[0]}"
+        else:
+            slot = timed % max(1, n - len(aimed))
+            delay = (slot + rng.random()) / max(1, n - len(aimed)) * b.seconds
+            at_call, timed = None, timed + 1
+            moment = f"{delay * 1000:.2f} ms into the write"
+        runs += 1
+        run = run_forked(s, work, delay=delay, at_call=at_call)
+        finished += run.finished
+        killed += not run.finished
         outcome, litter, rec, problem = judge(s, b, work)
         counts[outcome] += 1
         recovered += rec
@@ -369,14 +433,16 @@ def kills(s: Scenario, root: str, n: int, rng: random.Random) -> dict:
             litter_runs += 1
             if not litter_removed_by_next_write(s, work, litter):
                 litter_left += 1
-                problems.append(f"kill at {delay * 1000:.2f} ms left {litter}, not removed by the next write")
+                problems.append(f"kill {moment} left {litter}, not removed by the next write")
         if problem:
-            problems.append(f"kill at {delay * 1000:.2f} ms: {problem}")
+            problems.append(f"kill {moment}: {problem}")
     return {
         "path": s.name,
         "kills": killed,
-        "runs": i,
+        "runs": runs,
+        "aimed": min(len(aimed), runs),
         "write_ms": b.seconds * 1000,
+        "io_calls": b.io_calls,
         "outcomes": dict(counts),
         "finished_before_kill": finished,
         "journal_recovered": recovered,
@@ -455,14 +521,16 @@ def table(kill_rows: list[dict], inject_rows: list[dict], args: argparse.Namespa
         "",
         "## SIGKILL at spread moments",
         "",
-        "| path | runs | killed while writing | write (ms) | old | new | mixed set (refused) | other "
-        "| journal recovered | runs with litter | litter not removed by next write | problems |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| path | runs | killed before the end | aimed at I/O calls (calls x before/after) | write (ms) | old | new "
+        "| mixed set (refused) | other | journal recovered | runs with litter | litter not removed by next write "
+        "| problems |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in kill_rows:
         o = r["outcomes"]
         lines.append(
-            f"| {r['path']} | {r['runs']} | {r['kills']} | {r['write_ms']:.1f} | {o.get('old', 0)} | {o.get('new', 0)} | "
+            f"| {r['path']} | {r['runs']} | {r['kills']} | {r['aimed']} ({r['io_calls']} x 2) | {r['write_ms']:.1f} "
+            f"| {o.get('old', 0)} | {o.get('new', 0)} | "
             f"{o.get('mixed', 0)} | {o.get('other', 0)} | {r['journal_recovered']} | {r['litter_runs']} | "
             f"{r['litter_not_removed']} | {r['n_problems']} |"
         )

@@ -8,8 +8,10 @@ they come from):
 * :func:`atomic_replace` -- a new version of a file is written to a temporary file in the same
   folder and renamed over the target only when complete and fsynced; then the folder is fsynced,
   so the rename survives a power cut. On Linux the temporary file is unnamed (``O_TMPFILE``) until
-  it is complete: a killed writer leaves nothing. Elsewhere it has a recognisable name
-  (``.NAME.gguf-tmp-PID-XXXX``) and the next write in that folder removes those of dead writers.
+  it is complete: a writer killed while writing leaves nothing. It is then named
+  (``.NAME.gguf-tmp-PID-XXXX``) and renamed over the target; a writer killed between the two
+  leaves that name, as do writers elsewhere (where temporaries are named from the start): the next
+  write of the same target removes those of dead writers.
   A replaced file keeps its permission bits, owner and group; when it cannot (another user's
   file), or the file is read-only, the replacement is refused before anything is written.
   :func:`atomic_replace_set` does the same for a set of files (the shards of a split): all are

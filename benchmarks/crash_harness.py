@@ -191,7 +191,7 @@ def scenarios() -> list[Scenario]:
             _prepare_merge,
             ["merge", "s-00001-of-00003.gguf", "merged.gguf"],
         ),
-        Scenario("save", _save, ["saved.gguf"], [], lambda d: _model_and_old(d, "saved.gguf"), []),
+        Scenario("save", _save, ["saved.gguf"], [IN], lambda d: _model_and_old(d, "saved.gguf"), []),
         Scenario(
             "build",
             _build,
@@ -538,16 +538,18 @@ def table(kill_rows: list[dict], inject_rows: list[dict], args: argparse.Namespa
         "",
         "## Injected I/O errors (strace -e inject=SYSCALL:error=ERR:when=N)",
         "",
-        "| path | runs | old | new | other | failed cleanly | raw traceback | runs with litter | problems |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| path | runs | old | new | mixed set (refused) | other | failed cleanly | raw traceback | runs with litter "
+        "| problems |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in inject_rows:
         if not r["runs"]:
-            lines.append(f"| {r['path']} | 0 (no CLI form or no strace) | | | | | | | |")
+            lines.append(f"| {r['path']} | 0 (no CLI form or no strace) | | | | | | | | |")
             continue
         o = r["outcomes"]
         lines.append(
-            f"| {r['path']} | {r['runs']} | {o.get('old', 0)} | {o.get('new', 0)} | {o.get('other', 0)} | "
+            f"| {r['path']} | {r['runs']} | {o.get('old', 0)} | {o.get('new', 0)} | {o.get('mixed', 0)} "
+            f"| {o.get('other', 0)} | "
             f"{r['clean_errors']} | {r['raw_errors']} | {r['litter_runs']} | {r['n_problems']} |"
         )
     details = [p for r in kill_rows + inject_rows for p in (f"{r['path']}: {x}" for x in r.get("problems", []))]
@@ -565,7 +567,24 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--folder", default=None, help="where to work (default: a temporary folder)")
     ap.add_argument("--out", default=None, help="write the markdown table there too")
+    ap.add_argument("--from-logs", nargs="+", metavar="LOG", help="only print the table of earlier runs' stderr")
     args = ap.parse_args()
+    if args.from_logs:
+        rows: dict[tuple[str, bool], dict] = {}
+        for log in args.from_logs:
+            with open(log) as fh:
+                for line in fh:
+                    if line.startswith("{"):
+                        r = json.loads(line[: line.rindex("}") + 1])
+                        rows[(r["path"], "kills" in r)] = r  # a later log replaces an earlier row
+        order = [s.name for s in scenarios()]
+        pick = lambda kill: [rows[(p, kill)] for p in order if (p, kill) in rows]  # noqa: E731
+        text = table(pick(True), pick(False), args)
+        print(text)
+        if args.out:
+            with open(args.out, "w") as fh:
+                fh.write(text)
+        return
     chosen = [s for s in scenarios() if args.paths is None or s.name in args.paths.split(",")]
     rng = random.Random(args.seed)
     kill_rows, inject_rows = [], []

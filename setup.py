@@ -1,8 +1,9 @@
-"""Build step for the optional compiled kernels (all other metadata is in pyproject.toml).
+"""Build step for the optional compiled modules (all other metadata is in pyproject.toml).
 
-``gguf_schema.tensors._kernels`` is built from ``gguf_schema/tensors/csrc`` when a C compiler
-works; if it cannot be built, or when ``GGUF_SCHEMA_NO_KERNELS=1`` is set, the package installs
-without it and ``gguf_schema.tensors`` uses its numpy kernels (same results, slower).
+``gguf_schema.tensors._kernels`` is built from ``gguf_schema/tensors/csrc`` and
+``gguf_schema.format._scan`` (the walk over string arrays) from ``gguf_schema/format/csrc`` when a
+C compiler works; if one cannot be built, or when ``GGUF_SCHEMA_NO_KERNELS=1`` is set, the package
+installs without it and the library uses its numpy kernels and Python loops (same results, slower).
 """
 
 import os
@@ -28,6 +29,8 @@ class BuildKernels(build_ext):
 
 CSRC = "gguf_schema/tensors/csrc"
 KERNEL_SOURCES = sorted(f"{CSRC}/{name}" for name in os.listdir(CSRC) if name.endswith(".c"))
+SCAN_CSRC = "gguf_schema/format/csrc"
+SCAN_SOURCES = sorted(f"{SCAN_CSRC}/{name}" for name in os.listdir(SCAN_CSRC) if name.endswith(".c"))
 kernels = (
     []
     if os.environ.get("GGUF_SCHEMA_NO_KERNELS") == "1"
@@ -38,7 +41,8 @@ kernels = (
             include_dirs=[CSRC],
             depends=[f"{CSRC}/common.h"],
             optional=True,
-        )
+        ),
+        Extension("gguf_schema.format._scan", SCAN_SOURCES, optional=True),
     ]
 )
 setup(ext_modules=kernels, cmdclass={"build_ext": BuildKernels})

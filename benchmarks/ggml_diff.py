@@ -1028,7 +1028,7 @@ def write_report(args: argparse.Namespace) -> None:
             "## The regression cases against the real ggml",
             "",
             "`gguf_schema.testing.malformed`: `malformed_cases()` (used by the tests) and `GGML_EDGE_CASES` (the classes this",
-            "harness found; no test uses them yet), each loaded by the real ggml. 'expected ggml' is the table's verdict,",
+            "harness found; tests/test_validate.py checks every verdict), each loaded by the real ggml. 'expected ggml' is the table's verdict,",
             "the real ggml's is next to it; the last column lists the profiles whose verdict today differs from the table's.",
             "",
         ]
@@ -1056,6 +1056,91 @@ def rebuild(args: argparse.Namespace) -> None:
     print(f"wrote {out}: {len(data):,} bytes ({rec['cls']}: {rec['note']})")
 
 
+# --------------------------------------------------------------------------- re-checking recorded disagreements
+
+
+def recheck(args: argparse.Namespace) -> None:
+    """Our side again (open, touch every tensor, the ``ggml`` profile) on every mutant of a disagreements file,
+    against the ggml verdicts recorded there: which disagreements and bugs the current code still has.
+
+    ggml is not run again (its verdicts are in the file); each mutant runs in a capped child.
+    """
+    from gguf_schema.reader import read
+
+    source = Path(args.recheck)
+    records = _load_records(source)
+    seeds = Seeds(args.state / "seeds", shared=args.shared)
+    seeds.materialize()
+    tmp = args.state / "recheck.gguf"
+    rows: list[dict[str, Any]] = []
+    t_start = time.perf_counter()
+    loads = [os.getloadavg()[0]]
+    for rec in records:
+        ops = rec.get("repro") or rec["ops"]
+        data = apply_ops(seeds.data(rec["seed"]), ops)[0] if rec["seed"] else build(Mutant.from_dict(rec), seeds)[0]
+        tmp.write_bytes(data)
+        del data
+
+        def ours(emit: Any) -> None:
+            report = profile_verdict(str(tmp))
+            touch: dict[str, Any] = {"bug": None}
+            try:
+                with read(str(tmp)) as f:
+                    touch = _touch(f.tensor_list)
+            except GGUFError:
+                pass
+            emit(
+                {
+                    "verdict": "accept" if report.ok else "reject",
+                    "rules": report.rules[:6],
+                    "bug": touch["bug"],
+                }
+            )
+
+        res = run_capped(ours, timeout=args.timeout, mem_cap=int(args.mem_cap * 2**30))
+        got = res.records[0] if res.records else {"verdict": f"no verdict ({res.status})", "rules": [], "bug": None}
+        ggml = _as_verdict(rec["ggml"]["verdict"] if rec["ggml"]["full"] is None else rec["ggml"]["full"])
+        rows.append({"id": rec["id"], "cls": rec["cls"], "was": rec["kinds"], "ggml": ggml, **got})
+        loads.append(os.getloadavg()[0])
+    seconds = time.perf_counter() - t_start
+    tmp.unlink(missing_ok=True)
+    agree = [r for r in rows if r["verdict"] == r["ggml"]]
+    bugs = [r for r in rows if r["bug"]]
+    lines = [
+        "# Recorded disagreements of the full run, re-checked with the current code",
+        "",
+        f"`python benchmarks/ggml_diff.py --recheck {source.as_posix()}`, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}: "
+        f"{len(rows)} mutants rebuilt and run again on our side (each in a child capped at {args.timeout:g} s and "
+        f"{args.mem_cap:g} GiB); ggml's verdicts are the recorded ones (its full load; an abort counts as a rejection). "
+        f"{seconds:,.0f} s, 1-minute load average {min(loads):.1f} to {max(loads):.1f} on {os.cpu_count()} CPUs.",
+        "",
+        f"- the `ggml` profile now gives ggml's verdict on {len(agree)} of {len(rows)}",
+        f"- bugs (an exception other than a GGUFError from `nbytes`/`data`): {len(bugs)}",
+        "",
+        "| was | class | mutants | profile now agrees | still differs (ggml / profile, rules), or notes |",
+        "|---|---|---|---|---|",
+    ]
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = collections.defaultdict(list)
+    for r in rows:
+        groups[(", ".join(r["was"]), r["cls"])].append(r)
+    for (was, cls), rs in sorted(groups.items()):
+        differ = [r for r in rs if r["verdict"] != r["ggml"]]
+        detail = "; ".join(
+            sorted({f"#{r['id']} {r['ggml']} / {r['verdict']} {','.join(x[5:] for x in r['rules'])}" for r in differ})
+        )
+        if "elsewhere" in was:  # the verdicts agreed before too: what matters is that the profile now says so
+            warned = sum("GGUF-W010" in r["rules"] for r in rs)
+            detail = f"W010 (ggml reads the data elsewhere) on {warned} of {len(rs)}" + (
+                f"; {detail}" if detail else ""
+            )
+        lines.append(f"| {was} | `{cls}` | {len(rs)} | {len(rs) - len(differ)} | {_esc(detail[:300]) or '-'} |")
+    if bugs:
+        lines += ["", "Bugs:", ""] + [f"- #{r['id']} `{r['cls']}`: {_esc(r['bug'])}" for r in bugs]
+    out = args.output_dir / "ggml_diff_recheck.md"
+    out.write_text("\n".join(lines) + "\n")
+    print(f"wrote {out}: {len(agree)} of {len(rows)} agree, {len(bugs)} bugs")
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--ggml-lib", default=DEFAULT_LIB, help="path of a libggml-base shared library (built elsewhere)")
@@ -1063,6 +1148,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick-target", type=int, default=300)
     p.add_argument("--resume", action="store_true", help="continue the run in the state directory")
     p.add_argument("--report-only", action="store_true", help="only rewrite the report from the state")
+    p.add_argument(
+        "--recheck", metavar="JSONL", default=None, help="run our side again on every mutant of a disagreements file"
+    )
     p.add_argument("--rebuild", nargs=3, metavar=("JSONL", "ID", "OUT"), help="write the file of one reported mutant")
     p.add_argument("--no-cases", action="store_true", help="skip checking the malformed.py cases against ggml")
     p.add_argument(
@@ -1088,6 +1176,9 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.rebuild:
         rebuild(args)
+        return 0
+    if args.recheck:
+        recheck(args)
         return 0
     if args.note is not None:
         meta_path = (args.quick_state if args.quick else args.state) / "meta.json"

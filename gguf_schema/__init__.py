@@ -20,11 +20,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from .check import require as _require
+from .check.audit import audit
 from .errors import (
     GGUFBuildError,
     GGUFChangedError,
     GGUFConnectionError,
     GGUFDependencyError,
+    GGUFDocumentError,
     GGUFError,
     GGUFFileNotFoundError,
     GGUFFormatError,
@@ -37,6 +39,7 @@ from .errors import (
     GGUFTimeoutError,
     GGUFTruncatedError,
     GGUFValidationError,
+    GGUFWarning,
 )
 from .format.limits import Limits
 from .format.source import Source, SourceLike
@@ -107,6 +110,7 @@ __all__ = [
     "GGUFChangedError",
     "GGUFConnectionError",
     "GGUFDependencyError",
+    "GGUFDocumentError",
     "GGUFError",
     "GGUFFile",
     "GGUFFileNotFoundError",
@@ -120,6 +124,7 @@ __all__ = [
     "GGUFTimeoutError",
     "GGUFTruncatedError",
     "GGUFValidationError",
+    "GGUFWarning",
     "LazyStrings",
     "Limits",
     "Metadata",
@@ -128,6 +133,7 @@ __all__ = [
     "SplitModel",
     "Tensor",
     "ValueType",
+    "audit",
     "make_field",
     "open",
     "open_split",

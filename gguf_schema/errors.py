@@ -10,6 +10,9 @@ Messages are bounded whatever the file claims: a name or value is shown by at mo
 hundred characters, with its full length (:func:`shorten`), so a hostile 200 MB "name" gives a
 message of a few hundred bytes.
 
+What is written but breaks a validation rule is a :class:`GGUFWarning` (a ``UserWarning``
+carrying the rule id), not an error, unless the writer is asked to be strict.
+
 Argument mistakes (a bad engine name, a negative thread count, a wrong shape) are the caller's,
 not the file's: they raise plain ``ValueError`` or ``TypeError``, never a :class:`GGUFError`.
 
@@ -32,6 +35,7 @@ __all__ = [
     "GGUFChangedError",
     "GGUFConnectionError",
     "GGUFDependencyError",
+    "GGUFDocumentError",
     "GGUFError",
     "GGUFFileNotFoundError",
     "GGUFFormatError",
@@ -44,6 +48,7 @@ __all__ = [
     "GGUFTimeoutError",
     "GGUFTruncatedError",
     "GGUFValidationError",
+    "GGUFWarning",
     "os_error",
     "shorten",
 ]
@@ -306,3 +311,42 @@ def os_error(e: OSError, path: str | None = None) -> GGUFIOError:
     cls = _OS_CLASSES.get(e.errno or 0, GGUFIOError)
     where = path if path is not None else (str(e.filename) if e.filename is not None else None)
     return cls(e.strerror or str(e), path=where, errno=e.errno)
+
+
+class GGUFDocumentError(GGUFError, ValueError):
+    """A document given as the GGUF specification states none of its structure (no enum, struct,
+    key list, architecture or rule): there is nothing to audit."""
+
+
+class GGUFWarning(UserWarning):
+    """What is being written breaks a validation rule (:data:`gguf_schema.check.RULES`): the file is
+    written anyway; ``strict=PROFILE`` refuses it instead (a :class:`GGUFValidationError`).
+
+    Attributes:
+        rule: the rule id, e.g. ``GGUF-E033``.
+        reason: what is wrong, in words.
+        name: the metadata key or tensor name involved, if any.
+        finding: the validator's finding (rule, severity, name, value, message).
+
+    >>> w = GGUFWarning("GGUF-E033", "5 dimensions, at most 4 allowed", name="t")
+    >>> print(w)
+    [GGUF-E033] 't': 5 dimensions, at most 4 allowed
+    >>> isinstance(w, UserWarning), w.rule
+    (True, 'GGUF-E033')
+    """
+
+    def __init__(self, rule: str, reason: str, *, name: str | None = None, finding: Any = None):
+        self.rule = rule
+        self.reason = reason
+        self.name = name
+        self.finding = finding
+        where = shorten(name) if name is not None else None
+        text = f"[{rule}] {where}: {reason}" if where is not None and where not in reason else f"[{rule}] {reason}"
+        super().__init__(text)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild_warning, (self.rule, self.reason, self.name))
+
+
+def _rebuild_warning(rule: str, reason: str, name: str | None) -> GGUFWarning:
+    return GGUFWarning(rule, reason, name=name)

@@ -34,6 +34,8 @@ from .tensors.engine import _row_range as row_range  # the engine's reading of `
 __all__ = ["Fields", "GGUFFile", "Metadata", "Storage", "Tensor"]
 
 _MAX_SPAN = int(np.iinfo(np.intp).max)
+#: the most dimensions a numpy array can have (64 since numpy 2.0, 32 before)
+_MAX_NDIM = 64 if int(np.__version__.split(".")[0]) >= 2 else 32
 
 
 class Storage(Protocol):
@@ -156,9 +158,10 @@ class Tensor:
         t = self.known_type()
         nbytes = self.nbytes
         span = math.prod(d for d in self.dims if d) * (t.type_size if t.quantized else t.numpy_dtype.itemsize)  # type: ignore[union-attr]
-        if span > _MAX_SPAN:  # numpy cannot shape such an array, even an empty one
+        if span > _MAX_SPAN or len(self.dims) > _MAX_NDIM:  # numpy cannot shape such an array, even an empty one
             raise GGUFFormatError(
-                f"dimensions {self.dims} are too large for an array ({span} bytes spanned, at most {_MAX_SPAN})",
+                f"{len(self.dims)} dimensions (at most {_MAX_NDIM}) or {span} bytes spanned (at most {_MAX_SPAN}): "
+                "too many or too large for an array",
                 offset=self.info_offset,
                 path=f"tensor {self.name!r}",
                 value=self.dims,
@@ -254,9 +257,12 @@ class Fields(Mapping[str, Field]):
 
     def _reindex(self) -> None:
         keys = [f.key for f in self._records]
-        # built back to front (in C), so that the first of duplicate keys wins; then in file order
-        first = dict(zip(reversed(keys), range(len(keys) - 1, -1, -1), strict=True))
-        self._index = {k: first[k] for k in dict.fromkeys(keys)}
+        index = dict(zip(keys, range(len(keys))))  # one dict, built in C: right unless a key repeats
+        if len(index) != len(keys):  # duplicate keys: the first of each wins, in file order
+            index = {}
+            for i, k in enumerate(keys):
+                index.setdefault(k, i)
+        self._index = index
 
     def __getitem__(self, key: str) -> Field:
         return self._records[self._index[key]]
@@ -414,9 +420,11 @@ class GGUFFile:
         for t in self._tensor_list:
             by_name.setdefault(t.name, t)
         self.tensors: Mapping[str, Tensor] = by_name
-        # where each record lies as stored: the pairs (by the identity of their Field) and the tensor infos
+        # where each record lies as stored: the pairs (by the identity of their Field, worked out when
+        # first asked: only writes need it) and the tensor infos
         self._stored_fields = list(fields)  # keeps the identities valid
-        self._spans = _field_spans(fields, tensors[0].info_offset if tensors else metadata_end)
+        self._fields_end = tensors[0].info_offset if tensors else metadata_end
+        self._spans: dict[int, tuple[int, int]] | None = None
 
     # ---------------------------------------------------------------- reading
 
@@ -446,6 +454,8 @@ class GGUFFile:
         """The bytes ``field`` occupies in this file, if it is one of the pairs read from it and still
         unchanged (an edit replaces a pair by a new Field); else None. The writer copies such pairs
         as they are, without encoding them again."""
+        if self._spans is None:
+            self._spans = _field_spans(self._stored_fields, self._fields_end)
         span = self._spans.get(id(field))
         if span is None or self.storage is None or self.storage.closed:
             return None

@@ -11,6 +11,12 @@ its blocks converted to the target's byte order field by field where needed. A w
 goes through :func:`gguf_schema.durable.atomic_replace`: a temporary file in the same folder,
 renamed over the target only when complete: a failed or killed write leaves the old file as it was.
 
+Before anything is written, the header about to be written is checked with the validation rules
+(:mod:`gguf_schema.check.writing` registers that check): each broken rule is a
+:class:`~gguf_schema.errors.GGUFWarning` carrying its rule id, and ``strict=PROFILE`` (or
+:func:`strict_writes` around any writing call) refuses the write instead with a
+:class:`~gguf_schema.errors.GGUFValidationError`.
+
 >>> import io, numpy as np
 >>> buf = io.BytesIO()
 >>> save(buf, {"general.architecture": "llama", "llama.block_count": 2}, {"t": np.zeros((2, 8), np.float16)})
@@ -21,6 +27,8 @@ renamed over the target only when complete: a failed or killed write leaves the 
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -45,11 +53,13 @@ __all__ = [
     "Progress",
     "RawTensor",
     "TensorInfo",
+    "check_header",
     "encoded_size",
     "header_bytes",
     "plan_tensor",
     "save",
     "save_file",
+    "strict_writes",
     "write_file",
 ]
 
@@ -126,6 +136,50 @@ class PlannedTensor:
 TensorLike = np.ndarray | RawTensor | Tensor
 
 
+# --------------------------------------------------------------------------- the check before writing
+
+HeaderCheck = Callable[[bytes, str | None], None]
+"""``check(header, strict_profile)``: warns for each broken rule, or raises when strict."""
+
+_header_check: HeaderCheck | None = None
+_STRICT: contextvars.ContextVar[str | None] = contextvars.ContextVar("gguf_schema_strict_writes", default=None)
+
+
+def register_header_check(check: HeaderCheck) -> None:
+    """Install the check run on every header before it is written (:mod:`gguf_schema.check.writing`
+    registers it: the validator sits above the writer)."""
+    global _header_check
+    _header_check = check
+
+
+@contextlib.contextmanager
+def strict_writes(profile: str | None) -> Iterator[None]:
+    """Within this block every write (``save``, edits, convert, split, merge, build) is strict under
+    ``profile`` unless a call says otherwise: a header breaking an error rule of that profile is refused.
+
+    >>> import io, numpy as np
+    >>> with strict_writes("ggml"):
+    ...     save(io.BytesIO(), {"": 1})
+    Traceback (most recent call last):
+    ...
+    gguf_schema.errors.GGUFValidationError: GGUF-E022: empty key (at offset 24)
+    """
+    token = _STRICT.set(profile)
+    try:
+        yield
+    finally:
+        _STRICT.reset(token)
+
+
+def check_header(header: bytes, strict: str | None = None) -> None:
+    """Check ``header`` (the bytes before the data section) before it is written: a
+    :class:`~gguf_schema.errors.GGUFWarning` for each broken rule, or, with ``strict`` (or inside
+    :func:`strict_writes`), a :class:`~gguf_schema.errors.GGUFValidationError` for the first error
+    of that profile. Every writer calls it before writing anything."""
+    if _header_check is not None:
+        _header_check(header, strict if strict is not None else _STRICT.get())
+
+
 # --------------------------------------------------------------------------- public entry points
 
 
@@ -139,6 +193,7 @@ def save(
     alignment: int | None = None,
     sync: bool = True,
     progress: Progress | None = None,
+    strict: str | None = None,
 ) -> None:
     """Write a new GGUF file.
 
@@ -154,9 +209,19 @@ def save(
         sync: fsync the new file before it replaces the old one (a path target only). False is
             faster; a power cut right after the write may then leave an incomplete file.
         progress: called with the number of bytes written, as they are written.
+        strict: a validation profile ("spec", "ggml", "lenient"): refuse (a
+            :class:`~gguf_schema.errors.GGUFValidationError`, nothing written) a header that breaks
+            an error rule of it. Without it, each broken rule is a :class:`~gguf_schema.errors.GGUFWarning`.
 
     Tensors are laid out in order, each at an offset aligned to ALIGNMENT and padded after, as
     ggml writes them. n_dims is the array's ``ndim``.
+
+    >>> import io, warnings
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     save(io.BytesIO(), {"a": 1}, {"t": np.zeros((1, 1, 1, 1, 2), np.float32)})
+    >>> [(w.category.__name__, w.message.rule) for w in caught]
+    [('GGUFWarning', 'GGUF-E033')]
     """
     _check_variant(version, byte_order)
     fields = _fields_from(metadata)
@@ -167,7 +232,9 @@ def save(
             make_field("general.alignment", alignment, ValueType.UINT32)
         ]
     planned = [plan_tensor(name, t, byte_order) for name, t in (tensors or {}).items()]
-    write_file(target, fields, planned, version=version, byte_order=byte_order, sync=sync, progress=progress)
+    write_file(
+        target, fields, planned, version=version, byte_order=byte_order, sync=sync, progress=progress, strict=strict
+    )
 
 
 def save_file(
@@ -178,6 +245,7 @@ def save_file(
     byte_order: str | None = None,
     sync: bool = True,
     progress: Progress | None = None,
+    strict: str | None = None,
 ) -> None:
     """Write a :class:`~gguf_schema.model.GGUFFile` back out (:meth:`GGUFFile.save`).
 
@@ -185,7 +253,7 @@ def save_file(
     unedited file comes out byte-identical, padding and trailing bytes included) and the
     stored padding after the tensor infos is kept where it still fits. Otherwise tensors are
     laid out afresh, contiguous and aligned, with the padding as read kept where it fits (a
-    file with no data may end before its padding is complete).
+    file with no data may end before its padding is complete). ``strict`` as in :func:`save`.
     """
     version = version or f.version
     byte_order = byte_order or f.byte_order
@@ -205,6 +273,7 @@ def save_file(
             sync=sync,
             progress=progress,
             source=f,
+            strict=strict,
         )
     else:
         planned = [plan_tensor(t.name, t, byte_order) for t in tensors]
@@ -218,6 +287,7 @@ def save_file(
             sync=sync,
             progress=progress,
             source=f,
+            strict=strict,
         )
 
 
@@ -236,6 +306,7 @@ def write_file(
     sync: bool = True,
     progress: Progress | None = None,
     source: GGUFFile | None = None,
+    strict: str | None = None,
 ) -> None:
     """Assemble a file: the header from ``fields`` and tensor infos, then the data section.
 
@@ -244,7 +315,8 @@ def write_file(
     file's data section), :class:`TensorInfo` s whose offsets already point into it.
     ``padding``: the padding after the tensor infos to keep where it fits. ``source``: the file
     the fields and tensor infos were read from; those still as stored there are copied as they
-    are, never encoded again (when the variant is the same).
+    are, never encoded again (when the variant is the same). The header is checked first
+    (:func:`check_header`: warnings, or ``strict`` refuses).
     """
     alignment = alignment_of(fields)
     if data is None:
@@ -256,7 +328,13 @@ def write_file(
     else:
         infos = [t if isinstance(t, TensorInfo) else t.info() for t in tensors]
         section = data
-    obj = _file_container(fields, infos, padding, section, _same_variant(source, version, byte_order))
+    same = _same_variant(source, version, byte_order)
+    if _header_check is not None:  # the header without its padding: a hostile alignment costs nothing here
+        header = header_bytes(
+            fields, infos, version=version, byte_order=byte_order, padding=b"", data_size=0, source=same
+        )
+        check_header(header, strict)
+    obj = _file_container(fields, infos, padding, section, same)
     schema = gguf_schema(byte_order, version)
     depth = max((_nesting(f.value) for f in fields if f.type == ValueType.ARRAY), default=0)
 

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import gc
 import io
 import struct
+import tracemalloc
 
+import numpy as np
 import pytest
 
 import gguf_schema
 from gguf_schema import GGUFTruncatedError
 from gguf_schema.format.values import STRIDE, LazyStrings
 
-from .conftest import demo_bytes
+from .conftest import VOCAB_FILES, demo_bytes
 
 
 def test_lazy_and_eager_open_give_equal_fields(vocab_file):
@@ -76,3 +79,78 @@ def test_lazy_gemma_vocabulary(gemma):
     with gguf_schema.open(gemma, lazy=True) as f:
         tokens = f.metadata["tokenizer.ggml.tokens"]
         assert len(tokens) == 262144 and tokens[:3] == ["<pad>", "<eos>", "<bos>"]
+
+
+def _garbage_after(action) -> list:
+    """The objects only the cyclic GC would free after ``action()`` (run with the GC off)."""
+    gc.collect()
+    gc.disable()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        action()
+        gc.collect()
+        return list(gc.garbage)
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        gc.enable()
+
+
+@pytest.mark.parametrize("lazy", [False, True], ids=["eager", "lazy"])
+def test_a_dropped_file_is_freed_without_the_cyclic_gc(tmp_path, lazy):
+    p = tmp_path / "v.gguf"
+    p.write_bytes(demo_bytes())
+
+    def use_and_drop() -> None:
+        f = gguf_schema.open(p, lazy=lazy)
+        assert f.metadata["tokenizer.ggml.tokens"][1] and f.tensors and f.fields
+        f.close()
+
+    use_and_drop()  # first use: imports, caches
+    garbage = _garbage_after(use_and_drop)
+    # what is left for the GC is construct's parameter container of the parse, which refers to itself
+    # (limits and flags, nothing parsed): no file, field, tensor, string list or view of the map
+    assert {type(o).__name__ for o in garbage} <= {"Container"} and len(garbage) <= 2
+
+
+def test_views_stay_valid_after_the_file_is_dropped(tmp_path):
+    p = tmp_path / "v.gguf"
+    p.write_bytes(demo_bytes())
+    with gguf_schema.open(p) as eager:
+        want_tokens, name = list(eager.metadata["tokenizer.ggml.tokens"]), next(iter(eager.tensors))
+        want_data = eager.tensors[name].data.copy()
+    gc.disable()
+    try:
+        f = gguf_schema.open(p, lazy=True)
+        tokens, data = f.metadata["tokenizer.ggml.tokens"], f.tensors[name].data
+        f.close()
+        del f
+        assert list(tokens) == want_tokens and tokens[-1] == want_tokens[-1]
+        assert np.array_equal(data, want_data)
+    finally:
+        gc.enable()
+
+
+def test_opens_in_a_loop_without_the_gc_peak_no_higher_than_one():
+    """Eager opens of the largest vocabulary with the GC off: each file's strings are freed when it is dropped."""
+    if not VOCAB_FILES:
+        pytest.skip("../shared/testdata/vocab is absent")
+    path = max(VOCAB_FILES, key=lambda p: p.stat().st_size)
+    gc.collect()
+    gc.disable()
+    tracemalloc.start()
+    try:
+        gguf_schema.open(path).close()
+        one = tracemalloc.get_traced_memory()[1]
+        tracemalloc.reset_peak()
+        base = tracemalloc.get_traced_memory()[0]
+        for _ in range(3):
+            f = gguf_schema.open(path)
+            f.close()
+            del f
+        current, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+        gc.enable()
+    assert one > 5e6  # 102,400 decoded tokens and as many merges
+    assert peak < one * 1.1 and current - base < 100_000

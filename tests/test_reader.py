@@ -132,6 +132,15 @@ def test_duplicate_keys_and_tensor_names_are_kept_in_records():
         assert len(f.fields) == 1 and len(f.fields.records) == 2
 
 
+def test_with_duplicate_keys_the_first_wins_and_keys_keep_the_order_they_first_appear_in():
+    fields = [gguf_schema.make_field(k, v) for k, v in [("b", 1), ("a", 2), ("b", 3), ("c", 4), ("a", 5)]]
+    buf = io.BytesIO()
+    gguf_schema.save(buf, fields, {})
+    with gguf_schema.open(buf.getvalue()) as f:
+        assert list(f.metadata.items()) == [("b", 1), ("a", 2), ("c", 4)]
+        assert [f.fields.position(k) for k in "abc"] == [1, 0, 3]
+
+
 def test_metadata_assignment_keeps_the_stored_type_and_refuses_what_does_not_fit():
     with gguf_schema.open(demo_bytes()) as f:
         f.metadata["demo.uint16"] = 7

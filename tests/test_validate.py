@@ -18,7 +18,14 @@ from gguf_schema.check.validate import PROFILES, RULES, Report, check, validate
 from gguf_schema.errors import GGUFFormatError, GGUFValidationError
 from gguf_schema.format.values import BoolByte
 from gguf_schema.testing.demo import example_metadata, example_tensors
-from gguf_schema.testing.malformed import base_metadata, malformed_cases
+from gguf_schema.testing.malformed import (
+    GGML_PROFILE_DIFFERS,
+    alignment_nul_key_file,
+    base_metadata,
+    ggml_edge_cases,
+    malformed_cases,
+    zero_bytes_short_file,
+)
 from gguf_schema.writer import RawTensor
 
 from . import helpers
@@ -122,6 +129,13 @@ def _dims_patched(dtype: Any, shape: tuple[int, ...], dims: dict[int, int]) -> C
         return d
 
     return build
+
+
+def _zero_bytes_short() -> bytes:  # two zero-byte tensors, the file ends before the aligned data start
+    return zero_bytes_short_file(0)
+
+
+ZERO_BYTES_DATA_OFFSET = (lambda d: -(-len(d) // 32) * 32)(zero_bytes_short_file(0))
 
 
 def _misaligned_offsets() -> bytes:  # declared 64, laid out for 32
@@ -336,21 +350,21 @@ RULE_CASES = [
         "t",
         -1,
     ),
-    RuleCase(
+    RuleCase(  # 2^33 * (2^31 + 1) wraps to 2^33 in int64: positive, so ggml's check runs and rejects
         E(35),
-        _dims_patched(np.float32, (0, 1, 1), {0: 2**32, 1: 2**32}),
-        R(ggml=[E(35)]),
+        _dims_patched(np.float32, (4, 4), {0: 2**33, 1: 2**31 + 1}),
+        R([E(2)], [E(35), E(2)], [E(2)]),
         lambda d: tensor_field_at(d, 0, "dim", 0),
         "t",
-        (2**32, 2**32, 0),
+        (2**33, 2**31 + 1),
     ),
-    RuleCase(
+    RuleCase(  # 2^61 F64 elements: 2^64 bytes
         E(36),
-        _dims_patched(np.float64, (0, 4), {0: 2**62}),
-        R(ggml=[E(36)]),
+        _dims_patched(np.float64, (4,), {0: 2**61}),
+        R([E(2)], [E(36), E(2)], [E(2)]),
         lambda d: tensor_field_at(d, 0, "dim", 0),
         "t",
-        (2**62, 0),
+        (2**61,),
     ),
     RuleCase(E(37), _misaligned_offsets, R([E(37)], [E(38)]), lambda d: tensor_field_at(d, 1, "offset"), "b", 32),
     RuleCase(E(38), _inconsistent_alignment, R(ggml=[E(38)]), lambda d: tensor_field_at(d, 1, "offset"), "b", 64),
@@ -363,6 +377,14 @@ RULE_CASES = [
         2**63,
     ),
     RuleCase(E(40), _no_final_padding, R(ggml=[E(40)]), lambda d: gguf_schema.open(d).data_offset, None, 64),
+    RuleCase(
+        E(41),
+        _zero_bytes_short,
+        R(ggml=[E(2), E(2), E(41)]),
+        lambda d: gguf_schema.open(d).metadata_end,
+        None,
+        ZERO_BYTES_DATA_OFFSET,
+    ),
     RuleCase(E(50), lambda: save({"general.name": "x"}), R([E(50)]), lambda d: None, "general.architecture", None),
     RuleCase(
         E(51),
@@ -449,6 +471,22 @@ RULE_CASES = [
         lambda d: tensor_field_at(d, 1, "name"),
         "a",
         "a",
+    ),
+    RuleCase(
+        W(10),
+        lambda: alignment_nul_key_file(64),
+        R([E(20)], [W(10)]),
+        lambda d: value_at(d, "general.alignment\0x"),
+        "general.alignment\0x",
+        64,
+    ),
+    RuleCase(
+        W(11),
+        lambda: save(fields(base(), make_field("general.name\0x", "payload"), make_field("general.name", "x"))),
+        R([E(20)], [W(11)]),
+        lambda d: record_at(d, "general.name"),
+        "general.name",
+        "general.name",
     ),
 ]
 
@@ -591,6 +629,42 @@ def test_malformed_case_verdicts(case):
             [str(f) for f in report.findings],
         )
         json.dumps(report.to_dict())  # every finding value is JSON-ready
+
+
+EDGE_CASES = ggml_edge_cases()
+
+
+@pytest.mark.parametrize("case", EDGE_CASES, ids=lambda c: c.name)
+def test_ggml_edge_case_verdicts(case):
+    """The ggml profile gives ggml's own verdict on every edge case of the differential harness, except where
+    ``GGML_PROFILE_DIFFERS`` says why not (a ggml bug); the other profiles give the table's verdicts."""
+    for profile in PROFILES:
+        report = check(case.data, profile)
+        want = case.expected[profile]
+        if profile == "ggml" and case.name in GGML_PROFILE_DIFFERS:
+            assert want == "accept"
+            want = "reject"
+        assert ("accept" if report.ok else "reject") == want, (profile, [str(f) for f in report.findings])
+
+
+def test_ggml_profile_differs_only_on_edge_cases_with_a_reason():
+    names = {c.name for c in EDGE_CASES}
+    assert set(GGML_PROFILE_DIFFERS) <= names
+    assert all(len(reason) > 40 for reason in GGML_PROFILE_DIFFERS.values())
+
+
+def test_ggml_profile_says_where_ggml_reads_the_data():
+    """A key 'general.alignment\\0x' = 64: ggml (C-string lookup) reads the data 32 bytes after a whole-key reader."""
+    d = alignment_nul_key_file(64)
+    with gguf_schema.open(d) as f:
+        spec_offset = f.data_offset
+        # what a C-string first-match lookup returns, computed here without the library's view
+        first = next(r for r in f.fields.records if r.key.split("\0")[0] == "general.alignment")
+    assert (first.key, first.value) == ("general.alignment\0x", 64)
+    (w,) = check(d, "ggml").findings
+    assert w.rule == "GGUF-W010"
+    assert f"offset {-(-spec_offset // 64) * 64}" in w.message and f"offset {spec_offset}" in w.message
+    assert -(-spec_offset // 64) * 64 == spec_offset + 32
 
 
 def test_rejected_files_still_open():
@@ -765,3 +839,16 @@ def test_cli_rules_lists_the_table():
     assert [line.split()[0] for line in p.stdout.splitlines() if line.startswith("GGUF-")] == [
         r.id for r in RULES.values() if "lenient" in r.profiles
     ]
+
+
+def test_tensor_data_beyond_numpy_dimensions_is_a_gguf_error():
+    """65 dimensions of 1 under raised limits: numpy cannot shape it; Tensor.data says so as a GGUFFormatError."""
+    from gguf_schema.format.limits import Limits
+    from gguf_schema.testing.malformed import many_dims_file
+
+    with gguf_schema.open(many_dims_file(65), limits=Limits(max_dims=100)) as f:
+        t = f.tensor_list[0]
+        assert len(t.dims) == 65
+        with pytest.raises(GGUFFormatError, match="65 dimensions") as e:
+            t.data
+        assert e.value.offset == t.info_offset

@@ -1,4 +1,6 @@
-"""Checking files: validation profiles (:mod:`.validate`) and the audit of the spec text against the schema (:mod:`.spec_audit`).
+"""Checking files: validation profiles (:mod:`.validate`), the audit of untrusted files (:mod:`.audit`, over ggml's
+view of a file: :mod:`.loader`), chat templates (:mod:`.templates`) and the audit of the spec text against the
+schema (:mod:`.spec_audit`).
 
 >>> import io, gguf_schema
 >>> buf = io.BytesIO()
@@ -7,19 +9,26 @@
 True
 """
 
+from . import writing  # noqa: F401  (registers the check the writer runs before every write)
+from .audit import AUDIT_RULES, AuditFinding, AuditResult, audit, to_sarif
 from .spec_audit import AuditReport, audit_spec, load_spec
 from .validate import PROFILES, RULES, Finding, Report, Rule, check, require, validate
 
 __all__ = [
+    "AUDIT_RULES",
     "PROFILES",
     "RULES",
+    "AuditFinding",
     "AuditReport",
+    "AuditResult",
     "Finding",
     "Report",
     "Rule",
+    "audit",
     "audit_spec",
     "check",
     "load_spec",
     "require",
+    "to_sarif",
     "validate",
 ]

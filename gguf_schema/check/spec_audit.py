@@ -12,7 +12,8 @@ architecture's required keys, and a few stated rules such as the alignment), and
 
 :func:`schema_differences` compares the code with ``spec/`` directly; the test-suite pins that
 list, so the schema cannot drift from the transcription unnoticed. ``gguf-schema audit-spec``
-is the command line.
+is the command line. A document that states none of the spec's structure (an empty file, an
+unrelated text) is a :class:`~gguf_schema.errors.GGUFDocumentError`, not a clean audit.
 
 >>> r = audit_spec('''enum gguf_metadata_value_type: uint32_t { GGUF_METADATA_VALUE_TYPE_UINT8 = 0, GGUF_METADATA_VALUE_TYPE_INT8 = 2, };''')
 >>> [(d.against, d.kind, d.item, d.document, d.ours) for d in r.differences][:2]
@@ -27,6 +28,8 @@ import re
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
+
+from ..errors import GGUFDocumentError
 
 __all__ = [
     "AuditReport",
@@ -610,6 +613,12 @@ def audit_spec(markdown_text: str) -> AuditReport:
     """
     spec = load_spec()
     facts = extract_facts(markdown_text)
+    if not _covers_anything(facts):
+        raise GGUFDocumentError(
+            "the document states no part of the GGUF specification (no ggml_type, value type or file "
+            "type enum, no gguf_* struct, no typed key list, architecture or rule): nothing to audit",
+            value=markdown_text[:80] if markdown_text.strip() else "(empty)",
+        )
     report = AuditReport(facts=facts)
     not_covered: list[str] = []
     diffs = _compare(facts, _spec_as_facts(spec), "spec", not_covered)
@@ -619,6 +628,11 @@ def audit_spec(markdown_text: str) -> AuditReport:
     report.differences = diffs
     report.not_covered = not_covered
     return report
+
+
+def _covers_anything(facts: dict[str, Any]) -> bool:
+    """Whether a document's facts hold any spec structure at all (else there is nothing to audit)."""
+    return any(facts.get(k) for k in ("enums", "structs", "keys", "architectures", "known_architectures", "rules"))
 
 
 def _key_diffs(facts: dict[str, Any], spec: dict[str, Any], not_covered: list[str]) -> list[Difference]:

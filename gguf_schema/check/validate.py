@@ -43,6 +43,7 @@ from ..format.types import GGML_TYPE_COUNT, FileType, GGMLType, ValueType, tenso
 from ..format.values import BoolByte, Field, GGUFArray
 from ..model import GGUFFile, Tensor
 from ..reader import read
+from .loader import GGML_MAX_NAME, LoaderView
 from .spec_audit import load_spec
 
 __all__ = [
@@ -60,9 +61,7 @@ PROFILES = ("spec", "ggml", "lenient")
 SPEC, GGML, LENIENT = "spec", "ggml", "lenient"
 ALL = frozenset(PROFILES)
 
-_INT64_MAX = 2**63 - 1
 _SIZE_MAX = 2**64 - 1
-_GGML_MAX_NAME = 64
 _SURROGATES = re.compile("[\udc80-\udcff]")
 _KEY_SEGMENT = r"[a-z0-9]+(?:_[a-z0-9]+)*"
 _KEY_SYNTAX = re.compile(rf"{_KEY_SEGMENT}(?:\.{_KEY_SEGMENT})*")
@@ -123,8 +122,8 @@ RULES: dict[str, Rule] = {
         ),
         _rule(
             "GGUF-E005",
-            "each tensor's first dimension is a multiple of its type's block size",
-            "ggml: 'ne[0] % block_size != 0' is rejected; the bytes of a partial block cannot be located",
+            "each tensor's rows are whole blocks: its first dimension (1 for n_dims 0) is a multiple of its type's block size",
+            "ggml: 'ne[0] % block_size != 0' is rejected, and n_dims 0 reads as ne = [1, 1, 1, 1]; the bytes of a partial block cannot be located",
             ALL,
         ),
         # ---------------------------------------------------------------- header
@@ -176,14 +175,15 @@ RULES: dict[str, Rule] = {
         ),
         _rule(
             "GGUF-E027",
-            "general.alignment, if present, is a UINT32",
-            "ggml: the alignment is read with gguf_get_val_u32",
+            "the key ggml reads as general.alignment, if any, is a UINT32",
+            "ggml: the alignment is the first key equal to 'general.alignment' as a C string (up to its first NUL: "
+            "gguf_find_key), read with gguf_get_val_u32; another type is rejected",
             [GGML],
         ),
         _rule(
             "GGUF-E028",
-            "general.alignment, if present, is a non-zero power of two",
-            "ggml: 'alignment %zu is not a power of 2' is rejected (1 is accepted)",
+            "the key ggml reads as general.alignment, if any, is a non-zero power of two",
+            "ggml: 'alignment %zu is not a power of 2' is rejected (1 is accepted); the key is found as for GGUF-E027",
             [GGML],
         ),
         _rule(
@@ -195,8 +195,9 @@ RULES: dict[str, Rule] = {
         # ---------------------------------------------------------------- tensor infos
         _rule(
             "GGUF-E030",
-            "each tensor name is shorter than 64 bytes (up to its first NUL)",
-            "ggml: names of GGML_MAX_NAME (64) bytes or more are rejected",
+            "each tensor name is stored in fewer than 64 bytes (NULs included)",
+            "ggml: a stored name of GGML_MAX_NAME (64) bytes or more is rejected ('tensor name ... is too long'), "
+            "before the name is cut at its first NUL",
             [GGML],
         ),
         _rule(
@@ -223,11 +224,16 @@ RULES: dict[str, Rule] = {
         _rule(
             "GGUF-E035",
             "each tensor's element count is below INT64_MAX",
-            "ggml: 'total number of elements ... is >= INT64_MAX' is rejected",
+            "ggml: 'total number of elements ... is >= INT64_MAX' is rejected; a zero-element tensor is exempt "
+            "(whatever its other dimensions). ggml also skips the check when the int64 product of the dimensions "
+            "wraps to 0 or below: this profile rejects those (docs/ggml-profile.md)",
             [GGML],
         ),
         _rule(
-            "GGUF-E036", "each tensor's byte strides fit in size_t", "ggml: 'byte stride overflow' is rejected", [GGML]
+            "GGUF-E036",
+            "each tensor's byte size fits in size_t",
+            "ggml: '... has a size in bytes > SIZE_MAX' is rejected (elements / block size > SIZE_MAX / type size)",
+            [GGML],
         ),
         _rule(
             "GGUF-E037",
@@ -238,7 +244,7 @@ RULES: dict[str, Rule] = {
         _rule(
             "GGUF-E038",
             "tensor offsets are contiguous: each equals the padded sizes of the tensors before it",
-            "ggml: 'tensor has offset X, expected Y' is rejected",
+            "ggml: 'tensor has offset X, expected Y' is rejected (sizes padded to the alignment ggml reads: GGUF-E027)",
             [GGML],
         ),
         _rule(
@@ -250,7 +256,14 @@ RULES: dict[str, Rule] = {
         _rule(
             "GGUF-E040",
             "the data section holds every tensor's padded size, padding after the last tensor included",
-            "ggml: a full load reads the sum of the padded sizes and fails when the file ends first",
+            "ggml: a full load reads the sum of the padded sizes from its data offset and fails when the file ends first",
+            [GGML],
+        ),
+        _rule(
+            "GGUF-E041",
+            "a file with tensors reaches the start of its data section (the end of the tensor infos padded to ALIGNMENT)",
+            "ggml: 'failed to seek to beginning of data section' is rejected, even when every tensor has zero bytes; "
+            "without tensors the data offset is the unpadded end of the metadata",
             [GGML],
         ),
         # ---------------------------------------------------------------- standardized keys (spec)
@@ -332,6 +345,20 @@ RULES: dict[str, Rule] = {
             "no two tensors have the same name",
             "spec: tensors are 'located through its tensor_infos entry'; a repeated name is ambiguous (the spec does not forbid it)",
             [SPEC],
+        ),
+        _rule(
+            "GGUF-W010",
+            "ggml reads the data section at the offset a whole-key reader does",
+            "ggml takes its alignment from the first key equal to 'general.alignment' up to its first NUL; when that "
+            "is another key than the exact one, ggml reads every tensor at other bytes than the spec's reading",
+            [GGML],
+        ),
+        _rule(
+            "GGUF-W011",
+            "no key is shadowed: no two stored keys are equal up to their first NUL",
+            "ggml rejects duplicate keys by their stored bytes, but gguf_find_key (and llama.cpp's loader) compares "
+            "keys as C strings and returns the first match: the later key is never read",
+            [GGML],
         ),
     ]
 }
@@ -523,6 +550,7 @@ class _Checker:
         self.findings: list[Finding] = []
         self.ls = 4 if f.version == 1 else 8  # bytes of a stored length/count
         self.size = f.file_size
+        self.view = LoaderView(f)
 
     def run(self) -> Report:
         p = self.profile
@@ -637,6 +665,18 @@ class _Checker:
                     )
             else:
                 seen[key] = fld.offset
+        if self.profile == GGML:
+            for sh in self.view.shadows:
+                for fld in sh.hidden:
+                    if fld.key != sh.read.key:
+                        self.add(
+                            "GGUF-W011",
+                            fld.offset,
+                            fld.key,
+                            fld.key,
+                            f"key {shorten(fld.key)} reads as {shorten(sh.key)} in C, and ggml returns the key "
+                            f"{shorten(sh.read.key)} at offset {sh.read.offset} for it: this one is never read",
+                        )
 
     def values(self) -> None:
         for fld in self.f.fields.records:
@@ -693,36 +733,60 @@ class _Checker:
     # ---------------------------------------------------------------- alignment
 
     def alignment(self) -> None:
+        if self.profile == GGML:
+            self.ggml_alignment()
+            return
         fld = self.f.fields.get("general.alignment")
         if fld is None:
             return
         at, v = self.value_offset(fld), fld.value
-        if self.profile == GGML:
-            if fld.type != ValueType.UINT32:
-                self.add(
-                    "GGUF-E027", at, fld.key, fld.type.name, f"general.alignment is {fld.type.name}, ggml reads UINT32"
-                )
-            elif v == 0 or v & (v - 1):
-                self.add("GGUF-E028", at, fld.key, v, f"general.alignment {v} is not a power of two")
-        elif fld.type.is_integer and (v <= 0 or v % 8):
+        if fld.type.is_integer and (v <= 0 or v % 8):
             self.add("GGUF-E029", at, fld.key, v, f"general.alignment {v} is not a positive multiple of 8")
+
+    def ggml_alignment(self) -> None:
+        """The alignment ggml reads (the first key equal to ``general.alignment`` as a C string) and where that puts the data."""
+        view, f = self.view, self.f
+        fld = view.alignment_field
+        if fld is None:
+            return
+        at, v = self.value_offset(fld), fld.value
+        named = (
+            "general.alignment"
+            if fld.key == "general.alignment"
+            else f"the key {shorten(fld.key)} (general.alignment for ggml)"
+        )
+        if view.alignment_problem == "type":
+            self.add("GGUF-E027", at, fld.key, fld.type.name, f"{named} is {fld.type.name}, ggml reads UINT32")
+        elif view.alignment_problem == "value":
+            self.add("GGUF-E028", at, fld.key, v, f"{named} {v} is not a power of two")
+        elif f.tensor_list and view.data_offset != f.data_offset:
+            self.add(
+                "GGUF-W010",
+                at,
+                fld.key,
+                v,
+                f"ggml takes ALIGNMENT {v} from {named} and reads the data section at offset {view.data_offset}; "
+                f"a reader of whole keys takes ALIGNMENT {f.alignment} and reads it at offset {f.data_offset}",
+            )
 
     # ---------------------------------------------------------------- tensor infos
 
     def tensor_infos(self) -> None:
         seen: dict[bytes, str] = {}
-        for t in self.f.tensor_list:
+        for i, t in enumerate(self.f.tensor_list):
             raw = self.name_bytes(t)
             cut = raw.split(b"\0", 1)[0]
             if self.profile == GGML:
-                if len(cut) >= _GGML_MAX_NAME:
+                if len(raw) >= GGML_MAX_NAME:
                     self.add(
                         "GGUF-E030",
                         t.info_offset,
                         t.name,
-                        len(cut),
-                        f"tensor name of {len(cut)} bytes: ggml allows at most 63",
+                        len(raw),
+                        f"tensor name stored in {len(raw)} bytes: ggml allows at most {GGML_MAX_NAME - 1}"
+                        + (f" (NULs included; its text is {len(cut)} bytes)" if len(cut) < len(raw) else ""),
                     )
+                    continue  # ggml stops at a name too long
                 if cut in seen:
                     self.add(
                         "GGUF-E032",
@@ -759,19 +823,19 @@ class _Checker:
                     f"{len(t.dims)} dimensions, at most 4 allowed",
                 )
             elif self.profile == GGML:
-                self.ggml_shape(t)
+                self.ggml_shape(i)
 
-    def ggml_shape(self, t: Tensor) -> None:
-        ne = [_int64(d) for d in t.dims] + [1] * (4 - len(t.dims))
-        for j, d in enumerate(ne):
+    def ggml_shape(self, i: int) -> None:
+        g = self.view.tensors[i]
+        t = g.tensor
+        n, gt = g.nelements, g.ggml_type
+        if 0 < n < 2**62 and n == g.true_elements and min(g.ne) > 0 and gt is not None and n * gt.type_size < 2**64:
+            return  # the common case: no check of ggml's can fail (row blocks are E005's)
+        for j, d in enumerate(g.ne[: len(t.dims)]):
             if d < 0:
                 self.add("GGUF-E034", self.dim_offset(t, j), t.name, d, f"dimension {j} is {d} when read as int64")
                 return
-        if (
-            (ne[1] and _INT64_MAX // ne[1] <= ne[0])
-            or (ne[2] and _INT64_MAX // ne[2] <= ne[0] * ne[1])
-            or (ne[3] and _INT64_MAX // ne[3] <= ne[0] * ne[1] * ne[2])
-        ):
+        if g.count_check_fails:
             self.add(
                 "GGUF-E035",
                 self.dim_offset(t, 0),
@@ -780,22 +844,27 @@ class _Checker:
                 f"element count of dims {tuple(t.dims)} reaches INT64_MAX",
             )
             return
-        gt = _known(t.type)
-        if gt is None or ne[0] % gt.block_size:
+        if g.count_wraps:  # ggml skips its check here: a ggml bug this profile does not follow (docs/ggml-profile.md)
+            self.add(
+                "GGUF-E035",
+                self.dim_offset(t, 0),
+                t.name,
+                tuple(t.dims),
+                f"element count of dims {tuple(t.dims)} does not fit in int64 (ggml's product wraps to {g.nelements} "
+                "and skips its check; this profile rejects it)",
+            )
+            return
+        gt = g.ggml_type
+        if gt is None or g.ne[0] % gt.block_size:
             return  # E003/E004/E005 say why
-        nb = gt.type_size
-        for j in range(1, 4):
-            mul = ne[0] // gt.block_size if j == 1 else ne[j - 1]
-            if mul and nb > _SIZE_MAX // mul:
-                self.add(
-                    "GGUF-E036",
-                    self.dim_offset(t, 0),
-                    t.name,
-                    tuple(t.dims),
-                    f"byte stride of dimension {j} overflows size_t",
-                )
-                return
-            nb *= mul
+        if g.size_check_fails:
+            self.add(
+                "GGUF-E036",
+                self.dim_offset(t, 0),
+                t.name,
+                tuple(t.dims),
+                f"byte size of dims {tuple(t.dims)} ({gt.name}) does not fit in size_t",
+            )
 
     def tensor_types(self) -> None:
         for t in self.f.tensor_list:
@@ -815,27 +884,32 @@ class _Checker:
                     int(t.type),
                     f"type {t.type.name} ({int(t.type)}) has been removed from ggml",
                 )
-            elif t.dims and t.dims[0] % t.type.block_size:
+            elif (t.dims[0] if t.dims else 1) % t.type.block_size:
+                row = t.dims[0] if t.dims else 1
                 self.add(
                     "GGUF-E005",
-                    self.dim_offset(t, 0),
+                    self.dim_offset(t, 0) if t.dims else self.ndims_offset(t),
                     t.name,
-                    t.dims[0],
-                    f"{t.dims[0]} elements per row is not a multiple of the {t.type.name} block size {t.type.block_size}",
+                    row,
+                    f"{row} elements per row{' (n_dims 0: one element)' if not t.dims else ''} is not a multiple "
+                    f"of the {t.type.name} block size {t.type.block_size}",
                 )
 
     def tensor_bounds(self) -> None:
+        # ggml's own data offset in the ggml profile (it may read general.alignment from another key)
+        base = self.view.data_offset if self.profile == GGML else None
         for t in self.f.tensor_list:
             nbytes = _nbytes(t)
             if nbytes is None:
                 continue
-            if t.offset + nbytes > self.size:
+            start = t.offset if base is None else base + t.stored_offset
+            if start + nbytes > self.size:
                 self.add(
                     "GGUF-E002",
-                    t.offset,
+                    start,
                     t.name,
                     nbytes,
-                    f"data [{t.offset}, {t.offset + nbytes}) runs past the end of the file ({self.size} bytes)",
+                    f"data [{start}, {start + nbytes}) runs past the end of the file ({self.size} bytes)",
                 )
 
     def offsets_aligned(self) -> None:
@@ -873,9 +947,22 @@ class _Checker:
             for r in self.findings
         ):
             return  # ggml stops before it lays out the data
-        a = f.alignment
+        view = self.view
+        a, data_offset = view.alignment, view.data_offset
+        assert a is not None and data_offset is not None  # else GGUF-E027/E028
+        if not view.reaches_data:
+            self.add(
+                "GGUF-E041",
+                f.metadata_end,
+                None,
+                data_offset,
+                f"the file ends at {self.size}, before the data section starts at {data_offset} "
+                f"(the end of the tensor infos, {f.metadata_end}, padded to ALIGNMENT {a})",
+            )
+            return
         size = 0
-        for t in f.tensor_list:
+        for g in view.tensors:
+            t = g.tensor
             if t.stored_offset != size:
                 self.add(
                     "GGUF-E038",
@@ -885,20 +972,20 @@ class _Checker:
                     f"offset {t.stored_offset}, ggml expects {size}",
                 )
                 return
-            padded = _pad(_ggml_nbytes(t), a)
+            padded = _pad(g.nbytes, a)
             if _SIZE_MAX - size < padded:
                 self.add(
                     "GGUF-E039", self.offset_offset(t), t.name, padded, f"data size {size} + {padded} overflows size_t"
                 )
                 return
             size += padded
-        if f.tensor_list and f.data_offset + size > self.size:
+        if f.tensor_list and data_offset + size > self.size:
             self.add(
                 "GGUF-E040",
-                f.data_offset,
+                data_offset,
                 None,
                 size,
-                f"data section needs {size} bytes from offset {f.data_offset}, the file has {max(0, self.size - f.data_offset)}",
+                f"data section needs {size} bytes from offset {data_offset}, the file has {max(0, self.size - data_offset)}",
             )
 
     # ---------------------------------------------------------------- standardized keys (spec)
@@ -1127,10 +1214,6 @@ def _known(t: Any) -> GGMLType | None:
     return t if isinstance(t, GGMLType) and not t.removed else None
 
 
-def _int64(d: int) -> int:
-    return d - 2**64 if d >= 2**63 else d
-
-
 def _pad(x: int, n: int) -> int:
     return ((x + n - 1) // n * n) % 2**64  # GGML_PAD in size_t arithmetic (wraps)
 
@@ -1144,22 +1227,6 @@ def _nbytes(t: Tensor) -> int | None:
         return tensor_nbytes(gt, t.dims)
     except ValueError:
         return None
-
-
-def _ggml_nbytes(t: Tensor) -> int:
-    """``ggml_nbytes`` as ggml computes it in size_t (0 for an empty tensor)."""
-    gt = _known(t.type)
-    assert gt is not None
-    ne = [_int64(d) for d in t.dims] + [1] * (4 - len(t.dims))
-    if any(d <= 0 for d in ne):
-        return 0
-    nb = [gt.type_size, gt.type_size * (ne[0] // gt.block_size)]
-    nb += [nb[1] * ne[1], nb[1] * ne[1] * ne[2]]
-    if gt.block_size == 1:
-        total = gt.type_size + sum((ne[i] - 1) * nb[i] for i in range(4))
-    else:
-        total = ne[0] * nb[0] // gt.block_size + sum((ne[i] - 1) * nb[i] for i in range(1, 4))
-    return total % 2**64
 
 
 def _raw(s: str) -> bytes:

@@ -4,12 +4,18 @@ Each subcommand is a thin layer over the library: it parses arguments, calls the
 prints (results on stdout, notes and progress on stderr). The library never prints; its long
 operations take a progress callback, which the commands supply (:mod:`.progress`).
 
-Exit codes: 0 success, 1 findings or differences, 2 unreadable input or usage error. A closed
-output pipe (``gguf-schema dump f | head``) ends a command quietly.
+Exit codes: 0 success, 1 findings or differences, 2 unreadable input, a refused write or a usage
+error, 3 a truncated file (``info``, ``dump``, ``tensors``, ``get`` print what they can, with a
+warning naming the missing bytes and the tensors affected). A closed output pipe
+(``gguf-schema dump f | head``) ends any command quietly. Output encoding, JSON and the reading
+options (``--limit NAME=VALUE``, ``--no-mmap``) are the conventions of :mod:`.conventions`;
+library warnings (:class:`~gguf_schema.errors.GGUFWarning`) print as
+``gguf-schema: warning: [RULE] ...`` on stderr.
 
 Modules: :mod:`.commands` (inspect, edit, convert, split, merge, diff, build),
 :mod:`.model_commands` (estimate, export), :mod:`.check` (check, rules, audit-spec), :mod:`.generate` (generate, demo),
-:mod:`.scan` (scan), :mod:`.text_values` (typed values from command-line text), :mod:`.progress` (the progress bar).
+:mod:`.scan` (scan), :mod:`.quantize` (quantize), :mod:`.audit` (audit), :mod:`.text_values` (typed values from command-line text), :mod:`.progress` (the progress bar),
+:mod:`.conventions` (output encoding, the JSON encoder, reading options, warnings, exit codes).
 
 Remote files: every command that reads a file takes a URL too (``https://``, ``hf://``, ``s3://``
 ...; writing stays local), and ``--storage-option KEY=VALUE`` (repeatable, before or after the
@@ -31,14 +37,23 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from .. import __version__
+from ..check.validate import PROFILES
 from ..errors import GGUFError
-from . import check, commands, generate, model_commands, scan
+from ..writer import strict_writes
+from . import audit, check, commands, generate, model_commands, quantize, scan
+from .conventions import EXIT_ERROR, add_open_options, library_warnings, output_streams
 
 __all__ = ["build_parser", "main", "parse_storage_option"]
 
 #: modules that own subcommands: each has ``register_cli(subparsers)`` adding its parsers,
 #: each parser with ``set_defaults(func=handler)`` where ``handler(args) -> int`` is the exit code.
-COMMAND_MODULES = (generate, commands, model_commands, check, scan)
+COMMAND_MODULES = (generate, commands, model_commands, check, scan, quantize, audit)
+
+#: commands that write GGUF files: they take ``--strict PROFILE``
+WRITING_COMMANDS = ("build", "set", "set-file", "delete", "rename", "convert", "split", "merge", "quantize")
+#: commands whose output file is positional: ``-o/--output`` is accepted in its place
+POSITIONAL_OUTPUT = ("build", "convert", "merge", "split", "export")
 
 _STORAGE_HELP = (
     "option for the fsspec backend of URLs (credentials, endpoints), repeatable: "
@@ -57,10 +72,22 @@ def parse_storage_option(text: str) -> tuple[str, Any]:
         return key.strip(), value
 
 
+EPILOG = """\
+exit status: 0 success; 1 findings or differences (check, diff, audit-spec, tensors --filter);
+2 unreadable input, a refused write (--strict) or a usage error; 3 the file is truncated (info,
+dump, tensors, get: output printed, a warning names the missing bytes and tensors).
+Results go to stdout; notes, warnings ("gguf-schema: warning: [RULE] ...") and progress to stderr."""
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="gguf-schema", description="Inspect, check, edit and convert GGUF model files."
+        prog="gguf-schema",
+        description="Inspect, check, edit and convert GGUF model files.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--version", action="version", version=f"gguf-schema {__version__}")
+    add_open_options(parser)
     parser.add_argument(
         "--storage-option",
         dest="storage_before",
@@ -73,6 +100,10 @@ def build_parser() -> argparse.ArgumentParser:
     for module in COMMAND_MODULES:
         module.register_cli(sub)
     for command in sub.choices.values():  # also accepted after the command
+        if command.epilog is None:
+            command.epilog = EPILOG
+            command.formatter_class = argparse.RawDescriptionHelpFormatter
+        add_open_options(command, suppress=True)
         command.add_argument(
             "--storage-option",
             dest="storage_after",
@@ -82,7 +113,40 @@ def build_parser() -> argparse.ArgumentParser:
             metavar="KEY=VALUE",
             help=_STORAGE_HELP,
         )
+    for name in WRITING_COMMANDS:
+        if name in sub.choices and not any("--strict" in a.option_strings for a in sub.choices[name]._actions):
+            sub.choices[name].add_argument(
+                "--strict",
+                choices=PROFILES,
+                metavar="PROFILE",
+                help=f"refuse to write a file that breaks an error rule of PROFILE ({', '.join(PROFILES)}); "
+                "without it, broken rules are warnings",
+            )
+    for name in POSITIONAL_OUTPUT:
+        if name in sub.choices:
+            _optional_output(sub.choices[name])
     return parser
+
+
+def _optional_output(p: argparse.ArgumentParser) -> None:
+    """Let ``-o/--output OUT`` stand for a command's positional output (both forms work)."""
+    for action in p._actions:
+        if action.dest == "output" and not action.option_strings:
+            action.nargs = "?"
+            action.default = None
+            p.add_argument("-o", "--output", dest="output_option", metavar=action.metavar, help="the output file")
+            return
+
+
+def _resolve_output(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    if not hasattr(args, "output_option"):
+        return
+    given = [x for x in (args.output, args.output_option) if x is not None]
+    if len(given) == 2 and given[0] != given[1]:
+        parser.error(f"{args.command}: the output is given twice ({given[0]} and -o {given[1]})")
+    if not given:
+        parser.error(f"{args.command}: the output file is required (OUT or -o OUT)")
+    args.output = given[0]
 
 
 class _NoteHandler(logging.Handler):
@@ -92,10 +156,16 @@ class _NoteHandler(logging.Handler):
         print(f"gguf-schema: note: {record.getMessage()}", file=sys.stderr)
 
 
+def _error(message: str) -> None:
+    with output_streams():
+        print(f"gguf-schema: error: {message}", file=sys.stderr)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line with ``argv`` (default: ``sys.argv[1:]``); returns the exit code."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    _resolve_output(parser, args)
     options = (args.storage_before or []) + getattr(args, "storage_after", [])
     args.storage_options = dict(options) or None
     library_log = logging.getLogger("gguf_schema")
@@ -103,8 +173,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     library_log.addHandler(notes)
     library_log.setLevel(logging.INFO)
     try:
-        rc = args.func(args)
-        sys.stdout.flush()
+        with output_streams(), library_warnings(), strict_writes(getattr(args, "strict", None)):
+            rc = args.func(args)
+            sys.stdout.flush()
         return int(rc)
     except BrokenPipeError:
         # the reader of our output went away (`| head`): stop quietly, and keep Python's own
@@ -113,11 +184,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.dup2(devnull, sys.stdout.fileno())
         return 0
     except GGUFError as e:
-        print(f"gguf-schema: error: {e}", file=sys.stderr)
-        return 2
+        _error(str(e))
+        return EXIT_ERROR
     except OSError as e:
-        print(f"gguf-schema: error: {e.strerror or e}: {e.filename or ''}".rstrip(": "), file=sys.stderr)
-        return 2
+        _error(f"{e.strerror or e}: {e.filename or ''}".rstrip(": "))
+        return EXIT_ERROR
     finally:
         library_log.removeHandler(notes)
         library_log.setLevel(level)

@@ -1,33 +1,42 @@
 """The ``check``, ``rules`` and ``audit-spec`` commands: validation and the spec audit, printed.
 
 Exit codes: ``check`` 0 clean, 1 error findings, 2 a file could not be read; ``audit-spec`` 0 no
-differences, 1 differences, 2 unreadable document.
+differences, 1 differences, 2 unreadable document or one that states no part of the spec.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
 
 from ..check.spec_audit import audit_spec
-from ..check.validate import PROFILES, RULES, validate
+from ..check.validate import PROFILES, RULES, Finding, Report, validate
+from ..errors import GGUFError
+from .conventions import open_file, write_json
+
+
+def _validate(args: argparse.Namespace, path: str) -> Report:
+    """``validate`` of a file opened as the global options say (limits, mmap, storage options)."""
+    try:
+        f = open_file(args, path)
+    except GGUFError as e:
+        found = Finding("GGUF-E001", "error", e.offset, e.path, None, f"cannot read the file: {e}")
+        return Report(path, args.profile, [found], readable=False)
+    with f:
+        report = validate(f, args.profile)
+    report.path = path
+    return report
+
 
 __all__ = ["register_cli"]
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
-    reports = [
-        validate(path, args.profile, storage_options=getattr(args, "storage_options", None)) for path in args.files
-    ]
+    reports = [_validate(args, path) for path in args.files]
     if args.json:
-        print(
-            json.dumps(
-                {"profile": args.profile, "reports": [r.to_dict() for r in reports]}, indent=2, ensure_ascii=False
-            )
-        )
+        write_json({"profile": args.profile, "reports": [r.to_dict() for r in reports]}, indent=2)
     else:
         for r in reports:
             verdict = "unreadable" if not r.readable else ("ok" if r.ok else "rejected")
@@ -40,10 +49,24 @@ def _cmd_check(args: argparse.Namespace) -> int:
 
 
 def _cmd_rules(args: argparse.Namespace) -> int:
-    for r in RULES.values():
-        if args.profile is None or args.profile in r.profiles:
-            print(f"{r.id} {r.severity:7} [{','.join(p for p in PROFILES if p in r.profiles)}] {r.statement}")
-            print(f"          source: {r.source}")
+    rules = [r for r in RULES.values() if args.profile is None or args.profile in r.profiles]
+    if args.json:
+        write_json(
+            [
+                {
+                    "id": r.id,
+                    "severity": r.severity,
+                    "profiles": [p for p in PROFILES if p in r.profiles],
+                    "statement": r.statement,
+                    "source": r.source,
+                }
+                for r in rules
+            ]
+        )
+        return 0
+    for r in rules:
+        print(f"{r.id} {r.severity:7} [{','.join(p for p in PROFILES if p in r.profiles)}] {r.statement}")
+        print(f"          source: {r.source}")
     return 0
 
 
@@ -59,6 +82,7 @@ def _register_check(subparsers: Any) -> None:
     p.set_defaults(func=_cmd_check)
     r = subparsers.add_parser("rules", help="list the validation rules")
     r.add_argument("--profile", choices=PROFILES, default=None, help="only the rules of this profile")
+    r.add_argument("--json", action="store_true", help="print [{id, severity, profiles, statement, source}]")
     r.set_defaults(func=_cmd_rules)
 
 
@@ -73,7 +97,7 @@ def _cmd_audit(args: argparse.Namespace) -> int:
         return 2
     report = audit_spec(text)
     if args.json:
-        print(json.dumps({"document": args.spec, **report.to_dict()}, indent=2, ensure_ascii=False, default=str))
+        write_json({"document": args.spec, **report.to_dict()}, indent=2)
     else:
         print(
             f"{args.spec}: {len(report.differences)} differences"
@@ -88,7 +112,8 @@ def _register_audit(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "audit-spec",
         help="compare a GGUF spec document with check/spec/ and the schema",
-        description="Exit status: 0 no differences, 1 differences, 2 unreadable document.",
+        description="Exit status: 0 no differences, 1 differences, 2 unreadable document or one that states "
+        "no part of the spec (nothing to audit).",
     )
     p.add_argument("spec", metavar="SPEC.md")
     p.add_argument("--json", action="store_true", help="print the report as JSON")

@@ -39,18 +39,13 @@ from ..tools import convert as convert_mod
 from ..tools import diff as diff_mod
 from ..tools import edit, jsonio
 from ..tools import split as split_mod
+from .conventions import EXIT_TRUNCATED, open_file, open_options, truncation, warn_truncated, write, write_json
 from .progress import Progress, file_size
 from .text_values import parse_type, parse_value_text
 
 __all__ = ["register_cli"]
 
 Handler = Callable[[argparse.Namespace], int]
-
-
-def _write(text: str) -> None:
-    """Print text that may hold surrogate-escaped bytes (invalid UTF-8 from the file) exactly."""
-    sys.stdout.flush()
-    sys.stdout.buffer.write(text.encode("utf-8", "surrogateescape"))
 
 
 def _num(n: int) -> str:
@@ -72,20 +67,27 @@ def _type_label(f: Field) -> str:
 
 
 def _layout(f: GGUFFile) -> list[tuple[str, int]]:
+    """The file's parts and their sizes in bytes; a truncated file's missing bytes as a part of
+    their own (``missing``), so no part is negative or larger than the file."""
     fixed = 16 if f.version == 1 else 24
     kv_end = f.tensor_list[0].info_offset if f.tensor_list else f.metadata_end  # where the tensor infos begin
     tensor_bytes = 0
     for t in f.tensor_list:
         with contextlib.suppress(GGUFFormatError):  # unknown type: counted with the data section's slack
             tensor_bytes += t.nbytes
-    return [
+    present = min(tensor_bytes, f.data_section.size)
+    parts = [
         ("header", fixed),
         ("metadata key-values", kv_end - fixed),
         ("tensor infos", f.metadata_end - kv_end),
         ("padding", len(f.padding)),
-        ("tensor data", tensor_bytes),
-        ("data padding / other", f.data_section.size - tensor_bytes),
+        ("tensor data", present),
+        ("data padding / other", f.data_section.size - present),
     ]
+    missing, _ = truncation(f)
+    if missing:
+        parts.append(("missing (truncated)", missing))
+    return parts
 
 
 _ARCH_KEYS = (
@@ -106,74 +108,145 @@ def _storage(args: argparse.Namespace) -> Any:
     return getattr(args, "storage_options", None)
 
 
-def _cmd_info(args: argparse.Namespace) -> int:
-    with gguf_open(args.file, storage_options=_storage(args)) as f:
-        md = f.metadata
-        out = [
-            f"file:        {args.file} ({_num(f.file_size)} bytes)",
-            f"format:      GGUF v{f.version}, {f.byte_order}-endian, alignment {f.alignment}, data at offset {_num(f.data_offset)}",
-            f"counts:      {len(f.fields.records)} metadata keys, {len(f.tensor_list)} tensors",
-        ]
-        if "split.count" in f.fields:
+def _open(args: argparse.Namespace, path: str | None = None, *, lazy: bool = False) -> GGUFFile:
+    return open_file(args, args.file if path is None else path, lazy=lazy)
+
+
+def _info_data(f: GGUFFile, path: str) -> dict[str, Any]:
+    """What ``info`` shows, as data (the ``--json`` form)."""
+    md = f.metadata
+    data: dict[str, Any] = {
+        "file": path,
+        "file_size": f.file_size,
+        "version": f.version,
+        "byte_order": f.byte_order,
+        "alignment": f.alignment,
+        "data_offset": f.data_offset,
+        "metadata_keys": len(f.fields.records),
+        "tensors": len(f.tensor_list),
+    }
+    if "split.count" in f.fields:
+        data["split"] = {
+            "no": int(md.get("split.no", 0)),
+            "count": md["split.count"],
+            "tensors": md.get("split.tensors.count"),
+        }
+    arch = md.get("general.architecture")
+    if arch is not None:
+        model: dict[str, Any] = {"architecture": arch}
+        for k in ("general.name", "general.size_label", "general.type", "general.file_type"):
+            if k in md:
+                model[k.split(".")[-1]] = md[k]
+        ft = md.get("general.file_type")
+        with contextlib.suppress(ValueError, TypeError):
+            model["file_type_name"] = FileType(int(ft)).name if ft is not None else None
+        model["hparams"] = {
+            k: md[f"{arch}.{k}"]
+            for k in _ARCH_KEYS
+            if f"{arch}.{k}" in md and not isinstance(md[f"{arch}.{k}"], (list, np.ndarray))
+        }
+        data["model"] = model
+    if "tokenizer.ggml.model" in md or "tokenizer.ggml.tokens" in f.fields:
+        data["tokenizer"] = {
+            "model": md.get("tokenizer.ggml.model"),
+            "tokens": len(f.fields["tokenizer.ggml.tokens"].value) if "tokenizer.ggml.tokens" in f.fields else None,
+            "pre": md.get("tokenizer.ggml.pre"),
+            "chat_template": "tokenizer.chat_template" in md,
+        }
+    data["parameters"] = sum(t.n_elements for t in f.tensor_list)
+    hist: Counter[str] = Counter()
+    elems: Counter[str] = Counter()
+    nbytes: Counter[str] = Counter()
+    for t in f.tensor_list:
+        name = t.type_name
+        hist[name] += 1
+        elems[name] += t.n_elements
+        with contextlib.suppress(GGUFFormatError):
+            nbytes[name] += t.nbytes
+    data["tensor_types"] = [
+        {
+            "type": name,
+            "tensors": n,
+            "elements": elems[name],
+            "bytes": nbytes[name],
+            "bits_per_weight": round(nbytes[name] * 8 / elems[name], 4) if elems[name] else 0.0,
+        }
+        for name, n in sorted(hist.items(), key=lambda kv: -nbytes[kv[0]])
+    ]
+    data["layout"] = [{"part": label, "bytes": size} for label, size in _layout(f)]
+    missing, cut = truncation(f)
+    data["truncated"] = {"missing_bytes": missing, "tensors": cut} if cut else None
+    return data
+
+
+def _info_text(d: dict[str, Any]) -> list[str]:
+    out = [
+        f"file:        {d['file']} ({_num(d['file_size'])} bytes)",
+        f"format:      GGUF v{d['version']}, {d['byte_order']}-endian, alignment {d['alignment']}, "
+        f"data at offset {_num(d['data_offset'])}",
+        f"counts:      {d['metadata_keys']} metadata keys, {d['tensors']} tensors",
+    ]
+    if "split" in d:
+        s = d["split"]
+        out.append(
+            f"split:       shard {s['no'] + 1} of {s['count']} ({'?' if s['tensors'] is None else s['tensors']} tensors in the model)"
+        )
+    if "model" in d:
+        m = d["model"]
+        desc = [str(m["architecture"])]
+        for k in ("name", "size_label", "type"):
+            if k in m:
+                desc.append(f"{k} {m[k]!r}")
+        if "file_type" in m:
+            name = m.get("file_type_name")
+            desc.append(f"file type {name} ({m['file_type']})" if name else f"file type {m['file_type']}")
+        out.append("model:       " + ", ".join(desc))
+        if m["hparams"]:
+            out.append("hparams:     " + ", ".join(f"{k} {v}" for k, v in m["hparams"].items()))
+    if "tokenizer" in d:
+        t = d["tokenizer"]
+        tok = [str(t["model"] if t["model"] is not None else "?")]
+        if t["tokens"] is not None:
+            tok.append(f"{_num(t['tokens'])} tokens")
+        if t["pre"] is not None:
+            tok.append(f"pre {t['pre']!r}")
+        if t["chat_template"]:
+            tok.append("chat template")
+        out.append("tokenizer:   " + ", ".join(tok))
+    out.append(f"parameters:  {_num(d['parameters'])} ({_human_count(d['parameters'])})")
+    if d["tensor_types"]:
+        out.append("tensor types:")
+        for r in d["tensor_types"]:
             out.append(
-                f"split:       shard {int(md.get('split.no', 0)) + 1} of {md['split.count']}"
-                f" ({md.get('split.tensors.count', '?')} tensors in the model)"
+                f"  {r['type']:8} {r['tensors']:5} tensors {_num(r['elements']):>16} elements "
+                f"{_num(r['bytes']):>16} bytes  {r['bits_per_weight']:5.2f} bits/weight"
             )
-        arch = md.get("general.architecture")
-        if arch is not None:
-            desc = [str(arch)]
-            for k in ("general.name", "general.size_label", "general.type"):
-                if k in md:
-                    desc.append(f"{k.split('.')[-1]} {md[k]!r}")
-            if "general.file_type" in md:
-                ft = md["general.file_type"]
-                try:
-                    desc.append(f"file type {FileType(int(ft)).name} ({ft})")
-                except (ValueError, TypeError):
-                    desc.append(f"file type {ft}")
-            out.append("model:       " + ", ".join(desc))
-            hp = [
-                f"{k} {md[f'{arch}.{k}']}"
-                for k in _ARCH_KEYS
-                if f"{arch}.{k}" in md and not isinstance(md[f"{arch}.{k}"], (list, np.ndarray))
-            ]
-            if hp:
-                out.append("hparams:     " + ", ".join(hp))
-        if "tokenizer.ggml.model" in md or "tokenizer.ggml.tokens" in f.fields:
-            tok = [str(md.get("tokenizer.ggml.model", "?"))]
-            if "tokenizer.ggml.tokens" in f.fields:
-                tok.append(f"{_num(len(f.fields['tokenizer.ggml.tokens'].value))} tokens")
-            if "tokenizer.ggml.pre" in md:
-                tok.append(f"pre {md['tokenizer.ggml.pre']!r}")
-            if "tokenizer.chat_template" in md:
-                tok.append("chat template")
-            out.append("tokenizer:   " + ", ".join(tok))
-        params = sum(t.n_elements for t in f.tensor_list)
-        out.append(f"parameters:  {_num(params)} ({_human_count(params)})")
-        if f.tensor_list:
-            out.append("tensor types:")
-            hist: Counter[str] = Counter()
-            elems: Counter[str] = Counter()
-            nbytes: Counter[str] = Counter()
-            for t in f.tensor_list:
-                name = t.type_name
-                hist[name] += 1
-                elems[name] += t.n_elements
-                with contextlib.suppress(GGUFFormatError):
-                    nbytes[name] += t.nbytes
-            for name, n in sorted(hist.items(), key=lambda kv: -nbytes[kv[0]]):
-                bpw = nbytes[name] * 8 / elems[name] if elems[name] else 0.0
-                out.append(
-                    f"  {name:8} {n:5} tensors {_num(elems[name]):>16} elements {_num(nbytes[name]):>16} bytes  {bpw:5.2f} bits/weight"
-                )
-        out.append("file layout:")
-        for label, size in _layout(f):
-            share = 100 * size / f.file_size if f.file_size else 0
-            out.append(f"  {label:22} {_num(size):>16} bytes {share:6.2f}%")
-        share = 100 * f.data_offset / f.file_size if f.file_size else 0
-        out.append(f"  {'metadata in all':22} {_num(f.data_offset):>16} bytes {share:6.2f}% (before the data section)")
-    _write("\n".join(out) + "\n")
-    return 0
+    out.append("file layout:")
+    size = d["file_size"]
+    for r in d["layout"]:
+        if r["part"].startswith("missing"):
+            out.append(f"  {r['part']:22} {_num(r['bytes']):>16} bytes (past the end of the file)")
+        else:
+            share = 100 * r["bytes"] / size if size else 0
+            out.append(f"  {r['part']:22} {_num(r['bytes']):>16} bytes {share:6.2f}%")
+    share = 100 * min(d["data_offset"], size) / size if size else 0
+    out.append(f"  {'metadata in all':22} {_num(d['data_offset']):>16} bytes {share:6.2f}% (before the data section)")
+    return out
+
+
+def _done(f: GGUFFile, path: str) -> int:
+    """The exit code of an inspect command: 3 (and a warning) for a truncated file, else 0."""
+    return EXIT_TRUNCATED if warn_truncated(f, path) else 0
+
+
+def _cmd_info(args: argparse.Namespace) -> int:
+    with _open(args) as f:
+        data = _info_data(f, args.file)
+        if args.json:
+            write_json(data)
+        else:
+            write("\n".join(_info_text(data)) + "\n")
+        return _done(f, args.file)
 
 
 # --------------------------------------------------------------------------- dump, tensors, get
@@ -202,10 +275,10 @@ def _value_text(f: Field, full: bool, limit: int = 8) -> str:
 
 
 def _cmd_dump(args: argparse.Namespace) -> int:
-    with gguf_open(args.file, storage_options=_storage(args)) as f:
+    with _open(args) as f:
         if args.json:
-            _write(jsonio.dumps(f, tensors=not args.no_tensors) + "\n")
-            return 0
+            write_json(jsonio.to_json(f, tensors=not args.no_tensors))
+            return _done(f, args.file)
         out = [
             f"GGUF v{f.version}, {f.byte_order}-endian, alignment {f.alignment}: "
             f"{len(f.fields.records)} metadata keys, {len(f.tensor_list)} tensors"
@@ -226,67 +299,77 @@ def _cmd_dump(args: argparse.Namespace) -> int:
                     f"  {i:4}  {t.name:{width}}  {t.type_name:7}  shape {list(t.shape)}  dims {list(t.dims)}"
                     f"  offset {_num(t.stored_offset)} (absolute {_num(t.offset)})  {size}"
                 )
-    _write("\n".join(out) + "\n")
-    return 0
+        write("\n".join(out) + "\n")
+        return _done(f, args.file)
+
+
+def _tensor_row(t: Any) -> dict[str, Any]:
+    try:
+        nbytes: int | None = t.nbytes
+    except GGUFFormatError:
+        nbytes = None
+    return {
+        "name": t.name,
+        "type": t.type_name,
+        "shape": list(t.shape),
+        "elements": t.n_elements,
+        "bytes": nbytes,
+        "offset": t.offset,
+    }
 
 
 def _cmd_tensors(args: argparse.Namespace) -> int:
-    with gguf_open(args.file, storage_options=_storage(args)) as f:
+    with _open(args) as f:
         rows = [t for t in f.tensor_list if not args.filter or any(fnmatch.fnmatchcase(t.name, g) for g in args.filter)]
-        width = max([len(t.name) for t in rows] + [4])
-        out = [
-            f"{'NAME':{width}}  {'TYPE':7}  {'SHAPE (numpy order)':24}  {'ELEMENTS':>14}  {'BYTES':>14}  {'OFFSET':>14}"
-        ]
-        for t in rows:
-            try:
-                size = _num(t.nbytes)
-            except Exception:
-                size = "?"
-            out.append(
-                f"{t.name:{width}}  {t.type_name:7}  {list(t.shape)!s:24}  {_num(t.n_elements):>14}  {size:>14}  {_num(t.offset):>14}"
-            )
-        out.append(f"{len(rows)} of {len(f.tensor_list)} tensors, {_num(sum(t.n_elements for t in rows))} elements")
         if args.filter and not rows:
             print(f"gguf-schema: no tensor name matches {' or '.join(args.filter)}", file=sys.stderr)
             return 1
-    _write("\n".join(out) + "\n")
-    return 0
+        if args.json:
+            write_json({"tensors": [_tensor_row(t) for t in rows], "total": len(f.tensor_list)})
+        else:
+            width = max([len(t.name) for t in rows] + [4])
+            out = [
+                f"{'NAME':{width}}  {'TYPE':7}  {'SHAPE (numpy order)':24}  {'ELEMENTS':>14}  {'BYTES':>14}  {'OFFSET':>14}"
+            ]
+            for r in map(_tensor_row, rows):
+                size = "?" if r["bytes"] is None else _num(r["bytes"])
+                out.append(
+                    f"{r['name']:{width}}  {r['type']:7}  {r['shape']!s:24}  {_num(r['elements']):>14}  {size:>14}  {_num(r['offset']):>14}"
+                )
+            out.append(f"{len(rows)} of {len(f.tensor_list)} tensors, {_num(sum(t.n_elements for t in rows))} elements")
+            write("\n".join(out) + "\n")
+        return _done(f, args.file)
 
 
 def _cmd_get(args: argparse.Namespace) -> int:
-    with gguf_open(args.file, storage_options=_storage(args)) as f:
+    with _open(args) as f:
         if args.key not in f.fields:
             raise GGUFKeyError(f"no metadata key {args.key!r}", path=args.file, value=args.key)
         fld = f.fields[args.key]
         if args.json:
-            _write(json.dumps(jsonio.field_json(fld), ensure_ascii=False) + "\n")
+            write_json(jsonio.field_json(fld), indent=None)
         elif args.type:
-            _write(_type_label(fld) + "\n")
+            write(_type_label(fld) + "\n")
         elif fld.type == ValueType.STRING:
-            _write(fld.value if args.raw else fld.value + "\n")
+            buffer = getattr(sys.stdout, "buffer", None)
+            if args.raw and buffer is not None:  # the stored bytes, unchanged (e.g. a chat template to a file)
+                sys.stdout.flush()
+                buffer.write(fld.value.encode("utf-8", "surrogateescape"))
+            elif args.raw:
+                write(fld.value)
+            else:
+                write(fld.value + "\n")
         elif fld.type == ValueType.ARRAY:
-            _write(json.dumps(jsonio.encode_value(ValueType.ARRAY, fld.value), ensure_ascii=False) + "\n")
+            write_json(jsonio.encode_value(ValueType.ARRAY, fld.value), indent=None)
         else:
-            _write(json.dumps(jsonio.encode_value(fld.type, fld.value)) + "\n")
-    return 0
+            write_json(jsonio.encode_value(fld.type, fld.value), indent=None)
+        return _done(f, args.file)
 
 
 # --------------------------------------------------------------------------- build and edits
 
 
-def _output(args: argparse.Namespace) -> str:
-    """OUT given as the last positional argument or as ``-o/--output`` (not both, unless they agree)."""
-    pos, opt = getattr(args, "output_pos", None), args.output
-    if pos is not None and opt is not None and pos != opt:
-        raise GGUFBuildError(f"two outputs given ({pos} and -o {opt}): give one")
-    out = opt if opt is not None else pos
-    if out is None:
-        raise GGUFBuildError("give the output: OUT or -o OUT")
-    return out
-
-
 def _cmd_build(args: argparse.Namespace) -> int:
-    args.output = _output(args)
     durable.refuse_overwriting_inputs([args.output], [args.json_file, args.tensors_from], command="build")
     if args.json_file == "-":
         raw = sys.stdin.buffer.read()
@@ -304,7 +387,20 @@ def _cmd_build(args: argparse.Namespace) -> int:
     return 0
 
 
-def _report_edit(what: str, result: edit.EditResult) -> int:
+def _report_edit(what: str, result: edit.EditResult, args: argparse.Namespace | None = None, **data: Any) -> int:
+    """The status line of an edit on stderr; with ``--json`` the result as data on stdout."""
+    if args is not None and getattr(args, "json", False):
+        write_json(
+            {
+                "command": args.command,
+                **data,
+                "path": result.path,
+                "in_place": result.in_place,
+                "bytes_written": result.bytes_written,
+            },
+            indent=None,
+        )
+        return 0
     how = (
         f"in place, {_num(result.bytes_written)} header bytes changed"
         if result.in_place
@@ -326,35 +422,50 @@ def _cmd_set(args: argparse.Namespace) -> int:
         f.set(args.key, value, t, e)
 
     with Progress(file_size(args.file), "write") as bar:
-        return _report_edit(
-            f"set {args.key}", edit.edit_file(args.file, apply, output=args.output, progress=bar.update)
-        )
+        result = edit.edit_file(args.file, apply, output=args.output, progress=bar.update)
+    return _report_edit(f"set {args.key}", result, args, key=args.key)
 
 
 def _cmd_set_file(args: argparse.Namespace) -> int:
+    with open(args.path, "rb") as fh:
+        text = fh.read().decode("utf-8", "surrogateescape")  # the bytes kept exactly
+
+    def apply(f: GGUFFile) -> None:
+        old = f.fields.get(args.key)
+        if old is None or old.type == ValueType.STRING:
+            f.set(args.key, text, ValueType.STRING)
+            return
+        try:  # a key of another type keeps it: the text is read as `set` reads a value
+            _, value = parse_value_text(text.strip(), old.type, old.element_type)
+        except GGUFBuildError as e:
+            raise GGUFBuildError(
+                f"{args.key} is stored as {_type_label(old)}, and the contents of {args.path} are not such a value: "
+                f"{e.reason} (delete the key first to store the text as a STRING)",
+                path=args.key,
+            ) from None
+        f.set(args.key, value, old.type, old.element_type)
+
     with Progress(file_size(args.file), "write") as bar:
-        result = edit.set_key_from_file(args.file, args.key, args.path, output=args.output, progress=bar.update)
-    return _report_edit(f"set {args.key} from {args.path}", result)
+        result = edit.edit_file(args.file, apply, output=args.output, progress=bar.update)
+    return _report_edit(f"set {args.key} from {args.path}", result, args, key=args.key)
 
 
 def _cmd_delete(args: argparse.Namespace) -> int:
     with Progress(file_size(args.file), "write") as bar:
-        return _report_edit(
-            f"deleted {args.key}", edit.delete_key(args.file, args.key, output=args.output, progress=bar.update)
-        )
+        result = edit.delete_key(args.file, args.key, output=args.output, progress=bar.update)
+    return _report_edit(f"deleted {args.key}", result, args, key=args.key)
 
 
 def _cmd_rename(args: argparse.Namespace) -> int:
     with Progress(file_size(args.file), "write") as bar:
         result = edit.rename_key(args.file, args.old, args.new, output=args.output, progress=bar.update)
-    return _report_edit(f"renamed {args.old} to {args.new}", result)
+    return _report_edit(f"renamed {args.old} to {args.new}", result, args, old=args.old, new=args.new)
 
 
 # --------------------------------------------------------------------------- convert, split, merge, diff
 
 
 def _cmd_convert(args: argparse.Namespace) -> int:
-    args.output = _output(args)
     with Progress(file_size(args.file), "convert") as bar:
         convert_mod.convert(
             args.file,
@@ -364,7 +475,10 @@ def _cmd_convert(args: argparse.Namespace) -> int:
             progress=bar.update,
             storage_options=_storage(args),
         )
-    print(f"wrote {args.output} ({_num(os.path.getsize(args.output))} bytes)", file=sys.stderr)
+    if args.json:
+        write_json({"command": "convert", "path": args.output, "bytes": os.path.getsize(args.output)}, indent=None)
+    else:
+        print(f"wrote {args.output} ({_num(os.path.getsize(args.output))} bytes)", file=sys.stderr)
     return 0
 
 
@@ -386,11 +500,10 @@ def _positive(text: str) -> int:
 
 
 def _cmd_split(args: argparse.Namespace) -> int:
-    prefix = _output(args)
     with Progress(0 if args.dry_run else file_size(args.file), "split") as bar:
         plan = split_mod.split_plan(
             args.file,
-            prefix,
+            args.output,
             max_size=args.max_size,
             max_tensors=args.max_tensors,
             no_tensor_first_split=args.no_tensor_first_split,
@@ -401,17 +514,17 @@ def _cmd_split(args: argparse.Namespace) -> int:
     for w in plan.warnings:
         print(f"gguf-schema: warning: {w}", file=sys.stderr)
     if args.json:
-        _write(json.dumps({"dry_run": args.dry_run, **plan.to_json()}, ensure_ascii=False, indent=1) + "\n")
+        write_json({"dry_run": args.dry_run, **plan.to_json()})
         return 0
     for shard in plan.shards:
-        _write(f"{shard.path}: {len(shard.tensors)} tensors, {_num(shard.size)} bytes\n")
+        write(f"{shard.path}: {len(shard.tensors)} tensors, {_num(shard.size)} bytes\n")
     if args.dry_run:
         print(f"dry run: {len(plan.shards)} shards planned, nothing written", file=sys.stderr)
     return 0
 
 
 def _cmd_merge(args: argparse.Namespace) -> int:
-    out = _output(args)
+    out = args.output
     local = not is_url(args.first_shard)  # a progress total for local shards (URLs: the bar has none)
     if local:
         durable.refuse_overwriting_inputs([out], [args.first_shard], command="merge")
@@ -432,30 +545,71 @@ def _cmd_recover(args: argparse.Namespace) -> int:
             print(f"gguf-schema: error: {path}: {e}", file=sys.stderr)
             status = 2
             continue
-        _write(f"{path}: {done or 'no interrupted edit to recover'}; {state}\n")
+        write(f"{path}: {done or 'no interrupted edit to recover'}; {state}\n")
     return status
 
 
+_HEADER_VALUES: dict[str, Callable[[Any], Any]] = {
+    "version": lambda m: m.version,
+    "byte_order": lambda m: m.byte_order,
+    "alignment": lambda m: m.alignment,
+    "metadata keys": lambda m: len(m.fields.records),
+    "tensors": lambda m: len(m.tensor_list),
+}
+
+
+def _side(model: Any, d: diff_mod.Difference) -> Any:
+    """The value of a difference's item in one model, as data (None where it is absent)."""
+    if d.section == "header" and d.name in _HEADER_VALUES:
+        return _HEADER_VALUES[d.name](model)
+    if d.section == "metadata" and d.name in model.fields:
+        j = jsonio.field_json(model.fields[d.name])
+        return {
+            "type": j["type"],
+            **({"element_type": j["element_type"]} if "element_type" in j else {}),
+            "value": j["value"],
+        }
+    if d.section == "tensor" and d.name in model.tensors:
+        t = model.tensors[d.name]
+        return {"type": t.type_name, "shape": list(t.shape)}
+    return None
+
+
 def _cmd_diff(args: argparse.Namespace) -> int:
-    a = split_mod.open_model(args.a, storage_options=_storage(args))
+    options = open_options(args)
+    a = split_mod.open_model(args.a, storage_options=options["storage_options"])
     try:
-        b = split_mod.open_model(args.b, storage_options=_storage(args))
+        b = split_mod.open_model(args.b, storage_options=options["storage_options"])
         try:
             total = 0 if args.no_data else sum(t.nbytes for t in a.tensor_list if t.name in b.tensors) * 2
             with Progress(total, "hashing") as bar:
                 found = diff_mod.diff(a, b, data=not args.no_data, progress=bar.update)
+            records = (
+                [
+                    {
+                        "section": d.section,
+                        "kind": d.kind,
+                        "name": d.name,
+                        "old": _side(a, d) if d.kind != "+" else None,
+                        "new": _side(b, d) if d.kind != "-" else None,
+                        "detail": d.detail,
+                    }
+                    for d in found
+                ]
+                if args.json
+                else []
+            )
         finally:
             b.close()
     finally:
         a.close()
     if args.json:
-        records = [{"section": d.section, "kind": d.kind, "name": d.name, "detail": d.detail} for d in found]
-        _write(json.dumps({"equal": not found, "differences": records}, ensure_ascii=False, indent=1) + "\n")
+        write_json({"equal": not found, "differences": records})
         return 1 if found else 0
     if not found:
         print("no differences in header, metadata or tensors")
         return 0
-    _write("\n".join(str(d) for d in found) + "\n")
+    write("\n".join(str(d) for d in found) + "\n")
     return 1
 
 
@@ -472,18 +626,15 @@ def register_cli(subparsers: Any) -> None:
 
     def output(p: argparse.ArgumentParser) -> None:
         p.add_argument("-o", "--output", metavar="OUT", help="write the edited file to OUT instead of changing FILE")
-
-    def new_output(p: argparse.ArgumentParser, metavar: str = "OUT") -> None:
-        p.add_argument("output_pos", nargs="?", metavar=metavar, help=f"the file to write (or -o {metavar})")
         p.add_argument(
-            "-o",
-            "--output",
-            metavar=metavar,
-            help="the file to write, written atomically; never one of the inputs (refused before anything is written)",
+            "--json",
+            action="store_true",
+            help="print the result as JSON: {command, key..., path, in_place, bytes_written}",
         )
 
     p = add("info", _cmd_info, "summarise a file: format, model, tensor types, parameters, size breakdown")
     p.add_argument("file", metavar="FILE")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
 
     p = add(
         "dump",
@@ -507,7 +658,7 @@ def register_cli(subparsers: Any) -> None:
         "(the original file comes back byte for byte), else tensor by tensor by name.",
     )
     p.add_argument("json_file", metavar="FROM.json")
-    new_output(p, "OUT.gguf")
+    p.add_argument("output", metavar="OUT.gguf")
     p.add_argument("--tensors-from", metavar="FILE", help="GGUF file to take tensor data from")
 
     p = add(
@@ -520,6 +671,7 @@ def register_cli(subparsers: Any) -> None:
     p.add_argument(
         "--filter", metavar="GLOB", action="append", help="only names matching GLOB (repeatable), e.g. 'blk.0.*'"
     )
+    p.add_argument("--json", action="store_true", help='print {"tensors": [{name, type, shape, ...}], "total": N}')
 
     p = add(
         "get",
@@ -550,7 +702,14 @@ def register_cli(subparsers: Any) -> None:
     p.add_argument("--type", metavar="T", help=f"value type: {types}")
     output(p)
 
-    p = add("set-file", _cmd_set_file, "set a STRING key to the contents of a file (e.g. a chat template)")
+    p = add(
+        "set-file",
+        _cmd_set_file,
+        "set a key to the contents of a file (e.g. a chat template)",
+        "Set metadata KEY to the contents of PATH. A new key or a STRING key stores the bytes exactly as a "
+        "STRING; a key of another type keeps its type, the text read as `set` reads a value (a number for "
+        "UINT32, a JSON list for an ARRAY), or the edit is refused.",
+    )
     p.add_argument("file", metavar="FILE")
     p.add_argument("key", metavar="KEY")
     p.add_argument("path", metavar="PATH")
@@ -575,9 +734,10 @@ def register_cli(subparsers: Any) -> None:
         "and/or format version.",
     )
     p.add_argument("file", metavar="FILE")
-    new_output(p)
+    p.add_argument("output", metavar="OUT")
     p.add_argument("--byte-order", choices=("little", "big"), help="target byte order (default: unchanged)")
     p.add_argument("--version", type=int, choices=(2, 3), help="target GGUF version (default: unchanged)")
+    p.add_argument("--json", action="store_true", help='print the result as JSON: {"command", "path", "bytes"}')
 
     p = add(
         "split",
@@ -589,7 +749,7 @@ def register_cli(subparsers: Any) -> None:
         "path, tensors and size. SIZE: 500M, 2G (powers of 1000), 512MiB, 2GiB (powers of 1024) or bytes.",
     )
     p.add_argument("file", metavar="FILE")
-    new_output(p, "OUT_PREFIX")
+    p.add_argument("output", metavar="OUT_PREFIX")
     g = p.add_mutually_exclusive_group(required=True)
     g.add_argument("--max-size", type=_size, metavar="SIZE", help="largest shard file size")
     g.add_argument("--max-tensors", type=_positive, metavar="N", help="most tensors per shard")
@@ -607,7 +767,7 @@ def register_cli(subparsers: Any) -> None:
 
     p = add("merge", _cmd_merge, "merge the shards of a split model into one file")
     p.add_argument("first_shard", metavar="FIRST_SHARD")
-    new_output(p)
+    p.add_argument("output", metavar="OUT")
 
     p = add(
         "recover",
@@ -632,5 +792,7 @@ def register_cli(subparsers: Any) -> None:
     p.add_argument("b", metavar="B")
     p.add_argument("--no-data", action="store_true", help="do not hash tensor data")
     p.add_argument(
-        "--json", action="store_true", help='print {"equal": bool, "differences": [{section, kind, name, detail}, ...]}'
+        "--json",
+        action="store_true",
+        help='print {"equal": bool, "differences": [{section, kind, name, old, new, detail}, ...]}',
     )

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import json
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -27,6 +26,7 @@ from ..errors import GGUFError
 from ..tools.estimate import CACHE_TYPES, Estimate, estimate
 from ..tools.export import DTYPES, export_safetensors
 from ..tools.split import open_model
+from .conventions import write, write_json
 from .progress import Progress
 
 __all__ = ["register_cli"]
@@ -140,7 +140,10 @@ def _cmd_estimate(args: argparse.Namespace) -> int:
         )
     finally:
         model.close()
-    sys.stdout.write(json.dumps(e.to_dict(), indent=1) + "\n" if args.json else estimate_text(e, args.file))
+    if args.json:
+        write_json(e.to_dict())
+    else:
+        write(estimate_text(e, args.file))
     return 0
 
 

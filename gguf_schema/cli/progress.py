@@ -1,10 +1,11 @@
 """Progress reporting for long operations (copying, converting, splitting, merging, hashing).
 
-A :class:`Progress` draws one self-overwriting line on standard error, and only when standard
-error is a terminal: piped or redirected output stays clean (nothing at all is written).
-``GGUF_SCHEMA_PROGRESS=0`` turns it off on a terminal too, ``=1`` forces it on.
-The library never draws: its long operations take a ``progress`` callback, and the command
-line passes :meth:`Progress.update`.
+A :class:`Progress` shows a ``tqdm`` bar (bytes done, rate, time left) on standard error, and
+only when standard error is a terminal and ``tqdm`` is installed (the optional ``cli`` extra:
+``pip install 'gguf-schema[cli]'``): piped or redirected output stays clean, and without
+``tqdm`` there is simply no bar. ``GGUF_SCHEMA_PROGRESS=0`` turns it off on a terminal too,
+``=1`` forces it on (still only with ``tqdm``). The library never draws: its long operations
+take a ``progress`` callback, and the command line passes :meth:`Progress.update`.
 
 >>> import io
 >>> bar = Progress(1000, "copy", stream=io.StringIO())  # not a terminal: silent
@@ -18,10 +19,18 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 from typing import Any, TextIO
 
-__all__ = ["Progress", "file_size", "progress_enabled"]
+__all__ = ["Progress", "file_size", "progress_enabled", "tqdm_class"]
+
+
+def tqdm_class() -> Any:
+    """``tqdm.tqdm`` if it is installed, else None (then no bar is drawn)."""
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return None
+    return tqdm
 
 
 def progress_enabled(stream: TextIO | None = None) -> bool:
@@ -46,24 +55,17 @@ def progress_enabled(stream: TextIO | None = None) -> bool:
         return False
 
 
-def _human(n: float) -> str:
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if abs(n) < 1000 or unit == "TB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1000
-    return f"{n:.1f} TB"  # pragma: no cover
-
-
 class Progress:
-    """A byte-count progress bar on stderr, drawn only on a terminal.
+    """A byte-count progress bar on stderr (``tqdm``), drawn only on a terminal.
 
     Args:
         total: the amount of work (bytes), or 0 when unknown.
         label: a word or two shown before the bar.
         stream: where to draw (default ``sys.stderr``).
-        enabled: force on/off; by default :func:`progress_enabled` decides.
+        enabled: force on/off; by default :func:`progress_enabled` decides. Without ``tqdm``
+            nothing is drawn either way.
 
-    Redraws at most ten times a second, and erases its line when closed.
+    The bar is erased when closed (``leave=False``).
 
     >>> import io
     >>> with Progress(10, "hash", stream=io.StringIO()) as bar:
@@ -76,40 +78,35 @@ class Progress:
         self.total = max(0, int(total))
         self.label = label
         self.stream = sys.stderr if stream is None else stream
-        self.enabled = progress_enabled(self.stream) if enabled is None else enabled
         self.done = 0
-        self._last = 0.0
-        self._start = time.monotonic()
-        self._drawn = False
+        tqdm = tqdm_class()
+        wanted = progress_enabled(self.stream) if enabled is None else enabled
+        self.enabled = bool(wanted and tqdm is not None)
+        self._bar: Any = None
+        if self.enabled:
+            self._bar = tqdm(
+                total=self.total or None,
+                desc=label,
+                unit="B",
+                unit_scale=True,
+                unit_divisor=1000,
+                file=self.stream,
+                leave=False,
+                dynamic_ncols=True,
+                mininterval=0.1,
+            )
 
     def update(self, n: int) -> None:
-        """Add ``n`` units of work done and redraw if due."""
+        """Add ``n`` units of work done."""
         self.done += n
-        if not self.enabled:
-            return
-        now = time.monotonic()
-        if now - self._last >= 0.1 or (self.total and self.done >= self.total):
-            self._last = now
-            self._draw()
-
-    def _draw(self) -> None:
-        width = 30
-        if self.total:
-            frac = min(1.0, self.done / self.total)
-            bar = "#" * int(frac * width) + "-" * (width - int(frac * width))
-            text = f"\r{self.label}: [{bar}] {frac * 100:5.1f}% {_human(self.done)} / {_human(self.total)}"
-        else:
-            text = f"\r{self.label}: {_human(self.done)}"
-        self.stream.write(text)
-        self.stream.flush()
-        self._drawn = True
+        if self._bar is not None:
+            self._bar.update(n)
 
     def close(self) -> None:
-        """Erase the bar's line (if one was drawn)."""
-        if self.enabled and self._drawn:
-            self.stream.write("\r\x1b[K")
-            self.stream.flush()
-            self._drawn = False
+        """Erase the bar (if one was drawn)."""
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
 
     def __enter__(self) -> Progress:
         return self

@@ -13,13 +13,13 @@ matched. Verdicts are data here, not failures (``check`` fails on them).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Any
 
 from ..check import PROFILES
 from ..errors import GGUFError
 from ..tools.scan import THREADS, ScanRecord, expand, scan, write_parquet
+from .conventions import write_json
 
 __all__ = ["register_cli"]
 
@@ -57,7 +57,7 @@ def _cmd_scan(args: argparse.Namespace) -> int:
         write_parquet(records, args.parquet)
         print(f"wrote {args.parquet} ({len(records)} records)", file=sys.stderr)
     elif args.json:
-        sys.stdout.write(json.dumps([r.to_dict() for r in records], indent=1, ensure_ascii=False) + "\n")
+        write_json([r.to_dict() for r in records])
     else:
         sys.stdout.write("".join(_line(r) + "\n" for r in records))
     unreadable = sum(not r.readable for r in records)

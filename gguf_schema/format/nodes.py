@@ -9,7 +9,10 @@ owns how each one reads and writes bytes, checks what a file claims, and reports
   the schema path (construct passes it to each node) and the value, so nothing upstream has to
   interpret construct's own messages;
 * speed lives in :class:`ArrayItems`, the body of a metadata array: one ``numpy.frombuffer``
-  for numbers, one tight loop for strings (or, lazily, a length-only scan).
+  for numbers, one walk over the strings (decoding them, or lazily a length-only scan). The walk
+  is compiled when the optional module ``gguf_schema.format._scan`` was built (``csrc/scan.c``:
+  ``compiled_scan``, from :mod:`~gguf_schema.format.values`); the Python loops here are the fallback and the reference, and both
+  raise the same errors (:meth:`ArrayItems.string_error` names the string where either stops).
 
 >>> from construct import Struct
 >>> s = Struct("n" / Number("<L"), "s" / StringBytes(this.n, 4))
@@ -24,7 +27,7 @@ import struct
 from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 from construct import Adapter, Array, Bytes, Construct, Container, FormatField, ListContainer, evaluate, this
@@ -33,7 +36,7 @@ from ..errors import SHOWN, GGUFBuildError, GGUFError, GGUFFormatError, GGUFLimi
 from .limits import DEFAULT_LIMITS, MAX_SAFE_DEPTH, Limits
 from .source import ByteReader
 from .types import ValueType
-from .values import STRIDE, BoolByte, Field, GGUFArray, LazyStrings
+from .values import _U64_MAX, STRIDE, BoolByte, Field, GGUFArray, LazyStrings, compiled_scan
 
 __all__ = [
     "AlignmentPadding",
@@ -52,6 +55,7 @@ __all__ = [
     "TensorInfoArray",
     "ValueTypeField",
     "Verbatim",
+    "compiled_scan",
     "limits_of",
     "min_value_size",
     "numbers",
@@ -272,10 +276,18 @@ class RecordArray(IndexedArray):
         count = evaluate(self.count, context)
         cap = getattr(limits_of(context), self.limit) if self.limit else None
         _check_count(r, count, evaluate(self.min_size, context), path, cap, self.what, self.limit or "the limit")
-        read = self._reader(context)
+        read, run = self._reader(context), self._compiled_run(context)
         obj = ListContainer()
         obj.offsets = offsets = []
-        for i in range(count):
+        i = 0
+        while i < count:
+            if run is not None:  # records the compiled loop reads, up to one it leaves to this loop
+                got, at, done, r.pos = run(r, count - i)
+                obj.extend(got)
+                offsets.extend(at)
+                i += done
+                if i == count:
+                    break
             start = r.pos
             offsets.append(start)
             try:
@@ -290,10 +302,15 @@ class RecordArray(IndexedArray):
                 raise GGUFFormatError(
                     "a record the struct reads but the fast loop does not", offset=start, path=where(f"{path}[{i}]")
                 ) from None
+            i += 1
         return obj
 
     def _reader(self, context: Any) -> Any:
         raise NotImplementedError
+
+    def _compiled_run(self, context: Any) -> Any:
+        """``run(r, n) -> (records, offsets, count, end)``: up to ``n`` records read by compiled code, or None."""
+        return None
 
     def _build(self, obj: Any, stream: Any, context: Any, path: str) -> Any:
         count = evaluate(self.count, context)
@@ -311,11 +328,16 @@ class RecordArray(IndexedArray):
         return x
 
 
+_TYPES = tuple(ValueType)  # by value: ValueType(i) is _TYPES[i]
+
+
 class KeyValueArray(RecordArray):
     """``gguf_metadata_kv_t metadata_kv[metadata_kv_count]``, read in one loop (see :class:`RecordArray`).
 
     Scalars are unpacked in place, strings decoded in place, arrays read by the schema's array
-    body (``items``, an :class:`ArrayItems`). Each pair comes out as the plain value it stands
+    body (``items``, an :class:`ArrayItems`). Where the compiled module was built, runs of pairs of
+    scalars and strings are read by its loop (``_scan.pairs``, the same checks); a float, an array or
+    a pair that fails a check is read here, so the errors are this loop's. Each pair comes out as the plain value it stands
     for, a :class:`~gguf_schema.format.values.Field` with its offset (one object per pair: a file
     of 800,000 keys costs 800,000 of them, not twice that). Building takes Fields or containers.
     """
@@ -353,6 +375,20 @@ class KeyValueArray(RecordArray):
 
     def _record(self, x: Any) -> Any:
         return Container(key=x.key, value_type=x.type, value=x.value) if isinstance(x, Field) else x
+
+    def _compiled_run(self, context: Any) -> Any:
+        """Pairs of scalars and strings read by the compiled loop (``_scan.pairs``), checked as :meth:`_reader`
+        checks them; it stops before a float, an array or a pair that fails, which the Python loop reads."""
+        if compiled_scan is None:
+            return None
+        limits = limits_of(context)
+        key_cap, string_cap = min(limits.max_key_length, _U64_MAX), min(limits.max_string_length, _U64_MAX)
+        lsize, big, pairs, types = self.length.size, self.length.format[0] == ">", compiled_scan.pairs, _TYPES
+
+        def run(r: ByteReader, n: int) -> tuple[list[Field], list[int], int, int]:
+            return pairs(r.data, r.pos, n, lsize, big, key_cap, string_cap, types, Field, BoolByte)
+
+        return run
 
     def _reader(self, context: Any) -> Any:
         limits = limits_of(context)
@@ -708,40 +744,75 @@ class ArrayItems(Construct):
                 raise GGUFFormatError("inconsistent array", offset=start, path=where(f"{path}[{i}]")) from None
         return out
 
-    def _parse_strings(self, r: ByteReader, n: int, limits: Limits, path: str, decode: bool = True) -> list[str]:
-        """Decode ``n`` strings; ``decode=False`` only walks their lengths (to name the one that fails)."""
+    def _parse_strings(self, r: ByteReader, n: int, limits: Limits, path: str) -> list[str]:
+        """Decode ``n`` strings (invalid UTF-8 kept as surrogate escapes): compiled, or :meth:`walk_strings`."""
+        if compiled_scan is None:
+            return self.walk_strings(r, n, limits, path)
+        stopped, at, items = compiled_scan.decode(
+            r.data, r.pos, n, self.length.size, self.byte_order == "big", min(limits.max_string_length, _U64_MAX)
+        )
+        if items is None:
+            self.string_error(r, stopped, n, at, limits.max_string_length, path)
+        r.pos = at
+        return items
+
+    def _skip_strings(self, r: ByteReader, n: int, limits: Limits, path: str) -> LazyStrings:
+        """Check ``n`` strings without decoding them: the lazy open's only loop; compiled, or :meth:`skip_strings`.
+
+        Hands out a view of the strings' bytes, not a copy, and where every STRIDE-th string starts
+        (the index of :class:`LazyStrings`).
+        """
+        if compiled_scan is None:
+            end, marks = self.skip_strings(r, n, limits, path)
+        else:
+            stopped, end, found = compiled_scan.skip(
+                r.data,
+                r.pos,
+                n,
+                self.length.size,
+                self.byte_order == "big",
+                min(limits.max_string_length, _U64_MAX),
+                STRIDE,
+            )
+            if found is None:
+                self.string_error(r, stopped, n, end, limits.max_string_length, path)
+            marks = array("Q")
+            marks.frombytes(found)
+        raw = memoryview(r.data)[r.pos : end]
+        r.pos = end
+        return LazyStrings(raw, n, self.length.format, marks)
+
+    def walk_strings(self, r: ByteReader, n: int, limits: Limits, path: str, decode: bool = True) -> list[str]:
+        """The Python walk: decode ``n`` strings (``decode=False`` only checks them); the reference of the compiled one."""
         lsize = self.length.size
         data, pos, size, unpack = r.data, r.pos, r.size, self.length.unpack_from
         cap = limits.max_string_length
         out = [""] * n
         for i in range(n):
             if pos + lsize > size:
-                raise GGUFTruncatedError(
-                    f"file ends inside the length of string {i} of {n}", offset=pos, path=where(f"{path}[{i}]")
-                )
+                self.string_error(r, i, n, pos, cap, path)
             (ln,) = unpack(data, pos)
             start = pos + lsize
+            if start + ln > size or ln > cap:
+                self.string_error(r, i, n, pos, cap, path)
             pos = start + ln
-            if pos > size or ln > cap:
-                _string_failure(r, i, ln, start - lsize, cap, path, lsize)
             if decode:
                 out[i] = str(data[start:pos], "utf-8", "surrogateescape")
         r.pos = pos
         return out
 
-    def _skip_strings(self, r: ByteReader, n: int, limits: Limits, path: str) -> LazyStrings:
-        """Find where ``n`` strings end without decoding them: the lazy open's only loop.
+    def skip_strings(self, r: ByteReader, n: int, limits: Limits, path: str) -> tuple[int, array[int]]:
+        """The Python length-only walk: where ``n`` strings end and the marks; the reference of the compiled one.
 
-        It notes where every STRIDE-th string starts (the index of :class:`LazyStrings`) and
-        hands out a view of the strings' bytes, not a copy. ``limits.max_string_length`` is
-        enforced here too: when all the strings together fit under it no single one can exceed
-        it; otherwise a second pass over the lengths finds the first one that does (if any).
+        The fast loop checks nothing per string; when the strings run past the buffer or all of
+        them together exceed ``limits.max_string_length`` (so one alone might), :meth:`walk_strings`
+        walks them again and names the first that fails, exactly as an eager parse does.
         """
         lsize = self.length.size
         data, start, unpack = r.data, r.pos, self.length.unpack_from
         marks, pos = array("Q"), start
         try:
-            for _ in range(n // STRIDE):  # this loop is the whole cost of a lazy open
+            for _ in range(n // STRIDE):  # this loop is the whole cost of a lazy open without the compiled walk
                 marks.append(pos - start)
                 for _ in range(STRIDE // 4):
                     pos += unpack(data, pos)[0] + lsize
@@ -753,20 +824,34 @@ class ArrayItems(Construct):
                 for _ in range(n % STRIDE):
                     pos += unpack(data, pos)[0] + lsize
             marks.append(pos - start)
-        except struct.error:
+        except (struct.error, OverflowError):  # past the end, or a length past anything an offset can be
             pos = r.size + 1
-        if pos > r.size:
-            self._parse_strings(r, n, DEFAULT_LIMITS, path, decode=False)  # names the string that runs past the end
-        cap = limits.max_string_length
-        if pos - start - n * lsize > cap:
-            at = start
-            for i in range(n):
-                (ln,) = unpack(data, at)
-                if ln > cap:
-                    _string_failure(r, i, ln, at, cap, path, lsize)
-                at += lsize + ln
-        r.pos = pos
-        return LazyStrings(memoryview(data)[start:pos], n, self.length.format, marks)
+        if pos > r.size or pos - start - n * lsize > limits.max_string_length:
+            self.walk_strings(r, n, limits, path, decode=False)  # raises for the first string that fails
+            r.pos = start
+        return pos, marks
+
+    def string_error(self, r: ByteReader, i: int, n: int, at: int, cap: int, path: str) -> NoReturn:
+        """Raise the error for string ``i`` of ``n``, whose length field starts at ``at``: where both walks stop."""
+        lsize = self.length.size
+        if at + lsize > r.size:
+            raise GGUFTruncatedError(
+                f"file ends inside the length of string {i} of {n}", offset=at, path=where(f"{path}[{i}]")
+            )
+        (ln,) = self.length.unpack_from(r.data, at)
+        if ln > cap:
+            raise GGUFLimitError(
+                f"string of {ln:,} bytes exceeds max_string_length = {cap:,}",
+                offset=at,
+                path=where(f"{path}[{i}]"),
+                value=ln,
+            )
+        raise GGUFTruncatedError(
+            f"string length {ln:,} needs {ln:,} bytes, {max(0, r.size - at - lsize):,} left",
+            offset=at,
+            path=where(f"{path}[{i}]"),
+            value=ln,
+        )
 
     def _build(self, obj: Any, stream: Any, context: Any, path: str) -> Any:
         vt = evaluate(self.item_type, context)
@@ -792,22 +877,6 @@ class ArrayItems(Construct):
         else:
             stream.write(numeric_bytes(obj, vt, self.byte_order, path))
         return obj
-
-
-def _string_failure(r: ByteReader, i: int, ln: int, at: int, cap: int, path: str, lsize: int) -> None:
-    if ln > cap:
-        raise GGUFLimitError(
-            f"string of {ln:,} bytes exceeds max_string_length = {cap:,}",
-            offset=at,
-            path=where(f"{path}[{i}]"),
-            value=ln,
-        )
-    raise GGUFTruncatedError(
-        f"string length {ln:,} needs {ln:,} bytes, {max(0, r.size - at - lsize):,} left",
-        offset=at,
-        path=where(f"{path}[{i}]"),
-        value=ln,
-    )
 
 
 def numeric_bytes(items: Any, vt: ValueType, byte_order: str, path: str | None) -> bytes:

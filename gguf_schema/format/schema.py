@@ -175,8 +175,10 @@ class GGUFSchema:
         :mod:`gguf_schema.format.boundary` for the translation of anything else)."""
         limits = limits or DEFAULT_LIMITS
         ensure_recursion_headroom(limits.max_depth)
+        # _root=None: construct's outermost struct would otherwise keep itself as its context's root,
+        # a cycle through every parsed value, so a file dropped would wait for the cyclic GC
         return self.gguf_file_t.parse_stream(
-            stream, limits=limits, lazy=lazy, byte_order=self.byte_order, size_t=self.size_t, _depth=1
+            stream, limits=limits, lazy=lazy, byte_order=self.byte_order, size_t=self.size_t, _depth=1, _root=None
         )
 
 

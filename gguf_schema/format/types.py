@@ -12,6 +12,15 @@ here reads or writes bytes.
 '>u4'
 >>> GGMLType(4).removed
 True
+
+The codes print as their names (``str``, ``format``, f-strings); ``repr`` and ``int`` give the
+number, and a numeric format spec formats the number:
+
+>>> t = GGMLType.Q4_K
+>>> print(t)
+Q4_K
+>>> f"{t:6}|{t:d}|{t:#x}", repr(t), int(t)
+('Q4_K  |12|0xc', '<GGMLType.Q4_K: 12>', 12)
 """
 
 from __future__ import annotations
@@ -23,7 +32,23 @@ import numpy as np
 __all__ = ["GGML_TYPE_COUNT", "FileType", "GGMLType", "ValueType", "tensor_nbytes", "type_name"]
 
 
-class ValueType(enum.IntEnum):
+_NUMERIC_FORMATS = frozenset("bcdoxXneEfFgG%")
+
+
+class _Code(enum.IntEnum):
+    """A code of the format: an ``int`` whose ``str()`` and ``format()`` give its name (numeric
+    format specs such as ``d`` or ``x`` format the number)."""
+
+    def __str__(self) -> str:
+        return self.name
+
+    def __format__(self, spec: str) -> str:
+        if spec and spec[-1] in _NUMERIC_FORMATS:
+            return int.__format__(int(self), spec)
+        return format(self.name, spec)
+
+
+class ValueType(_Code):
     """``gguf_metadata_value_type``: the type tag of a metadata value (spec order)."""
 
     UINT8 = 0
@@ -88,7 +113,7 @@ _VALUE_DTYPES: dict[ValueType, str] = {
 }
 
 
-class GGMLType(enum.IntEnum):
+class GGMLType(_Code):
     """``ggml_type``: the storage type of a tensor, with its block layout.
 
     Removed ids are kept as members (``removed`` is true, block size 0) so that a file that
@@ -258,7 +283,7 @@ _PLAIN_DTYPES: dict[GGMLType, str] = {
 }
 
 
-class FileType(enum.IntEnum):
+class FileType(_Code):
     """``general.file_type``: the type of most of the tensors (llama.cpp's ``llama_ftype``).
 
     The spec lists 0-18; later ids are as llama.cpp writes them. 5, 6 and 33-35 are removed ids.

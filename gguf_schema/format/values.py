@@ -29,6 +29,7 @@ GGUFArray(FLOAT32, [1.5, 2.5])
 from __future__ import annotations
 
 import builtins
+import os
 import struct
 from array import array
 from collections.abc import Iterator, Sequence
@@ -40,6 +41,16 @@ import numpy as np
 from ..errors import GGUFBuildError
 from .types import ValueType
 
+try:
+    from . import _scan as compiled_scan
+except ImportError:  # built without a C compiler: the Python loops do the walks over strings
+    compiled_scan = None  # type: ignore[assignment]
+if os.environ.get("GGUF_SCHEMA_NO_KERNELS") == "1":  # the switch that skips building it also turns it off
+    compiled_scan = None  # type: ignore[assignment]
+
+#: the cap the compiled walk takes when any length is allowed (a length field holds at most this)
+_U64_MAX = 2**64 - 1
+
 __all__ = [
     "STRIDE",
     "BoolByte",
@@ -47,6 +58,7 @@ __all__ = [
     "GGUFArray",
     "LazyStrings",
     "coerce_value",
+    "compiled_scan",
     "infer_type",
     "make_field",
     "plain",
@@ -154,6 +166,29 @@ class LazyStrings(Sequence[str]):
 
     def tolist(self) -> list[str]:
         return list(self)
+
+    def invalid_utf8(self) -> list[int]:
+        """The indices of the strings that are not valid UTF-8 (they decode with surrogate escapes),
+        found without decoding the others (compiled where ``gguf_schema.format._scan`` was built).
+
+        >>> import struct
+        >>> raw = b"".join(struct.pack("<Q", len(s)) + s for s in (b"ok", b"\\xff", b"\\xc3\\xa9", b"\\xed\\xa0\\x80"))
+        >>> LazyStrings(raw, 4, "<Q").invalid_utf8()
+        [1, 3]
+        """
+        if compiled_scan is not None:
+            size = struct.calcsize(self.length_format)
+            return compiled_scan.invalid_utf8(self.raw, 0, self._n, size, self.length_format[0] == ">", _U64_MAX)
+        unpack, size = struct.Struct(self.length_format).unpack_from, struct.calcsize(self.length_format)
+        raw, pos, bad = self.raw, 0, []
+        for i in range(self._n):
+            end = pos + size + unpack(raw, pos)[0]
+            try:
+                str(raw[pos + size : end], "utf-8")
+            except UnicodeDecodeError:
+                bad.append(i)
+            pos = end
+        return bad
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, LazyStrings):

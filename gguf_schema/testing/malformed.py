@@ -19,7 +19,8 @@ b'GGUX'
 :func:`ggml_edge_cases` (also as the list ``GGML_EDGE_CASES``, built on first use) holds the classes
 found by ``benchmarks/ggml_diff.py``, the differential harness against ggml's own reader: files where
 the profiles disagree with ggml today, and small files that cost a reader far more than their size.
-Their ``ggml`` verdicts are the real ggml's; no test uses them yet.
+Their ``ggml`` verdicts are the real ggml's; the ``ggml`` validation profile gives the same verdict on
+each, except on the cases of :data:`GGML_PROFILE_DIFFERS` (each with its reason; ``docs/ggml-profile.md``).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from ..reader import read as gguf_open
 from ..writer import RawTensor, save
 
 __all__ = [
+    "GGML_PROFILE_DIFFERS",
     "MalformedCase",
     "alignment_key_renamed_file",
     "alignment_nul_key_file",
@@ -770,6 +772,14 @@ def wrapped_dims_file(dims: tuple[int, ...], ggml_type: GGMLType | str = "F32") 
     for at, d in zip(ats, dims, strict=False):
         plain = _patch(plain, at, _u64(d))
     return plain
+
+
+#: Edge cases where the ``ggml`` profile deliberately rejects a file ggml accepts: case name -> the reason.
+GGML_PROFILE_DIFFERS: dict[str, str] = {
+    "tensor_element_count_wraps_to_0": "ggml's element-count check runs only when the int64 product of the dimensions "
+    "is positive; [4, 2^62] wraps to 0, the check is skipped and the byte size wraps to 0 too, so ggml accepts a tensor "
+    "of 2^64 elements whose data no file can hold (a ggml bug: the profile rejects it with GGUF-E035)",
+}
 
 
 def ggml_edge_cases() -> list[MalformedCase]:

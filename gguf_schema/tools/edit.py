@@ -51,7 +51,7 @@ from ..format.source import MappedSource
 from ..format.types import ValueType
 from ..model import GGUFFile
 from ..reader import read
-from ..writer import Progress, TensorInfo, header_bytes, save_file
+from ..writer import Progress, TensorInfo, check_header, header_bytes, save_file
 
 __all__ = ["EditResult", "delete_key", "edit_file", "rename_key", "set_key", "set_key_from_file"]
 
@@ -133,6 +133,7 @@ def edit_file(
                 source=f,
             )
             if len(new_header) == f.data_offset:
+                check_header(new_header)  # warnings, or refused under writer.strict_writes
                 check_same_file(os.path.abspath(src), (st.st_dev, st.st_ino))
                 return _in_place(fd, src, f.view(0, len(new_header)), new_header, sync)
         with expect_same_file(src, st):  # re-checked just before the rename

@@ -75,11 +75,12 @@ __all__ = [
 PathLike = Union[str, "os.PathLike[str]"]
 StorageOptions = Mapping[str, Any] | None
 
-#: the keys a shard carries, in the order llama.cpp writes them
-SPLIT_KEYS = ("split.no", "split.count", "split.tensors.count")
-#: the identity of a set of shards, written after :data:`SPLIT_KEYS` (not a llama.cpp key; absent from its splits)
+#: the identity of a set of shards, written after llama.cpp's three keys (not a llama.cpp key; absent from its splits)
 SPLIT_ID_KEY = "split.id"
-_ALL_SPLIT_KEYS = (*SPLIT_KEYS, SPLIT_ID_KEY)
+#: the keys a split adds to each shard, in the order they are written (llama.cpp's three, then
+#: :data:`SPLIT_ID_KEY`): a merge, or anything that makes one file of a split model, drops them
+SPLIT_KEYS = ("split.no", "split.count", "split.tensors.count", SPLIT_ID_KEY)
+_ALL_SPLIT_KEYS = SPLIT_KEYS
 
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(I?B?)\s*$", re.IGNORECASE)
 _SHARD_RE = re.compile(r"^(?P<prefix>.*)-(?P<no>\d{5})-of-(?P<count>\d{5})\.gguf$")

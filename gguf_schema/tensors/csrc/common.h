@@ -293,6 +293,7 @@ void q_q5_k(const float *restrict x, uint8_t *restrict b, Py_ssize_t nb);
 void q_q6_k(const float *restrict x, uint8_t *restrict b, Py_ssize_t nb);
 void q_iq4_nl(const float *restrict x, uint8_t *restrict b, Py_ssize_t nb);
 void q_iq4_xs(const float *restrict x, uint8_t *restrict b, Py_ssize_t nb);
+float search_qp(int n, int nmax, const float *restrict x, const float *restrict w, uint8_t *restrict L);
 void qr_q4_0(const float *restrict x, uint8_t *restrict y, int64_t nrows, int64_t n_per_row, const float *restrict imatrix);
 void qr_q4_1(const float *restrict x, uint8_t *restrict y, int64_t nrows, int64_t n_per_row, const float *restrict imatrix);
 void qr_q5_0(const float *restrict x, uint8_t *restrict y, int64_t nrows, int64_t n_per_row, const float *restrict imatrix);

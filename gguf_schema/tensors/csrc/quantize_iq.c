@@ -425,67 +425,10 @@ static uint8_t group_signs(const float *x, const float *w, float *xval, int pari
     return (uint8_t)(s & 127);
 }
 
-/* ggml's make_qp_quants (n values, levels 0..nmax), as IQ2_XXS uses it: only its scale. */
+/* ggml's make_qp_quants (quantize_k.c: search_qp) over n <= 32 values, as IQ2_XXS uses it: only its scale. */
 static float qp_scale(int n, int nmax, const float *x, const float *w) {
-    float max = 0.0f;
-    for (int i = 0; i < n; i++) max = max > x[i] ? max : x[i];
-    if (max < 1e-15f) return 0.0f;
     uint8_t L[32];
-    float iscale = (float)nmax / max;
-    for (int i = 0; i < n; i++) L[i] = (uint8_t)nearest(iscale * x[i]);
-    const float scale = 1 / iscale;
-    float best_mse = 0.0f;
-    for (int i = 0; i < n; i++) {
-        const float diff = x[i] - scale * (float)L[i];
-        best_mse += w[i] * diff * diff;
-    }
-    for (int is = -4; is <= 4; is++) {
-        if (is == 0) continue;
-        const float iscale_is = (0.1f * (float)is + (float)nmax) / max;
-        const float scale_is = 1 / iscale_is;
-        float mse = 0.0f;
-        for (int i = 0; i < n; i++) {
-            int l = nearest(iscale_is * x[i]);
-            l = nmax < l ? nmax : l;
-            const float diff = x[i] - scale_is * (float)l;
-            mse += w[i] * diff * diff;
-        }
-        if (mse < best_mse) {
-            best_mse = mse;
-            iscale = iscale_is;
-        }
-    }
-    float sumlx = 0.0f, suml2 = 0.0f;
-    for (int i = 0; i < n; i++) {
-        int l = nearest(iscale * x[i]);
-        l = nmax < l ? nmax : l;
-        L[i] = (uint8_t)l; /* a negative level wraps, as in ggml's uint8_t array */
-        sumlx += w[i] * x[i] * (float)l;
-        suml2 += w[i] * (float)l * (float)l;
-    }
-    for (int itry = 0; itry < 5; itry++) {
-        int changed = 0;
-        for (int i = 0; i < n; i++) {
-            float slx = sumlx - w[i] * x[i] * (float)L[i];
-            float sl2 = suml2 - w[i] * (float)L[i] * (float)L[i];
-            if (slx > 0 && sl2 > 0) {
-                int l = nearest(x[i] * sl2 / slx);
-                l = nmax < l ? nmax : l;
-                if (l != L[i]) {
-                    slx += w[i] * x[i] * (float)l;
-                    sl2 += w[i] * (float)l * (float)l;
-                    if (slx * slx * suml2 > sumlx * sumlx * sl2) {
-                        L[i] = (uint8_t)l;
-                        sumlx = slx;
-                        suml2 = sl2;
-                        changed++;
-                    }
-                }
-            }
-        }
-        if (!changed) break;
-    }
-    return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
+    return search_qp(n, nmax, x, w, L);
 }
 
 /* The 4-bit sub-block scale: nearest(0.5 (id * scale - 1)) in 0..15. */

@@ -361,8 +361,9 @@ QX_SHAPE(32, 2)
 WIDE static void search_q3_16x2(const vf *restrict x, vf *restrict lv, vf *restrict s) { search_q3(16, 2, x, 4, lv, s); }
 
 /* make_qp_quants(n, nmax, x, L, w) for one group (the sub-block scales or minimums of a
- * super-block): L as ggml stores it (uint8), returns the scale. */
-static float search_qp(const int n, const int nmax, const float *restrict x, const float *restrict w, uint8_t *restrict L) {
+ * super-block; IQ2_XXS's scale search starts from it too): L as ggml stores it (uint8), returns
+ * the scale. */
+float search_qp(const int n, const int nmax, const float *restrict x, const float *restrict w, uint8_t *restrict L) {
     float mx = 0.0f;
     for (int i = 0; i < n; i++) mx = mx > x[i] ? mx : x[i];
     if (mx < GROUP_MAX_EPS) {

@@ -1,0 +1,105 @@
+"""The ``audit`` command: the audit of untrusted GGUF files (:mod:`gguf_schema.check.audit`), printed as text, JSON or SARIF.
+
+Exit codes: 0 no finding at warning severity or above, 1 such findings, 2 a file could not be read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from ..check.audit import AUDIT_RULES, AuditResult, audit, to_sarif
+from ..errors import GGUFError
+from .conventions import open_file, write_json
+
+__all__ = ["register_cli"]
+
+
+def _audit(args: argparse.Namespace, src: str) -> AuditResult:
+    """``audit`` of a file opened as the global options say (limits, mmap, storage options)."""
+    try:
+        f = open_file(args, src, lazy=True)
+    except GGUFError as e:
+        return AuditResult(src, readable=False, error=str(e))
+    with f:
+        result = audit(f, render=args.render, read_gaps=True if args.read_gaps else None)
+    result.source = src
+    return result
+
+
+def _cmd_audit(args: argparse.Namespace) -> int:
+    reports = [_audit(args, src) for src in args.files]
+    fmt = "json" if args.json else args.format
+    if args.sarif is not None:
+        if args.sarif == "-":
+            write_json(to_sarif(reports), indent=2)
+        else:
+            with open(args.sarif, "w", encoding="utf-8") as out:
+                out.write(json.dumps(to_sarif(reports), indent=2, ensure_ascii=False) + "\n")
+    if fmt == "json":
+        write_json({"reports": [r.to_dict() for r in reports]}, indent=2)
+    elif fmt == "sarif":
+        if args.sarif != "-":
+            write_json(to_sarif(reports), indent=2)
+    elif args.sarif != "-":
+        for r in reports:
+            name = r.source or "<input>"
+            if not r.readable:
+                print(f"{name}: unreadable: {r.error}")
+                continue
+            counts = {s: sum(f.severity == s for f in r.findings) for s in ("error", "warning", "info")}
+            verdict = "flagged" if r.flagged else "clean"
+            fetched = f"; {r.bytes_read:,} bytes fetched" if r.bytes_read is not None else ""
+            print(
+                f"{name}: {verdict} ({counts['error']} errors, {counts['warning']} warnings, {counts['info']} notes{fetched})"
+            )
+            for f in r.findings:
+                print(f"  {f}")
+            for note in r.notes:
+                print(f"  note: {note}")
+    codes = [r.exit_code for r in reports]
+    return 2 if 2 in codes else max(codes, default=0)
+
+
+def _cmd_audit_rules(args: argparse.Namespace) -> int:
+    for r in AUDIT_RULES.values():
+        print(f"{r.id} {r.severity:7} {r.title}: {r.description}")
+    return 0
+
+
+def register_cli(subparsers: Any) -> None:
+    """Add ``audit`` to the ``gguf-schema`` command line."""
+    p = subparsers.add_parser(
+        "audit",
+        help="audit untrusted GGUF files: shadowed keys, chat templates, hidden characters, unread bytes",
+        description=(
+            "Audit GGUF files (paths or URLs; of a URL only the header is fetched) for what their loader will run "
+            "and what hides from other tools. Exit status: 0 nothing at warning or above, 1 findings, "
+            "2 a file could not be read."
+        ),
+    )
+    p.add_argument("files", nargs="*", metavar="FILE_OR_URL")
+    p.add_argument("--json", action="store_true", help="print the reports as JSON (same as --format json)")
+    p.add_argument("--format", choices=("text", "json", "sarif"), default="text", help="output format (default text)")
+    p.add_argument("--sarif", metavar="OUT", default=None, help="also write a SARIF 2.1.0 log to OUT ('-': stdout)")
+    p.add_argument(
+        "--render", action="store_true", help="also render each template in Jinja's sandbox (a child process each)"
+    )
+    p.add_argument(
+        "--read-gaps",
+        action="store_true",
+        help="for URLs too, fetch the small padding and gap ranges to check their contents (local files: always)",
+    )
+    p.add_argument("--rules", action="store_true", help="list the audit's rules and exit")
+    p.set_defaults(func=_dispatch)
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    if args.rules:
+        return _cmd_audit_rules(args)
+    if not args.files:
+        print("gguf-schema audit: error: give at least one FILE_OR_URL (or --rules)", file=sys.stderr)
+        return 2
+    return _cmd_audit(args)

@@ -1,0 +1,289 @@
+"""The conventions every ``gguf-schema`` command shares: how text and JSON are written, how files
+are opened (``--limit``, ``--no-mmap``, ``--storage-option``), how library warnings and truncated
+files are reported, and the exit codes.
+
+Exit codes (all commands):
+
+====  ======================================================================================
+0     success
+1     findings or differences (``check``, ``diff``, ``audit-spec``, ``tensors --filter`` no match)
+2     unreadable input, a refused write (``--strict``) or a usage error
+3     the file was read but is truncated: its tensor data runs past the end of the file
+      (``info``, ``dump``, ``tensors``, ``get``: the output is printed, and a warning on stderr
+      names the bytes missing and the tensors affected)
+====  ======================================================================================
+
+Output encoding: results go to stdout, notes, warnings and progress to stderr. Text that the
+output cannot carry never stops a command: bytes of a name or value that are not valid UTF-8
+(Python keeps them as surrogate escapes) are shown as ``\\xNN``, and characters the output's
+encoding lacks (an ``ascii`` terminal) as Python backslash escapes (``\\u00e9``), whatever
+``PYTHONIOENCODING`` says. JSON output is always valid JSON: non-UTF-8 text becomes
+``{"hex": "..."}`` (the stored bytes, lossless, as in :mod:`gguf_schema.tools.jsonio`), and
+characters the output's encoding lacks become ``\\uXXXX`` escapes.
+
+>>> visible("caf\\xe9 \\udcff", "ascii")
+'caf\\\\xe9 \\\\xff'
+>>> to_json({"name": "\\udcff", "type": __import__("gguf_schema").GGMLType.Q4_K, "n": 3})
+'{"name": {"hex": "ff"}, "type": "Q4_K", "n": 3}'
+>>> parse_limit("max_keys=1e6"), parse_limit("max_string_length=64M")
+(('max_keys', 1000000), ('max_string_length', 64000000))
+"""
+
+from __future__ import annotations
+
+import argparse
+import codecs
+import contextlib
+import enum
+import io
+import json
+import math
+import sys
+import warnings
+from collections.abc import Iterator
+from typing import Any, TextIO
+
+import numpy as np
+
+from ..errors import GGUFBuildError, GGUFFormatError, GGUFWarning
+from ..format.limits import Limits
+from ..model import GGUFFile
+from ..reader import read
+from ..tools.split import parse_size
+
+__all__ = [
+    "ESCAPE_ERRORS",
+    "EXIT_TRUNCATED",
+    "add_open_options",
+    "library_warnings",
+    "open_file",
+    "open_options",
+    "output_streams",
+    "parse_limit",
+    "to_json",
+    "truncation",
+    "visible",
+    "warn",
+    "warn_truncated",
+    "write",
+    "write_json",
+]
+
+EXIT_OK, EXIT_FINDINGS, EXIT_ERROR, EXIT_TRUNCATED = 0, 1, 2, 3
+
+#: the name of the codec error handler that shows what an output cannot carry (registered on import)
+ESCAPE_ERRORS = "gguf-schema-visible"
+
+
+def _visible_errors(e: UnicodeError) -> tuple[str, int]:
+    if not isinstance(e, UnicodeEncodeError):
+        raise e
+    out = []
+    for ch in e.object[e.start : e.end]:
+        c = ord(ch)
+        if 0xDC80 <= c <= 0xDCFF:  # a byte that was not valid UTF-8, kept by surrogateescape
+            out.append(f"\\x{c - 0xDC00:02x}")
+        elif c <= 0xFF:
+            out.append(f"\\x{c:02x}")
+        elif c <= 0xFFFF:
+            out.append(f"\\u{c:04x}")
+        else:
+            out.append(f"\\U{c:08x}")
+    return "".join(out), e.end
+
+
+codecs.register_error(ESCAPE_ERRORS, _visible_errors)
+
+
+def visible(text: str, encoding: str = "utf-8") -> str:
+    """``text`` as it is printed on an output of ``encoding``: what it cannot carry escaped."""
+    return text.encode(encoding, ESCAPE_ERRORS).decode(encoding)
+
+
+@contextlib.contextmanager
+def output_streams() -> Iterator[None]:
+    """While a command runs, stdout and stderr escape what they cannot encode (never raise)."""
+    saved = []
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper):
+            saved.append((stream, stream.errors))
+            with contextlib.suppress(ValueError, OSError):
+                stream.reconfigure(errors=ESCAPE_ERRORS)
+    try:
+        yield
+    finally:
+        for stream, errors in saved:
+            with contextlib.suppress(ValueError, OSError):
+                stream.reconfigure(errors=errors)
+
+
+def write(text: str, stream: TextIO | None = None) -> None:
+    """Print ``text`` (results: stdout by default) under the escaping policy of this module."""
+    stream = sys.stdout if stream is None else stream
+    encoding = getattr(stream, "encoding", None) or "utf-8"
+    stream.write(visible(text, encoding))
+
+
+# --------------------------------------------------------------------------- JSON
+
+
+def _jsonable(obj: Any) -> Any:
+    if isinstance(obj, str):
+        try:
+            obj.encode("utf-8")
+        except UnicodeEncodeError:
+            return {"hex": obj.encode("utf-8", "surrogateescape").hex()}
+        return obj
+    if isinstance(obj, enum.Enum):
+        return obj.name
+    if isinstance(obj, bool) or obj is None or isinstance(obj, int):
+        return obj
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else str(obj)
+    if isinstance(obj, dict):
+        return {visible(str(k)): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    if isinstance(obj, (bytes, bytearray, memoryview)):
+        return {"hex": bytes(obj).hex()}
+    if isinstance(obj, np.ndarray):
+        return [_jsonable(v) for v in obj.tolist()]
+    if isinstance(obj, np.generic):
+        return _jsonable(obj.item())
+    return str(obj)
+
+
+def to_json(obj: Any, *, indent: int | None = None, stream: TextIO | None = None) -> str:
+    """The one JSON encoder of the command line: enums by name, numpy values as numbers,
+    bytes and non-UTF-8 text as ``{"hex": ...}``, non-finite floats as strings; ``ensure_ascii``
+    when ``stream`` (if given) cannot carry all of Unicode."""
+    encoding = (getattr(stream, "encoding", None) or "utf-8") if stream is not None else "utf-8"
+    ascii_only = codecs.lookup(encoding).name not in ("utf-8", "utf-16", "utf-32", "utf-8-sig")
+    return json.dumps(_jsonable(obj), indent=indent, ensure_ascii=ascii_only, allow_nan=False)
+
+
+def write_json(obj: Any, *, indent: int | None = 1) -> None:
+    """Print ``obj`` as JSON on stdout (one document, newline-terminated)."""
+    write(to_json(obj, indent=indent, stream=sys.stdout) + "\n")
+
+
+# --------------------------------------------------------------------------- opening files
+
+
+def parse_limit(text: str) -> tuple[str, int]:
+    """``NAME=VALUE`` of ``--limit``: NAME a :class:`~gguf_schema.format.limits.Limits` field,
+    VALUE an integer (``1000``, ``1e6``) or a size (``64M``, ``1GiB``)."""
+    name, sep, value = text.partition("=")
+    name = name.strip()
+    names = Limits.names()
+    if not sep or name not in names:
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE with NAME one of {', '.join(names)}; got {text!r}")
+    value = value.strip().replace("_", "")
+    try:
+        number = float(value)
+    except ValueError:
+        try:
+            return name, parse_size(value)
+        except GGUFBuildError:
+            raise argparse.ArgumentTypeError(
+                f"{name} needs a count or a size (1000, 1e6, 64M, 1GiB), got {value!r}"
+            ) from None
+    if not math.isfinite(number) or number < 0 or number != int(number):
+        raise argparse.ArgumentTypeError(f"{name} needs a whole number >= 0, got {value!r}")
+    return name, int(number)
+
+
+def add_open_options(parser: argparse.ArgumentParser, *, suppress: bool = False) -> None:
+    """``--limit NAME=VALUE`` (repeatable) and ``--no-mmap``: accepted before and after the command."""
+    default: Any = argparse.SUPPRESS if suppress else None
+    parser.add_argument(
+        "--limit",
+        dest="limit_after" if suppress else "limit_before",
+        action="append",
+        type=parse_limit,
+        default=default,
+        metavar="NAME=VALUE",
+        help=f"a resource limit for reading files, repeatable (NAME: {', '.join(Limits.names())}; "
+        "VALUE: 1000, 1e6, 64M, 1GiB)",
+    )
+    parser.add_argument(
+        "--no-mmap",
+        dest="no_mmap_after" if suppress else "no_mmap",
+        action="store_true",
+        default=argparse.SUPPRESS if suppress else False,
+        help="read files with positioned reads instead of mapping them",
+    )
+
+
+def open_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The keyword arguments of :func:`gguf_schema.reader.read` the command line asks for."""
+    limits = (getattr(args, "limit_before", None) or []) + (getattr(args, "limit_after", None) or [])
+    return {
+        "limits": Limits(**dict(limits)) if limits else None,
+        "mmap": not (getattr(args, "no_mmap", False) or getattr(args, "no_mmap_after", False)),
+        "storage_options": getattr(args, "storage_options", None),
+    }
+
+
+def open_file(args: argparse.Namespace, path: str, *, lazy: bool = False) -> GGUFFile:
+    """Open ``path`` as the global options say (limits, mmap, storage options)."""
+    return read(path, lazy=lazy, **open_options(args))
+
+
+# --------------------------------------------------------------------------- reporting
+
+
+def warn(message: str) -> None:
+    """A warning line on stderr: ``gguf-schema: warning: ...`` (above a progress bar being drawn)."""
+    line = f"gguf-schema: warning: {message}"
+    tqdm = sys.modules.get("tqdm")
+    if tqdm is not None and getattr(tqdm.tqdm, "_instances", None):
+        tqdm.tqdm.write(visible(line, getattr(sys.stderr, "encoding", None) or "utf-8"), file=sys.stderr)
+    else:
+        write(line + "\n", sys.stderr)
+
+
+@contextlib.contextmanager
+def library_warnings() -> Iterator[None]:
+    """Every :class:`~gguf_schema.errors.GGUFWarning` raised meanwhile printed as a warning line
+    (``gguf-schema: warning: [RULE] ...``); other warnings are shown as Python shows them."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", GGUFWarning)
+        python_show = warnings.showwarning
+
+        def show(message: Warning | str, category: type[Warning], *args: Any, **kw: Any) -> None:
+            if issubclass(category, GGUFWarning):
+                warn(str(message))
+            else:
+                python_show(message, category, *args, **kw)
+
+        warnings.showwarning = show
+        yield
+
+
+def truncation(f: GGUFFile) -> tuple[int, list[str]]:
+    """``(bytes missing, names of the tensors whose data runs past the end)`` of an open file."""
+    end, cut = f.file_size, []
+    need = end
+    for t in f.tensor_list:
+        try:
+            stop = t.offset + t.nbytes
+        except GGUFFormatError:  # unknown type: no size to check
+            continue
+        if stop > end:
+            cut.append(t.name)
+            need = max(need, stop)
+    return need - end, cut
+
+
+def warn_truncated(f: GGUFFile, path: str) -> bool:
+    """Warn (on stderr) when ``f`` is truncated; returns whether it is."""
+    missing, cut = truncation(f)
+    if not cut:
+        return False
+    names = ", ".join(cut[:5]) + (f" and {len(cut) - 5} more" if len(cut) > 5 else "")
+    warn(
+        f"{path} is truncated: {missing:,} bytes of tensor data are missing; "
+        f"{len(cut)} of {len(f.tensor_list)} tensors affected ({names})"
+    )
+    return True

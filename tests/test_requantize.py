@@ -1,0 +1,457 @@
+"""The quantize command and tools/requantize.py: generated models requantized, byte for byte against
+quantize(dequantize(input)), read back by our reader and the gguf package, checked by the ggml profile;
+fallbacks, overrides, importance matrices, errors that leave the target untouched, the command line."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import struct
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import gguf_schema
+from gguf_schema.check import validate
+from gguf_schema.errors import GGUFBuildError, GGUFError
+from gguf_schema.format.types import FileType, GGMLType
+from gguf_schema.tensors import CODECS, QUANTIZE_TYPES, quantize
+from gguf_schema.testing.fixtures import arch_model, random_tensor
+from gguf_schema.tools import requantize as rq
+from gguf_schema.tools.convert import convert
+from gguf_schema.tools.imatrix import load_imatrix
+from gguf_schema.tools.split import split
+from gguf_schema.writer import RawTensor
+
+from .conftest import VOCAB_DIR
+from .helpers import run_cli
+
+G = GGMLType
+META = {
+    "general.architecture": "llama",
+    "general.name": "tiny",
+    "general.file_type": np.uint32(1),
+    "general.quantization_version": np.uint32(2),
+}
+
+
+def _tensors(seed: int = 0) -> dict[str, RawTensor | np.ndarray]:
+    """A small model: inputs of several types, rows of 256 (fit every type), 96 and 48 (fallbacks),
+    tensors llama.cpp keeps (1-D, a router, a bias, integers), a 3-D expert tensor."""
+    rng = np.random.default_rng(seed)
+    f32 = lambda *s: rng.standard_normal(s).astype(np.float32)  # noqa: E731
+    return {
+        "token_embd.weight": random_tensor(G.F16, (16, 256), rng),
+        "blk.0.attn_norm.weight": np.ones(256, np.float32) + f32(256) * 0.1,
+        "blk.0.attn_q.weight": random_tensor(G.Q8_0, (8, 256), rng),
+        "blk.0.attn_k.weight": random_tensor(G.BF16, (8, 256), rng),
+        "blk.0.attn_v.weight": random_tensor(G.Q4_K, (4, 256), rng),
+        "blk.0.attn_k.bias": f32(8),
+        "blk.0.ffn_gate_inp.weight": f32(4, 256),
+        "blk.0.ffn_down.weight": f32(8, 96),
+        "blk.0.ffn_up.weight": f32(6, 48),
+        "blk.0.ffn_gate_exps.weight": f32(3, 5, 256),
+        "blk.0.token_count": np.arange(4, dtype=np.int32),
+        "output.weight": f32(16, 256),
+    }
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("rq") / "model.gguf"
+    gguf_schema.save(path, META, _tensors())
+    return path
+
+
+def _imatrix(tensors: dict, seed: int = 1) -> dict[str, np.ndarray]:
+    """Importance weights for every 2-D and 3-D weight (experts: one row of weights per matrix)."""
+    rng = np.random.default_rng(seed)
+    out = {}
+    for name, t in tensors.items():
+        shape = t.shape
+        if name.endswith("weight") and len(shape) >= 2:
+            n = shape[0] if len(shape) == 3 else 1
+            out[name] = (rng.random(n * shape[-1]) * 4 + 0.1).astype(np.float32)
+    return out
+
+
+def _expected(src: gguf_schema.GGUFFile, name: str, t: GGMLType, weights: np.ndarray | None) -> bytes:
+    """What the output must hold for a requantized tensor: quantize(dequantize(input)), expert by expert."""
+    x = src.tensors[name].dequantize()
+    if weights is not None and x.ndim == 3:
+        w = weights.reshape(x.shape[0], -1)
+        return b"".join(quantize(x[e], t, imatrix=w[e]).tobytes() for e in range(x.shape[0]))
+    return quantize(x, t, imatrix=weights).tobytes()
+
+
+def _check_output(
+    src_path: Path, out: Path, result: rq.RequantizeResult, weights: dict | None = None, gguf_reader: bool = True
+) -> None:
+    with gguf_schema.open(src_path) as src, gguf_schema.open(out) as dst:
+        assert list(dst.tensors) == list(src.tensors)
+        for r in result.tensors:
+            got = dst.tensors[r.name]
+            assert got.type == r.new_type and got.shape == r.shape
+            raw = bytes(got.raw())
+            if r.requantized:
+                w = weights.get(r.name) if weights is not None and r.imatrix else None
+                assert raw == _expected(src, r.name, r.new_type, w), r.name
+                x = src.tensors[r.name].dequantize().astype(np.float64)
+                y = got.dequantize().astype(np.float64)
+                assert r.rms_error == pytest.approx(np.sqrt(np.mean((y - x) ** 2)), rel=1e-6, abs=1e-30)
+                assert r.rms_input == pytest.approx(np.sqrt(np.mean(x**2)), rel=1e-6)
+            else:
+                assert raw == bytes(src.tensors[r.name].raw()), r.name
+                assert r.rms_error == 0.0
+        ftype = rq.file_type_of(result.type)
+        assert dst.metadata.get("general.file_type") == (int(ftype) if ftype is not None else None)
+        assert dst.metadata["general.quantization_version"] == 2
+        assert dst.metadata["general.name"] == "tiny"
+    report = validate(out, "ggml")
+    assert report.ok, report.findings
+    if gguf_reader:
+        gguf = pytest.importorskip("gguf")
+        reader = gguf.GGUFReader(str(out))
+        assert {t.name: int(t.tensor_type) for t in reader.tensors} == {r.name: int(r.new_type) for r in result.tensors}
+
+
+# --------------------------------------------------------------------------- types
+
+
+def test_plan_follows_llama_quantize(model):
+    result = rq.requantize(model, model.with_name("unused.gguf"), "Q4_K", dry_run=True)
+    assert not model.with_name("unused.gguf").exists()
+    by = {r.name: r for r in result.tensors}
+    assert {n for n, r in by.items() if r.requested is None} == {
+        "blk.0.attn_norm.weight",
+        "blk.0.attn_k.bias",
+        "blk.0.ffn_gate_inp.weight",
+        "blk.0.token_count",
+    }
+    assert by["blk.0.attn_norm.weight"].reason == "kept: 1-D"
+    assert by["blk.0.ffn_gate_inp.weight"].reason == "kept: ffn_gate_inp.weight"
+    assert by["blk.0.token_count"].reason == "kept: I32 data"
+    assert by["blk.0.attn_v.weight"].reason == "kept: already Q4_K" and not by["blk.0.attn_v.weight"].requantized
+    assert (by["blk.0.ffn_down.weight"].new_type, by["blk.0.ffn_up.weight"].new_type) == (G.Q5_0, G.F16)
+    assert "nor of Q5_0's (32): fallback F16" in by["blk.0.ffn_up.weight"].reason
+    assert [r.name for r in result.fallbacks] == ["blk.0.ffn_down.weight", "blk.0.ffn_up.weight"]
+    assert by["output.weight"].nbytes == 16 * 144 and result.file_type == FileType.MOSTLY_Q4_K_M
+    assert all(r.rms_error is None for r in result.tensors) and result.dry_run
+
+
+@pytest.mark.parametrize("t", ["Q4_K", "Q8_0", "Q6_K", "IQ4_XS", "Q2_K", "IQ3_XXS", "F16"])
+def test_output_is_quantize_of_dequantized_input(model, tmp_path, t):
+    out = tmp_path / "out.gguf"
+    result = rq.requantize(model, out, t, tensor_types=["ffn_up=F16"])  # 48 columns: Q8_0 has no fallback
+    _check_output(model, out, result)
+    assert result.output_bytes == sum(r.nbytes for r in result.tensors)
+
+
+@pytest.mark.parametrize("t", ["Q4_K", "IQ4_XS", "Q5_0", "IQ2_XXS"])
+def test_importance_matrix_weights_each_tensor(model, tmp_path, t):
+    weights = _imatrix(_tensors())
+    out = tmp_path / "out.gguf"
+    result = rq.requantize(model, out, t, imatrix=weights, tensor_types=["ffn_up=F16"])
+    used = {r.name for r in result.tensors if r.imatrix}
+    assert "blk.0.ffn_gate_exps.weight" in used and "output.weight" in used
+    _check_output(model, out, result, weights, gguf_reader=False)
+    if CODECS[G[t]].needs_imatrix:
+        with pytest.raises(GGUFBuildError, match="needs an importance matrix"):
+            rq.requantize(model, tmp_path / "plain.gguf", t, tensor_types=["ffn_up=F16"])
+        return
+    rq.requantize(model, tmp_path / "plain.gguf", t, tensor_types=["ffn_up=F16"])
+    with gguf_schema.open(out) as a, gguf_schema.open(tmp_path / "plain.gguf") as b:
+        assert bytes(a.tensors["output.weight"].raw()) != bytes(b.tensors["output.weight"].raw())
+
+
+def test_imatrix_file_gguf_and_missing_entries(model, tmp_path):
+    weights = _imatrix(_tensors())
+    del weights["token_embd.weight"]
+    buf = io.BytesIO()
+    tensors = {}
+    for name, w in weights.items():
+        n = 3 if name.endswith("exps.weight") else 1
+        tensors[name + ".in_sum2"] = (w * 10).reshape(n, -1)
+        tensors[name + ".counts"] = np.full((n, 1), 10.0, np.float32)
+    meta = {"imatrix.datasets": ["x"], "imatrix.chunk_count": np.uint32(1), "imatrix.chunk_size": np.uint32(1)}
+    gguf_schema.save(buf, meta, tensors)
+    path = tmp_path / "imatrix.gguf"
+    path.write_bytes(buf.getvalue())
+    out = tmp_path / "out.gguf"
+    result = rq.requantize(model, out, "Q4_K", imatrix=path)
+    assert any("token_embd.weight: no importance weights" in n for n in result.notes)
+    assert not next(r for r in result.tensors if r.name == "token_embd.weight").imatrix
+    _check_output(model, out, result, load_imatrix(path), gguf_reader=False)
+
+
+def _every_type_case(t: GGMLType) -> tuple[dict, dict | None]:
+    """A model every type can hold: float rows of 256 (integer values for the integer types)."""
+    rng = np.random.default_rng(int(t))
+    if t.quantized or t in (G.F32, G.F16, G.BF16, G.F64):
+        x = rng.standard_normal((2, 256)).astype(np.float32)
+    else:
+        x = rng.integers(-100, 100, (2, 256)).astype(np.float32)
+    tensors = {"blk.0.attn_q.weight": x.astype(np.float16) if t == G.F32 else x, "blk.0.attn_norm.weight": x[0]}
+    return tensors, {"blk.0.attn_q.weight": (rng.random(256) + 0.5).astype(np.float32)}
+
+
+@pytest.mark.parametrize("t", sorted(QUANTIZE_TYPES, key=int), ids=lambda t: t.name)
+def test_every_quantize_type(tmp_path, t):
+    tensors, weights = _every_type_case(t)
+    src = tmp_path / "in.gguf"
+    gguf_schema.save(src, META, tensors)
+    out = tmp_path / "out.gguf"
+    if CODECS[t].needs_imatrix:
+        out.write_bytes(b"old")
+        with pytest.raises(GGUFBuildError, match="needs an importance matrix"):
+            rq.requantize(src, out, t)
+        assert out.read_bytes() == b"old"
+        result = rq.requantize(src, out, t, imatrix=weights)
+    else:
+        result = rq.requantize(src, out, t)
+    assert result.tensors[0].new_type == t and result.tensors[0].requantized
+    _check_output(src, out, result, weights, gguf_reader=False)
+
+
+# --------------------------------------------------------------------------- streaming, inputs
+
+
+def test_streamed_in_chunks_of_rows(model, tmp_path, monkeypatch):
+    """Chunks far smaller than a tensor (and than an expert) give the same bytes and the same errors."""
+    whole = rq.requantize(model, tmp_path / "whole.gguf", "Q4_K", imatrix=_imatrix(_tensors()))
+    monkeypatch.setattr(rq, "_CHUNK_BYTES", 2 * 256 * 4)
+    calls = []
+    real = rq.quantize
+    monkeypatch.setattr(rq, "quantize", lambda x, *a, **k: calls.append(x.shape) or real(x, *a, **k))
+    small = rq.requantize(model, tmp_path / "small.gguf", "Q4_K", imatrix=_imatrix(_tensors()), threads=1)
+    assert max(rows for rows, cols in calls if cols == 256) == 2
+    assert calls.count((1, 256)) == 3  # 5 rows per expert: 2 + 2 + 1, three times
+    assert (tmp_path / "whole.gguf").read_bytes() == (tmp_path / "small.gguf").read_bytes()
+    for a, b in zip(whole.tensors, small.tensors, strict=True):
+        assert a.rms_error == pytest.approx(b.rms_error, rel=1e-9)
+
+
+def test_split_and_big_endian_inputs(model, tmp_path):
+    direct = tmp_path / "direct.gguf"
+    rq.requantize(model, direct, "Q8_0", tensor_types=["ffn_up=F16"])
+    shards = split(model, tmp_path / "m", max_tensors=5)
+    out = tmp_path / "from_split.gguf"
+    result = rq.requantize(shards[0], out, "Q8_0", tensor_types=["ffn_up=F16"])
+    assert len(shards) == 3 and len(result.tensors) == 12
+    with gguf_schema.open(out) as f:
+        assert "split.count" not in f.fields and "split.no" not in f.fields
+    assert out.read_bytes() == direct.read_bytes()
+    big = tmp_path / "big.gguf"
+    convert(model, big, byte_order="big")
+    out_big = tmp_path / "from_big.gguf"
+    rq.requantize(big, out_big, "Q8_0", tensor_types=["ffn_up=F16"])
+    assert out_big.read_bytes() == direct.read_bytes()
+    fields, tensors = arch_model("llama")  # a vocabulary: string arrays, read lazily, re-encoded for little-endian
+    gguf_schema.save(tmp_path / "llama.gguf", fields, tensors)
+    convert(tmp_path / "llama.gguf", tmp_path / "llama-be.gguf", byte_order="big")
+    rq.requantize(tmp_path / "llama.gguf", tmp_path / "a.gguf", "Q4_0")
+    rq.requantize(tmp_path / "llama-be.gguf", tmp_path / "b.gguf", "Q4_0")
+    assert (tmp_path / "a.gguf").read_bytes() == (tmp_path / "b.gguf").read_bytes()
+    with gguf_schema.open(tmp_path / "b.gguf") as f:
+        assert f.metadata["tokenizer.ggml.tokens"][:3] == ["<unk>", "<s>", "</s>"]
+
+
+def test_overrides_first_match_wins_and_keep_1d(model, tmp_path):
+    out = tmp_path / "out.gguf"
+    result = rq.requantize(
+        model,
+        out,
+        "Q4_K",
+        tensor_types=[r"blk\.0\.ffn_(down|gate)=Q8_0", "ffn_down=Q6_K", "ffn_up=Q6_K", "nothing_here=Q4_0"],
+        keep_1d=False,
+    )
+    by = {r.name: r for r in result.tensors}
+    assert by["blk.0.ffn_down.weight"].requested == G.Q8_0 and by["blk.0.ffn_down.weight"].new_type == G.Q8_0
+    assert by["blk.0.ffn_gate_exps.weight"].new_type == G.Q8_0
+    assert by["blk.0.ffn_up.weight"].requested == G.Q6_K and by["blk.0.ffn_up.weight"].new_type == G.F16
+    assert by["output.weight"].new_type == G.Q4_K
+    assert by["blk.0.attn_norm.weight"].reason == "kept: _norm.weight"  # names still keep norms
+    assert by["blk.0.attn_k.bias"].reason == "kept: not a weight"
+    assert any("'nothing_here' matched no tensor" in n for n in result.notes)
+    _check_output(model, out, result, gguf_reader=False)
+    one_d = tmp_path / "one_d.gguf"
+    gguf_schema.save(one_d, META, {"blk.0.attn_sinks.weight": np.linspace(-1, 1, 64, dtype=np.float32)})
+    assert rq.requantize(one_d, tmp_path / "a.gguf", "Q8_0").tensors[0].new_type == G.F32
+    assert rq.requantize(one_d, tmp_path / "b.gguf", "Q8_0", keep_1d=False).tensors[0].new_type == G.Q8_0
+
+
+# --------------------------------------------------------------------------- errors
+
+
+@pytest.fixture
+def target(tmp_path) -> Path:
+    t = tmp_path / "target.gguf"
+    t.write_bytes(b"previous contents")
+    return t
+
+
+def _untouched(target: Path) -> None:
+    assert target.read_bytes() == b"previous contents"
+    assert sorted(p.name for p in target.parent.iterdir() if p.name.startswith(".")) == []
+
+
+def test_row_that_fits_nothing(model, target):
+    with pytest.raises(GGUFBuildError, match="no fallback for Q8_0") as e:
+        rq.requantize(model, target, "Q8_0")
+    assert "blk.0.ffn_up.weight" in str(e.value) and "row of 48" in str(e.value)
+    _untouched(target)
+
+
+@pytest.mark.parametrize("bad", ["Q9_K", "IQ2_XXS_BAD", 99, "Q4_0_4_4"])
+def test_unknown_type(model, target, bad):
+    with pytest.raises(ValueError, match="cannot requantize to"):
+        rq.requantize(model, target, bad)
+    _untouched(target)
+
+
+def test_imatrix_that_does_not_fit(model, target):
+    weights = _imatrix(_tensors())
+    weights["output.weight"] = weights["output.weight"][:128]
+    with pytest.raises(GGUFBuildError, match="imatrix of 128 weights does not fit"):
+        rq.requantize(model, target, "Q4_K", imatrix=weights)
+    _untouched(target)
+
+
+def test_bad_data_midway_leaves_target(tmp_path, target):
+    """A NaN in the last tensor is found while the file is being written: the write is abandoned."""
+    tensors = _tensors()
+    bad = tensors["output.weight"].copy()
+    bad[3, 7] = np.nan
+    tensors["output.weight"] = bad
+    src = tmp_path / "nan.gguf"
+    gguf_schema.save(src, META, tensors)
+    with pytest.raises(GGUFBuildError, match=r"row 3, column 7 is nan.*output\.weight"):
+        rq.requantize(src, target, "Q4_K")
+    _untouched(target)
+    with pytest.raises(GGUFBuildError, match="I8 needs integer values"):
+        rq.requantize(tmp_path / "nan.gguf", target, "I8")
+    _untouched(target)
+
+
+def test_output_must_not_be_input(model, tmp_path):
+    before = model.read_bytes()
+    with pytest.raises(GGUFBuildError, match="must not be the input"):
+        rq.requantize(model, model, "Q4_K")
+    link = tmp_path / "hardlink.gguf"
+    os.link(model, link)
+    with pytest.raises(GGUFBuildError, match="must not be the input"):
+        rq.requantize(model, link, "Q4_K")
+    assert model.read_bytes() == before
+
+
+def test_bad_arguments(model, target):
+    with pytest.raises(ValueError, match="threads must be"):
+        rq.requantize(model, target, "Q4_K", threads=0)
+    with pytest.raises(ValueError, match="must be a local path"):
+        rq.requantize(model, "https://example.com/out.gguf", "Q4_K")
+    with pytest.raises(ValueError, match="is not a regular expression"):
+        rq.requantize(model, target, "Q4_K", tensor_types=["(=Q8_0"])
+    _untouched(target)
+
+
+# --------------------------------------------------------------------------- command line
+
+
+def test_cli_quantize(model, tmp_path):
+    out = tmp_path / "out.gguf"
+    r = run_cli("quantize", model, out, "--type", "q4_k", "--tensor-type", "attn_k=Q8_0", "--threads", "2")
+    assert r.returncode == 0, r
+    text = r.stdout.decode()
+    assert "BF16 -> Q8_0" in text and "7 of 12 tensors requantized to Q4_K (2 fell back)" in text
+    line = next(x for x in text.splitlines() if x.startswith("blk.0.ffn_down.weight"))
+    assert line.split()[1:5] == ["8x96", "F32", "->", "Q5_0"]
+    err = r.stderr.decode()
+    assert "blk.0.ffn_up.weight: row of 48 is not a multiple of the Q4_K block (256)" in err
+    assert "wrote" in err
+    with gguf_schema.open(out) as f:
+        assert f.tensors["blk.0.attn_k.weight"].type == G.Q8_0 and f.metadata["general.file_type"] == 15
+    assert run_cli("check", "--profile", "ggml", out).returncode == 0
+
+
+def test_cli_json_and_dry_run(model, tmp_path):
+    out = tmp_path / "out.gguf"
+    r = run_cli("quantize", model, out, "-t", "Q6_K", "--json", "--dry-run")
+    assert r.returncode == 0, r
+    record = json.loads(r.stdout)
+    assert record["dry_run"] and record["type"] == "Q6_K" and record["file_type"] == "MOSTLY_Q6_K"
+    by = {t["name"]: t for t in record["tensors"]}
+    assert by["blk.0.ffn_down.weight"]["new_type"] == "Q8_0" and by["output.weight"]["bytes"] == 16 * 210
+    assert not out.exists()
+    r = run_cli("quantize", model, out, "-t", "Q6_K", "--json")
+    record = json.loads(r.stdout)
+    assert record["tensors"][-1]["rms_error"] > 0 and record["tensors"][-1]["relative_error"] < 0.05
+
+
+def test_cli_legacy_imatrix(model, tmp_path):
+    """A legacy .dat importance matrix through the command: output.weight gets its weights, the others none."""
+    w = _imatrix(_tensors())["output.weight"]
+    name = b"output.weight"
+    dat = struct.pack("<ii", 1, len(name)) + name + struct.pack("<ii", 4, w.size) + (w * 4).astype("<f4").tobytes()
+    (tmp_path / "imatrix.dat").write_bytes(dat)
+    out = tmp_path / "out.gguf"
+    r = run_cli("quantize", model, out, "-t", "Q4_K", "--imatrix", tmp_path / "imatrix.dat", "--json")
+    assert r.returncode == 0, r
+    by = {t["name"]: t for t in json.loads(r.stdout)["tensors"]}
+    assert by["output.weight"]["imatrix"] and not by["blk.0.attn_k.weight"]["imatrix"]
+    assert b"blk.0.attn_k.weight: no importance weights in the imatrix" in r.stderr
+    with gguf_schema.open(model) as src, gguf_schema.open(out) as dst:
+        assert bytes(dst.tensors["output.weight"].raw()) == _expected(src, "output.weight", G.Q4_K, w)
+
+
+def test_cli_errors(model, target):
+    r = run_cli("quantize", model, target, "--type", "Q9")
+    assert r.returncode == 2 and b"cannot quantize to 'Q9'" in r.stderr
+    r = run_cli("quantize", model, target, "--type", "Q4_K", "--tensor-type", "([=Q8_0")
+    assert r.returncode == 2 and b"not a regular expression" in r.stderr
+    r = run_cli("quantize", model, target, "--type", "Q8_0")
+    assert r.returncode == 2 and b"no fallback for Q8_0" in r.stderr and b"blk.0.ffn_up.weight" in r.stderr
+    r = run_cli("quantize", model, target, "--type", "Q4_K", "--imatrix", model)
+    assert r.returncode == 2 and b"not an imatrix file" in r.stderr
+    r = run_cli("quantize", model, target, "--type", "Q4_K", "--tensor-type", "ffn_up=F16", "--strict", "spec")
+    assert r.returncode == 2 and b"llama.context_length is missing" in r.stderr  # the tiny model lacks llama keys
+    _untouched(target)
+    assert isinstance(GGUFBuildError("x"), GGUFError)
+
+
+def test_fallback_table():
+    """Each fallback is a type the library writes, with a smaller block, and each type there has a file type."""
+    for t, f in rq.FALLBACK.items():
+        assert f in QUANTIZE_TYPES and f.block_size < t.block_size
+        assert rq.file_type_of(t) is not None
+
+
+def test_empty_tensors(tmp_path):
+    """Tensors with a zero dimension (experts among them) are planned and written, with no rows to stream."""
+    src = tmp_path / "empty.gguf"
+    gguf_schema.save(
+        src, META, {"a.weight": np.zeros((0, 256), np.float32), "b.weight": np.zeros((2, 0, 256), np.float32)}
+    )
+    weights = {"a.weight": np.ones(256, np.float32), "b.weight": np.ones(512, np.float32)}
+    result = rq.requantize(src, tmp_path / "out.gguf", "Q4_K", imatrix=weights)
+    assert [(r.new_type, r.nbytes, r.rms_error) for r in result.tensors] == [(G.Q4_K, 0, 0.0)] * 2
+    with gguf_schema.open(tmp_path / "out.gguf") as f:
+        assert [t.shape for t in f.tensor_list] == [(0, 256), (2, 0, 256)]
+
+
+@pytest.mark.parametrize("name", ["ggml-vocab-llama-spm.gguf", "ggml-vocab-bert-bge.gguf", "ggml-vocab-phi-3.gguf"])
+def test_real_files_keep_their_metadata(name, tmp_path):
+    """llama.cpp's vocabulary files: every record but the two quantization keys comes out as it was, in order."""
+    vocab_file = VOCAB_DIR / name
+    if not vocab_file.is_file():
+        pytest.skip("../shared/testdata/vocab is absent")
+    out = tmp_path / "out.gguf"
+    result = rq.requantize(vocab_file, out, "Q8_0")
+    assert result.tensors == [] and result.file_type == FileType.MOSTLY_Q8_0
+    with gguf_schema.open(vocab_file) as a, gguf_schema.open(out) as b:
+        replaced = {"general.file_type", "general.quantization_version"}
+        kept = [(f.key, f.type, f.value) for f in a.fields.records if f.key not in replaced]
+        assert [(f.key, f.type, f.value) for f in b.fields.records if f.key not in replaced] == kept
+        assert (b.metadata["general.file_type"], b.metadata["general.quantization_version"]) == (7, 2)
+    assert validate(out, "ggml").ok

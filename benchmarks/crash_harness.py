@@ -1,7 +1,7 @@
 """Crash harness for every write path: kill the writer (SIGKILL) at many moments, inject I/O errors.
 
 Not part of the tests (it runs for minutes). For each write path (set in place, set that rewrites,
-delete, rename, convert, split, merge, save, build):
+delete, rename, convert, split, merge, save, build, quantize):
 
 1. **Kills.** The write runs in a forked child (the library already imported, so the child starts
    writing at once); the parent kills it with SIGKILL after a delay. The delays are spread evenly
@@ -46,12 +46,13 @@ from gguf_schema import durable
 from gguf_schema.errors import GGUFError
 from gguf_schema.tools import convert as convert_mod
 from gguf_schema.tools import edit, jsonio
+from gguf_schema.tools import requantize as requantize_mod
 from gguf_schema.tools import split as split_mod
 
 NAME = "crash-harness-model-name"  # 24 characters: an in-place edit keeps the length
 
 
-def make_model(path: str, tokens: int = 50_000, name: str = NAME, seed: int = 0) -> None:
+def make_model(path: str, tokens: int = 50_000, name: str = NAME, seed: int = 0, suffix: str = "w") -> None:
     rng = np.random.default_rng(seed)
     gguf_schema.save(
         path,
@@ -61,7 +62,7 @@ def make_model(path: str, tokens: int = 50_000, name: str = NAME, seed: int = 0)
             "tokenizer.ggml.tokens": [f"tok{i:06d}" for i in range(tokens)],
             "tokenizer.ggml.scores": np.linspace(0, -1, tokens, dtype=np.float32),
         },
-        {f"blk.{i}.w": rng.standard_normal((256, 1024)).astype(np.float32) for i in range(3)},  # 1 MiB each
+        {f"blk.{i}.{suffix}": rng.standard_normal((256, 1024)).astype(np.float32) for i in range(3)},  # 1 MiB each
     )
 
 
@@ -83,6 +84,11 @@ def _model_and_old(folder: str, *old_targets: str) -> None:
     make_model(os.path.join(folder, "model.gguf"))
     for i, t in enumerate(old_targets):
         make_model(os.path.join(folder, t), tokens=10, name=f"old-target-{i}", seed=i + 1)
+
+
+def _prepare_quantize(folder: str) -> None:
+    make_model(os.path.join(folder, "model.gguf"), suffix="ffn_up.weight")  # weights: requantized
+    make_model(os.path.join(folder, "q.gguf"), tokens=10, name="old-target", seed=1)
 
 
 def _prepare_merge(folder: str) -> None:
@@ -190,6 +196,14 @@ def scenarios() -> list[Scenario]:
             [f"s-0000{i}-of-00003.gguf" for i in (1, 2, 3)],
             _prepare_merge,
             ["merge", "s-00001-of-00003.gguf", "merged.gguf"],
+        ),
+        Scenario(
+            "quantize",
+            lambda d: requantize_mod.requantize(j(d, IN), j(d, "q.gguf"), "Q8_0", threads=1),
+            ["q.gguf"],
+            [IN],
+            _prepare_quantize,
+            ["quantize", IN, "q.gguf", "--type", "Q8_0", "--threads", "1"],
         ),
         Scenario("save", _save, ["saved.gguf"], [IN], lambda d: _model_and_old(d, "saved.gguf"), []),
         Scenario(

@@ -1,27 +1,37 @@
 """How bytes reach the disk safely: atomic replacement, the rollback journal of in-place edits, locks.
 
 A user's file is never left unreadable, half-written or silently changed, whatever is killed or
-fails at the time. This module owns the three mechanisms every write goes through (see
-``../shared/design/safe-writes.md`` for where they come from):
+fails at the time (``docs/writes.md`` states the guarantees and the figures measured). This module
+owns the mechanisms every write goes through (see ``../shared/design/safe-writes.md`` for where
+they come from):
 
 * :func:`atomic_replace` -- a new version of a file is written to a temporary file in the same
   folder and renamed over the target only when complete and fsynced; then the folder is fsynced,
   so the rename survives a power cut. On Linux the temporary file is unnamed (``O_TMPFILE``) until
-  it is complete: a killed writer leaves nothing. Elsewhere it has a recognisable name
-  (``.NAME.gguf-tmp-PID-XXXX``) and the next write in that folder removes those of dead writers.
+  it is complete: a writer killed while writing leaves nothing. It is then named
+  (``.NAME.gguf-tmp-PID-XXXX``) and renamed over the target; a writer killed between the two
+  leaves that name, as do writers elsewhere (where temporaries are named from the start): the next
+  write of the same target removes those of dead writers.
   A replaced file keeps its permission bits, owner and group; when it cannot (another user's
-  file), the replacement is refused before anything is written.
+  file), or the file is read-only, the replacement is refused before anything is written.
+  :func:`atomic_replace_set` does the same for a set of files (the shards of a split): all are
+  written and fsynced before the first is renamed.
 * :class:`Journal` -- an in-place change of bytes (an edit whose header keeps its size) first
-  saves the bytes it will overwrite to ``NAME.gguf-journal`` (with their checksum), fsyncs it and
-  the folder, then writes and fsyncs the file, then deletes the journal and fsyncs the folder:
-  the deletion is the commit point. :func:`recover` (run before every edit, and by
-  ``gguf-schema recover``) puts the saved bytes back if a complete journal is found, and deletes
-  an incomplete one (the file was not touched yet). A reader that finds a journal says so.
+  saves the bytes it will overwrite to ``NAME.gguf-journal`` (with the file's identity and a
+  checksum), fsyncs it and the folder, then writes and fsyncs the file, then deletes the journal
+  and fsyncs the folder: the deletion is the commit point. :func:`recover` (run before every
+  edit, and by ``gguf-schema recover``) puts the saved bytes back if a complete journal of this
+  file is found, and deletes an incomplete one (the file was not touched yet) or one of a file
+  that has since been replaced. A reader that finds a complete journal refuses the file.
 * :class:`FileLock` -- advisory ``flock`` locks on the file itself: an editor holds an exclusive
   lock for the whole edit (a second editor waits, up to a timeout, or fails clearly), readers a
-  shared one while they parse the header (so they never see a half-written one). After taking the
-  lock, the path is checked to still name the locked file (device and inode): a lock on a file
-  that another process has replaced meanwhile protects nothing, so the open is retried.
+  shared one while they parse the header (:func:`shared_header_lock`: they never see a
+  half-written one). After taking the lock, the path is checked to still name the locked file
+  (device and inode): a lock on a file that another process has replaced meanwhile protects
+  nothing, so the open is retried; and an edit re-checks just before it writes
+  (:func:`expect_same_file`, :func:`check_same_file`).
+* :func:`refuse_overwriting_inputs` -- every command that writes a new file refuses an output that
+  is one of its inputs (by resolved path, device and inode), before writing anything.
 
 ``sync=False`` (everywhere) skips the fsyncs: faster, and a power cut may then lose the change
 (never the old file, for replacements; in-place edits keep their journal either way).
@@ -30,17 +40,26 @@ fails at the time. This module owns the three mechanisms every write goes throug
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import errno
 import hashlib
 import os
 import secrets
 import struct
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import IO, Any, Union
 
-from .errors import GGUFChangedError, GGUFError, GGUFIOError, GGUFPermissionError, os_error
+from .errors import (
+    GGUFBuildError,
+    GGUFChangedError,
+    GGUFError,
+    GGUFFileNotFoundError,
+    GGUFIOError,
+    GGUFPermissionError,
+    os_error,
+)
 
 try:
     import fcntl
@@ -52,12 +71,18 @@ __all__ = [
     "FileLock",
     "Journal",
     "atomic_replace",
+    "atomic_replace_set",
     "check_no_journal",
+    "check_same_file",
+    "expect_same_file",
     "fsync_dir",
     "journal_path",
     "locked_open",
+    "read_only_reason",
     "recover",
+    "refuse_overwriting_inputs",
     "remove_stale_temporaries",
+    "shared_header_lock",
     "write_in_place",
 ]
 
@@ -130,13 +155,24 @@ def _keep_identity(fd: int, old: os.stat_result | None) -> None:
     os.fchmod(fd, old.st_mode & 0o7777)
 
 
+def read_only_reason(path: str, st: os.stat_result) -> str | None:
+    """Why ``path`` must not be changed, or None: the user may not write it, or no write bit is set
+    at all (``chmod a-w``: a statement that root, who may write anything, respects here too)."""
+    if not os.access(path, os.W_OK):
+        return "the file is read-only for this user"
+    if st.st_mode & 0o222 == 0:
+        return f"the file is read-only (mode {st.st_mode & 0o7777:04o})"
+    return None
+
+
 def _may_replace(path: str, old: os.stat_result | None) -> None:
     """Refuse to replace a file the user could not write, or whose owner a new file would not keep."""
     if old is None:
         return
-    if not os.access(path, os.W_OK):
+    why = read_only_reason(path, old)
+    if why is not None:
         raise GGUFPermissionError(
-            "the file is read-only: it is not replaced (make it writable first, or write elsewhere with -o)",
+            f"{why}: it is not replaced (make it writable first, or write elsewhere with -o)",
             path=path,
             errno=errno.EACCES,
         )
@@ -158,41 +194,128 @@ def atomic_replace(path: PathLike, write: Callable[[IO[bytes]], None], *, sync: 
     replaced file keeps its mode, owner and group. OS errors surface as
     :class:`~gguf_schema.errors.GGUFIOError`.
     """
-    path = os.path.abspath(os.fspath(path))
-    folder = os.path.dirname(path)
+    atomic_replace_set([(path, write)], sync=sync)
+
+
+_EXPECTED: contextvars.ContextVar[dict[str, tuple[int, int]] | None] = contextvars.ContextVar(
+    "gguf_schema_expected_targets", default=None
+)
+
+
+@contextlib.contextmanager
+def expect_same_file(path: PathLike, st: os.stat_result) -> Iterator[None]:
+    """While this is active, a replacement of ``path`` (:func:`atomic_replace`) first checks that the
+    path still names the file ``st`` describes (device and inode), and raises
+    :class:`~gguf_schema.errors.GGUFChangedError` instead of replacing a file that another process
+    put there meanwhile (an editor holds a lock on the file it read, which does not stop a
+    program that ignores locks from renaming another file over the path)."""
+    expected = dict(_EXPECTED.get() or {})
+    expected[os.path.abspath(os.fspath(path))] = (st.st_dev, st.st_ino)
+    token = _EXPECTED.set(expected)
     try:
-        old: os.stat_result | None = os.stat(path)
+        yield
+    finally:
+        _EXPECTED.reset(token)
+
+
+def check_same_file(path: str, ident: tuple[int, int]) -> None:
+    """Raise :class:`~gguf_schema.errors.GGUFChangedError` unless ``path`` names the file ``ident`` (device, inode)."""
+    try:
+        st = os.stat(path)
+        now: tuple[int, int] | None = (st.st_dev, st.st_ino)
     except FileNotFoundError:
-        old = None
+        now = None
     except OSError as e:
         raise os_error(e, path) from None
-    _may_replace(path, old)
-    remove_stale_temporaries(path)
-    fd, named = _open_temporary(folder, path)
-    linked: str | None = named
+    if now != ident:
+        raise GGUFChangedError(
+            "another process replaced or removed the file while it was being edited: the edit is not "
+            "written (run it again on the file as it is now)",
+            path=path,
+        )
+
+
+def _check_expected(path: str) -> None:
+    ident = (_EXPECTED.get() or {}).get(path)
+    if ident is not None:
+        check_same_file(path, ident)
+
+
+#: above this many files in one set, each temporary gets its name as soon as it is complete (so as
+#: not to hold one descriptor per file); below it, all stay unnamed until the whole set is written
+_MAX_UNNAMED = 256
+
+
+def atomic_replace_set(files: Sequence[tuple[PathLike, Callable[[IO[bytes]], None]]], *, sync: bool = True) -> None:
+    """Write a set of files (the shards of a split model) so that they appear together.
+
+    Every file is first written in full to a temporary file beside its target and fsynced (on
+    Linux unnamed, ``O_TMPFILE``: a writer killed in this phase, which is nearly all of the work,
+    leaves nothing). Only then are they named and renamed over their targets one after the other,
+    and the folders fsynced. A writer killed during those renames (a few milliseconds) leaves some
+    targets new and the others as they were; readers of a set detect it (the shards of a split
+    carry their set's identity) and the named temporaries it leaves are removed by the next write
+    of the same names. If a ``write`` raises, no target is touched.
+    """
+    targets = [os.path.abspath(os.fspath(p)) for p, _ in files]
+    olds: list[os.stat_result | None] = []
+    for path in targets:
+        try:
+            olds.append(os.stat(path))
+        except FileNotFoundError:
+            olds.append(None)
+        except OSError as e:
+            raise os_error(e, path) from None
+        _may_replace(path, olds[-1])
+        remove_stale_temporaries(path)
+    done: list[tuple[int | None, str | None]] = []  # per file: an open unnamed descriptor, or the temporary's name
+    current = targets[0] if targets else ""
     try:
-        with os.fdopen(fd, "wb", closefd=False) as out:
-            write(out)
-            out.flush()
-        _keep_identity(fd, old)
+        for path, old, (_, write) in zip(targets, olds, files, strict=True):
+            current = path
+            fd, named = _open_temporary(os.path.dirname(path), path)
+            done.append((fd, named))
+            with os.fdopen(fd, "wb", closefd=False) as out:
+                write(out)
+                out.flush()
+            _keep_identity(fd, old)
+            if sync:
+                os.fsync(fd)
+            if named is not None or len(files) > _MAX_UNNAMED:
+                if named is None:  # name it now; if killed, it is a stale temporary for the next writer to remove
+                    named = _tmp_name(path)
+                    _link_unnamed(fd, named)
+                os.close(fd)
+                done[-1] = (None, named)
+        for i, (path, (ufd, named)) in enumerate(zip(targets, done, strict=True)):
+            current = path
+            if named is None and ufd is not None:  # unnamed (O_TMPFILE): give it a name only now the set is complete
+                named = _tmp_name(path)
+                _link_unnamed(ufd, named)
+                done[i] = (ufd, named)
+        for i, (path, (ufd, named)) in enumerate(zip(targets, done, strict=True)):
+            current = path
+            assert named is not None
+            _check_expected(path)
+            os.replace(named, path)
+            done[i] = (ufd, None)
         if sync:
-            os.fsync(fd)
-        if linked is None:  # unnamed (O_TMPFILE): give it a name only now that it is complete
-            linked = _tmp_name(path)
-            _link_unnamed(fd, linked)
-        os.replace(linked, path)
-        linked = None
-        if sync:
-            fsync_dir(folder)
+            for folder in dict.fromkeys(os.path.dirname(p) for p in targets):
+                current = folder
+                fsync_dir(folder)
     except BaseException as e:
-        if linked is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(linked)
+        for _, named in done:
+            if named is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(named)
         if isinstance(e, OSError):
-            raise os_error(e, path) from e
+            raise os_error(e, current) from e
         raise
     finally:
-        os.close(fd)
+        for ufd, _ in done:
+            if ufd is not None:
+                with contextlib.suppress(OSError):
+                    os.close(ufd)
 
 
 def _link_unnamed(fd: int, name: str) -> None:
@@ -223,7 +346,7 @@ def _open_temporary(folder: str, path: str) -> tuple[int, str | None]:
 # --------------------------------------------------------------------------- the rollback journal
 
 _JOURNAL_MAGIC = b"GGUFJRNL"
-_JOURNAL_HEAD = struct.Struct("<8sIQQQ")  # magic, format version, file size, offset, length
+_JOURNAL_HEAD = struct.Struct("<8sIQQQQQ")  # magic, format version, file size, offset, length, device, inode
 
 
 def journal_path(path: PathLike) -> str:
@@ -238,14 +361,20 @@ class Journal:
     Attributes:
         offset, saved: where in the file, and the original bytes there.
         file_size: the file's size when the journal was written.
+        device, inode: which file it was (a journal beside a file that has since been replaced
+            belongs to the file that is gone, and is never applied to the new one).
     """
 
     offset: int
     saved: bytes
     file_size: int
+    device: int = 0
+    inode: int = 0
 
     def encode(self) -> bytes:
-        head = _JOURNAL_HEAD.pack(_JOURNAL_MAGIC, 1, self.file_size, self.offset, len(self.saved))
+        head = _JOURNAL_HEAD.pack(
+            _JOURNAL_MAGIC, 2, self.file_size, self.offset, len(self.saved), self.device, self.inode
+        )
         return head + self.saved + hashlib.sha256(head + self.saved).digest()
 
     @classmethod
@@ -254,25 +383,53 @@ class Journal:
         n = _JOURNAL_HEAD.size
         if len(data) < n + 32:
             return None
-        magic, version, size, offset, length = _JOURNAL_HEAD.unpack_from(data)
-        if magic != _JOURNAL_MAGIC or version != 1 or len(data) != n + length + 32:
+        magic, version, size, offset, length, device, inode = _JOURNAL_HEAD.unpack_from(data)
+        if magic != _JOURNAL_MAGIC or version != 2 or len(data) != n + length + 32:
             return None
         if hashlib.sha256(data[: n + length]).digest() != data[n + length :]:
             return None
-        return cls(offset, data[n : n + length], size)
+        return cls(offset, data[n : n + length], size, device, inode)
+
+    def is_for(self, st: os.stat_result) -> bool:
+        """True when this journal was written for the file ``st`` describes (device and inode)."""
+        return (self.device, self.inode) == (st.st_dev, st.st_ino)
+
+
+def _read_journal(path: str) -> tuple[str, bytes | None]:
+    jpath = journal_path(path)
+    try:
+        with open(jpath, "rb") as fh:
+            return jpath, fh.read()
+    except FileNotFoundError:
+        return jpath, None
+    except OSError as e:
+        raise os_error(e, jpath) from None
 
 
 def write_in_place(fd: int, path: str, offset: int, new: bytes, *, sync: bool = True) -> None:
-    """Overwrite ``len(new)`` bytes of the open file ``fd`` at ``offset``, crash-safely (journal first)."""
-    size = os.fstat(fd).st_size
+    """Overwrite ``len(new)`` bytes of the open file ``fd`` at ``offset``, crash-safely (journal first).
+
+    The caller holds the exclusive lock on ``fd``. The journal is created exclusively: if one is
+    there already, an edit of another file under the same name (one that replaced this file
+    meanwhile) is under way, and this edit is refused with
+    :class:`~gguf_schema.errors.GGUFChangedError`.
+    """
+    st = os.fstat(fd)
     old = os.pread(fd, len(new), offset)
     if len(old) != len(new):
         raise GGUFChangedError("the file ended early while it was being edited", path=path)
     jpath = journal_path(path)
     folder = os.path.dirname(os.path.abspath(path))
-    jfd = os.open(jpath, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _O_CLOEXEC, 0o600)
     try:
-        data = Journal(offset, old, size).encode()
+        jfd = os.open(jpath, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_CLOEXEC, 0o600)
+    except FileExistsError:
+        raise GGUFChangedError(
+            f"{jpath} exists: another edit of a file under this name is under way (run the edit again)", path=path
+        ) from None
+    except OSError as e:
+        raise os_error(e, jpath) from None
+    try:
+        data = Journal(offset, old, st.st_size, st.st_dev, st.st_ino).encode()
         if os.write(jfd, data) != len(data):
             raise GGUFIOError("the journal could not be written whole", path=jpath)
         os.fsync(jfd)  # always: the journal must be on disk before the file is touched
@@ -283,11 +440,22 @@ def write_in_place(fd: int, path: str, offset: int, new: bytes, *, sync: bool = 
         raise
     os.close(jfd)
     fsync_dir(folder)
-    _pwrite_all(fd, new, offset)
-    if sync:
-        os.fsync(fd)
-    else:
-        os.fdatasync(fd) if hasattr(os, "fdatasync") else os.fsync(fd)  # the journal is about to go
+    try:
+        _pwrite_all(fd, new, offset)
+        if sync:
+            os.fsync(fd)
+        else:
+            os.fdatasync(fd) if hasattr(os, "fdatasync") else os.fsync(fd)  # the journal is about to go
+    except BaseException:
+        # the write failed (disk full, I/O error): put the old bytes back at once if the disk lets us;
+        # if it does not, the journal stays and the next open for writing (or recover) finishes the job
+        with contextlib.suppress(OSError):
+            _pwrite_all(fd, old, offset)
+            os.ftruncate(fd, st.st_size) if os.fstat(fd).st_size != st.st_size else None
+            os.fsync(fd)
+            os.unlink(jpath)
+            fsync_dir(folder)
+        raise
     os.unlink(jpath)  # the commit point
     if sync:
         fsync_dir(folder)
@@ -300,27 +468,63 @@ def _pwrite_all(fd: int, data: bytes, offset: int) -> None:
         view, offset = view[n:], offset + n
 
 
-def recover(path: PathLike) -> str | None:
-    """Finish or undo an interrupted in-place edit of ``path``; say what was done (None: nothing to do).
+def recover(path: PathLike, *, timeout: float | None = 60.0) -> str | None:
+    """Undo an interrupted in-place edit of ``path``; say what was done (None: nothing to do).
 
     A complete journal means the file may be torn: its saved bytes are written back. An incomplete
-    one means the file was not touched yet: it is deleted.
+    one means the file was not touched yet: it is deleted. The file is locked exclusively first
+    (an edit under way is waited for, never undone). ``gguf-schema recover FILE`` calls this; so
+    does every edit before it starts.
+
+    >>> import os, tempfile
+    >>> p = os.path.join(tempfile.mkdtemp(), "m.gguf")
+    >>> with open(p, "wb") as fh:
+    ...     _ = fh.write(b"GGUF old header")
+    >>> st = os.stat(p)
+    >>> with open(journal_path(p), "wb") as fh:  # what a writer killed in the middle leaves
+    ...     _ = fh.write(Journal(5, b"old", 15, st.st_dev, st.st_ino).encode())
+    >>> with open(p, "r+b") as fh:
+    ...     _ = fh.write(b"GGUF n")           # ... after tearing the file
+    >>> recover(p)
+    'restored 3 bytes at offset 5 from ...m.gguf-journal: the interrupted edit was undone'
+    >>> open(p, "rb").read(), os.path.exists(journal_path(p)), recover(p)
+    (b'GGUF old header', False, None)
     """
     path = os.fspath(path)
-    jpath = journal_path(path)
-    try:
-        with open(jpath, "rb") as fh:
-            data = fh.read()
-    except FileNotFoundError:
+    if not os.path.exists(journal_path(path)):
+        if not os.path.exists(path):
+            raise GGUFFileNotFoundError(
+                "there is no such file (and no journal beside it)", path=path, errno=errno.ENOENT
+            )
         return None
+    try:
+        fd = os.open(path, os.O_RDONLY | _O_CLOEXEC)
     except OSError as e:
-        raise os_error(e, jpath) from None
+        raise os_error(e, path) from None
+    try:
+        with FileLock(fd, exclusive=True, timeout=timeout, path=path):
+            st, now = os.fstat(fd), os.stat(path)
+            if (st.st_dev, st.st_ino) != (now.st_dev, now.st_ino):
+                raise GGUFChangedError("the file was replaced while it was being locked: run recover again", path=path)
+            return _recover_locked(path, st)
+    finally:
+        os.close(fd)
+
+
+def _recover_locked(path: str, st: os.stat_result) -> str | None:
+    """:func:`recover` for a caller that holds the exclusive lock on ``path``, the file ``st`` describes."""
+    path = os.fspath(path)
+    jpath, data = _read_journal(path)
+    if data is None:
+        return None
     journal = Journal.decode(data)
     folder = os.path.dirname(os.path.abspath(path))
-    if journal is None:
+    if journal is None or not journal.is_for(st):
         os.unlink(jpath)
         fsync_dir(folder)
-        return f"removed an incomplete journal ({jpath}): the file had not been changed"
+        if journal is None:
+            return f"removed an incomplete journal ({jpath}): the file had not been changed"
+        return f"removed {jpath}: it was left by an edit of a file that has since been replaced by this one"
     try:
         fd = os.open(path, os.O_RDWR | _O_CLOEXEC)
     except OSError as e:
@@ -412,6 +616,14 @@ def locked_open(path: PathLike, *, write: bool, timeout: float | None = 60.0) ->
             raise os_error(e, path) from None
         lock = FileLock(fd, exclusive=write, timeout=timeout, path=path)
         try:
+            st = os.fstat(fd)
+            why = read_only_reason(path, st) if write else None
+            if why is not None:
+                raise GGUFPermissionError(
+                    f"{why}: it is not edited (make it writable first, or write elsewhere with -o)",
+                    path=path,
+                    errno=errno.EACCES,
+                )
             lock.acquire()
             st = os.fstat(fd)
             try:
@@ -420,7 +632,7 @@ def locked_open(path: PathLike, *, write: bool, timeout: float | None = 60.0) ->
                 now = None
             if now is not None and (now.st_dev, now.st_ino) == (st.st_dev, st.st_ino):
                 if write:
-                    recover(path)
+                    _recover_locked(path, st)
                     st = os.fstat(fd)
                 yield fd, st
                 return
@@ -431,12 +643,88 @@ def locked_open(path: PathLike, *, write: bool, timeout: float | None = 60.0) ->
     raise GGUFChangedError("the file kept being replaced while it was being opened", path=path)
 
 
-def check_no_journal(path: PathLike) -> None:
-    """Refuse to read a file with a pending journal: its header may be torn until it is recovered."""
-    jpath = journal_path(path)
-    if os.path.exists(jpath):
+def check_no_journal(path: PathLike, st: os.stat_result | None = None) -> None:
+    """Refuse to read a file with a pending journal: its header may be torn until it is recovered.
+
+    Only meaningful under a shared lock on the file (:func:`shared_header_lock`): an editor holds
+    an exclusive lock for as long as its journal exists, so a complete journal for this file
+    (``st``: its device and inode; None: any file) was left by a writer that died. An incomplete
+    journal, or one of a file that has since been replaced, says nothing about this file.
+    """
+    jpath, data = _read_journal(os.fspath(path))
+    journal = Journal.decode(data) if data is not None else None
+    if journal is not None and (st is None or journal.is_for(st)):
         raise GGUFError(
             f"an interrupted edit left {jpath}: the file may be torn until it is recovered "
-            "(gguf-schema recover FILE, or any edit, puts the old bytes back)",
+            "(run: gguf-schema recover FILE; any edit of the file also puts the old bytes back)",
             path=os.fspath(path),
         )
+
+
+@contextlib.contextmanager
+def shared_header_lock(fd: int, path: str | None, *, timeout: float | None = 60.0) -> Iterator[None]:
+    """Hold a shared lock on the open file ``fd`` while its header is read (readers).
+
+    Once the lock is held no in-place edit of that file is under way, so a journal beside
+    ``path`` means one died: the read is refused (:func:`check_no_journal`). The journal is only
+    looked at when ``path`` still names the locked file: the journal of a file that replaced it
+    meanwhile belongs to an editor of that other file.
+    """
+    with FileLock(fd, exclusive=False, timeout=timeout, path=path):
+        if path is not None:
+            try:
+                st, now = os.fstat(fd), os.stat(path)
+            except OSError:
+                now = None
+            if now is not None and (now.st_dev, now.st_ino) == (st.st_dev, st.st_ino):
+                check_no_journal(path, st)
+        yield
+
+
+# --------------------------------------------------------------------------- inputs are never outputs
+
+
+def refuse_overwriting_inputs(outputs: Iterable[Any], inputs: Iterable[Any], *, command: str = "this command") -> None:
+    """Raise :class:`~gguf_schema.errors.GGUFBuildError` if an output path is one of the input files.
+
+    Paths are compared resolved (symbolic links followed) and, for files that exist, by device and
+    inode, so another name of the same file (a symbolic or hard link) is caught too. Anything that
+    is not a local path (a URL, an open stream, None) is ignored. Call it before writing anything.
+
+    >>> import os, tempfile
+    >>> d = tempfile.mkdtemp(); a = os.path.join(d, "a.gguf"); open(a, "wb").close()
+    >>> os.link(a, os.path.join(d, "b.gguf"))
+    >>> refuse_overwriting_inputs([os.path.join(d, "b.gguf")], [a], command="merge")
+    Traceback (most recent call last):
+    ...
+    gguf_schema.errors.GGUFBuildError: merge would write over its input .../a.gguf (another name of the same file): the output must not be the input ...
+    """
+
+    def local(p: Any) -> str | None:
+        if not isinstance(p, (str, os.PathLike)):
+            return None
+        p = os.fspath(p)
+        if not isinstance(p, str) or "://" in p or p == "-":
+            return None
+        return p
+
+    def identity(p: str) -> tuple[str, tuple[int, int] | None]:
+        try:
+            st = os.stat(p)
+            return os.path.realpath(p), (st.st_dev, st.st_ino)
+        except OSError:
+            return os.path.realpath(p), None
+
+    ins = [(p, *identity(p)) for p in (local(x) for x in inputs) if p is not None]
+    for out in (local(x) for x in outputs):
+        if out is None:
+            continue
+        real, ident = identity(out)
+        for inp, in_real, in_ident in ins:
+            if real == in_real or (ident is not None and ident == in_ident):
+                same = "" if os.path.abspath(out) == os.path.abspath(inp) else f" {inp} (another name of the same file)"
+                raise GGUFBuildError(
+                    f"{command} would write over its input{same}: the output must not be the input "
+                    "(an input is never overwritten); write the output to another path",
+                    path=out,
+                )

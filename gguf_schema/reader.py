@@ -30,7 +30,7 @@ import contextlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .durable import FileLock, check_no_journal
+from .durable import shared_header_lock
 from .errors import GGUFLimitError, GGUFTruncatedError
 from .format import boundary
 from .format.limits import Limits
@@ -107,16 +107,14 @@ def read_with(
         raise
 
 
-def _header_lock(src: Source) -> FileLock | contextlib.nullcontext[None]:
+def _header_lock(src: Source) -> contextlib.AbstractContextManager[None]:
     """A local file is read under a shared lock while its header is parsed, so that an edit in place
     (which holds an exclusive one) is never seen half-written; a file an interrupted edit left torn
     (a journal beside it) is refused until it is recovered."""
     fd = src.fileno()
     if fd is None or src.lock_held:
         return contextlib.nullcontext()
-    if src.name is not None:
-        check_no_journal(src.name)
-    return FileLock(fd, exclusive=False, path=src.name)
+    return shared_header_lock(fd, src.name)
 
 
 def _parse(src: Source, schema_for: SchemaFor, *, limits: Limits | None, lazy: bool) -> GGUFFile:

@@ -406,13 +406,15 @@ def test_split_then_merge_reproduces_gemma(gemma: Path, tmp_path: Path) -> None:
     assert names == ["g-00001-of-00003.gguf", "g-00002-of-00003.gguf", "g-00003-of-00003.gguf"]
     for i, name in enumerate(names):
         with gguf_schema.open(tmp_path / name) as s:
-            split_fields = [(f.key, f.type.name, f.value) for f in s.fields.records[-3:]]
+            split_fields = [(f.key, f.type.name, f.value) for f in s.fields.records[-4:]]
             assert split_fields == [
                 ("split.no", "UINT16", i),
                 ("split.count", "UINT16", 3),
                 ("split.tensors.count", "INT32", 236),
+                ("split.id", "STRING", split_fields[3][2]),
             ]
-            assert len(s.fields.records) == (36 if i == 0 else 3)
+            assert len(split_fields[3][2]) == 16
+            assert len(s.fields.records) == (37 if i == 0 else 4)
             if len(s.tensor_list) > 1:
                 assert s.file_size <= 100_000_000
     merged = tmp_path / "merged.gguf"
@@ -421,10 +423,11 @@ def test_split_then_merge_reproduces_gemma(gemma: Path, tmp_path: Path) -> None:
     r = run("diff", tmp_path / names[0], gemma)
     assert r.returncode == 1
     assert r.stdout.decode().splitlines() == [
-        "header ~ metadata keys: 36 -> 33",
+        "header ~ metadata keys: 37 -> 33",
         "metadata - split.no: UINT16 0",
         "metadata - split.count: UINT16 3",
         "metadata - split.tensors.count: INT32 236",
+        f"metadata - split.id: STRING {split_fields[3][2]!r}",
     ]
 
 
@@ -432,9 +435,9 @@ def test_split_by_tensor_count_and_merge(demo: Path, tmp_path: Path) -> None:
     r = run("split", demo, tmp_path / "d", "--max-tensors", "2")
     assert r.returncode == 0
     assert r.stdout.decode().splitlines() == [
-        f"{tmp_path / 'd'}-00001-of-00003.gguf: 2 tensors, 3,680 bytes",
-        f"{tmp_path / 'd'}-00002-of-00003.gguf: 2 tensors, 864 bytes",
-        f"{tmp_path / 'd'}-00003-of-00003.gguf: 1 tensors, 448 bytes",
+        f"{tmp_path / 'd'}-00001-of-00003.gguf: 2 tensors, 3,712 bytes",
+        f"{tmp_path / 'd'}-00002-of-00003.gguf: 2 tensors, 928 bytes",
+        f"{tmp_path / 'd'}-00003-of-00003.gguf: 1 tensors, 512 bytes",
     ]
     out = tmp_path / "m.gguf"
     assert run("merge", tmp_path / "d-00001-of-00003.gguf", out).returncode == 0

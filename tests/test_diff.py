@@ -112,10 +112,11 @@ def test_a_split_model_compares_with_its_source(tmp_path: Path) -> None:
     paths = split(src, str(tmp_path / "d"), max_tensors=2)
     with open_split(paths[0]) as m, gguf_schema.open(src) as f:
         assert [str(x) for x in diff(f, m)] == [
-            "header ~ metadata keys: 29 -> 32",
+            "header ~ metadata keys: 29 -> 33",
             "metadata + split.no: UINT16 0",
             "metadata + split.count: UINT16 3",
             "metadata + split.tensors.count: INT32 5",
+            f"metadata + split.id: STRING {m.metadata['split.id']!r}",
         ]
 
 

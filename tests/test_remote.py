@@ -469,10 +469,11 @@ def test_the_commands_read_urls_as_they_read_paths(server, tmp_path):
     assert run_cli("merge", shard_urls[0], str(tmp_path / "merged.gguf")).returncode == 0
     assert run_cli("diff", str(tmp_path / "merged.gguf"), url).returncode == 0
     whole = run_cli("diff", shard_urls[0], url)  # the split model read remotely: only the split keys differ
+    ident = gguf_schema.open(shards[0]).metadata["split.id"]
     assert (whole.returncode, whole.stdout) == (
         1,
-        b"header ~ metadata keys: 5 -> 2\nmetadata - split.no: UINT16 0\nmetadata - split.count: UINT16 2\n"
-        b"metadata - split.tensors.count: INT32 7\n",
+        b"header ~ metadata keys: 6 -> 2\nmetadata - split.no: UINT16 0\nmetadata - split.count: UINT16 2\n"
+        b"metadata - split.tensors.count: INT32 7\n" + f"metadata - split.id: STRING {ident!r}\n".encode(),
     )
 
 

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import json
 import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 import gguf_schema
+from gguf_schema.cli import main
 from gguf_schema.errors import GGUFBuildError, GGUFFormatError
-from gguf_schema.tools.split import merge, open_split, parse_size, plan_split, shard_paths, split
+from gguf_schema.tools.split import merge, open_split, parse_size, plan_split, shard_paths, split, split_plan
 
 from .conftest import demo_bytes
 
@@ -46,17 +51,21 @@ def test_max_tensors_groups_in_order(model: Path, tmp_path: Path) -> None:
     with gguf_schema.open(paths[0]) as a, gguf_schema.open(paths[1]) as b:
         assert [t.name for t in a.tensor_list] == ["blk.0.w", "blk.1.w", "blk.2.w", "blk.3.w"]
         assert [t.name for t in b.tensor_list] == ["blk.4.w", "blk.5.w"]
+        ident = a.metadata["split.id"]
+        assert len(ident) == 16 and int(ident, 16) >= 0
         assert [(f.key, f.type.name, f.value) for f in a.fields.records] == [
             ("general.architecture", "STRING", "llama"),
             ("general.name", "STRING", "six"),
             ("split.no", "UINT16", 0),
             ("split.count", "UINT16", 2),
             ("split.tensors.count", "INT32", 6),
+            ("split.id", "STRING", ident),
         ]
         assert [(f.key, f.type.name, f.value) for f in b.fields.records] == [
             ("split.no", "UINT16", 1),
             ("split.count", "UINT16", 2),
             ("split.tensors.count", "INT32", 6),
+            ("split.id", "STRING", ident),
         ]
 
 
@@ -141,3 +150,111 @@ def test_split_needs_a_limit(model: Path, tmp_path: Path) -> None:
     with pytest.raises(GGUFBuildError, match="at least 1, got 0"):
         split(model, str(tmp_path / "s"), max_tensors=0)
     assert list(tmp_path.glob("s-*")) == []
+
+
+# --------------------------------------------------------------------------- plans, options, sets
+
+
+def test_a_dry_run_plans_exactly_what_a_split_writes(model: Path, tmp_path: Path) -> None:
+    plan = split_plan(model, str(tmp_path / "s"), max_size=10_000, dry_run=True)
+    assert sorted(os.listdir(tmp_path)) == ["m.gguf"]
+    assert [len(s.tensors) for s in plan.shards] == [2, 2, 2] and plan.warnings == ()
+    written = split_plan(model, str(tmp_path / "s"), max_size=10_000)
+    assert written == plan
+    assert [os.path.getsize(s.path) for s in plan.shards] == [s.size for s in plan.shards]
+    with gguf_schema.open(plan.shards[1].path) as f:
+        assert tuple(t.name for t in f.tensor_list) == plan.shards[1].tensors == ("blk.2.w", "blk.3.w")
+        assert f.metadata["split.id"] == plan.split_id
+
+
+def test_split_cli_dry_run_json_and_the_too_large_tensor_warning(model: Path, tmp_path: Path, capsys) -> None:
+    rc = main(["split", str(model), "-o", str(tmp_path / "s"), "--max-size", "4350", "--dry-run", "--json"])
+    out, err = capsys.readouterr()
+    assert rc == 0 and sorted(os.listdir(tmp_path)) == ["m.gguf"]
+    doc = json.loads(out)
+    assert doc["dry_run"] is True and len(doc["shards"]) == 6 and len(doc["split_id"]) == 16
+    assert doc["shards"][0]["tensors"] == ["blk.0.w"] and doc["shards"][0]["path"].endswith("s-00001-of-00006.gguf")
+    assert len(doc["warnings"]) == 1 and err.count("gguf-schema: warning: ") == 1
+    # the first shard holds the metadata too, so it alone cannot meet 4350 bytes with its 4096-byte tensor
+    assert "tensor blk.0.w (4,096 bytes) does not fit in a shard of 4,350 bytes: its shard holds 4,384 bytes" in err
+    rc = main(["split", str(model), str(tmp_path / "s"), "--max-size", "4350"])
+    out, err = capsys.readouterr()
+    assert rc == 0 and len(out.splitlines()) == 6 and "does not fit" in err
+    sizes = [os.path.getsize(tmp_path / f"s-0000{i}-of-00006.gguf") for i in range(1, 7)]
+    assert [s["size"] for s in doc["shards"]] == sizes
+
+
+def test_no_tensor_first_split_puts_only_metadata_in_the_first_shard(model: Path, tmp_path: Path) -> None:
+    paths = split(model, str(tmp_path / "s"), max_tensors=3, no_tensor_first_split=True)
+    assert len(paths) == 3
+    with gguf_schema.open(paths[0]) as first:
+        assert first.tensor_list == [] and first.metadata["general.name"] == "six"
+    with open_split(paths[0]) as m:
+        assert [len(s.tensor_list) for s in m.shards] == [0, 3, 3]
+    merge(paths[0], tmp_path / "back.gguf")
+    assert (tmp_path / "back.gguf").read_bytes() == model.read_bytes()
+
+
+def _other_model(tmp_path: Path) -> Path:
+    p = tmp_path / "other.gguf"
+    tensors = {f"blk.{i}.w": np.full((4, 256), -i, np.float32) for i in range(6)}
+    gguf_schema.save(p, {"general.architecture": "llama", "general.name": "other"}, tensors)
+    return p
+
+
+def test_open_split_refuses_shards_of_another_split(model: Path, tmp_path: Path) -> None:
+    ours = split(model, str(tmp_path / "s"), max_tensors=2)
+    theirs = split(_other_model(tmp_path), str(tmp_path / "t"), max_tensors=2)
+    os.replace(theirs[1], ours[1])  # same names, numbers and counts: only the identity differs
+    with pytest.raises(GGUFFormatError, match=r"s-00002-of-00003.gguf belongs to another split: split.id") as info:
+        open_split(ours[0])
+    assert info.value.path == ours[1]
+    fewer = split(model, str(tmp_path / "u"), max_tensors=2)
+    with gguf_schema.open(fewer[2]) as f:  # a shard whose split.tensors.count disagrees
+        f.set("split.tensors.count", 5, gguf_schema.ValueType.INT32)
+        f.save(tmp_path / "x.gguf")
+    os.replace(tmp_path / "x.gguf", fewer[2])
+    with pytest.raises(GGUFFormatError, match="belongs to another split: split.tensors.count = 5"):
+        open_split(fewer[0])
+
+
+#: splits sys.argv[1] into prefix sys.argv[2] and kills itself (SIGKILL) at the N-th call of os.<sys.argv[3]>
+KILLED_SPLIT = """
+import os, signal, sys
+from gguf_schema.tools.split import split
+src, prefix, name, n = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+real, calls = getattr(os, name), [0]
+def dying(*a, **k):
+    calls[0] += 1
+    if calls[0] == n:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return real(*a, **k)
+setattr(os, name, dying)
+split(src, prefix, max_tensors=2)
+"""
+
+
+def _killed_split(src: Path, prefix: Path, call: str, n: int) -> None:
+    r = subprocess.run([sys.executable, "-c", KILLED_SPLIT, src, prefix, call, str(n)], timeout=60, check=False)
+    assert r.returncode == -signal.SIGKILL
+
+
+def test_a_split_killed_while_writing_leaves_the_old_set(model: Path, tmp_path: Path) -> None:
+    old = split(_other_model(tmp_path), str(tmp_path / "s"), max_tensors=2)
+    before = {p: Path(p).read_bytes() for p in old}
+    _killed_split(model, tmp_path / "s", "fsync", 3)  # the third shard's fsync: two shards written already
+    assert {p: Path(p).read_bytes() for p in old} == before
+    assert sorted(os.listdir(tmp_path)) == sorted(["m.gguf", "other.gguf", *(os.path.basename(p) for p in old)])
+
+
+def test_a_split_killed_between_its_renames_is_detected_and_cleaned_by_the_next(model: Path, tmp_path: Path) -> None:
+    old = split(_other_model(tmp_path), str(tmp_path / "s"), max_tensors=2)
+    _killed_split(model, tmp_path / "s", "replace", 2)  # the first shard renamed, not the others
+    with pytest.raises(GGUFFormatError, match="belongs to another split"):
+        open_split(old[0])
+    litter = [n for n in os.listdir(tmp_path) if ".gguf-tmp-" in n]
+    assert len(litter) == 2  # the complete new shards 2 and 3, named, not renamed yet
+    paths = split(model, str(tmp_path / "s"), max_tensors=2)  # run again: the set is whole, the litter gone
+    assert paths == old and not [n for n in os.listdir(tmp_path) if ".gguf-tmp-" in n]
+    with open_split(paths[0]) as m:
+        assert float(m.tensors["blk.5.w"].data[0, 0]) == 5.0

@@ -53,7 +53,7 @@ COMMAND_MODULES = (generate, commands, model_commands, check, scan, quantize, au
 #: commands that write GGUF files: they take ``--strict PROFILE``
 WRITING_COMMANDS = ("build", "set", "set-file", "delete", "rename", "convert", "split", "merge", "quantize")
 #: commands whose output file is positional: ``-o/--output`` is accepted in its place
-POSITIONAL_OUTPUT = ("build", "convert", "merge", "export")
+POSITIONAL_OUTPUT = ("build", "convert", "merge", "split", "export")
 
 _STORAGE_HELP = (
     "option for the fsspec backend of URLs (credentials, endpoints), repeatable: "

@@ -28,7 +28,8 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import GGUFBuildError, GGUFFormatError, GGUFKeyError
+from .. import durable
+from ..errors import GGUFBuildError, GGUFError, GGUFFormatError, GGUFKeyError
 from ..format.source import is_url
 from ..format.types import FileType, ValueType
 from ..format.values import Field
@@ -369,6 +370,7 @@ def _cmd_get(args: argparse.Namespace) -> int:
 
 
 def _cmd_build(args: argparse.Namespace) -> int:
+    durable.refuse_overwriting_inputs([args.output], [args.json_file, args.tensors_from], command="build")
     if args.json_file == "-":
         raw = sys.stdin.buffer.read()
     else:
@@ -498,27 +500,53 @@ def _positive(text: str) -> int:
 
 
 def _cmd_split(args: argparse.Namespace) -> int:
-    with Progress(file_size(args.file), "split") as bar:
-        paths = split_mod.split(
+    with Progress(0 if args.dry_run else file_size(args.file), "split") as bar:
+        plan = split_mod.split_plan(
             args.file,
-            args.prefix,
+            args.output,
             max_size=args.max_size,
             max_tensors=args.max_tensors,
+            no_tensor_first_split=args.no_tensor_first_split,
+            dry_run=args.dry_run,
             progress=bar.update,
             storage_options=_storage(args),
         )
-    for p in paths:
-        with gguf_open(p) as s:
-            print(f"{p}: {len(s.tensor_list)} tensors, {_num(s.file_size)} bytes")
+    for w in plan.warnings:
+        print(f"gguf-schema: warning: {w}", file=sys.stderr)
+    if args.json:
+        write_json({"dry_run": args.dry_run, **plan.to_json()})
+        return 0
+    for shard in plan.shards:
+        write(f"{shard.path}: {len(shard.tensors)} tensors, {_num(shard.size)} bytes\n")
+    if args.dry_run:
+        print(f"dry run: {len(plan.shards)} shards planned, nothing written", file=sys.stderr)
     return 0
 
 
 def _cmd_merge(args: argparse.Namespace) -> int:
+    out = args.output
     local = not is_url(args.first_shard)  # a progress total for local shards (URLs: the bar has none)
+    if local:
+        durable.refuse_overwriting_inputs([out], [args.first_shard], command="merge")
     with Progress(sum(file_size(p) for p in split_mod.shard_paths(args.first_shard)) if local else 0, "merge") as bar:
-        split_mod.merge(args.first_shard, args.output, progress=bar.update, storage_options=_storage(args))
-    print(f"wrote {args.output} ({_num(os.path.getsize(args.output))} bytes)", file=sys.stderr)
+        split_mod.merge(args.first_shard, out, progress=bar.update, storage_options=_storage(args))
+    print(f"wrote {out} ({_num(os.path.getsize(out))} bytes)", file=sys.stderr)
     return 0
+
+
+def _cmd_recover(args: argparse.Namespace) -> int:
+    status = 0
+    for path in args.files:
+        try:
+            done = durable.recover(path)
+            with gguf_open(path) as f:  # it must read again
+                state = f"it reads: {len(f.fields)} keys, {len(f.tensor_list)} tensors"
+        except GGUFError as e:
+            print(f"gguf-schema: error: {path}: {e}", file=sys.stderr)
+            status = 2
+            continue
+        write(f"{path}: {done or 'no interrupted edit to recover'}; {state}\n")
+    return status
 
 
 _HEADER_VALUES: dict[str, Callable[[Any], Any]] = {
@@ -716,18 +744,41 @@ def register_cli(subparsers: Any) -> None:
         _cmd_split,
         "split a model into shards OUT_PREFIX-00001-of-0000N.gguf",
         "Split FILE into shards named OUT_PREFIX-00001-of-0000N.gguf, with llama.cpp's split.no / split.count / "
-        "split.tensors.count keys; the full metadata goes in the first shard. SIZE: 500M, 2G (powers of 1000), "
-        "512MiB, 2GiB (powers of 1024) or bytes.",
+        "split.tensors.count keys (and split.id, the identity of the set); the full metadata goes in the first "
+        "shard. The shards are written as a set: all to temporary files first, then renamed. Prints each shard's "
+        "path, tensors and size. SIZE: 500M, 2G (powers of 1000), 512MiB, 2GiB (powers of 1024) or bytes.",
     )
     p.add_argument("file", metavar="FILE")
-    p.add_argument("prefix", metavar="OUT_PREFIX")
+    p.add_argument("output", metavar="OUT_PREFIX")
     g = p.add_mutually_exclusive_group(required=True)
     g.add_argument("--max-size", type=_size, metavar="SIZE", help="largest shard file size")
     g.add_argument("--max-tensors", type=_positive, metavar="N", help="most tensors per shard")
+    p.add_argument(
+        "--no-tensor-first-split",
+        action="store_true",
+        help="the first shard holds the metadata only, the tensors start in the second (as llama.cpp's gguf-split)",
+    )
+    p.add_argument("--dry-run", action="store_true", help="print the plan (shards, tensors, sizes); write nothing")
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help='print the plan as JSON: {"dry_run", "split_id", "shards": [{"path", "tensors", "size"}], "warnings"}',
+    )
 
     p = add("merge", _cmd_merge, "merge the shards of a split model into one file")
     p.add_argument("first_shard", metavar="FIRST_SHARD")
     p.add_argument("output", metavar="OUT")
+
+    p = add(
+        "recover",
+        _cmd_recover,
+        "undo the interrupted in-place edit of each FILE (its journal FILE-journal)",
+        "Undo an in-place edit that was interrupted (killed, power cut): the bytes saved in FILE-journal are "
+        "written back and the journal removed; an incomplete journal (the file was not touched yet) is just "
+        "removed. Waits for an edit still under way. Prints what was done for each FILE; exit 0 when every "
+        "FILE reads afterwards, 2 otherwise.",
+    )
+    p.add_argument("files", metavar="FILE", nargs="+")
 
     p = add(
         "diff",

@@ -25,8 +25,7 @@ import os
 from collections.abc import Mapping
 from typing import IO, Any, Union
 
-from ..errors import GGUFBuildError
-from ..format.source import is_url
+from ..durable import refuse_overwriting_inputs
 from ..reader import read
 from ..writer import Progress, save_file
 
@@ -48,7 +47,7 @@ def convert(
 
     Args:
         source: the GGUF file to read (a path, or a URL read through fsspec with ``storage_options``).
-        target: the path to write (atomically; it may not be ``source``) or a binary stream.
+        target: the path to write (atomically; it may not be ``source``, nor another name of it) or a binary stream.
         byte_order: "little" or "big" (default: unchanged).
         version: 1, 2 or 3 (default: unchanged). ggml reads versions 2 and 3 only.
         progress: called with the number of bytes written, as they are written.
@@ -60,13 +59,7 @@ def convert(
         raise ValueError(f"byte order must be 'little' or 'big', got {byte_order!r}")
     if version not in (None, 1, 2, 3):
         raise ValueError(f"version must be 1, 2 or 3, got {version!r}")
-    if (
-        isinstance(target, (str, os.PathLike))
-        and not is_url(source)
-        and os.path.exists(target)
-        and os.path.samefile(source, target)
-    ):
-        raise GGUFBuildError("convert writes a new file: the output must not be the input", path=os.fspath(target))
+    refuse_overwriting_inputs([target], [source], command="convert")
     with read(source, storage_options=storage_options) as f:
         for t in f.tensor_list:  # fail before writing anything if a tensor cannot be converted
             if byte_order not in (None, f.byte_order):

@@ -46,7 +46,7 @@ from typing import Any, Union
 
 import numpy as np
 
-from ..durable import locked_open, write_in_place
+from ..durable import check_same_file, expect_same_file, locked_open, write_in_place
 from ..format.source import MappedSource
 from ..format.types import ValueType
 from ..model import GGUFFile
@@ -115,7 +115,7 @@ def edit_file(
             save_file(f, out, progress=progress, sync=sync)
         return EditResult(out, False, os.path.getsize(out))
     with (
-        locked_open(src, write=True, timeout=lock_timeout) as (fd, _),
+        locked_open(src, write=True, timeout=lock_timeout) as (fd, st),
         _held_source(fd, src) as source,
         read(source, lazy=True) as f,
     ):
@@ -134,8 +134,10 @@ def edit_file(
             )
             if len(new_header) == f.data_offset:
                 check_header(new_header)  # warnings, or refused under writer.strict_writes
+                check_same_file(os.path.abspath(src), (st.st_dev, st.st_ino))
                 return _in_place(fd, src, f.view(0, len(new_header)), new_header, sync)
-        save_file(f, src, progress=progress, sync=sync)  # the lock on the old file is held until then
+        with expect_same_file(src, st):  # re-checked just before the rename
+            save_file(f, src, progress=progress, sync=sync)  # the lock on the old file is held until then
     return EditResult(src, False, os.path.getsize(src))
 
 
@@ -148,12 +150,37 @@ def _held_source(fd: int, name: str) -> MappedSource:
 
 def _in_place(fd: int, path: str, old_header: Any, new_header: bytes, sync: bool) -> EditResult:
     """Write the span where the headers differ, through the journal (:func:`gguf_schema.durable.write_in_place`)."""
-    diff = np.flatnonzero(np.frombuffer(old_header, np.uint8) != np.frombuffer(new_header, np.uint8))
-    if diff.size == 0:
+    span = _differing_span(old_header, new_header)
+    if span is None:
         return EditResult(path, True, 0)
-    first, last = int(diff[0]), int(diff[-1]) + 1
+    first, last = span
     write_in_place(fd, path, first, new_header[first:last], sync=sync)
     return EditResult(path, True, last - first)
+
+
+#: bytes compared at a time when looking for the changed span (bounds the comparison's memory)
+_DIFF_CHUNK = 1 << 22
+
+
+def _differing_span(a: Any, b: bytes) -> tuple[int, int] | None:
+    """The first and one past the last offset where the equally long buffers ``a`` and ``b`` differ (None: equal).
+
+    >>> _differing_span(b"abcdef", b"abXdeY"), _differing_span(b"abc", b"abc")
+    ((2, 6), None)
+    """
+    x, y = np.frombuffer(a, np.uint8), np.frombuffer(b, np.uint8)
+    starts = range(0, len(y), _DIFF_CHUNK)
+    first = next(
+        (i + int(d[0]) for i in starts if (d := np.flatnonzero(x[i : i + _DIFF_CHUNK] != y[i : i + _DIFF_CHUNK])).size),
+        None,
+    )
+    if first is None:
+        return None
+    for i in reversed(range(first - first % _DIFF_CHUNK, len(y), _DIFF_CHUNK)):
+        d = np.flatnonzero(x[i : i + _DIFF_CHUNK] != y[i : i + _DIFF_CHUNK])
+        if d.size:
+            return first, i + int(d[-1]) + 1
+    raise AssertionError("unreachable: a difference was found")  # pragma: no cover
 
 
 def set_key(

@@ -43,6 +43,7 @@ from typing import IO, Any, Union
 
 import numpy as np
 
+from ..durable import refuse_overwriting_inputs
 from ..errors import GGUFBuildError
 from ..format.types import GGMLType, ValueType, type_name
 from ..format.values import BoolByte, Field, GGUFArray, make_field
@@ -453,9 +454,13 @@ def build(
     infos and byte order are the document's, its whole data section is copied verbatim (the
     original file comes back byte for byte); otherwise each tensor is taken by name (type and
     dims must match; byte order converted) and written at the document's offsets, or at
-    fresh contiguous offsets when the document gives none.
+    fresh contiguous offsets when the document gives none. ``target`` may not be ``tensors_from``
+    (refused before anything is written: an input is never overwritten).
     """
     model = doc if isinstance(doc, JSONModel) else from_json(doc)
+    refuse_overwriting_inputs(
+        [target], [tensors_from.name if isinstance(tensors_from, GGUFFile) else tensors_from], command="build"
+    )
     own = tensors_from is not None and not isinstance(tensors_from, GGUFFile)
     src = read(tensors_from) if own else tensors_from
     variant: dict[str, Any] = {

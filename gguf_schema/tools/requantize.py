@@ -65,6 +65,7 @@ from typing import Any, Union
 
 import numpy as np
 
+from ..durable import refuse_overwriting_inputs
 from ..errors import GGUFBuildError
 from ..format.source import is_url
 from ..format.types import FileType, GGMLType, ValueType, tensor_nbytes
@@ -510,23 +511,9 @@ def _fields(model: Model, result: RequantizeResult) -> list[Field]:
 
 
 def _refuse_input_as_output(model: Model, target: PathLike) -> None:
-    """The output must be a new file: never one of the input's files (same path, or same device and inode)."""
+    """The output must be a new file: never one of the input's files (the check every writing command shares)."""
     paths = model.paths if isinstance(model, SplitModel) else [model.name]
-    try:
-        out = os.stat(target)
-    except OSError:
-        return
-    for p in paths:
-        if p is None or is_url(p):
-            continue
-        try:
-            same = os.path.samestat(os.stat(p), out)
-        except OSError:
-            continue
-        if same:
-            raise GGUFBuildError(
-                "requantize writes a new file: the output must not be the input", path=os.fspath(target)
-            )
+    refuse_overwriting_inputs([target], [p for p in paths if p is not None], command="quantize")
 
 
 def _open(src: PathLike, storage_options: Mapping[str, Any] | None) -> Model:

@@ -7,7 +7,16 @@ The layout is llama.cpp's ``gguf-split`` convention (``reference/conventions.md`
   ``split.tensors.count`` (INT32, the total over all shards), in that order, after its other keys;
 * the first shard holds the full metadata; the others only the split keys (and
   ``general.alignment`` when the model sets one, since it governs their own data layout);
-* each shard has its own tensor infos and data section; tensor names are unique across shards.
+* each shard has its own tensor infos and data section; tensor names are unique across shards;
+* this module adds ``split.id`` (STRING) to every shard: the identity of the set, derived from
+  the source file and the plan, so that :func:`open_split` can tell shards of different splits
+  apart (llama.cpp ignores the key; :func:`merge` drops it).
+
+A set of shards is written as a set (:func:`gguf_schema.durable.atomic_replace_set`): every
+shard goes to a temporary file first, and only when all of them are complete and on disk are
+they renamed into place. A split killed before that leaves no new shard; one killed during the
+renames (milliseconds) leaves a mixed set, which :func:`open_split` refuses (shard numbers,
+counts, tensor names and ``split.id`` must agree).
 
 Tensors keep their order; each is copied byte for byte. A shard is closed when adding the next
 tensor would make the file larger than ``max_size`` bytes or hold more than ``max_tensors``
@@ -27,11 +36,15 @@ tensors (a single tensor larger than ``max_size`` gets a shard of its own).
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import os
 import re
 from collections.abc import Iterator, Mapping
-from typing import Any, Union
+from dataclasses import dataclass
+from typing import IO, Any, Union
 
+from ..durable import atomic_replace_set, refuse_overwriting_inputs
 from ..errors import GGUFBuildError, GGUFFileNotFoundError, GGUFFormatError, GGUFKeyError
 from ..format.nodes import align_offset
 from ..format.source import is_url
@@ -42,8 +55,11 @@ from ..reader import read
 from ..writer import Progress, TensorInfo, encoded_size, header_bytes, plan_tensor, write_file
 
 __all__ = [
+    "SPLIT_ID_KEY",
     "SPLIT_KEYS",
+    "ShardPlan",
     "SplitModel",
+    "SplitPlan",
     "merge",
     "open_model",
     "open_split",
@@ -53,13 +69,18 @@ __all__ = [
     "shard_paths",
     "shard_paths_named",
     "split",
+    "split_plan",
 ]
 
 PathLike = Union[str, "os.PathLike[str]"]
 StorageOptions = Mapping[str, Any] | None
 
-#: the keys a shard carries, in the order llama.cpp writes them
-SPLIT_KEYS = ("split.no", "split.count", "split.tensors.count")
+#: the identity of a set of shards, written after llama.cpp's three keys (not a llama.cpp key; absent from its splits)
+SPLIT_ID_KEY = "split.id"
+#: the keys a split adds to each shard, in the order they are written (llama.cpp's three, then
+#: :data:`SPLIT_ID_KEY`): a merge, or anything that makes one file of a split model, drops them
+SPLIT_KEYS = ("split.no", "split.count", "split.tensors.count", SPLIT_ID_KEY)
+_ALL_SPLIT_KEYS = SPLIT_KEYS
 
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(I?B?)\s*$", re.IGNORECASE)
 _SHARD_RE = re.compile(r"^(?P<prefix>.*)-(?P<no>\d{5})-of-(?P<count>\d{5})\.gguf$")
@@ -94,19 +115,40 @@ def shard_name(prefix: str, index: int, count: int) -> str:
     return f"{prefix}-{index + 1:05d}-of-{count:05d}.gguf"
 
 
-def _split_fields(no: int, count: int, total: int) -> list[Field]:
-    return [
+def _split_fields(no: int, count: int, total: int, split_id: str | None = None) -> list[Field]:
+    fields = [
         make_field("split.no", no, ValueType.UINT16),
         make_field("split.count", count, ValueType.UINT16),
         make_field("split.tensors.count", total, ValueType.INT32),
     ]
+    if split_id is not None:
+        fields.append(make_field(SPLIT_ID_KEY, split_id, ValueType.STRING))
+    return fields
 
 
-def plan_split(f: GGUFFile, *, max_size: int | None = None, max_tensors: int | None = None) -> list[list[Tensor]]:
+def plan_split(
+    f: GGUFFile,
+    *,
+    max_size: int | None = None,
+    max_tensors: int | None = None,
+    no_tensor_first_split: bool = False,
+) -> list[list[Tensor]]:
     """Group the tensors of ``f`` into shards, in order (see the module docstring for the rule).
 
-    Sizes are the exact sizes the shard files will have.
+    ``no_tensor_first_split``: the first shard holds the metadata only (as llama.cpp's
+    ``gguf-split --no-tensor-first-split``); the tensors start in the second.
     """
+    return [group for group, _ in _plan(f, max_size, max_tensors, no_tensor_first_split, True)]
+
+
+#: the length of ``split.id``'s value (hex digits)
+_ID_LEN = 16
+
+
+def _plan(
+    f: GGUFFile, max_size: int | None, max_tensors: int | None, no_tensor_first_split: bool, with_id: bool
+) -> list[tuple[list[Tensor], int]]:
+    """The shards' tensors, and each shard's exact file size."""
     if max_size is None and max_tensors is None:
         raise GGUFBuildError("give a maximum shard size or a maximum number of tensors per shard")
     if max_tensors is not None and max_tensors < 1:
@@ -123,27 +165,171 @@ def plan_split(f: GGUFFile, *, max_size: int | None = None, max_tensors: int | N
     align = f.alignment
     variant: dict[str, Any] = {"version": f.version, "byte_order": f.byte_order}
     fixed = len(header_bytes([], [], padding=b"", data_size=0, **variant))  # magic, version and the two counts
-    split_kv = encoded_size(_split_fields(0, 1, 0), **variant)
-    first_kv = encoded_size([x for x in f.fields.records if x.key not in SPLIT_KEYS], **variant) + split_kv
+    split_kv = encoded_size(_split_fields(0, 1, 0, "0" * _ID_LEN if with_id else None), **variant)
+    first_kv = encoded_size([x for x in f.fields.records if x.key not in _ALL_SPLIT_KEYS], **variant) + split_kv
     other_kv = split_kv
     if "general.alignment" in f.fields:
         other_kv += encoded_size([f.fields["general.alignment"]], **variant)
-    shards: list[list[Tensor]] = [[]]
+
+    def size(kv: int, infos: int, data: int) -> int:
+        return align_offset(fixed + kv + infos, align) + data
+
+    shards: list[tuple[list[Tensor], int]] = [([], size(first_kv, 0, 0))]
     infos = data = 0
     for t in tensors:
         nbytes = t.nbytes
         info = encoded_size(tensors=[TensorInfo.of(t)], **variant)
-        current = shards[-1]
+        current = shards[-1][0]
         kv = first_kv if len(shards) == 1 else other_kv
-        grown = align_offset(fixed + kv + infos + info, align) + align_offset(data, align) + nbytes
+        grown = size(kv, infos + info, align_offset(data, align) + nbytes)
         full = (max_tensors is not None and len(current) >= max_tensors) or (max_size is not None and grown > max_size)
-        if current and full:
-            shards.append([])
+        if (current and full) or (no_tensor_first_split and len(shards) == 1):
             infos = data = 0
-        shards[-1].append(t)
+            kv = other_kv
+            grown = size(kv, info, nbytes)
+            shards.append(([], grown))
+        shards[-1][0].append(t)
+        shards[-1] = (shards[-1][0], grown)
         infos += info
         data = align_offset(data, align) + nbytes
     return shards
+
+
+@dataclass(frozen=True)
+class ShardPlan:
+    """One shard of a :class:`SplitPlan`: its path, its tensors' names and its exact size in bytes."""
+
+    path: str
+    tensors: tuple[str, ...]
+    size: int
+
+
+@dataclass(frozen=True)
+class SplitPlan:
+    """What :func:`split` writes (or, with ``dry_run``, would write).
+
+    Attributes:
+        shards: the shards in order.
+        split_id: the set's ``split.id`` (None when not written).
+        warnings: what the caller should tell the user (e.g. a tensor larger than ``max_size``).
+        paths: the shards' paths.
+    """
+
+    shards: tuple[ShardPlan, ...]
+    split_id: str | None
+    warnings: tuple[str, ...]
+
+    @property
+    def paths(self) -> list[str]:
+        return [s.path for s in self.shards]
+
+    def to_json(self) -> dict[str, Any]:
+        """The plan as JSON-able data: ``{"split_id", "shards": [{"path", "tensors", "size"}], "warnings"}``."""
+        return {
+            "split_id": self.split_id,
+            "shards": [{"path": s.path, "tensors": list(s.tensors), "size": s.size} for s in self.shards],
+            "warnings": list(self.warnings),
+        }
+
+
+def _split_id(f: GGUFFile, source: str, groups: list[list[Tensor]]) -> str:
+    """An identity for the set: a digest of the source's header, size and modification time and of the plan
+    (the same source split the same way gets the same identity, so a re-run writes identical shards)."""
+    h = hashlib.sha256()
+    h.update(bytes(f.view(0, f.data_offset)))
+    h.update(str(f.file_size).encode())
+    if not is_url(source):
+        with contextlib.suppress(OSError):
+            h.update(str(os.stat(source).st_mtime_ns).encode())
+    for g in groups:
+        h.update(b"\0".join(t.name.encode("utf-8", "surrogateescape") for t in g) + b"\1")
+    return h.hexdigest()[:_ID_LEN]
+
+
+def _make_plan(
+    f: GGUFFile,
+    source: str,
+    prefix: str,
+    max_size: int | None,
+    max_tensors: int | None,
+    no_tensor_first_split: bool,
+    identity: bool,
+) -> tuple[SplitPlan, list[list[Tensor]]]:
+    planned = _plan(f, max_size, max_tensors, no_tensor_first_split, identity)
+    n = len(planned)
+    if n > 65535:
+        raise GGUFBuildError(f"{n} shards needed: split.count is a UINT16 (at most 65535)", value=n)
+    groups = [g for g, _ in planned]
+    warnings = []
+    if max_size is not None:
+        for g, size in planned:
+            if size > max_size:
+                t = max(g, key=lambda t: t.nbytes)
+                warnings.append(
+                    f"tensor {t.name} ({t.nbytes:,} bytes) does not fit in a shard of {max_size:,} bytes: "
+                    f"its shard holds {size:,} bytes"
+                )
+    split_id = _split_id(f, source, groups) if identity else None
+    shards = tuple(
+        ShardPlan(shard_name(prefix, i, n), tuple(t.name for t in g), size) for i, (g, size) in enumerate(planned)
+    )
+    return SplitPlan(shards, split_id, tuple(warnings)), groups
+
+
+def split_plan(
+    source: PathLike,
+    prefix: str,
+    *,
+    max_size: int | None = None,
+    max_tensors: int | None = None,
+    no_tensor_first_split: bool = False,
+    dry_run: bool = False,
+    identity: bool = True,
+    progress: Progress | None = None,
+    storage_options: StorageOptions = None,
+) -> SplitPlan:
+    """Split ``source`` (a path or URL) into shards named ``<prefix>-0000i-of-0000n.gguf``; return the plan.
+
+    Like :func:`split`, which returns the paths only. ``dry_run``: plan only, write nothing.
+    ``identity``: write ``split.id`` in every shard. The returned plan's ``warnings`` say what
+    the caller should tell the user (this library prints nothing). Refuses (before writing
+    anything) a shard name that is the source.
+
+    >>> import os, tempfile, numpy as np, gguf_schema
+    >>> d = tempfile.mkdtemp(); src = os.path.join(d, "m.gguf")
+    >>> gguf_schema.save(src, {}, {"a": np.zeros(1000, np.float32), "b": np.zeros(10, np.float32)})
+    >>> plan = split_plan(src, os.path.join(d, "m"), max_size=2000, dry_run=True)
+    >>> [(os.path.basename(s.path), s.tensors, s.size) for s in plan.shards]
+    [('m-00001-of-00002.gguf', ('a',), 4192), ('m-00002-of-00002.gguf', ('b',), 232)]
+    >>> plan.warnings
+    ('tensor a (4,000 bytes) does not fit in a shard of 2,000 bytes: its shard holds 4,192 bytes',)
+    >>> os.listdir(d)
+    ['m.gguf']
+    """
+    src = os.fspath(source)
+    with read(src, storage_options=storage_options) as f:
+        plan, groups = _make_plan(f, src, prefix, max_size, max_tensors, no_tensor_first_split, identity)
+        refuse_overwriting_inputs(plan.paths, [src], command="split")
+        if dry_run:
+            return plan
+        n = len(groups)
+        total = len(f.tensor_list)
+        if total > 2**31 - 1:  # pragma: no cover - not a real file
+            raise GGUFBuildError(f"{total} tensors do not fit in split.tensors.count (INT32)", value=total)
+        base = [x for x in f.fields.records if x.key not in _ALL_SPLIT_KEYS]
+        alignment = [x for x in base if x.key == "general.alignment"][:1]
+
+        def writer(i: int, group: list[Tensor]) -> Any:
+            fields = (base if i == 0 else alignment) + _split_fields(i, n, total, plan.split_id)
+            planned = [plan_tensor(t.name, t, f.byte_order) for t in group]
+
+            def write(stream: IO[bytes]) -> None:
+                write_file(stream, fields, planned, version=f.version, byte_order=f.byte_order, progress=progress)
+
+            return write
+
+        atomic_replace_set([(p, writer(i, g)) for i, (p, g) in enumerate(zip(plan.paths, groups, strict=True))])
+    return plan
 
 
 def split(
@@ -154,29 +340,24 @@ def split(
     max_tensors: int | None = None,
     progress: Progress | None = None,
     storage_options: StorageOptions = None,
+    no_tensor_first_split: bool = False,
 ) -> list[str]:
     """Split ``source`` (a path or URL) into shards named ``<prefix>-0000i-of-0000n.gguf``; returns their paths.
 
-    Each shard is written atomically. Raises :class:`~gguf_schema.errors.GGUFBuildError` when
-    neither limit is given or more than 65535 shards would be needed. ``storage_options`` are
-    those of a URL's fsspec backend.
+    The shards are written as a set (see the module docstring). Raises
+    :class:`~gguf_schema.errors.GGUFBuildError` when neither limit is given, more than 65535
+    shards would be needed, or a shard would be written over the source. ``storage_options``
+    are those of a URL's fsspec backend. :func:`split_plan` also returns the plan and warnings.
     """
-    with read(source, storage_options=storage_options) as f:
-        groups = plan_split(f, max_size=max_size, max_tensors=max_tensors)
-        n = len(groups)
-        if n > 65535:
-            raise GGUFBuildError(f"{n} shards needed: split.count is a UINT16 (at most 65535)", value=n)
-        total = len(f.tensor_list)
-        if total > 2**31 - 1:  # pragma: no cover - not a real file
-            raise GGUFBuildError(f"{total} tensors do not fit in split.tensors.count (INT32)", value=total)
-        base = [x for x in f.fields.records if x.key not in SPLIT_KEYS]
-        alignment = [x for x in base if x.key == "general.alignment"][:1]
-        paths = [shard_name(prefix, i, n) for i in range(n)]
-        for i, (path, group) in enumerate(zip(paths, groups, strict=False)):
-            fields = (base if i == 0 else alignment) + _split_fields(i, n, total)
-            planned = [plan_tensor(t.name, t, f.byte_order) for t in group]
-            write_file(path, fields, planned, version=f.version, byte_order=f.byte_order, progress=progress)
-    return paths
+    return split_plan(
+        source,
+        prefix,
+        max_size=max_size,
+        max_tensors=max_tensors,
+        no_tensor_first_split=no_tensor_first_split,
+        progress=progress,
+        storage_options=storage_options,
+    ).paths
 
 
 def shard_paths(first_shard: PathLike, *, storage_options: StorageOptions = None) -> list[str]:
@@ -358,17 +539,7 @@ def _open_shards(head: GGUFFile, first: str, storage_options: StorageOptions, la
                     raise GGUFFormatError(f"{missing} ({e.reason})", path=p) from None
                 shards.append(s)
             if len(paths) > 1:
-                no, count = _split_int(s, "split.no", -1), _split_int(s, "split.count", -1)
-                if (no, count) != (i, len(paths)):
-                    raise GGUFFormatError(
-                        f"{p}: split.no = {no}, split.count = {count}; expected {i} and {len(paths)}",
-                        path=p,
-                        value=(no, count),
-                    )
-                if s.byte_order != shards[0].byte_order:
-                    raise GGUFFormatError(
-                        f"{p} is {s.byte_order}-endian, the first shard {shards[0].byte_order}-endian", path=p
-                    )
+                _check_shard(s, p, i, len(paths), shards[0])
         model = SplitModel(shards)
         declared = _split_int(shards[0], "split.tensors.count", len(model.tensor_list))
         if declared != len(model.tensor_list):
@@ -384,13 +555,49 @@ def _open_shards(head: GGUFFile, first: str, storage_options: StorageOptions, la
         raise
 
 
+def _check_shard(s: GGUFFile, p: str, i: int, count: int, first: GGUFFile) -> None:
+    """Shard ``i`` of ``count`` (read from ``p``) must say so, and belong to the same set as the first."""
+    no, n = _split_int(s, "split.no", -1), _split_int(s, "split.count", -1)
+    if (no, n) != (i, count):
+        raise GGUFFormatError(
+            f"{p}: split.no = {no}, split.count = {n}; expected {i} and {count}",
+            path=p,
+            value=(no, n),
+        )
+    if s.byte_order != first.byte_order:
+        raise GGUFFormatError(f"{p} is {s.byte_order}-endian, the first shard {first.byte_order}-endian", path=p)
+    total, first_total = _split_int(s, "split.tensors.count", -1), _split_int(first, "split.tensors.count", -1)
+    if total != first_total:
+        raise GGUFFormatError(
+            f"{p} belongs to another split: split.tensors.count = {total}, the first shard's is {first_total}",
+            path=p,
+            value=total,
+        )
+    ident, first_ident = s.fields.get(SPLIT_ID_KEY), first.fields.get(SPLIT_ID_KEY)
+    mine, theirs = (None if x is None else x.value for x in (ident, first_ident))
+    if mine != theirs:
+        raise GGUFFormatError(
+            f"{p} belongs to another split: {SPLIT_ID_KEY} = {mine!r}, the first shard's is {theirs!r} "
+            "(a split was interrupted while its shards were renamed, or shards of two splits were mixed)",
+            path=p,
+            value=mine,
+        )
+
+
 def merge(
     first_shard: PathLike, target: PathLike, *, progress: Progress | None = None, storage_options: StorageOptions = None
 ) -> None:
     """Merge the shards of a split model (local, or URLs: see :func:`open_split`) into one local file (the
-    first shard's metadata without the split keys, then every tensor in shard order, copied byte for byte)."""
+    first shard's metadata without the split keys, then every tensor in shard order, copied byte for byte).
+
+    The output is written atomically; it may not be one of the shards (refused before anything is written).
+    """
+    first = os.fspath(first_shard)
+    inputs = [first] if is_url(first) or not os.path.exists(first) else shard_paths(first)
+    refuse_overwriting_inputs([target], inputs, command="merge")
     with open_split(first_shard, storage_options=storage_options) as model:
-        fields = [x for x in model.fields.records if x.key not in SPLIT_KEYS]
+        refuse_overwriting_inputs([target], model.paths, command="merge")
+        fields = [x for x in model.fields.records if x.key not in _ALL_SPLIT_KEYS]
         planned = [plan_tensor(t.name, t, model.byte_order) for t in model.tensor_list]
         write_file(target, fields, planned, version=model.version, byte_order=model.byte_order, progress=progress)
 

@@ -257,7 +257,7 @@ class Fields(Mapping[str, Field]):
 
     def _reindex(self) -> None:
         keys = [f.key for f in self._records]
-        index = dict(zip(keys, range(len(keys))))  # one dict, built in C: right unless a key repeats
+        index = dict(zip(keys, range(len(keys)), strict=True))  # one dict, built in C: right unless a key repeats
         if len(index) != len(keys):  # duplicate keys: the first of each wins, in file order
             index = {}
             for i, k in enumerate(keys):

@@ -39,7 +39,16 @@ from ..tools import convert as convert_mod
 from ..tools import diff as diff_mod
 from ..tools import edit, jsonio
 from ..tools import split as split_mod
-from .conventions import EXIT_TRUNCATED, open_file, open_options, truncation, warn_truncated, write, write_json
+from .conventions import (
+    EXIT_TRUNCATED,
+    open_file,
+    open_options,
+    positive_int,
+    truncation,
+    warn_truncated,
+    write,
+    write_json,
+)
 from .progress import Progress, file_size
 from .text_values import parse_type, parse_value_text
 
@@ -489,16 +498,6 @@ def _size(text: str) -> int:
         raise argparse.ArgumentTypeError(e.reason) from None
 
 
-def _positive(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        n = 0
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"needs a positive integer, got {text!r}")
-    return n
-
-
 def _cmd_split(args: argparse.Namespace) -> int:
     with Progress(0 if args.dry_run else file_size(args.file), "split") as bar:
         plan = split_mod.split_plan(
@@ -752,7 +751,7 @@ def register_cli(subparsers: Any) -> None:
     p.add_argument("output", metavar="OUT_PREFIX")
     g = p.add_mutually_exclusive_group(required=True)
     g.add_argument("--max-size", type=_size, metavar="SIZE", help="largest shard file size")
-    g.add_argument("--max-tensors", type=_positive, metavar="N", help="most tensors per shard")
+    g.add_argument("--max-tensors", type=positive_int, metavar="N", help="most tensors per shard")
     p.add_argument(
         "--no-tensor-first-split",
         action="store_true",

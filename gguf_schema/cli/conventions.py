@@ -60,6 +60,7 @@ __all__ = [
     "open_options",
     "output_streams",
     "parse_limit",
+    "positive_int",
     "to_json",
     "truncation",
     "visible",
@@ -191,6 +192,24 @@ def parse_limit(text: str) -> tuple[str, int]:
     if not math.isfinite(number) or number < 0 or number != int(number):
         raise argparse.ArgumentTypeError(f"{name} needs a whole number >= 0, got {value!r}")
     return name, int(number)
+
+
+def positive_int(text: str) -> int:
+    """An argparse ``type`` for counts (threads, tensors per shard): a whole number of at least 1.
+
+    >>> positive_int("4")
+    4
+    >>> positive_int("0")
+    Traceback (most recent call last):
+    argparse.ArgumentTypeError: needs a positive integer, got '0'
+    """
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"needs a positive integer, got {text!r}")
+    return n
 
 
 def add_open_options(parser: argparse.ArgumentParser, *, suppress: bool = False) -> None:

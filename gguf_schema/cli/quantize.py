@@ -23,7 +23,7 @@ from ..errors import GGUFError
 from ..format.types import GGMLType
 from ..tensors import CODECS, QUANTIZE_TYPES
 from ..tools.requantize import RequantizeResult, TensorReport, parse_tensor_type, requantize
-from .conventions import EXIT_ERROR, write, write_json
+from .conventions import EXIT_ERROR, positive_int, write, write_json
 from .progress import Progress
 
 __all__ = ["register_cli"]
@@ -44,16 +44,6 @@ def _tensor_type_arg(text: str) -> tuple[str, GGMLType]:
         return parse_tensor_type(text)
     except ValueError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
-
-
-def _positive(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        n = 0
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"needs a positive integer, got {text!r}")
-    return n
 
 
 def _type_names() -> str:
@@ -183,7 +173,7 @@ def register_cli(subparsers: Any) -> None:
         default=True,
         help="keep 1-D tensors (norms, biases) as they are (default; --no-keep-1d requantizes 1-D weights too)",
     )
-    p.add_argument("--threads", type=_positive, metavar="N", help="worker threads (default: the CPUs, at most 8)")
+    p.add_argument("--threads", type=positive_int, metavar="N", help="worker threads (default: the CPUs, at most 8)")
     p.add_argument("--dry-run", action="store_true", help="print the plan (types and sizes), write nothing")
     p.add_argument("--json", action="store_true", help="print the per-tensor table as JSON")
     p.set_defaults(func=_cmd_quantize)

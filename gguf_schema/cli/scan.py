@@ -19,7 +19,7 @@ from typing import Any
 from ..check import PROFILES
 from ..errors import GGUFError
 from ..tools.scan import THREADS, ScanRecord, expand, scan, write_parquet
-from .conventions import write_json
+from .conventions import positive_int, write_json
 
 __all__ = ["register_cli"]
 
@@ -65,16 +65,6 @@ def _cmd_scan(args: argparse.Namespace) -> int:
     return 2 if unreadable else 0
 
 
-def _positive(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        n = 0
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"needs a positive integer, got {text!r}")
-    return n
-
-
 def register_cli(subparsers: Any) -> None:
     """Add ``scan`` to the ``gguf-schema`` command line."""
     p = subparsers.add_parser(
@@ -94,6 +84,6 @@ def register_cli(subparsers: Any) -> None:
         "--profile", choices=PROFILES, action="append", help="validation profile to report (repeatable; default: all)"
     )
     p.add_argument(
-        "--threads", type=_positive, default=THREADS, metavar="N", help=f"files read at once (default {THREADS})"
+        "--threads", type=positive_int, default=THREADS, metavar="N", help=f"files read at once (default {THREADS})"
     )
     p.set_defaults(func=_cmd_scan)

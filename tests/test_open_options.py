@@ -302,3 +302,20 @@ def test_scan_and_audit_report_a_file_over_a_limit(work: Path, mapped: Any) -> N
     with mapped() as m:
         assert scan.scan_file(d).readable and audit(d).readable
     assert m.of(work) == [os.path.realpath(d)]
+
+
+def test_commands_read_every_input_with_the_limits(work: Path, long_second_shard: Path) -> None:
+    """Not only the first file: the second of `diff`, the imatrix of `quantize`, the later shards of `merge`."""
+    plain = _plain(work / "plain.gguf")
+    imatrix = _imatrix(work / "i.gguf", 5)
+    for argv, ok in (
+        (["diff", plain, work / "d.gguf"], 1),
+        (["quantize", plain, work / "q.gguf", "--type", "q8_0", "--imatrix", imatrix], 0),
+    ):
+        r = run(*argv, *LIMIT)
+        assert r.returncode == 2 and REFUSED in r.stderr, r
+        assert run(*argv).returncode == ok
+    merged = long_second_shard.parent / "merged.gguf"
+    r = run("merge", long_second_shard, merged, "--limit", "max_tensor_name_length=8")
+    assert r.returncode == 2 and b"exceeds max_tensor_name_length = 8" in r.stderr, r
+    assert not merged.exists()

@@ -48,6 +48,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import GGUFError
+from ..format.limits import Limits
 from ..format.source import is_url
 from ..format.types import GGMLType, ValueType, tensor_nbytes
 from ..format.values import Field, GGUFArray
@@ -328,6 +329,8 @@ def audit(
     storage_options: Mapping[str, Any] | None = None,
     render: bool = False,
     read_gaps: bool | None = None,
+    limits: Limits | None = None,
+    mmap: bool = True,
 ) -> AuditResult:
     """Audit a GGUF file for what its loader will run and for what hides from other tools.
 
@@ -339,6 +342,9 @@ def audit(
         read_gaps: read the contents of padding, gaps and trailing bytes (at most a few bytes of each
             region). Default: yes for local files, no for URLs (their sizes are still checked from the
             offsets; a note says the contents were not fetched).
+        limits: resource limits for reading ``source`` (:class:`~gguf_schema.format.limits.Limits`): a file
+            over one is reported unreadable, the limit named in its ``error``.
+        mmap: map a local file (default) or read it with positioned reads (``False``).
 
     Never raises for a bad file: one that cannot be opened gives a report with ``readable`` False.
 
@@ -350,7 +356,7 @@ def audit(
     if isinstance(source, GGUFFile):
         return _audit_open(source, source.name, render, read_gaps)
     try:
-        f = read(source, lazy=True, storage_options=storage_options)
+        f = read(source, lazy=True, storage_options=storage_options, limits=limits, mmap=mmap)
     except GGUFError as e:
         return AuditResult(name, readable=False, error=str(e))
     except OSError as e:

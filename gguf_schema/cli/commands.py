@@ -34,7 +34,6 @@ from ..format.source import is_url
 from ..format.types import FileType, ValueType
 from ..format.values import Field
 from ..model import GGUFFile
-from ..reader import read as gguf_open
 from ..tools import convert as convert_mod
 from ..tools import diff as diff_mod
 from ..tools import edit, jsonio
@@ -44,6 +43,7 @@ from .conventions import (
     open_file,
     open_options,
     positive_int,
+    read_options,
     truncation,
     warn_truncated,
     write,
@@ -110,11 +110,6 @@ _ARCH_KEYS = (
     "expert_count",
     "vocab_size",
 )
-
-
-def _storage(args: argparse.Namespace) -> Any:
-    """The ``--storage-option`` s given (for URLs), or None."""
-    return getattr(args, "storage_options", None)
 
 
 def _open(args: argparse.Namespace, path: str | None = None, *, lazy: bool = False) -> GGUFFile:
@@ -391,7 +386,7 @@ def _cmd_build(args: argparse.Namespace) -> int:
         raise GGUFBuildError(f"the JSON file is not UTF-8: {e.reason}", offset=e.start, path=args.json_file) from None
     model = jsonio.loads(text)
     with Progress(file_size(args.tensors_from), "build") as bar:
-        jsonio.build(model, args.output, tensors_from=args.tensors_from, progress=bar.update)
+        jsonio.build(model, args.output, tensors_from=args.tensors_from, progress=bar.update, **open_options(args))
     print(f"wrote {args.output} ({_num(os.path.getsize(args.output))} bytes)", file=sys.stderr)
     return 0
 
@@ -431,7 +426,7 @@ def _cmd_set(args: argparse.Namespace) -> int:
         f.set(args.key, value, t, e)
 
     with Progress(file_size(args.file), "write") as bar:
-        result = edit.edit_file(args.file, apply, output=args.output, progress=bar.update)
+        result = edit.edit_file(args.file, apply, output=args.output, progress=bar.update, **read_options(args))
     return _report_edit(f"set {args.key}", result, args, key=args.key)
 
 
@@ -455,19 +450,21 @@ def _cmd_set_file(args: argparse.Namespace) -> int:
         f.set(args.key, value, old.type, old.element_type)
 
     with Progress(file_size(args.file), "write") as bar:
-        result = edit.edit_file(args.file, apply, output=args.output, progress=bar.update)
+        result = edit.edit_file(args.file, apply, output=args.output, progress=bar.update, **read_options(args))
     return _report_edit(f"set {args.key} from {args.path}", result, args, key=args.key)
 
 
 def _cmd_delete(args: argparse.Namespace) -> int:
     with Progress(file_size(args.file), "write") as bar:
-        result = edit.delete_key(args.file, args.key, output=args.output, progress=bar.update)
+        result = edit.delete_key(args.file, args.key, output=args.output, progress=bar.update, **read_options(args))
     return _report_edit(f"deleted {args.key}", result, args, key=args.key)
 
 
 def _cmd_rename(args: argparse.Namespace) -> int:
     with Progress(file_size(args.file), "write") as bar:
-        result = edit.rename_key(args.file, args.old, args.new, output=args.output, progress=bar.update)
+        result = edit.rename_key(
+            args.file, args.old, args.new, output=args.output, progress=bar.update, **read_options(args)
+        )
     return _report_edit(f"renamed {args.old} to {args.new}", result, args, old=args.old, new=args.new)
 
 
@@ -482,7 +479,7 @@ def _cmd_convert(args: argparse.Namespace) -> int:
             byte_order=args.byte_order,
             version=args.version,
             progress=bar.update,
-            storage_options=_storage(args),
+            **open_options(args),
         )
     if args.json:
         write_json({"command": "convert", "path": args.output, "bytes": os.path.getsize(args.output)}, indent=None)
@@ -508,7 +505,7 @@ def _cmd_split(args: argparse.Namespace) -> int:
             no_tensor_first_split=args.no_tensor_first_split,
             dry_run=args.dry_run,
             progress=bar.update,
-            storage_options=_storage(args),
+            **open_options(args),
         )
     for w in plan.warnings:
         print(f"gguf-schema: warning: {w}", file=sys.stderr)
@@ -527,8 +524,10 @@ def _cmd_merge(args: argparse.Namespace) -> int:
     local = not is_url(args.first_shard)  # a progress total for local shards (URLs: the bar has none)
     if local:
         durable.refuse_overwriting_inputs([out], [args.first_shard], command="merge")
-    with Progress(sum(file_size(p) for p in split_mod.shard_paths(args.first_shard)) if local else 0, "merge") as bar:
-        split_mod.merge(args.first_shard, out, progress=bar.update, storage_options=_storage(args))
+    options = open_options(args)
+    total = sum(file_size(p) for p in split_mod.shard_paths(args.first_shard, **options)) if local else 0
+    with Progress(total, "merge") as bar:
+        split_mod.merge(args.first_shard, out, progress=bar.update, **options)
     print(f"wrote {out} ({_num(os.path.getsize(out))} bytes)", file=sys.stderr)
     return 0
 
@@ -538,7 +537,7 @@ def _cmd_recover(args: argparse.Namespace) -> int:
     for path in args.files:
         try:
             done = durable.recover(path)
-            with gguf_open(path) as f:  # it must read again
+            with open_file(args, path) as f:  # it must read again
                 state = f"it reads: {len(f.fields)} keys, {len(f.tensor_list)} tensors"
         except GGUFError as e:
             print(f"gguf-schema: error: {path}: {e}", file=sys.stderr)
@@ -576,9 +575,9 @@ def _side(model: Any, d: diff_mod.Difference) -> Any:
 
 def _cmd_diff(args: argparse.Namespace) -> int:
     options = open_options(args)
-    a = split_mod.open_model(args.a, storage_options=options["storage_options"])
+    a = split_mod.open_model(args.a, **options)
     try:
-        b = split_mod.open_model(args.b, storage_options=options["storage_options"])
+        b = split_mod.open_model(args.b, **options)
         try:
             total = 0 if args.no_data else sum(t.nbytes for t in a.tensor_list if t.name in b.tensors) * 2
             with Progress(total, "hashing") as bar:

@@ -61,6 +61,7 @@ __all__ = [
     "output_streams",
     "parse_limit",
     "positive_int",
+    "read_options",
     "to_json",
     "truncation",
     "visible",
@@ -234,14 +235,22 @@ def add_open_options(parser: argparse.ArgumentParser, *, suppress: bool = False)
     )
 
 
-def open_options(args: argparse.Namespace) -> dict[str, Any]:
-    """The keyword arguments of :func:`gguf_schema.reader.read` the command line asks for."""
+def read_options(args: argparse.Namespace) -> dict[str, Any]:
+    """``limits`` and ``mmap`` as the command line asks (``--limit``, ``--no-mmap``): the keyword
+    arguments every library function that reads a local GGUF file takes (edits)."""
     limits = (getattr(args, "limit_before", None) or []) + (getattr(args, "limit_after", None) or [])
     return {
         "limits": Limits(**dict(limits)) if limits else None,
         "mmap": not (getattr(args, "no_mmap", False) or getattr(args, "no_mmap_after", False)),
-        "storage_options": getattr(args, "storage_options", None),
     }
+
+
+def open_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The keyword arguments of :func:`gguf_schema.reader.read` the command line asks for:
+    :func:`read_options` and ``storage_options`` (``--storage-option``). Every command passes them,
+    as ``**open_options(args)``, to the library function that reads its files (``tools``, ``audit``),
+    which takes the same keywords as :func:`gguf_schema.open`."""
+    return {**read_options(args), "storage_options": getattr(args, "storage_options", None)}
 
 
 def open_file(args: argparse.Namespace, path: str, *, lazy: bool = False) -> GGUFFile:

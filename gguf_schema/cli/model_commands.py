@@ -26,7 +26,7 @@ from ..errors import GGUFError
 from ..tools.estimate import CACHE_TYPES, Estimate, estimate
 from ..tools.export import DTYPES, export_safetensors
 from ..tools.split import open_model
-from .conventions import write, write_json
+from .conventions import open_options, write, write_json
 from .progress import Progress
 
 __all__ = ["register_cli"]
@@ -123,7 +123,7 @@ def estimate_text(e: Estimate, path: str) -> str:
 
 @_argument_errors
 def _cmd_estimate(args: argparse.Namespace) -> int:
-    model = open_model(args.file, lazy=True, storage_options=getattr(args, "storage_options", None))
+    model = open_model(args.file, lazy=True, **open_options(args))
     try:
         e = estimate(
             model,
@@ -156,7 +156,9 @@ def _cmd_export(args: argparse.Namespace) -> int:
         bar.update(done - bar.done)
 
     try:
-        result = export_safetensors(args.file, args.output, dtype=args.dtype, tensors=args.tensors, progress=progress)
+        result = export_safetensors(
+            args.file, args.output, dtype=args.dtype, tensors=args.tensors, progress=progress, **open_options(args)
+        )
     finally:
         bar.close()
     print(

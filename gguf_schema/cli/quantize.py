@@ -23,7 +23,7 @@ from ..errors import GGUFError
 from ..format.types import GGMLType
 from ..tensors import CODECS, QUANTIZE_TYPES
 from ..tools.requantize import RequantizeResult, TensorReport, parse_tensor_type, requantize
-from .conventions import EXIT_ERROR, positive_int, write, write_json
+from .conventions import EXIT_ERROR, open_options, positive_int, write, write_json
 from .progress import Progress
 
 __all__ = ["register_cli"]
@@ -119,8 +119,8 @@ def _cmd_quantize(args: argparse.Namespace) -> int:
             threads=args.threads,
             dry_run=args.dry_run,
             progress=progress,
-            storage_options=getattr(args, "storage_options", None),
             on_plan=planned,
+            **open_options(args),
         )
     except ValueError as e:
         if isinstance(e, GGUFError):  # bad input files: reported by main

@@ -19,7 +19,7 @@ from typing import Any
 from ..check import PROFILES
 from ..errors import GGUFError
 from ..tools.scan import THREADS, ScanRecord, expand, scan, write_parquet
-from .conventions import positive_int, write_json
+from .conventions import open_options, positive_int, write_json
 
 __all__ = ["register_cli"]
 
@@ -52,7 +52,7 @@ def _cmd_scan(args: argparse.Namespace) -> int:
     if not paths:
         raise GGUFError(f"no file matches {' '.join(args.patterns)}")
     profiles = tuple(args.profile) if args.profile else PROFILES
-    records = scan(paths, profiles=profiles, threads=args.threads, storage_options=options)
+    records = scan(paths, profiles=profiles, threads=args.threads, **open_options(args))
     if args.parquet:
         write_parquet(records, args.parquet)
         print(f"wrote {args.parquet} ({len(records)} records)", file=sys.stderr)

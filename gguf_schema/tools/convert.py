@@ -26,6 +26,7 @@ from collections.abc import Mapping
 from typing import IO, Any, Union
 
 from ..durable import refuse_overwriting_inputs
+from ..format.limits import Limits
 from ..reader import read
 from ..writer import Progress, save_file
 
@@ -42,6 +43,8 @@ def convert(
     version: int | None = None,
     progress: Progress | None = None,
     storage_options: Mapping[str, Any] | None = None,
+    limits: Limits | None = None,
+    mmap: bool = True,
 ) -> None:
     """Write ``source`` to ``target`` in another byte order and/or format version.
 
@@ -51,6 +54,8 @@ def convert(
         byte_order: "little" or "big" (default: unchanged).
         version: 1, 2 or 3 (default: unchanged). ggml reads versions 2 and 3 only.
         progress: called with the number of bytes written, as they are written.
+        limits: resource limits for reading ``source``, as in :func:`gguf_schema.open`.
+        mmap: map a local ``source`` (default) or read it with positioned reads (``False``).
 
     Raises :class:`~gguf_schema.errors.GGUFError` for an unreadable source, a tensor of an
     unknown or removed type, or an invalid byte order or version.
@@ -60,7 +65,7 @@ def convert(
     if version not in (None, 1, 2, 3):
         raise ValueError(f"version must be 1, 2 or 3, got {version!r}")
     refuse_overwriting_inputs([target], [source], command="convert")
-    with read(source, storage_options=storage_options) as f:
+    with read(source, storage_options=storage_options, limits=limits, mmap=mmap) as f:
         for t in f.tensor_list:  # fail before writing anything if a tensor cannot be converted
             if byte_order not in (None, f.byte_order):
                 t.nbytes  # noqa: B018 - raises GGUFFormatError for an unknown or removed type

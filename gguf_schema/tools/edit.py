@@ -47,7 +47,8 @@ from typing import Any, Union
 import numpy as np
 
 from ..durable import check_same_file, expect_same_file, locked_open, write_in_place
-from ..format.source import MappedSource
+from ..format.limits import Limits
+from ..format.source import MappedSource, PositionedSource
 from ..format.types import ValueType
 from ..model import GGUFFile
 from ..reader import read
@@ -81,6 +82,8 @@ def edit_file(
     progress: Progress | None = None,
     sync: bool = True,
     lock_timeout: float | None = 60.0,
+    limits: Limits | None = None,
+    mmap: bool = True,
 ) -> EditResult:
     """Apply ``edit`` (a function changing an open :class:`GGUFFile`'s metadata) to a file.
 
@@ -96,6 +99,9 @@ def edit_file(
         sync: fsync before the change counts as done (default); False is faster and may lose
             the change (never the old file) in a power cut.
         lock_timeout: seconds to wait for another editor of the same file (None: wait for ever).
+        limits: resource limits for reading the file, as in :func:`gguf_schema.open`.
+        mmap: map the file (default), or read it with positioned reads (``False``), as in
+            :func:`gguf_schema.open`; the lock and the in-place write are the same either way.
 
     >>> import os, tempfile, gguf_schema
     >>> p = os.path.join(tempfile.mkdtemp(), "v.gguf")
@@ -110,14 +116,14 @@ def edit_file(
     if out is not None and os.path.exists(out) and os.path.samefile(src, out):
         out = None
     if out is not None:
-        with read(src, lazy=True) as f:
+        with read(src, lazy=True, limits=limits, mmap=mmap) as f:
             edit(f)
             save_file(f, out, progress=progress, sync=sync)
         return EditResult(out, False, os.path.getsize(out))
     with (
         locked_open(src, write=True, timeout=lock_timeout) as (fd, st),
-        _held_source(fd, src) as source,
-        read(source, lazy=True) as f,
+        _held_source(fd, src, mmap) as source,
+        read(source, lazy=True, limits=limits) as f,
     ):
         old_alignment = f.alignment
         edit(f)
@@ -141,9 +147,11 @@ def edit_file(
     return EditResult(src, False, os.path.getsize(src))
 
 
-def _held_source(fd: int, name: str) -> MappedSource:
-    """The locked descriptor as a source to parse (not closed by it, not locked again by the reader)."""
-    source = MappedSource(os.fdopen(fd, "rb", closefd=False), name, owned=True)
+def _held_source(fd: int, name: str, mmap: bool) -> MappedSource | PositionedSource:
+    """The locked descriptor as a source to parse (not closed by it, not locked again by the reader):
+    mapped, or read with positioned reads (``mmap=False``)."""
+    kind = MappedSource if mmap else PositionedSource
+    source = kind(os.fdopen(fd, "rb", closefd=False), name, owned=True)
     source.lock_held = True
     return source
 
@@ -192,13 +200,30 @@ def set_key(
     *,
     output: PathLike | None = None,
     progress: Progress | None = None,
+    limits: Limits | None = None,
+    mmap: bool = True,
 ) -> EditResult:
-    """Set metadata ``key`` to ``value`` (an existing key keeps its stored type unless ``type`` is given)."""
-    return edit_file(path, lambda f: f.set(key, value, type, element_type), output=output, progress=progress)
+    """Set metadata ``key`` to ``value`` (an existing key keeps its stored type unless ``type`` is given);
+    the keyword arguments as in :func:`edit_file`."""
+    return edit_file(
+        path,
+        lambda f: f.set(key, value, type, element_type),
+        output=output,
+        progress=progress,
+        limits=limits,
+        mmap=mmap,
+    )
 
 
 def set_key_from_file(
-    path: PathLike, key: str, source: PathLike, *, output: PathLike | None = None, progress: Progress | None = None
+    path: PathLike,
+    key: str,
+    source: PathLike,
+    *,
+    output: PathLike | None = None,
+    progress: Progress | None = None,
+    limits: Limits | None = None,
+    mmap: bool = True,
 ) -> EditResult:
     """Set ``key`` to the contents of the text file ``source`` as a STRING (e.g. a chat template).
 
@@ -206,18 +231,38 @@ def set_key_from_file(
     """
     with open(source, "rb") as fh:
         text = fh.read().decode("utf-8", "surrogateescape")
-    return edit_file(path, lambda f: f.set(key, text, ValueType.STRING), output=output, progress=progress)
+    return edit_file(
+        path,
+        lambda f: f.set(key, text, ValueType.STRING),
+        output=output,
+        progress=progress,
+        limits=limits,
+        mmap=mmap,
+    )
 
 
 def delete_key(
-    path: PathLike, key: str, *, output: PathLike | None = None, progress: Progress | None = None
+    path: PathLike,
+    key: str,
+    *,
+    output: PathLike | None = None,
+    progress: Progress | None = None,
+    limits: Limits | None = None,
+    mmap: bool = True,
 ) -> EditResult:
     """Remove every occurrence of metadata ``key``; raises :class:`~gguf_schema.reader.GGUFKeyError` if absent."""
-    return edit_file(path, lambda f: f.delete(key), output=output, progress=progress)
+    return edit_file(path, lambda f: f.delete(key), output=output, progress=progress, limits=limits, mmap=mmap)
 
 
 def rename_key(
-    path: PathLike, old: str, new: str, *, output: PathLike | None = None, progress: Progress | None = None
+    path: PathLike,
+    old: str,
+    new: str,
+    *,
+    output: PathLike | None = None,
+    progress: Progress | None = None,
+    limits: Limits | None = None,
+    mmap: bool = True,
 ) -> EditResult:
     """Rename metadata key ``old`` to ``new``, keeping its position, type and value."""
-    return edit_file(path, lambda f: f.rename(old, new), output=output, progress=progress)
+    return edit_file(path, lambda f: f.rename(old, new), output=output, progress=progress, limits=limits, mmap=mmap)

@@ -53,6 +53,7 @@ import numpy as np
 
 from ..durable import atomic_replace
 from ..errors import GGUFBuildError, GGUFFormatError
+from ..format.limits import Limits
 from ..format.types import GGMLType, ValueType
 from ..format.values import Field
 from ..tensors import quantize
@@ -108,6 +109,9 @@ def export_safetensors(
     tensors: str | re.Pattern[str] | None = None,
     progress: Callable[[int, int], None] | None = None,
     sync: bool = True,
+    storage_options: Mapping[str, Any] | None = None,
+    limits: Limits | None = None,
+    mmap: bool = True,
 ) -> ExportResult:
     """Write the tensors of ``source`` as a safetensors file ``target`` (see the module docstring).
 
@@ -119,6 +123,8 @@ def export_safetensors(
         tensors: a regular expression: only tensors whose name it matches (``re.search``) are written.
         progress: called as ``progress(done_bytes, total_bytes)`` of tensor data after each chunk.
         sync: fsync the new file before it replaces ``target``.
+        storage_options, limits, mmap: how a ``source`` given by path or URL is read, as in
+            :func:`gguf_schema.open` (ignored for an open model).
 
     Returns:
         An :class:`ExportResult`.
@@ -134,7 +140,7 @@ def export_safetensors(
     pattern = _pattern(tensors)
     if isinstance(source, (str, os.PathLike)):
         _refuse_overwrite([source], target)
-        with open_model(source) as model:
+        with open_model(source, storage_options=storage_options, limits=limits, mmap=mmap) as model:
             _refuse_overwrite(getattr(model, "paths", [source]), target)
             return _export(model, target, dtype, pattern, progress, sync)
     if not hasattr(source, "tensor_list") or not hasattr(source, "fields"):

@@ -53,6 +53,7 @@ from typing import Union
 import numpy as np
 
 from ..errors import GGUFFormatError, GGUFTruncatedError
+from ..format.limits import Limits
 from ..format.source import open_source
 from ..format.types import GGMLType
 from ..model import GGUFFile, Tensor
@@ -68,11 +69,13 @@ REQUIRED_KEYS = ("imatrix.datasets", "imatrix.chunk_count", "imatrix.chunk_size"
 _SUMS, _COUNTS = ".in_sum2", ".counts"
 
 
-def load_imatrix(source: ImatrixSource) -> dict[str, np.ndarray]:
+def load_imatrix(source: ImatrixSource, *, limits: Limits | None = None, mmap: bool = True) -> dict[str, np.ndarray]:
     """Read an importance matrix file (GGUF or legacy ``.dat``, see the module docstring).
 
     Args:
         source: a path, or the file's bytes.
+        limits: resource limits for reading a GGUF imatrix, as in :func:`gguf_schema.open`.
+        mmap: map a local file (default) or read it with positioned reads (``False``).
 
     Returns:
         dict weight tensor name -> flat float32 array of per-column weights, sorted by name.
@@ -91,10 +94,10 @@ def load_imatrix(source: ImatrixSource) -> dict[str, np.ndarray]:
     """
     if not isinstance(source, (str, os.PathLike, bytes, bytearray, memoryview)):
         raise TypeError(f"load_imatrix takes a path or the file's bytes, got {type(source).__name__}")
-    with open_source(source) as src:
+    with open_source(source, mmap=mmap) as src:
         if bytes(src.view(0, min(4, src.size))) != b"GGUF":
             return _load_legacy(bytes(src.view(0, src.size)), src.name)
-    with gguf_open(source) as f:
+    with gguf_open(source, limits=limits, mmap=mmap) as f:
         return _load_gguf(f)
 
 

@@ -45,6 +45,7 @@ import numpy as np
 
 from ..durable import refuse_overwriting_inputs
 from ..errors import GGUFBuildError
+from ..format.limits import Limits
 from ..format.types import GGMLType, ValueType, type_name
 from ..format.values import BoolByte, Field, GGUFArray, make_field
 from ..model import GGUFFile
@@ -447,6 +448,9 @@ def build(
     tensors_from: Any = None,
     progress: Progress | None = None,
     sync: bool = True,
+    storage_options: Mapping[str, Any] | None = None,
+    limits: Limits | None = None,
+    mmap: bool = True,
 ) -> None:
     """Write the GGUF file a JSON document describes to ``target`` (a path, written atomically, or a stream).
 
@@ -455,14 +459,16 @@ def build(
     original file comes back byte for byte); otherwise each tensor is taken by name (type and
     dims must match; byte order converted) and written at the document's offsets, or at
     fresh contiguous offsets when the document gives none. ``target`` may not be ``tensors_from``
-    (refused before anything is written: an input is never overwritten).
+    (refused before anything is written: an input is never overwritten). A ``tensors_from``
+    given by path or URL is read as ``storage_options``, ``limits`` and ``mmap`` say (as in
+    :func:`gguf_schema.open`).
     """
     model = doc if isinstance(doc, JSONModel) else from_json(doc)
     refuse_overwriting_inputs(
         [target], [tensors_from.name if isinstance(tensors_from, GGUFFile) else tensors_from], command="build"
     )
     own = tensors_from is not None and not isinstance(tensors_from, GGUFFile)
-    src = read(tensors_from) if own else tensors_from
+    src = read(tensors_from, storage_options=storage_options, limits=limits, mmap=mmap) if own else tensors_from
     variant: dict[str, Any] = {
         "version": model.version,
         "byte_order": model.byte_order,

@@ -67,6 +67,7 @@ import numpy as np
 
 from ..durable import refuse_overwriting_inputs
 from ..errors import GGUFBuildError
+from ..format.limits import Limits
 from ..format.source import is_url
 from ..format.types import FileType, GGMLType, ValueType, tensor_nbytes
 from ..format.values import Field, make_field
@@ -349,12 +350,12 @@ def _fitting_type(t: Tensor, want: GGMLType) -> tuple[GGMLType, str | None]:
     return GGMLType.F16, f"{why}, nor of {fallback.name}'s ({fallback.block_size}): fallback F16"
 
 
-def _load_weights(imatrix: ImatrixArg) -> Mapping[str, np.ndarray] | None:
+def _load_weights(imatrix: ImatrixArg, reading: dict[str, Any]) -> Mapping[str, np.ndarray] | None:
     if imatrix is None:
         return None
     if isinstance(imatrix, Mapping):
         return imatrix
-    return load_imatrix(imatrix)
+    return load_imatrix(imatrix, **reading)
 
 
 def plan_requantize(
@@ -516,18 +517,19 @@ def _refuse_input_as_output(model: Model, target: PathLike) -> None:
     refuse_overwriting_inputs([target], [p for p in paths if p is not None], command="quantize")
 
 
-def _open(src: PathLike, storage_options: Mapping[str, Any] | None) -> Model:
+def _open(src: PathLike, storage_options: Mapping[str, Any] | None, reading: dict[str, Any]) -> Model:
     """The model, a single local file read with positioned reads rather than mapped: a mapped file's
     pages stay resident as they are read, so the process would grow by the whole input; read this
-    way each chunk of rows is read when it is needed and dropped after. Split models are mapped.
-    Vocabularies stay undecoded (``lazy``): the writer copies records it does not change as stored."""
+    way each chunk of rows is read when it is needed and dropped after. Split models are mapped
+    (unless ``reading`` says ``mmap=False``). Vocabularies stay undecoded (``lazy``): the writer
+    copies records it does not change as stored. ``reading``: ``limits`` and ``mmap``, for every read."""
     if is_url(os.fspath(src)):
-        return open_model(src, lazy=True, storage_options=storage_options)
-    probe = open_model(src, lazy=True)
+        return open_model(src, lazy=True, storage_options=storage_options, **reading)
+    probe = open_model(src, lazy=True, **reading)
     if isinstance(probe, SplitModel):
         return probe
     probe.close()
-    return read(src, mmap=False, lazy=True)
+    return read(src, lazy=True, limits=reading["limits"], mmap=False)
 
 
 def requantize(
@@ -543,6 +545,8 @@ def requantize(
     progress: Progress | None = None,
     storage_options: Mapping[str, Any] | None = None,
     on_plan: Callable[[RequantizeResult], None] | None = None,
+    limits: Limits | None = None,
+    mmap: bool = True,
 ) -> RequantizeResult:
     """Write ``src`` requantized to ``type`` as ``dst`` (see the module docstring for the rules).
 
@@ -572,6 +576,10 @@ def requantize(
         storage_options: fsspec options for a URL.
         on_plan: called with the plan once it is complete, before anything is written (the
             command line prints fallbacks and sizes the progress bar there).
+        limits: resource limits for reading the model and a GGUF imatrix file, as in
+            :func:`gguf_schema.open`.
+        mmap: ``False``: nothing is mapped (a split model's shards and an imatrix file are read
+            with positioned reads too; a single local model file always is).
 
     Returns:
         A :class:`RequantizeResult`; after a write, each tensor's RMS error against its input.
@@ -592,8 +600,9 @@ def requantize(
     target = _writable_type(type)
     if is_url(os.fspath(dst)):
         raise ValueError(f"the output must be a local path, got the URL {os.fspath(dst)!r}")
-    weights_by_name = _load_weights(imatrix)
-    model = _open(src, storage_options)
+    reading: dict[str, Any] = {"limits": limits, "mmap": mmap}
+    weights_by_name = _load_weights(imatrix, reading)
+    model = _open(src, storage_options, reading)
     try:
         _refuse_input_as_output(model, dst)
         result, weights = plan_requantize(

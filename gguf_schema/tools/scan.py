@@ -49,6 +49,7 @@ from typing import Any
 
 from ..check import PROFILES, check
 from ..errors import GGUFDependencyError, GGUFError, GGUFFormatError, shorten
+from ..format.limits import Limits
 from ..format.source import is_url
 from ..format.types import FileType
 from ..model import GGUFFile
@@ -152,19 +153,22 @@ def scan_file(
     *,
     profiles: Sequence[str] = PROFILES,
     storage_options: Mapping[str, Any] | None = None,
+    limits: Limits | None = None,
+    mmap: bool = True,
 ) -> ScanRecord:
     """The :class:`ScanRecord` of one file (a path or URL): its header only, checked under each of ``profiles``.
 
     Never raises for the file: whatever stops it being read is the record's ``error``. Plain and
     picklable, for engines that distribute work (see the module docstring). An unknown profile is
-    a ``ValueError``.
+    a ``ValueError``. ``storage_options``, ``limits`` and ``mmap`` as in :func:`gguf_schema.open`
+    (a file over a limit is a record with the :class:`~gguf_schema.errors.GGUFLimitError` as its error).
     """
     bad = [p for p in profiles if p not in PROFILES]
     if bad or isinstance(profiles, str):
         raise ValueError(f"profiles must be a list of {', '.join(PROFILES)}; got {profiles!r}")
     name = os.fspath(path)
     try:
-        with read(name, lazy=True, storage_options=storage_options) as f:
+        with read(name, lazy=True, storage_options=storage_options, limits=limits, mmap=mmap) as f:
             return _record(name, f, profiles)
     except GGUFFormatError as e:  # the file is there and is not a readable GGUF file
         return ScanRecord(
@@ -184,6 +188,8 @@ def scan(
     profiles: Sequence[str] = PROFILES,
     threads: int = THREADS,
     storage_options: Mapping[str, Any] | None = None,
+    limits: Limits | None = None,
+    mmap: bool = True,
 ) -> list[ScanRecord]:
     """The :class:`ScanRecord` of each file (paths or URLs), in the order given, read ``threads`` at a time.
 
@@ -192,6 +198,8 @@ def scan(
         profiles: the validation profiles whose verdicts each record carries.
         threads: files read at once (the work waits on I/O: more threads than cores help remote files).
         storage_options: for URLs, the options of their fsspec backend (credentials, endpoints).
+        limits: resource limits for reading each file (:class:`~gguf_schema.format.limits.Limits`).
+        mmap: map local files (default) or read them with positioned reads (``False``).
     """
     if isinstance(paths, (str, os.PathLike)):
         raise TypeError("paths must be a list of paths or URLs, not one string (see expand() for patterns)")
@@ -201,7 +209,12 @@ def scan(
     if not items:
         return []
     with ThreadPoolExecutor(max_workers=min(threads, len(items)), thread_name_prefix="gguf-scan") as pool:
-        return list(pool.map(lambda p: scan_file(p, profiles=profiles, storage_options=storage_options), items))
+        return list(
+            pool.map(
+                lambda p: scan_file(p, profiles=profiles, storage_options=storage_options, limits=limits, mmap=mmap),
+                items,
+            )
+        )
 
 
 _MAGIC = frozenset("*?[")

@@ -46,6 +46,7 @@ from typing import IO, Any, Union
 
 from ..durable import atomic_replace_set, refuse_overwriting_inputs
 from ..errors import GGUFBuildError, GGUFFileNotFoundError, GGUFFormatError, GGUFKeyError
+from ..format.limits import Limits
 from ..format.nodes import align_offset
 from ..format.source import is_url
 from ..format.types import ValueType
@@ -287,13 +288,16 @@ def split_plan(
     identity: bool = True,
     progress: Progress | None = None,
     storage_options: StorageOptions = None,
+    limits: Limits | None = None,
+    mmap: bool = True,
 ) -> SplitPlan:
     """Split ``source`` (a path or URL) into shards named ``<prefix>-0000i-of-0000n.gguf``; return the plan.
 
     Like :func:`split`, which returns the paths only. ``dry_run``: plan only, write nothing.
     ``identity``: write ``split.id`` in every shard. The returned plan's ``warnings`` say what
     the caller should tell the user (this library prints nothing). Refuses (before writing
-    anything) a shard name that is the source.
+    anything) a shard name that is the source. ``limits`` and ``mmap``: how the source is read,
+    as in :func:`gguf_schema.open`.
 
     >>> import os, tempfile, numpy as np, gguf_schema
     >>> d = tempfile.mkdtemp(); src = os.path.join(d, "m.gguf")
@@ -307,7 +311,7 @@ def split_plan(
     ['m.gguf']
     """
     src = os.fspath(source)
-    with read(src, storage_options=storage_options) as f:
+    with read(src, storage_options=storage_options, limits=limits, mmap=mmap) as f:
         plan, groups = _make_plan(f, src, prefix, max_size, max_tensors, no_tensor_first_split, identity)
         refuse_overwriting_inputs(plan.paths, [src], command="split")
         if dry_run:
@@ -341,13 +345,16 @@ def split(
     progress: Progress | None = None,
     storage_options: StorageOptions = None,
     no_tensor_first_split: bool = False,
+    limits: Limits | None = None,
+    mmap: bool = True,
 ) -> list[str]:
     """Split ``source`` (a path or URL) into shards named ``<prefix>-0000i-of-0000n.gguf``; returns their paths.
 
     The shards are written as a set (see the module docstring). Raises
     :class:`~gguf_schema.errors.GGUFBuildError` when neither limit is given, more than 65535
     shards would be needed, or a shard would be written over the source. ``storage_options``
-    are those of a URL's fsspec backend. :func:`split_plan` also returns the plan and warnings.
+    are those of a URL's fsspec backend; ``limits`` and ``mmap`` as in :func:`gguf_schema.open`.
+    :func:`split_plan` also returns the plan and warnings.
     """
     return split_plan(
         source,
@@ -357,21 +364,30 @@ def split(
         no_tensor_first_split=no_tensor_first_split,
         progress=progress,
         storage_options=storage_options,
+        limits=limits,
+        mmap=mmap,
     ).paths
 
 
-def shard_paths(first_shard: PathLike, *, storage_options: StorageOptions = None) -> list[str]:
+def shard_paths(
+    first_shard: PathLike,
+    *,
+    storage_options: StorageOptions = None,
+    limits: Limits | None = None,
+    mmap: bool = True,
+) -> list[str]:
     """The paths (or URLs) of all shards of the split model whose first shard is ``first_shard``.
 
     A file without ``split.count`` (or with a count of 1) is a model of one shard. The
     others are found by the naming convention ``<prefix>-0000i-of-0000n.gguf``; for a URL the
     convention applies to its path, and a query (``?download=true``) is kept on every shard's URL.
+    The first shard is read as ``storage_options``, ``limits`` and ``mmap`` say (see :func:`gguf_schema.open`).
 
     >>> shard_paths_named("https://host/m/x-00001-of-00003.gguf?download=true", 3)[1]
     'https://host/m/x-00002-of-00003.gguf?download=true'
     """
     first = os.fspath(first_shard)
-    with read(first, storage_options=storage_options) as f:
+    with read(first, storage_options=storage_options, limits=limits, mmap=mmap) as f:
         return _shard_paths_of(f, first)
 
 
@@ -509,20 +525,30 @@ class SplitModel:
         return f"SplitModel({self.name!r}, {len(self.shards)} shards, {len(self.fields)} keys, {len(self._tensor_list)} tensors)"
 
 
-def open_split(first_shard: PathLike, *, storage_options: StorageOptions = None, lazy: bool = False) -> SplitModel:
+def open_split(
+    first_shard: PathLike,
+    *,
+    storage_options: StorageOptions = None,
+    lazy: bool = False,
+    limits: Limits | None = None,
+    mmap: bool = True,
+) -> SplitModel:
     """Open a split model from its first shard (a path or URL): one object with its metadata and all tensors.
 
     Checks each shard's ``split.no`` and ``split.count``, and that ``split.tensors.count``
     equals the number of tensors found. A file that is not split opens as a model of one shard.
     The other shards of a URL are found next to it, by name (:func:`shard_paths`), and read
-    remotely too (``storage_options``: those of its fsspec backend). ``lazy`` as in :func:`gguf_schema.open`.
+    remotely too (``storage_options``: those of its fsspec backend). ``lazy``, ``limits`` and ``mmap``
+    as in :func:`gguf_schema.open`, for every shard.
     """
     first = os.fspath(first_shard)
-    return _open_shards(read(first, storage_options=storage_options, lazy=lazy), first, storage_options, lazy)
+    options: dict[str, Any] = {"storage_options": storage_options, "lazy": lazy, "limits": limits, "mmap": mmap}
+    return _open_shards(read(first, **options), first, options)
 
 
-def _open_shards(head: GGUFFile, first: str, storage_options: StorageOptions, lazy: bool) -> SplitModel:
-    """The split model whose first shard ``head`` (read from ``first``) is open already: the others read next to it."""
+def _open_shards(head: GGUFFile, first: str, options: dict[str, Any]) -> SplitModel:
+    """The split model whose first shard ``head`` (read from ``first``) is open already: the others read next
+    to it, with the same reading ``options`` (the keyword arguments of :func:`~gguf_schema.reader.read`)."""
     shards: list[GGUFFile] = [head]
     try:
         paths = _shard_paths_of(head, first)
@@ -534,7 +560,7 @@ def _open_shards(head: GGUFFile, first: str, storage_options: StorageOptions, la
                 raise GGUFFormatError(missing, path=p)
             else:
                 try:
-                    s = read(p, storage_options=storage_options, lazy=lazy)
+                    s = read(p, **options)
                 except GGUFFileNotFoundError as e:
                     raise GGUFFormatError(f"{missing} ({e.reason})", path=p) from None
                 shards.append(s)
@@ -585,27 +611,44 @@ def _check_shard(s: GGUFFile, p: str, i: int, count: int, first: GGUFFile) -> No
 
 
 def merge(
-    first_shard: PathLike, target: PathLike, *, progress: Progress | None = None, storage_options: StorageOptions = None
+    first_shard: PathLike,
+    target: PathLike,
+    *,
+    progress: Progress | None = None,
+    storage_options: StorageOptions = None,
+    limits: Limits | None = None,
+    mmap: bool = True,
 ) -> None:
     """Merge the shards of a split model (local, or URLs: see :func:`open_split`) into one local file (the
     first shard's metadata without the split keys, then every tensor in shard order, copied byte for byte).
 
     The output is written atomically; it may not be one of the shards (refused before anything is written).
+    ``limits`` and ``mmap``: how the shards are read, as in :func:`gguf_schema.open`.
     """
     first = os.fspath(first_shard)
-    inputs = [first] if is_url(first) or not os.path.exists(first) else shard_paths(first)
+    reading: dict[str, Any] = {"limits": limits, "mmap": mmap}
+    inputs = [first] if is_url(first) or not os.path.exists(first) else shard_paths(first, **reading)
     refuse_overwriting_inputs([target], inputs, command="merge")
-    with open_split(first_shard, storage_options=storage_options) as model:
+    with open_split(first_shard, storage_options=storage_options, **reading) as model:
         refuse_overwriting_inputs([target], model.paths, command="merge")
         fields = [x for x in model.fields.records if x.key not in _ALL_SPLIT_KEYS]
         planned = [plan_tensor(t.name, t, model.byte_order) for t in model.tensor_list]
         write_file(target, fields, planned, version=model.version, byte_order=model.byte_order, progress=progress)
 
 
-def open_model(path: PathLike, *, lazy: bool = False, storage_options: StorageOptions = None) -> GGUFFile | SplitModel:
+def open_model(
+    path: PathLike,
+    *,
+    lazy: bool = False,
+    storage_options: StorageOptions = None,
+    limits: Limits | None = None,
+    mmap: bool = True,
+) -> GGUFFile | SplitModel:
     """Open a GGUF file (a path or URL), or every shard of a split model (:func:`open_split`) when
-    ``path`` is its first shard; ``lazy`` and ``storage_options`` as in :func:`gguf_schema.open`."""
-    f = read(path, lazy=lazy, storage_options=storage_options)
+    ``path`` is its first shard; ``lazy``, ``storage_options``, ``limits`` and ``mmap`` as in
+    :func:`gguf_schema.open` (for every shard)."""
+    options: dict[str, Any] = {"storage_options": storage_options, "lazy": lazy, "limits": limits, "mmap": mmap}
+    f = read(path, **options)
     if "split.count" in f.fields and f.metadata.get("split.no") == 0 and f.metadata["split.count"] > 1:
-        return _open_shards(f, os.fspath(path), storage_options, lazy)
+        return _open_shards(f, os.fspath(path), options)
     return f

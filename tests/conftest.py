@@ -56,6 +56,14 @@ def demo_bytes(byte_order: str = "little", version: int = 3, **kw) -> bytes:
     return buf.getvalue()
 
 
+@pytest.fixture
+def demo(tmp_path: Path) -> Path:
+    """The demo model (every value type, F32/F16/Q8_0/I32 tensors) as a file of its own."""
+    p = tmp_path / "demo.gguf"
+    p.write_bytes(demo_bytes())
+    return p
+
+
 @pytest.fixture(
     params=[("little", 3), ("big", 3), ("little", 2), ("little", 1), ("big", 1)], ids=lambda p: f"{p[0]}-v{p[1]}"
 )

@@ -24,7 +24,7 @@ import pytest
 import gguf_schema
 from gguf_schema.cli.progress import Progress, progress_enabled
 
-from .conftest import VOCAB_FILES, demo_bytes
+from .conftest import VOCAB_FILES
 from .helpers import run_cli
 
 COMMANDS = [
@@ -57,13 +57,6 @@ def run_process(*args: object, env: dict | None = None) -> subprocess.CompletedP
 def tensor_hashes(path: Path) -> dict[str, str]:
     with gguf_schema.open(path) as f:
         return {t.name: hashlib.sha256(t.raw()).hexdigest() for t in f.tensor_list}
-
-
-@pytest.fixture
-def demo(tmp_path: Path) -> Path:
-    p = tmp_path / "demo.gguf"
-    p.write_bytes(demo_bytes())
-    return p
 
 
 @pytest.fixture

@@ -27,7 +27,7 @@ from gguf_schema.format.types import FileType, GGMLType, ValueType
 from gguf_schema.format.values import GGUFArray
 from gguf_schema.tools import edit
 
-from .conftest import SHARED, demo_bytes
+from .conftest import SHARED
 from .helpers import run_cli as run
 
 SEED_SPEC = SHARED / "seeds" / "000_d466ef7820170e32.txt"
@@ -39,13 +39,6 @@ def process(*args: object, env: dict[str, str] | None = None, **kw: object) -> s
     return subprocess.run(  # type: ignore[call-overload, no-any-return]
         [sys.executable, "-m", "gguf_schema", *map(str, args)], env=environ, **{"capture_output": True, **kw}
     )
-
-
-@pytest.fixture
-def demo(tmp_path: Path) -> Path:
-    p = tmp_path / "demo.gguf"
-    p.write_bytes(demo_bytes())
-    return p
 
 
 @pytest.fixture

@@ -16,15 +16,6 @@ from gguf_schema.errors import GGUFBuildError, GGUFKeyError
 from gguf_schema.tools.edit import delete_key, edit_file, rename_key, set_key, set_key_from_file
 from gguf_schema.writer import TensorInfo, header_bytes
 
-from .conftest import demo_bytes
-
-
-@pytest.fixture
-def demo(tmp_path: Path) -> Path:
-    p = tmp_path / "demo.gguf"
-    p.write_bytes(demo_bytes())
-    return p
-
 
 def hashes(p: Path) -> dict[str, str]:
     with gguf_schema.open(p) as f:

@@ -329,6 +329,7 @@ class RecordArray(IndexedArray):
 
 
 _TYPES = tuple(ValueType)  # by value: ValueType(i) is _TYPES[i]
+_STRING, _ARRAY = int(ValueType.STRING), int(ValueType.ARRAY)
 
 
 class KeyValueArray(RecordArray):
@@ -685,6 +686,16 @@ class ArrayItems(Construct):
         self.byte_order = byte_order
         self.length = struct.Struct(("<" if byte_order == "little" else ">") + length_format)
         self.nested = nested
+        self.head = struct.Struct(self.length.format[0] + "I" + self.length.format[1])  # an inner array's type, len
+        # by value type: (dtype in the file's order, native dtype, itemsize, empty read-only arrays eager and lazy)
+        self.numeric: dict[int, tuple[np.dtype, np.dtype, int, np.ndarray, np.ndarray]] = {}
+        for vt in ValueType:
+            if vt.is_numeric:
+                dtype = vt.numpy_dtype(byte_order)
+                native = dtype.newbyteorder("=")
+                eager, lazy = np.empty(0, native), np.empty(0, dtype)
+                eager.flags.writeable = lazy.flags.writeable = False
+                self.numeric[int(vt)] = (dtype, native, dtype.itemsize, eager, lazy)
 
     def _parse(self, stream: Any, context: Any, path: str) -> Any:
         r, base = _buffered(stream, context)
@@ -726,22 +737,65 @@ class ArrayItems(Construct):
     def _parse_arrays(self, r: ByteReader, n: int, context: Any, path: str) -> list[GGUFArray]:
         """``n`` arrays, each ``{type, len, items}``, read in one loop (no construct frames per element).
 
-        A failure is re-read through the declared struct (``nested``), which names it exactly.
+        The loop reads each inner header and, when the inner array passes the checks
+        :meth:`parse_items` makes (its count fits the bytes left and ``max_array_length``), reads
+        its body in place: numbers with one ``numpy.frombuffer`` (an empty one is a shared read-only
+        empty array), strings through the string walk, an empty array of arrays after the depth
+        check. Anything else (an inner array of arrays with items, a count that fails a check)
+        goes through :meth:`parse_items`, which raises the exact error; a header that is cut or
+        names no value type is re-read through the declared struct (``nested``), which names it.
         """
-        head = struct.Struct(self.length.format[0] + "I" + self.length.format[1])
-        data, out = r.data, []
+        head, hsize = self.head.unpack_from, self.head.size
+        numeric, lsize, types = self.numeric, self.length.size, _TYPES
+        params = context._params
+        lazy = bool(params.get("lazy"))
+        limits = limits_of(context)
+        max_len = limits.max_array_length
+        deeper = params.get("_depth", 1) + 1 <= min(limits.max_depth, MAX_SAFE_DEPTH)  # an inner ARRAY may open
+        new, frombuffer = object.__new__, np.frombuffer
+        data, size = r.data, r.size
+        pos = r.pos
+        out: list[GGUFArray] = [None] * n  # type: ignore[list-item]  # n arrays fit the bytes left (checked)
         for i in range(n):
-            start = r.pos
+            start = pos
             try:
-                vt, count = head.unpack_from(data, start)
-                r.pos = start + head.size
-                out.append(GGUFArray(ValueType(vt), self.parse_items(r, ValueType(vt), count, context, f"{path}[{i}]")))
-            except GGUFError:
-                raise
-            except (struct.error, ValueError):  # past the end, or not a value type: the struct says which
+                vt, count = head(data, start)
+                t = types[vt]
+            except (struct.error, IndexError):  # past the end, or not a value type: the struct says which
                 r.pos = start
                 self.nested._parsereport(r, context, f"{path}[{i}]")
                 raise GGUFFormatError("inconsistent array", offset=start, path=where(f"{path}[{i}]")) from None
+            pos = start + hsize
+            kind = numeric.get(vt)
+            items: Any
+            if kind is not None and count <= max_len and count * kind[2] <= size - pos:
+                if count == 0:
+                    items = kind[4] if lazy else kind[3]
+                else:
+                    items = frombuffer(data, kind[0], count, pos)
+                    if not lazy:
+                        items = items.astype(kind[1])  # a copy in native byte order
+                    items.flags.writeable = False
+                    pos += count * kind[2]
+            elif vt == _STRING and count <= max_len and count * lsize <= size - pos:
+                r.pos = pos
+                inner = f"{path}[{i}]"
+                items = (
+                    self._skip_strings(r, count, limits, inner)
+                    if lazy
+                    else self._parse_strings(r, count, limits, inner)
+                )
+                pos = r.pos
+            elif vt == _ARRAY and count == 0 and deeper:  # an empty array of arrays
+                items = []
+            else:
+                r.pos = pos
+                items = self.parse_items(r, t, count, context, f"{path}[{i}]")
+                pos = r.pos
+            a = new(GGUFArray)
+            a.type, a.items = t, items
+            out[i] = a
+        r.pos = pos
         return out
 
     def _parse_strings(self, r: ByteReader, n: int, limits: Limits, path: str) -> list[str]:

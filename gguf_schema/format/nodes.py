@@ -27,6 +27,7 @@ import struct
 from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any, NoReturn
 
 import numpy as np
@@ -52,6 +53,7 @@ __all__ = [
     "StringBytes",
     "StringValue",
     "TensorData",
+    "TensorInfo",
     "TensorInfoArray",
     "ValueTypeField",
     "Verbatim",
@@ -445,8 +447,32 @@ class KeyValueArray(RecordArray):
         return read
 
 
+class TensorInfo(Container):
+    """One ``gguf_tensor_info_t`` as :class:`TensorInfoArray` reads it: a construct ``Container`` whose fields
+    are also plain attributes.
+
+    Reading ``info.name`` from a ``Container`` goes through construct's ``__getattr__``, which Python calls
+    only after the normal lookup fails (about half a microsecond); here the lookup finds the field at once,
+    which counts when the reader takes four fields from each of 100,000 tensor infos. Everything else is
+    the ``Container`` (equal to one with the same items, built by the declared struct).
+
+    >>> info = TensorInfo(name="w", n_dimensions=1, dimensions=[4], type=0, offset=0)
+    >>> info.name, info["dimensions"], info == Container(name="w", n_dimensions=1, dimensions=[4], type=0, offset=0)
+    ('w', [4], True)
+    """
+
+    __slots__ = ["__recursion_lock__"]  # Container's own slot, so that its __setattr__ still finds it
+
+    name = property(itemgetter("name"))
+    n_dimensions = property(itemgetter("n_dimensions"))
+    dimensions = property(itemgetter("dimensions"))
+    type = property(itemgetter("type"))
+    offset = property(itemgetter("offset"))
+
+
 class TensorInfoArray(RecordArray):
-    """``gguf_tensor_info_t tensor_infos[tensor_count]``, read in one loop (see :class:`RecordArray`)."""
+    """``gguf_tensor_info_t tensor_infos[tensor_count]``, read in one loop (see :class:`RecordArray`); each
+    record a :class:`TensorInfo`."""
 
     def __init__(self, count: Any, subcon: Construct, min_size: Any, *, byte_order: str, size_t: int, limit: str):
         super().__init__(count, subcon, min_size, limit=limit, named=True)
@@ -479,7 +505,7 @@ class TensorInfoArray(RecordArray):
             pos += nd * lsize
             ggml_type, offset = tail.unpack_from(data, pos)
             r.pos = pos + tail.size
-            return Container(name=name, n_dimensions=nd, dimensions=dims, type=ggml_type, offset=offset)
+            return TensorInfo(name=name, n_dimensions=nd, dimensions=dims, type=ggml_type, offset=offset)
 
         return read
 

@@ -12,6 +12,7 @@ misplaced, overlapping and past the end, names with NULs and too long).
 
 from __future__ import annotations
 
+import io
 import struct
 from typing import Any
 
@@ -21,7 +22,8 @@ import pytest
 import gguf_schema
 from gguf_schema.check.loader import LoaderView, TensorColumns
 from gguf_schema.check.validate import PROFILES, _Checker, validate
-from gguf_schema.format.types import GGMLType, tensor_nbytes
+from gguf_schema.format.types import GGMLType, ValueType, tensor_nbytes
+from gguf_schema.format.values import make_field
 from gguf_schema.testing.malformed import ggml_edge_cases, malformed_cases, many_tensors_file
 
 from .conftest import demo_bytes
@@ -203,3 +205,34 @@ def test_columns_values():
             if c.sized[i]:
                 assert c.nbytes[i] == tensor_nbytes(GGMLType(t.type), t.dims)
         assert c.small.any() and (~c.small).any() and c.sized.any()
+
+
+# ----------------------------------------------------------------------- keys: the file's own index, no second map
+
+
+@pytest.mark.parametrize("keys", [["a", "b", "a", "c", "b", "a"], ["a", "c\0x", "b", "c", "a", "c\0x"], ["x", "y"]])
+def test_repeated_keys_are_named_with_the_first_offset(keys):
+    """GGUF-E023 (ggml) and GGUF-W004 (spec) name every repeat and the offset of the first record with that key;
+    keys equal as C strings only are the shadows (GGUF-W011), and ``find`` answers as ggml's lookup does."""
+    data = io.BytesIO()
+    gguf_schema.save(data, [make_field(k, i, ValueType.UINT32) for i, k in enumerate(keys)], sync=False)
+    with gguf_schema.open(data.getvalue()) as f:
+        records = f.fields.records
+        first: dict[str, int] = {}
+        want = []
+        for r in records:
+            if r.key in first:
+                want.append((r.offset, r.key, f"first at offset {first[r.key]}"))
+            else:
+                first[r.key] = r.offset
+        view = LoaderView(f)
+        for name in {k.split("\0")[0] for k in keys} | {"absent", "c\0x"}:
+            found = view.find(name)
+            expect = next((r for r in records if r.key.split("\0")[0] == name), None) if "\0" not in name else None
+            assert found is expect, name
+    for profile, rule in (("ggml", "GGUF-E023"), ("spec", "GGUF-W004")):
+        got = [(x.offset, x.name, x.message) for x in validate(data.getvalue(), profile).findings if x.rule == rule]
+        assert [(o, n) for o, n, _ in got] == [(o, n) for o, n, _ in want]
+        assert all(m.endswith(w + ")") or m.endswith(w) for (_, _, m), (_, _, w) in zip(got, want, strict=True))
+    shadows = [x.name for x in validate(data.getvalue(), "ggml").findings if x.rule == "GGUF-W011"]
+    assert shadows == (["c"] if "c\0x" in keys else [])

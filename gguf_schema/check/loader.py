@@ -297,25 +297,24 @@ class LoaderView:
 
     def __init__(self, f: GGUFFile):
         self.file = f
-        self.records: list[Field] = f.fields.records
+        self._fields = f.fields
+        self.records: list[Field] = self._fields.records
         self._tensor_list: list[Tensor] = f.tensor_list
-        self._first: dict[str, int] = {}
         #: indexes of the records whose key holds a NUL (the only ones that can shadow or be shadowed by another)
-        self._nul: list[int] = []
-        first = self._first
-        for i, fld in enumerate(self.records):
-            key = fld.key
-            if "\0" in key:
-                self._nul.append(i)
-                key = c_string(key)
-            if key not in first:
-                first[key] = i
+        self._nul: list[int] = [i for i, fld in enumerate(self.records) if "\0" in fld.key]
+        #: the first record of each key read as a C string; without a NUL in any key that is the file's own
+        #: index of keys (``Fields.position``), so no second map of every key is built
+        self._first: dict[str, int] | None = None
+        if self._nul:
+            first = self._first = {}
+            for i, fld in enumerate(self.records):
+                first.setdefault(c_string(fld.key), i)
 
     # ---------------------------------------------------------------- keys
 
     def find(self, key: str) -> Field | None:
         """The record ggml's ``gguf_find_key(key)`` returns: the first whose stored key, read up to its first NUL, is ``key``."""
-        i = self._first.get(key)
+        i = self._fields.position(key) if self._first is None else self._first.get(key)
         return None if i is None else self.records[i]
 
     def find_all(self, key: str) -> list[Field]:

@@ -627,11 +627,13 @@ class _Checker:
     # ---------------------------------------------------------------- keys and values
 
     def keys(self) -> None:
-        seen: dict[str, int | None] = {}
-        for fld in self.f.fields.records:
+        fields = self.f.fields
+        records = fields.records
+        repeats = len(fields) != len(records)  # some key is stored twice: Fields.position names the first
+        for i, fld in enumerate(records):
             key = fld.key
-            raw = self.key_bytes(fld)
             if self.profile == SPEC:
+                raw = self.key_bytes(fld)
                 if not _KEY_SYNTAX.fullmatch(key):
                     self.add(
                         "GGUF-E020",
@@ -646,14 +648,16 @@ class _Checker:
                     self.add("GGUF-E026", fld.offset, key, raw, "key is not valid UTF-8")
             elif key == "":
                 self.add("GGUF-E022", fld.offset, key, key, "empty key")
-            if key in seen:
+            first = fields.position(key) if repeats else i
+            if first is not None and first != i:
+                at = records[first].offset
                 if self.profile == GGML:
                     self.add(
                         "GGUF-E023",
                         fld.offset,
                         key,
                         key,
-                        f"key {shorten(key)} appears again (first at offset {seen[key]})",
+                        f"key {shorten(key)} appears again (first at offset {at})",
                     )
                 else:
                     self.add(
@@ -661,10 +665,8 @@ class _Checker:
                         fld.offset,
                         key,
                         key,
-                        f"key {shorten(key)} appears again (first at offset {seen[key]})",
+                        f"key {shorten(key)} appears again (first at offset {at})",
                     )
-            else:
-                seen[key] = fld.offset
         if self.profile == GGML:
             for sh in self.view.shadows:
                 for fld in sh.hidden:

@@ -818,7 +818,7 @@ class ArrayItems(Construct):
                 r.pos = pos
                 items = self.parse_items(r, t, count, context, f"{path}[{i}]")
                 pos = r.pos
-            a = new(GGUFArray)
+            a = new(GGUFArray)  # its __init__ converts the type through the enum again: half the cost of an empty array
             a.type, a.items = t, items
             out[i] = a
         r.pos = pos

@@ -99,6 +99,7 @@ def inner_arrays(w: Writer) -> list[bytes]:
     out.append(w.array(VT.STRING, 3, w.string(b"ab") + w.string(b"") + w.string(b"\xff\xc3\xa9")))
     out.append(w.array(VT.ARRAY, 0, b""))
     out.append(w.array(VT.ARRAY, 2, w.numbers(VT.INT16, [-3]) + w.array(VT.STRING, 1, w.string(b"x"))))
+    out.append(w.array(VT.ARRAY, 1, w.array(VT.ARRAY, 2, w.numbers(VT.UINT8, [9]) + w.array(VT.ARRAY, 0, b""))))
     return out
 
 
@@ -164,6 +165,8 @@ def test_every_element_type_reads_as_the_general_path_and_the_reference(order, v
         assert strings.items == ["ab", "", "\udcff\xe9"]
         deep = [a for a in arrays if a.type == VT.ARRAY][1]
         assert deep[0].type == VT.INT16 and deep[0].items.tolist() == [-3] and deep[1].items == ["x"]
+        deeper = [a for a in arrays if a.type == VT.ARRAY][2][0]  # three levels below the key's array
+        assert deeper.type == VT.ARRAY and deeper[0].items.tolist() == [9] and deeper[1].type == VT.ARRAY
         assert all(not a.items.flags.writeable for a in arrays if a.type.is_numeric)
         assert f.metadata["after"] == 5
 

@@ -766,10 +766,11 @@ class ArrayItems(Construct):
         The loop reads each inner header and, when the inner array passes the checks
         :meth:`parse_items` makes (its count fits the bytes left and ``max_array_length``), reads
         its body in place: numbers with one ``numpy.frombuffer`` (an empty one is a shared read-only
-        empty array), strings through the string walk, an empty array of arrays after the depth
-        check. Anything else (an inner array of arrays with items, a count that fails a check)
-        goes through :meth:`parse_items`, which raises the exact error; a header that is cut or
-        names no value type is re-read through the declared struct (``nested``), which names it.
+        empty array), strings through the string walk, arrays of arrays by this loop one level
+        deeper (after the depth check). Anything else (a count that fails a check, an array of
+        arrays past the depth limit) goes through :meth:`parse_items`, which raises the exact error;
+        a header that is cut or names no value type is re-read through the declared struct
+        (``nested``), which names it.
         """
         head, hsize = self.head.unpack_from, self.head.size
         numeric, lsize, types = self.numeric, self.length.size, _TYPES
@@ -777,7 +778,9 @@ class ArrayItems(Construct):
         lazy = bool(params.get("lazy"))
         limits = limits_of(context)
         max_len = limits.max_array_length
-        deeper = params.get("_depth", 1) + 1 <= min(limits.max_depth, MAX_SAFE_DEPTH)  # an inner ARRAY may open
+        depth = params.get("_depth", 1)  # this array's (``nested`` set it); an inner array of arrays is one deeper
+        deeper = depth + 1 <= min(limits.max_depth, MAX_SAFE_DEPTH)
+        min_array = 4 + lsize
         new, frombuffer = object.__new__, np.frombuffer
         data, size = r.data, r.size
         pos = r.pos
@@ -812,8 +815,17 @@ class ArrayItems(Construct):
                     else self._parse_strings(r, count, limits, inner)
                 )
                 pos = r.pos
-            elif vt == _ARRAY and count == 0 and deeper:  # an empty array of arrays
-                items = []
+            elif vt == _ARRAY and deeper and count <= max_len and count * min_array <= size - pos:
+                if count == 0:
+                    items = []
+                else:  # what ``nested`` does around parse_items, without its frames
+                    r.pos = pos
+                    params["_depth"] = depth + 1
+                    try:
+                        items = self._parse_arrays(r, count, context, f"{path}[{i}]")
+                    finally:
+                        params["_depth"] = depth
+                    pos = r.pos
             else:
                 r.pos = pos
                 items = self.parse_items(r, t, count, context, f"{path}[{i}]")

@@ -14,7 +14,11 @@ offsets the reader recorded (no second parser):
 * :class:`LoaderView` -- keys as C strings (:meth:`LoaderView.find`, :attr:`LoaderView.shadows`),
   the alignment ggml reads and whether it accepts it, the offset where ggml's data section starts,
   and each tensor as ggml describes it (:class:`GGMLTensor`: name cut at its first NUL, the four
-  int64 dimensions, the element count and byte size in ggml's own wrapping arithmetic).
+  int64 dimensions, the element count and byte size in ggml's own wrapping arithmetic);
+* :class:`TensorColumns` -- every tensor info at once as numpy columns, with the tensors whose
+  sizes are small enough for exact int64 arithmetic marked: the checks run on the columns and
+  build a :class:`GGMLTensor` only for the others (a file of 100,000 tensors costs no per-tensor
+  Python work beyond reading the columns).
 
 The ``ggml`` validation profile (:mod:`.validate`) and the file audit (:mod:`.audit`) both use it.
 
@@ -34,8 +38,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
+from itertools import chain
 
-from ..format.types import GGMLType, ValueType
+import numpy as np
+
+from ..format.types import GGML_TYPE_COUNT, GGMLType, ValueType
 from ..format.values import Field
 from ..model import GGUFFile, Tensor
 
@@ -47,6 +54,7 @@ __all__ = [
     "GGMLTensor",
     "LoaderView",
     "Shadow",
+    "TensorColumns",
     "c_string",
     "ggml_pad",
     "wrap_int64",
@@ -64,6 +72,12 @@ SIZE_MAX = 2**64 - 1
 
 #: (block size, type size) of each type ggml knows, looked up once
 _SIZES: dict[GGMLType, tuple[int, int]] = {t: (t.block_size, t.type_size) for t in GGMLType if not t.removed}
+#: the same by type id, for the columns (0 for an id ggml does not know or has removed)
+_BLOCK_SIZES = np.array([_SIZES.get(GGMLType(i), (0, 0))[0] for i in range(GGML_TYPE_COUNT)], np.int64)
+_TYPE_SIZES = np.array([_SIZES.get(GGMLType(i), (0, 0))[1] for i in range(GGML_TYPE_COUNT)], np.int64)
+#: a tensor is "small" when the float64 product of its dimensions is below this: the exact product is then
+#: below 2**53, and every size computed from it (times a type size of a few hundred bytes) fits in int64
+SMALL_ELEMENTS = float(2**52)
 
 
 def c_string(text: str) -> str:
@@ -199,6 +213,78 @@ class GGMLTensor:
         return total & SIZE_MAX
 
 
+@dataclass(frozen=True)
+class TensorColumns:
+    """Every tensor info of a file as numpy columns (row ``i`` is tensor ``i`` of ``tensor_list``).
+
+    Attributes:
+        n_dims: the stored number of dimensions (int64).
+        ne: the first four stored dimensions as unsigned 64-bit integers, 1 where a tensor has fewer.
+        type_id: the stored type id (int64).
+        block_size: elements per block of the type, 0 for an id ggml does not know or has removed (int64).
+        type_size: bytes per block, 0 likewise (int64).
+        small: at most four dimensions, each below 2**63 (not negative as int64), and their product
+            below 2**52 (exact: :data:`SMALL_ELEMENTS`). For these rows ``elements`` and ``nbytes``
+            are exact, and none of ggml's element-count or byte-size checks can fail.
+        elements: the exact element count where ``small`` (0 elsewhere).
+        nbytes: the exact byte size where ``small``, the type live and the row whole blocks: ggml's
+            ``ggml_nbytes`` and the spec's size alike (0 elsewhere, and for an empty tensor).
+        sized: the rows where ``nbytes`` is that size (``small``, a live type, whole blocks per row).
+        stored_offset: the offset as stored, relative to the data section (uint64).
+
+    >>> import io, gguf_schema, numpy as np
+    >>> buf = io.BytesIO()
+    >>> gguf_schema.save(buf, {}, {"a": np.zeros((3, 2), np.float32), "b": np.zeros(5, np.float16)})
+    >>> with gguf_schema.open(buf.getvalue()) as f:
+    ...     c = TensorColumns.of(f.tensor_list)
+    >>> c.ne.tolist(), c.elements.tolist(), c.nbytes.tolist(), c.sized.tolist()
+    ([[2, 3, 1, 1], [5, 1, 1, 1]], [6, 5], [24, 10], [True, True])
+    """
+
+    n_dims: np.ndarray
+    ne: np.ndarray
+    type_id: np.ndarray
+    block_size: np.ndarray
+    type_size: np.ndarray
+    small: np.ndarray
+    elements: np.ndarray
+    nbytes: np.ndarray
+    sized: np.ndarray
+    stored_offset: np.ndarray
+
+    @classmethod
+    def of(cls, tensors: list[Tensor]) -> TensorColumns:
+        """The columns of ``tensors`` (one pass over them in Python, the rest in numpy)."""
+        n = len(tensors)
+        dims = [t.dims for t in tensors]
+        n_dims = np.fromiter(map(len, dims), np.int64, n)
+        flat = np.fromiter(chain.from_iterable(dims), np.uint64, int(n_dims.sum()))  # every dim is a uint64
+        ne = np.ones((n, GGML_MAX_DIMS), np.uint64)
+        first = np.cumsum(n_dims) - n_dims
+        for j in range(GGML_MAX_DIMS):
+            has = n_dims > j
+            ne[has, j] = flat[first[has] + j]
+        type_id = np.fromiter((int(t.type) for t in tensors), np.int64, n)
+        known = type_id < GGML_TYPE_COUNT  # ids are uint32: never negative
+        index = np.where(known, type_id, 0)
+        block_size = np.where(known, _BLOCK_SIZES[index], 0)
+        type_size = np.where(known, _TYPE_SIZES[index], 0)
+        small = (
+            (n_dims <= GGML_MAX_DIMS)
+            & (ne <= INT64_MAX).all(axis=1)
+            & (ne.astype(np.float64).prod(axis=1) < SMALL_ELEMENTS)
+        )
+        signed = np.where(small[:, None], ne, np.uint64(0)).astype(np.int64)  # small rows: every dim below 2**63
+        with np.errstate(over="ignore"):  # a row with a 0 dimension may wrap on the way; its product is 0 all the same
+            elements = np.where(small, signed.prod(axis=1), 0)
+            live = block_size > 0
+            per_row = np.where(live, signed[:, 0] // np.maximum(block_size, 1), 0)
+            sized = small & live & (signed[:, 0] % np.maximum(block_size, 1) == 0)
+            nbytes = np.where(sized, per_row * type_size * signed[:, 1:].prod(axis=1), 0)
+        stored_offset = np.fromiter((t.stored_offset for t in tensors), np.uint64, n)
+        return cls(n_dims, ne, type_id, block_size, type_size, small, elements, nbytes, sized, stored_offset)
+
+
 class LoaderView:
     """What ggml's reader (and llama.cpp's loader above it) sees in an opened file.
 
@@ -211,24 +297,24 @@ class LoaderView:
 
     def __init__(self, f: GGUFFile):
         self.file = f
-        self.records: list[Field] = f.fields.records
-        self._first: dict[str, int] = {}
+        self._fields = f.fields
+        self.records: list[Field] = self._fields.records
+        self._tensor_list: list[Tensor] = f.tensor_list
         #: indexes of the records whose key holds a NUL (the only ones that can shadow or be shadowed by another)
-        self._nul: list[int] = []
-        first = self._first
-        for i, fld in enumerate(self.records):
-            key = fld.key
-            if "\0" in key:
-                self._nul.append(i)
-                key = c_string(key)
-            if key not in first:
-                first[key] = i
+        self._nul: list[int] = [i for i, fld in enumerate(self.records) if "\0" in fld.key]
+        #: the first record of each key read as a C string; without a NUL in any key that is the file's own
+        #: index of keys (``Fields.position``), so no second map of every key is built
+        self._first: dict[str, int] | None = None
+        if self._nul:
+            first = self._first = {}
+            for i, fld in enumerate(self.records):
+                first.setdefault(c_string(fld.key), i)
 
     # ---------------------------------------------------------------- keys
 
     def find(self, key: str) -> Field | None:
         """The record ggml's ``gguf_find_key(key)`` returns: the first whose stored key, read up to its first NUL, is ``key``."""
-        i = self._first.get(key)
+        i = self._fields.position(key) if self._first is None else self._first.get(key)
         return None if i is None else self.records[i]
 
     def find_all(self, key: str) -> list[Field]:
@@ -299,22 +385,29 @@ class LoaderView:
     @cached_property
     def tensors(self) -> list[GGMLTensor]:
         """Every tensor info, in file order, as ggml describes it."""
-        out = []
+        return [self.tensor(i) for i in range(len(self._tensor_list))]
+
+    def tensor(self, i: int) -> GGMLTensor:
+        """Tensor info ``i`` as ggml describes it (built on demand: the checks ask only for the unusual ones)."""
+        t = self._tensor_list[i]
+        raw = t.name.encode("utf-8", "surrogateescape")
+        dims = t.dims
         pad = (1, 1, 1, 1)
-        for t in self.file.tensor_list:
-            raw = t.name.encode("utf-8", "surrogateescape")
-            dims = t.dims
-            if len(dims) <= GGML_MAX_DIMS and all(0 <= d <= INT64_MAX for d in dims):
-                ne = (*dims, *pad[len(dims) :])
-            else:
-                ne = (*(wrap_int64(d) for d in dims[:GGML_MAX_DIMS]), *pad[min(len(dims), GGML_MAX_DIMS) :])
-            n = ne[0] * ne[1] * ne[2] * ne[3]
-            if not 0 <= n <= INT64_MAX:
-                n = wrap_int64(wrap_int64(wrap_int64(ne[0] * ne[1]) * ne[2]) * ne[3])
-            known = GGMLType(t.type) if t.type in _SIZES else None
-            name = raw.split(b"\0", 1)[0].decode("utf-8", "surrogateescape") if b"\0" in raw else t.name
-            out.append(GGMLTensor(t, name, len(raw), (ne[0], ne[1], ne[2], ne[3]), n, known))
-        return out
+        if len(dims) <= GGML_MAX_DIMS and all(0 <= d <= INT64_MAX for d in dims):
+            ne = (*dims, *pad[len(dims) :])
+        else:
+            ne = (*(wrap_int64(d) for d in dims[:GGML_MAX_DIMS]), *pad[min(len(dims), GGML_MAX_DIMS) :])
+        n = ne[0] * ne[1] * ne[2] * ne[3]
+        if not 0 <= n <= INT64_MAX:
+            n = wrap_int64(wrap_int64(wrap_int64(ne[0] * ne[1]) * ne[2]) * ne[3])
+        known = GGMLType(t.type) if t.type in _SIZES else None
+        name = raw.split(b"\0", 1)[0].decode("utf-8", "surrogateescape") if b"\0" in raw else t.name
+        return GGMLTensor(t, name, len(raw), (ne[0], ne[1], ne[2], ne[3]), n, known)
+
+    @cached_property
+    def columns(self) -> TensorColumns:
+        """Every tensor info as numpy columns (:class:`TensorColumns`)."""
+        return TensorColumns.of(self._tensor_list)
 
     def layout(self) -> tuple[list[int], int]:
         """The offset ggml requires of each tensor (each the sum of the padded sizes before it) and the padded total.

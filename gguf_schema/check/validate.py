@@ -627,11 +627,13 @@ class _Checker:
     # ---------------------------------------------------------------- keys and values
 
     def keys(self) -> None:
-        seen: dict[str, int | None] = {}
-        for fld in self.f.fields.records:
+        fields = self.f.fields
+        records = fields.records
+        repeats = len(fields) != len(records)  # some key is stored twice: Fields.position names the first
+        for i, fld in enumerate(records):
             key = fld.key
-            raw = self.key_bytes(fld)
             if self.profile == SPEC:
+                raw = self.key_bytes(fld)
                 if not _KEY_SYNTAX.fullmatch(key):
                     self.add(
                         "GGUF-E020",
@@ -646,14 +648,16 @@ class _Checker:
                     self.add("GGUF-E026", fld.offset, key, raw, "key is not valid UTF-8")
             elif key == "":
                 self.add("GGUF-E022", fld.offset, key, key, "empty key")
-            if key in seen:
+            first = fields.position(key) if repeats else i
+            if first is not None and first != i:
+                at = records[first].offset
                 if self.profile == GGML:
                     self.add(
                         "GGUF-E023",
                         fld.offset,
                         key,
                         key,
-                        f"key {shorten(key)} appears again (first at offset {seen[key]})",
+                        f"key {shorten(key)} appears again (first at offset {at})",
                     )
                 else:
                     self.add(
@@ -661,10 +665,8 @@ class _Checker:
                         fld.offset,
                         key,
                         key,
-                        f"key {shorten(key)} appears again (first at offset {seen[key]})",
+                        f"key {shorten(key)} appears again (first at offset {at})",
                     )
-            else:
-                seen[key] = fld.offset
         if self.profile == GGML:
             for sh in self.view.shadows:
                 for fld in sh.hidden:
@@ -773,6 +775,8 @@ class _Checker:
 
     def tensor_infos(self) -> None:
         seen: dict[bytes, str] = {}
+        # ggml's count and size checks cannot fail for a small tensor (TensorColumns.small): only the others are asked
+        small = self.view.columns.small.tolist() if self.profile == GGML else []
         for i, t in enumerate(self.f.tensor_list):
             raw = self.name_bytes(t)
             cut = raw.split(b"\0", 1)[0]
@@ -822,11 +826,11 @@ class _Checker:
                     len(t.dims),
                     f"{len(t.dims)} dimensions, at most 4 allowed",
                 )
-            elif self.profile == GGML:
+            elif self.profile == GGML and not small[i]:
                 self.ggml_shape(i)
 
     def ggml_shape(self, i: int) -> None:
-        g = self.view.tensors[i]
+        g = self.view.tensor(i)
         t = g.tensor
         n, gt = g.nelements, g.ggml_type
         if 0 < n < 2**62 and n == g.true_elements and min(g.ne) > 0 and gt is not None and n * gt.type_size < 2**64:
@@ -866,8 +870,15 @@ class _Checker:
                 f"byte size of dims {tuple(t.dims)} ({gt.name}) does not fit in size_t",
             )
 
+    def suspects(self, fine: np.ndarray) -> list[Tensor]:
+        """The tensors, in file order, that a check's columns do not clear (``fine`` False): the only ones it visits."""
+        tensors = self.f.tensor_list
+        return [tensors[i] for i in np.flatnonzero(~fine).tolist()]
+
     def tensor_types(self) -> None:
-        for t in self.f.tensor_list:
+        c = self.view.columns
+        whole = c.ne[:, 0] % np.maximum(c.block_size, 1).astype(np.uint64) == 0  # dims[0], or 1 without dims
+        for t in self.suspects((c.block_size > 0) & whole):
             if not isinstance(t.type, GGMLType):
                 self.add(
                     "GGUF-E003",
@@ -898,7 +909,18 @@ class _Checker:
     def tensor_bounds(self) -> None:
         # ggml's own data offset in the ggml profile (it may read general.alignment from another key)
         base = self.view.data_offset if self.profile == GGML else None
-        for t in self.f.tensor_list:
+        c, tensors = self.view.columns, self.f.tensor_list
+        # where each tensor's data starts, cleared only below 2**63 (no sum below wraps in uint64)
+        if base is None:
+            try:
+                starts = np.fromiter((t.offset for t in tensors), np.uint64, len(tensors))
+            except OverflowError:  # an offset past 2**64: every tensor is visited
+                starts = np.full(len(tensors), 2**64 - 1, np.uint64)
+        else:
+            low = (c.stored_offset < np.uint64(2**62)) & (base < 2**62)
+            starts = np.where(low, c.stored_offset + np.uint64(base % 2**62), np.uint64(2**63))
+        fine = c.sized & (starts < np.uint64(2**63)) & (starts + c.nbytes.astype(np.uint64) <= np.uint64(self.size))
+        for t in self.suspects(fine):
             nbytes = _nbytes(t)
             if nbytes is None:
                 continue
@@ -914,7 +936,9 @@ class _Checker:
 
     def offsets_aligned(self) -> None:
         a = self.f.alignment
-        for t in self.f.tensor_list:
+        c = self.view.columns
+        fine = c.stored_offset % np.uint64(a) == 0 if 0 < a < 2**64 else np.zeros(len(c.stored_offset), bool)
+        for t in self.suspects(fine):
             if t.stored_offset % a:
                 self.add(
                     "GGUF-E037",
@@ -960,25 +984,9 @@ class _Checker:
                 f"(the end of the tensor infos, {f.metadata_end}, padded to ALIGNMENT {a})",
             )
             return
-        size = 0
-        for g in view.tensors:
-            t = g.tensor
-            if t.stored_offset != size:
-                self.add(
-                    "GGUF-E038",
-                    self.offset_offset(t),
-                    t.name,
-                    t.stored_offset,
-                    f"offset {t.stored_offset}, ggml expects {size}",
-                )
-                return
-            padded = _pad(g.nbytes, a)
-            if _SIZE_MAX - size < padded:
-                self.add(
-                    "GGUF-E039", self.offset_offset(t), t.name, padded, f"data size {size} + {padded} overflows size_t"
-                )
-                return
-            size += padded
+        size = self.ggml_offsets(a)
+        if size is None:
+            return
         if f.tensor_list and data_offset + size > self.size:
             self.add(
                 "GGUF-E040",
@@ -987,6 +995,50 @@ class _Checker:
                 size,
                 f"data section needs {size} bytes from offset {data_offset}, the file has {max(0, self.size - data_offset)}",
             )
+
+    def ggml_offsets(self, a: int) -> int | None:
+        """Each tensor's offset against the sum of the padded sizes before it (GGUF-E038) and that sum's overflow
+        (GGUF-E039): the padded total, or None after a finding. In numpy when every tensor is sized and the
+        total is far below 2**63; else tensor by tensor in size_t arithmetic."""
+        c = self.view.columns
+        padded = (c.nbytes + (a - 1)) // a * a  # below 2**62 + a for a sized tensor
+        if c.sized.all() and float(padded.sum(dtype=np.float64)) < 2.0**62:
+            ends = np.cumsum(padded)
+            expected = ends - padded
+            wrong = np.flatnonzero(c.stored_offset != expected.astype(np.uint64))
+            if not wrong.size:
+                return int(ends[-1]) if ends.size else 0
+            i = int(wrong[0])
+            self.misplaced(self.f.tensor_list[i], int(expected[i]))
+            return None
+        size = 0
+        for g in self.view.tensors:
+            t = g.tensor
+            if t.stored_offset != size:
+                self.misplaced(t, size)
+                return None
+            padded_size = _pad(g.nbytes, a)
+            if _SIZE_MAX - size < padded_size:
+                self.add(
+                    "GGUF-E039",
+                    self.offset_offset(t),
+                    t.name,
+                    padded_size,
+                    f"data size {size} + {padded_size} overflows size_t",
+                )
+                return None
+            size += padded_size
+        return size
+
+    def misplaced(self, t: Tensor, expected: int) -> None:
+        """GGUF-E038: tensor ``t`` is not at the offset ggml computes for it."""
+        self.add(
+            "GGUF-E038",
+            self.offset_offset(t),
+            t.name,
+            t.stored_offset,
+            f"offset {t.stored_offset}, ggml expects {expected}",
+        )
 
     # ---------------------------------------------------------------- standardized keys (spec)
 

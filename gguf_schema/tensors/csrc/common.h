@@ -305,6 +305,19 @@ void qr_q5_k(const float *restrict x, uint8_t *restrict y, int64_t nrows, int64_
 void qr_q6_k(const float *restrict x, uint8_t *restrict y, int64_t nrows, int64_t n_per_row, const float *restrict imatrix);
 void qr_iq4_nl(const float *restrict x, uint8_t *restrict y, int64_t nrows, int64_t n_per_row, const float *restrict imatrix);
 void qr_iq4_xs(const float *restrict x, uint8_t *restrict y, int64_t nrows, int64_t n_per_row, const float *restrict imatrix);
+
+/* quantize_iq.c: row quantizers of the IQ lattice types; their lattices come from
+ * gguf_schema.tensors.grids at import; a row ggml would abort on leaves a message. */
+int quantize_iq_init(void);
+const char *quantize_iq_error(void);
+void quantize_rows_iq2_xxs(const float *restrict x, uint8_t *restrict y, int64_t nrows, int64_t n_per_row, const float *restrict imatrix);
+void quantize_rows_iq2_xs(const float *restrict x, uint8_t *restrict y, int64_t nrows, int64_t n_per_row, const float *restrict imatrix);
+void quantize_rows_iq2_s(const float *restrict x, uint8_t *restrict y, int64_t nrows, int64_t n_per_row, const float *restrict imatrix);
+void quantize_rows_iq3_xxs(const float *restrict x, uint8_t *restrict y, int64_t nrows, int64_t n_per_row, const float *restrict imatrix);
+void quantize_rows_iq3_s(const float *restrict x, uint8_t *restrict y, int64_t nrows, int64_t n_per_row, const float *restrict imatrix);
+void quantize_rows_iq1_s(const float *restrict x, uint8_t *restrict y, int64_t nrows, int64_t n_per_row, const float *restrict imatrix);
+void quantize_rows_iq1_m(const float *restrict x, uint8_t *restrict y, int64_t nrows, int64_t n_per_row, const float *restrict imatrix);
+
 Py_ssize_t first_nonfinite(const float *restrict x, Py_ssize_t n);
 
 #endif

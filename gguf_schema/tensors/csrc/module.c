@@ -48,18 +48,6 @@ enum ggml_type_id { /* ggml_type values (gguf_schema.format.types.GGMLType) */
     GGML_TYPE_IQ1_M = 29,
 };
 
-/* quantize_iq.c: row quantizers of the IQ lattice types; their lattices come from
- * gguf_schema.tensors.grids at import; a row ggml would abort on leaves a message. */
-int quantize_iq_init(void);
-const char *quantize_iq_error(void);
-void quantize_rows_iq2_xxs(const float *restrict x, uint8_t *restrict y, int64_t nrows, int64_t n_per_row, const float *restrict imatrix);
-void quantize_rows_iq2_xs(const float *restrict x, uint8_t *restrict y, int64_t nrows, int64_t n_per_row, const float *restrict imatrix);
-void quantize_rows_iq2_s(const float *restrict x, uint8_t *restrict y, int64_t nrows, int64_t n_per_row, const float *restrict imatrix);
-void quantize_rows_iq3_xxs(const float *restrict x, uint8_t *restrict y, int64_t nrows, int64_t n_per_row, const float *restrict imatrix);
-void quantize_rows_iq3_s(const float *restrict x, uint8_t *restrict y, int64_t nrows, int64_t n_per_row, const float *restrict imatrix);
-void quantize_rows_iq1_s(const float *restrict x, uint8_t *restrict y, int64_t nrows, int64_t n_per_row, const float *restrict imatrix);
-void quantize_rows_iq1_m(const float *restrict x, uint8_t *restrict y, int64_t nrows, int64_t n_per_row, const float *restrict imatrix);
-
 /* ---------------------------------------------------------------------------------- */
 /* The table: ggml type id, block size, bytes per block, decoder, block quantizer (ggml's    */
 /* *_ref), row quantizer (ggml_quantize_chunk, with or without importance weights).        */

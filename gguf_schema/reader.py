@@ -35,8 +35,9 @@ from .errors import GGUFLimitError, GGUFTruncatedError
 from .format import boundary
 from .format.limits import Limits
 from .format.nodes import DataSection, align_offset
+from .format.opening import open_source
 from .format.schema import GGUFSchema, alignment_of, gguf_schema, sniff
-from .format.source import ByteReader, Source, SourceLike, open_source
+from .format.source import ByteReader, Source, SourceLike
 from .format.values import Field
 from .model import GGUFFile, Tensor
 

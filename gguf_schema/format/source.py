@@ -9,7 +9,7 @@ A :class:`Source` owns access to one file's bytes, wherever they are, behind one
   :class:`~gguf_schema.errors.GGUFTruncatedError`;
 * ``size``, ``name``, :meth:`Source.fileno`, :meth:`Source.close`.
 
-Kinds of source, chosen by :func:`open_source`:
+Kinds of source, chosen by :func:`~gguf_schema.format.opening.open_source`:
 
 * :class:`MappedSource` -- a local file mapped read-only (the default): views are zero-copy and
   stay valid after the file is closed. A mapped file that another process truncates makes the next
@@ -25,7 +25,8 @@ Kinds of source, chosen by :func:`open_source`:
   Views of its data are copies of the fetched bytes (read-only).
 
 A string with a scheme (``https://``, ``hf://``, ``s3://``, ``file://`` ...: :func:`is_url`) is a
-URL: :func:`open_source` opens it as a :class:`~gguf_schema.format.remote.RemoteSource` through
+URL: :func:`~gguf_schema.format.opening.open_source` opens it as a
+:class:`~gguf_schema.format.remote.RemoteSource` through
 fsspec (the optional extra ``pip install 'gguf-schema[remote]'``), with ``storage_options``.
 
 The schema parses from a :class:`ByteReader`. It never hands out more bytes than the buffer
@@ -37,7 +38,7 @@ slice the underlying buffer directly instead of copying through ``read``.
 (b'GGUF', 4, 4)
 >>> r.read(100)  # never more than is there
 b'\\x03\\x00\\x00\\x00'
->>> with open_source(b"GGUF\\x03\\x00\\x00\\x00") as s:
+>>> with BufferSource(b"GGUF\\x03\\x00\\x00\\x00") as s:
 ...     s.size, bytes(s.view(4, 4))
 (8, b'\\x03\\x00\\x00\\x00')
 """
@@ -52,10 +53,10 @@ import os
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping
 from typing import IO, Any, Union
 
-from ..errors import GGUFError, GGUFTruncatedError, os_error
+from ..errors import GGUFError, GGUFTruncatedError
+from .ioerrors import io_error
 
 log = logging.getLogger("gguf_schema")
 
@@ -69,7 +70,6 @@ __all__ = [
     "SourceLike",
     "StreamSource",
     "is_url",
-    "open_source",
 ]
 
 SourceLike = Union[str, "os.PathLike[str]", bytes, bytearray, memoryview, IO[bytes]]
@@ -448,56 +448,5 @@ class StreamSource(RangeSource):
 
     @staticmethod
     def _error(e: Exception, name: str | None, offset: int | None) -> Exception:
-        from .remote import io_error  # the one classifier of I/O and network errors
-
-        translated = io_error(e, name, offset)
+        translated = io_error(e, name, offset)  # the one classifier of I/O and network errors
         return translated if translated is not None else e
-
-
-def open_source(
-    src: SourceLike | Source, *, mmap: bool = True, storage_options: Mapping[str, Any] | None = None
-) -> Source:
-    """The :class:`Source` for a path, URL, bytes-like object or binary file object.
-
-    A path (or a file object with a real descriptor) is mapped read-only, or read with positioned
-    reads when ``mmap=False``; a URL (:func:`is_url`) is read in ranges through fsspec
-    (:class:`~gguf_schema.format.remote.RemoteSource`, given ``storage_options``: credentials,
-    endpoints; ignored for anything that is not a URL); bytes-like objects are used as they are;
-    other file objects (``read``/``seek``/``tell`` and no descriptor) are read in ranges. OS errors
-    are :class:`~gguf_schema.errors.GGUFIOError` s (a missing path is a
-    :class:`~gguf_schema.errors.GGUFFileNotFoundError`, also a ``FileNotFoundError``).
-    """
-    if isinstance(src, Source):
-        return src
-    if storage_options is not None and not isinstance(storage_options, Mapping):
-        raise TypeError(f"storage_options must be a dict, got {type(storage_options).__name__}")
-    if is_url(src):
-        from .remote import RemoteSource  # fsspec is imported only for URLs
-
-        assert isinstance(src, str)
-        return RemoteSource(src, storage_options)
-    local = MappedSource if mmap else PositionedSource
-    if isinstance(src, (str, os.PathLike)):
-        name = os.fspath(src)
-        fh: IO[bytes] | None = None
-        try:
-            fh = open(name, "rb")  # noqa: SIM115 - the source owns and closes it
-            return local(fh, name, owned=True)
-        except OSError as e:
-            if fh is not None:
-                fh.close()
-            raise os_error(e, name) from None
-    if isinstance(src, (bytes, bytearray, memoryview)):
-        return BufferSource(src)
-    if hasattr(src, "read") and hasattr(src, "seek") and hasattr(src, "tell"):
-        given = getattr(src, "name", None)
-        stream_name = given if isinstance(given, str) else None
-        try:
-            src.fileno()
-        except (OSError, AttributeError, io.UnsupportedOperation, ValueError):
-            return StreamSource(src, stream_name)
-        try:
-            return local(src, stream_name, owned=False)
-        except OSError as e:
-            raise os_error(e, stream_name) from None
-    raise TypeError(f"cannot read GGUF from a {type(src).__name__}: pass a path, a URL, bytes or a binary file object")

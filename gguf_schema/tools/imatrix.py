@@ -54,7 +54,7 @@ import numpy as np
 
 from ..errors import GGUFFormatError, GGUFTruncatedError
 from ..format.limits import Limits
-from ..format.source import open_source
+from ..format.opening import open_source
 from ..format.types import GGMLType
 from ..model import GGUFFile, Tensor
 from ..reader import read as gguf_open

@@ -243,7 +243,8 @@ def expand(
 
 
 def _url_glob(pattern: str, storage_options: Mapping[str, Any] | None) -> list[str]:
-    from ..format.remote import io_error, url_filesystem
+    from ..format.ioerrors import io_error
+    from ..format.remote import url_filesystem
 
     fs, path = url_filesystem(pattern, storage_options)
     try:

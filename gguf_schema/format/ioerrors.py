@@ -44,7 +44,8 @@ def describe(e: BaseException) -> str:
 
 def io_error(e: BaseException, url: str | None, offset: int | None = None, suffix: str = "") -> GGUFIOError | None:
     """The :class:`~gguf_schema.errors.GGUFIOError` for an exception raised while reading ``url``
-    (an OS, fsspec or aiohttp error, possibly wrapped by fsspec), or None if it is none of those.
+    (an OS, fsspec or aiohttp error, possibly wrapped by fsspec), or None if it is none of those;
+    ``suffix`` ends its message (e.g. how many attempts were made).
 
     The exception furthest down the chain that says what happened decides: fsspec reports a
     refused connection while asking for a file's size as a ``FileNotFoundError`` raised from

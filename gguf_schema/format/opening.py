@@ -2,8 +2,8 @@
 
 :func:`open_source` chooses among the sources of :mod:`.source` (a mapped or positioned local
 file, bytes in memory, a file object read in ranges) and, for a URL, the
-:class:`~.remote.RemoteSource` of :mod:`.remote`; it sits above both, so neither imports the
-other's way back.
+:class:`~.remote.RemoteSource` of :mod:`.remote`. It sits above both, so that :mod:`.remote` can
+build on :mod:`.source` without :mod:`.source` importing it back.
 
 >>> with open_source(b"GGUF\\x03\\x00\\x00\\x00") as s:
 ...     type(s).__name__, s.size, bytes(s.view(4, 4))

@@ -335,12 +335,20 @@ def _open_temporary(folder: str, path: str) -> tuple[int, str | None]:
             return os.open(folder, tmpfile | os.O_WRONLY | _O_CLOEXEC, 0o666), None
         except OSError as e:
             if e.errno not in (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL, errno.ENOENT):
-                raise os_error(e, folder) from None
+                raise _temporary_error(e, path) from None
     name = _tmp_name(path)
     try:
         return os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_CLOEXEC, 0o666), name
     except OSError as e:
-        raise os_error(e, name) from None
+        raise _temporary_error(e, path) from None
+
+
+def _temporary_error(e: OSError, path: str) -> GGUFIOError:
+    """An error creating the temporary file beside ``path``, named after ``path``: the user asked for
+    that file; our temporary's name means nothing to them."""
+    error = os_error(e, path)
+    folder = os.path.dirname(path) or "."
+    return type(error)(f"{error.reason}: cannot create a file in {folder}", path=path, errno=error.errno)
 
 
 # --------------------------------------------------------------------------- the rollback journal

@@ -17,6 +17,7 @@ F32 (2, 3) (3, 2) [3.0, 4.0, 5.0] 15.0
 
 from __future__ import annotations
 
+import difflib
 import math
 from collections.abc import Callable, Iterator, Mapping, MutableMapping
 from typing import Any, Protocol
@@ -34,6 +35,8 @@ from .tensors.engine import _row_range as row_range  # the engine's reading of `
 __all__ = ["Fields", "GGUFFile", "Metadata", "Storage", "Tensor"]
 
 _MAX_SPAN = int(np.iinfo(np.intp).max)
+#: the most stored keys compared with a missing one to suggest what was meant
+_MAX_SUGGESTION_KEYS = 10_000
 #: the most dimensions a numpy array can have (64 since numpy 2.0, 32 before)
 _MAX_NDIM = 64 if int(np.__version__.split(".")[0]) >= 2 else 32
 
@@ -309,10 +312,25 @@ class Fields(Mapping[str, Field]):
         self.modified = True
         return new
 
+    def near(self, key: str, n: int = 3) -> list[str]:
+        """Up to ``n`` stored keys that look like ``key`` (a typo's likely meaning), closest first.
+
+        >>> Fields([make_field("llama.context_length", 1), make_field("general.name", "x")]).near("llama.context_lenght")
+        ['llama.context_length']
+        """
+        keys = list(self._index)[:_MAX_SUGGESTION_KEYS]  # a hostile file of 800,000 keys costs no more
+        return difflib.get_close_matches(key, keys, n=n, cutoff=0.85)
+
+    def missing(self, key: str) -> GGUFKeyError:
+        """The error for ``key`` not being here, naming the stored keys it may have meant."""
+        near = self.near(key)
+        hint = f" (did you mean {' or '.join(repr(k) for k in near)}?)" if near else ""
+        return GGUFKeyError(f"no metadata key {key!r}{hint}", value=key)
+
     def delete(self, key: str) -> None:
         """Remove every pair with ``key``; :class:`~gguf_schema.errors.GGUFKeyError` if there is none."""
         if key not in self._index:
-            raise GGUFKeyError(f"no metadata key {key!r}", value=key)
+            raise self.missing(key)
         self._records[:] = [f for f in self._records if f.key != key]
         self._reindex()
         self.modified = True
@@ -320,7 +338,7 @@ class Fields(Mapping[str, Field]):
     def rename(self, old: str, new: str) -> None:
         """Rename a key, keeping its position, type and value."""
         if old not in self._index:
-            raise GGUFKeyError(f"no metadata key {old!r}", value=old)
+            raise self.missing(old)
         if new in self._index and new != old:
             raise GGUFKeyError(f"metadata key {new!r} exists already", value=new)
         self._records[:] = [Field(new, f.type, f.value) if f.key == old else f for f in self._records]

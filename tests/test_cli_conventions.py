@@ -127,7 +127,7 @@ def test_set_file_reads_a_number_into_a_numeric_key_as_set_does(small: Path, tmp
 def test_set_file_stores_text_exactly_in_a_string_key(small: Path, tmp_path: Path) -> None:
     raw = b"{% for m in messages %}\xff{{ m }}\n{% endfor %}\n"
     (tmp_path / "t.jinja").write_bytes(raw)
-    assert run("set-file", small, "tokenizer.chat_template", tmp_path / "t.jinja").returncode == 0
+    assert run("set-file", small, "tokenizer.chat_template", tmp_path / "t.jinja", "--add").returncode == 0
     assert run("set-file", small, "general.architecture", tmp_path / "t.jinja").returncode == 0
     with gguf_schema.open(small) as f:
         for key in ("tokenizer.chat_template", "general.architecture"):
@@ -258,10 +258,10 @@ def test_edits_warn_in_place_and_when_rewriting(small: Path) -> None:
 
 def test_cli_prints_warnings_with_rule_ids_and_strict_refuses(small: Path) -> None:
     before = small.read_bytes()
-    r = run("set", small, "", "1", "--strict", "ggml")
+    r = run("set", small, "", "1", "--strict", "ggml", "--add")
     assert (r.returncode, r.stderr.decode()) == (2, "gguf-schema: error: GGUF-E022: empty key (at offset 105)\n")
     assert small.read_bytes() == before
-    r = run("set", small, "bad\nkey", "1", "--strict", "ggml")  # the key syntax is a spec rule, not ggml's
+    r = run("set", small, "bad\nkey", "1", "--strict", "ggml", "--add")  # the key syntax is a spec rule, not ggml's
     assert r.returncode == 0 and r.stderr.decode().startswith(
         "gguf-schema: warning: [GGUF-E020] key 'bad\\nkey' is not ASCII lower_snake_case segments"
     )

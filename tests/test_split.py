@@ -18,6 +18,7 @@ from gguf_schema.errors import GGUFBuildError, GGUFFormatError
 from gguf_schema.tools.split import merge, open_split, parse_size, plan_split, shard_paths, split, split_plan
 
 from .conftest import demo_bytes
+from .helpers import run_cli
 
 
 @pytest.fixture
@@ -258,3 +259,16 @@ def test_a_split_killed_between_its_renames_is_detected_and_cleaned_by_the_next(
     assert paths == old and not [n for n in os.listdir(tmp_path) if ".gguf-tmp-" in n]
     with open_split(paths[0]) as m:
         assert float(m.tensors["blk.5.w"].data[0, 0]) == 5.0
+
+
+def test_merge_of_a_file_that_is_not_split_is_refused(model: Path, tmp_path: Path) -> None:
+    # issue 28: `merge` of a plain file silently wrote a copy of it
+    with pytest.raises(GGUFBuildError, match="not a split model .it has no split.count key.: there is nothing"):
+        merge(model, tmp_path / "copy.gguf")
+    assert not (tmp_path / "copy.gguf").exists()
+    r = run_cli("merge", model, tmp_path / "copy.gguf")
+    assert r.returncode == 2 and not (tmp_path / "copy.gguf").exists()
+    assert r.stderr.decode() == (
+        "gguf-schema: error: not a split model (it has no split.count key): there is nothing to merge, and nothing "
+        f"was written (to copy a file, use convert) (in {model})\n"
+    )

@@ -35,14 +35,14 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from .. import __version__
 from ..check.validate import PROFILES
 from ..errors import GGUFError
 from ..writer import strict_writes
 from . import audit, check, commands, generate, model_commands, quantize, scan
-from .conventions import EXIT_ERROR, add_open_options, library_warnings, output_streams
+from .conventions import EXIT_ERROR, add_open_options, error, library_warnings, output_streams
 
 __all__ = ["build_parser", "main", "parse_storage_option"]
 
@@ -54,6 +54,9 @@ COMMAND_MODULES = (generate, commands, model_commands, check, scan, quantize, au
 WRITING_COMMANDS = ("build", "set", "set-file", "delete", "rename", "convert", "split", "merge", "quantize")
 #: commands whose output file is positional: ``-o/--output`` is accepted in its place
 POSITIONAL_OUTPUT = ("build", "convert", "merge", "split", "export")
+#: commands that read no GGUF file of the user's: the reading options (``--limit``, ``--no-mmap``,
+#: ``--storage-option``) are not offered by them, and given before them are a usage error
+NO_GGUF_INPUT = ("demo", "generate", "rules", "audit-spec")
 
 _STORAGE_HELP = (
     "option for the fsspec backend of URLs (credentials, endpoints), repeatable: "
@@ -79,8 +82,18 @@ dump, tensors, get: output printed, a warning names the missing bytes and tensor
 Results go to stdout; notes, warnings ("gguf-schema: warning: [RULE] ...") and progress to stderr."""
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with the one error prefix of the command line: usage errors print the usage, then
+    ``gguf-schema: error: ...``, and exit 2 (argparse's own would say ``gguf-schema set: error:``)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        error(message)
+        raise SystemExit(EXIT_ERROR)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="gguf-schema",
         description="Inspect, check, edit and convert GGUF model files.",
         epilog=EPILOG,
@@ -99,11 +112,13 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in COMMAND_MODULES:
         module.register_cli(sub)
-    for command in sub.choices.values():  # also accepted after the command
+    for name, command in sub.choices.items():
         if command.epilog is None:
             command.epilog = EPILOG
             command.formatter_class = argparse.RawDescriptionHelpFormatter
-        add_open_options(command, suppress=True)
+        if name in NO_GGUF_INPUT:
+            continue
+        add_open_options(command, suppress=True)  # also accepted after the command
         command.add_argument(
             "--storage-option",
             dest="storage_after",
@@ -158,7 +173,25 @@ class _NoteHandler(logging.Handler):
 
 def _error(message: str) -> None:
     with output_streams():
-        print(f"gguf-schema: error: {message}", file=sys.stderr)
+        error(message)
+
+
+def _reading_options_apply(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """The reading options given before a command that reads no GGUF file are a usage error."""
+    if args.command not in NO_GGUF_INPUT:
+        return
+    given = [
+        flag
+        for flag, present in (
+            ("--limit", args.limit_before),
+            ("--no-mmap", args.no_mmap),
+            ("--storage-option", args.storage_before),
+        )
+        if present
+    ]
+    if given:
+        names = given[0] if len(given) == 1 else ", ".join(given[:-1]) + " and " + given[-1]
+        parser.error(f"{args.command} reads no GGUF file, so {names} {'does' if len(given) == 1 else 'do'} not apply")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -166,6 +199,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     _resolve_output(parser, args)
+    _reading_options_apply(parser, args)
     options = (args.storage_before or []) + getattr(args, "storage_after", [])
     args.storage_options = dict(options) or None
     library_log = logging.getLogger("gguf_schema")

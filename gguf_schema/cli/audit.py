@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from typing import Any
 
 from ..check.audit import AUDIT_RULES, AuditResult, audit, to_sarif
 from ..errors import GGUFError
-from .conventions import open_file, write_json
+from .conventions import EXIT_ERROR, error, open_file, write_json
 
 __all__ = ["register_cli"]
 
@@ -100,6 +99,6 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.rules:
         return _cmd_audit_rules(args)
     if not args.files:
-        print("gguf-schema audit: error: give at least one FILE_OR_URL (or --rules)", file=sys.stderr)
-        return 2
+        error("audit: give at least one FILE_OR_URL (or --rules)")
+        return EXIT_ERROR
     return _cmd_audit(args)

@@ -7,14 +7,13 @@ differences, 1 differences, 2 unreadable document or one that states no part of 
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 from typing import Any
 
 from ..check.spec_audit import audit_spec
 from ..check.validate import PROFILES, RULES, Finding, Report, validate
 from ..errors import GGUFError
-from .conventions import open_file, write_json
+from .conventions import EXIT_ERROR, error, open_file, write_json
 
 
 def _validate(args: argparse.Namespace, path: str) -> Report:
@@ -90,11 +89,11 @@ def _cmd_audit(args: argparse.Namespace) -> int:
     try:
         text = Path(args.spec).read_text(encoding="utf-8")
     except OSError as e:
-        print(f"gguf-schema: error: {e.strerror or e}: {args.spec}", file=sys.stderr)
-        return 2
+        error(f"{e.strerror or e}: {args.spec}")
+        return EXIT_ERROR
     except UnicodeDecodeError as e:
-        print(f"gguf-schema: error: {args.spec} is not UTF-8 text ({e.reason} at byte {e.start})", file=sys.stderr)
-        return 2
+        error(f"{args.spec} is not UTF-8 text ({e.reason} at byte {e.start})")
+        return EXIT_ERROR
     report = audit_spec(text)
     if args.json:
         write_json({"document": args.spec, **report.to_dict()}, indent=2)

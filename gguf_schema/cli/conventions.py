@@ -55,6 +55,7 @@ __all__ = [
     "ESCAPE_ERRORS",
     "EXIT_TRUNCATED",
     "add_open_options",
+    "error",
     "library_warnings",
     "open_file",
     "open_options",
@@ -259,6 +260,12 @@ def open_file(args: argparse.Namespace, path: str, *, lazy: bool = False) -> GGU
 
 
 # --------------------------------------------------------------------------- reporting
+
+
+def error(message: str) -> None:
+    """An error line on stderr: ``gguf-schema: error: ...``, the one prefix of every command's errors
+    (usage errors included)."""
+    write(f"gguf-schema: error: {message}\n", sys.stderr)
 
 
 def warn(message: str) -> None:

@@ -623,6 +623,8 @@ def merge(
     first shard's metadata without the split keys, then every tensor in shard order, copied byte for byte).
 
     The output is written atomically; it may not be one of the shards (refused before anything is written).
+    A file that is not split (no ``split.count``) is refused with a
+    :class:`~gguf_schema.errors.GGUFBuildError`: merging it would only copy it.
     ``limits`` and ``mmap``: how the shards are read, as in :func:`gguf_schema.open`.
     """
     first = os.fspath(first_shard)
@@ -631,6 +633,12 @@ def merge(
     refuse_overwriting_inputs([target], inputs, command="merge")
     with open_split(first_shard, storage_options=storage_options, **reading) as model:
         refuse_overwriting_inputs([target], model.paths, command="merge")
+        if "split.count" not in model.fields:
+            raise GGUFBuildError(
+                "not a split model (it has no split.count key): there is nothing to merge, and nothing was "
+                "written (to copy a file, use convert)",
+                path=first,
+            )
         fields = [x for x in model.fields.records if x.key not in _ALL_SPLIT_KEYS]
         planned = [plan_tensor(t.name, t, model.byte_order) for t in model.tensor_list]
         write_file(target, fields, planned, version=model.version, byte_order=model.byte_order, progress=progress)

@@ -459,3 +459,39 @@ def test_get_raw_writes_the_stored_bytes_unchanged(odd: Path) -> None:
     assert (r.returncode, r.stdout) == (0, "caf\u00e9 \u4e2d\u6587 ".encode() + b"\xc3(")
     r = run("get", odd, key)  # text output: the byte that is not UTF-8 escaped visibly
     assert r.stdout == "caf\u00e9 \u4e2d\u6587 ".encode() + b"\\xc3(\n"
+
+
+# ---------------------------------------------------------------- issue 28: one error prefix, reading options
+
+
+def test_every_error_has_the_one_prefix(tmp_path: Path) -> None:
+    for args, words in (
+        (["set"], "the following arguments are required: FILE, KEY, VALUE"),
+        (["estimate", tmp_path / "m.gguf", "--batch", "x"], "argument --batch: needs a whole number >= 1, got 'x'"),
+        (["audit"], "audit: give at least one FILE_OR_URL (or --rules)"),
+        (["info", tmp_path / "absent.gguf"], f"No such file or directory (in {tmp_path / 'absent.gguf'})"),
+    ):
+        r = run(*args)
+        lines = r.stderr.decode().splitlines()
+        assert r.returncode == 2 and lines[-1] == f"gguf-schema: error: {words}", args
+        assert not any(": error:" in line and not line.startswith("gguf-schema: error: ") for line in lines)
+
+
+@pytest.mark.parametrize("command", ["demo", "generate", "rules", "audit-spec"])
+def test_commands_that_read_no_gguf_file_take_no_reading_options(command: str, tmp_path: Path) -> None:
+    rest = {"demo": [], "generate": [tmp_path], "rules": [], "audit-spec": [tmp_path / "spec.md"]}[command]
+    r = run(command, "--help")
+    assert r.returncode == 0 and b"--limit" not in r.stdout and b"--no-mmap" not in r.stdout
+    assert b"--storage-option" not in r.stdout
+    r = run("--no-mmap", command, *rest)
+    assert r.returncode == 2
+    assert (
+        r.stderr.decode().splitlines()[-1]
+        == f"gguf-schema: error: {command} reads no GGUF file, so --no-mmap does not apply"
+    )
+    r = run("--limit", "max_keys=2", "--storage-option", "anon=true", command, *rest)
+    assert r.stderr.decode().splitlines()[-1] == (
+        f"gguf-schema: error: {command} reads no GGUF file, so --limit and --storage-option do not apply"
+    )
+    r = run(command, *rest, "--limit", "max_keys=2")
+    assert r.returncode == 2 and b"unrecognized arguments: --limit max_keys=2" in r.stderr

@@ -35,6 +35,12 @@ they come from):
 
 ``sync=False`` (everywhere) skips the fsyncs: faster, and a power cut may then lose the change
 (never the old file, for replacements; in-place edits keep their journal either way).
+
+Interrupts: the moments that decide a file's fate (the renames of :func:`atomic_replace_set`,
+the journal, write and commit of :func:`write_in_place`, a recovery) hold back Ctrl-C (SIGINT, in
+the main thread) until they are done, so an interrupt never lands between a commit and the record
+of it; :func:`recording` lists what each write did to its target (:class:`WriteRecord`), which is
+how the command line tells the truth about a file after Ctrl-C.
 """
 
 from __future__ import annotations
@@ -45,7 +51,9 @@ import errno
 import hashlib
 import os
 import secrets
+import signal
 import struct
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -70,6 +78,7 @@ __all__ = [
     "JOURNAL_SUFFIX",
     "FileLock",
     "Journal",
+    "WriteRecord",
     "atomic_replace",
     "atomic_replace_set",
     "check_no_journal",
@@ -79,6 +88,7 @@ __all__ = [
     "journal_path",
     "locked_open",
     "read_only_reason",
+    "recording",
     "recover",
     "refuse_overwriting_inputs",
     "remove_stale_temporaries",
@@ -106,6 +116,82 @@ def fsync_dir(folder: str) -> None:
             raise
     finally:
         os.close(fd)
+
+
+# --------------------------------------------------------------------------- what writes did, and interrupts
+
+
+@dataclass
+class WriteRecord:
+    """What a write did to one target (see :func:`recording`).
+
+    Attributes:
+        path: the target's absolute path.
+        existed: whether the target existed when the write began.
+        committed: whether the change reached the target (renamed over it, or an in-place edit's
+            journal deleted): set in the same uninterruptible step as the commit itself.
+    """
+
+    path: str
+    existed: bool
+    committed: bool = False
+
+
+_RECORDS: contextvars.ContextVar[list[WriteRecord] | None] = contextvars.ContextVar(
+    "gguf_schema_write_records", default=None
+)
+
+
+@contextlib.contextmanager
+def recording() -> Iterator[list[WriteRecord]]:
+    """Within this block, every write records what it did to its target in the list yielded, one
+    :class:`WriteRecord` per target, in order: the command line reads it after an interrupt to say
+    truthfully whether each file changed.
+
+    >>> import os, tempfile, numpy as np, gguf_schema
+    >>> p = os.path.join(tempfile.mkdtemp(), "m.gguf")
+    >>> with recording() as writes:
+    ...     gguf_schema.save(p, {"general.name": "m"}, {"w": np.ones(4, np.float32)})
+    >>> [(os.path.basename(w.path), w.existed, w.committed) for w in writes]
+    [('m.gguf', False, True)]
+    """
+    records: list[WriteRecord] = []
+    token = _RECORDS.set(records)
+    try:
+        yield records
+    finally:
+        _RECORDS.reset(token)
+
+
+def _record(path: str, existed: bool) -> WriteRecord:
+    """A record of a write beginning on ``path`` (kept only inside :func:`recording`)."""
+    record = WriteRecord(os.path.abspath(path), existed)
+    records = _RECORDS.get()
+    if records is not None:
+        records.append(record)
+    return record
+
+
+@contextlib.contextmanager
+def _interrupts_held() -> Iterator[None]:
+    """Hold back SIGINT (Ctrl-C) while the block runs, then deliver it: a commit and its record are
+    one step that an interrupt cannot split. Only the main thread receives signals in Python; in
+    other threads, or where the handler cannot be changed, the block runs as it is."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    pending: list[int] = []
+    try:
+        previous = signal.signal(signal.SIGINT, lambda signum, frame: pending.append(signum))
+    except (ValueError, OSError):  # pragma: no cover - no signals here (an embedded interpreter)
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if pending:
+            signal.raise_signal(signal.SIGINT)  # as if it arrived now: the caller's handler decides
 
 
 # --------------------------------------------------------------------------- atomic replacement
@@ -268,6 +354,7 @@ def atomic_replace_set(files: Sequence[tuple[PathLike, Callable[[IO[bytes]], Non
             raise os_error(e, path) from None
         _may_replace(path, olds[-1])
         remove_stale_temporaries(path)
+    records = [_record(path, old is not None) for path, old in zip(targets, olds, strict=True)]
     done: list[tuple[int | None, str | None]] = []  # per file: an open unnamed descriptor, or the temporary's name
     current = targets[0] if targets else ""
     try:
@@ -287,22 +374,24 @@ def atomic_replace_set(files: Sequence[tuple[PathLike, Callable[[IO[bytes]], Non
                     _link_unnamed(fd, named)
                 os.close(fd)
                 done[-1] = (None, named)
-        for i, (path, (ufd, named)) in enumerate(zip(targets, done, strict=True)):
-            current = path
-            if named is None and ufd is not None:  # unnamed (O_TMPFILE): give it a name only now the set is complete
-                named = _tmp_name(path)
-                _link_unnamed(ufd, named)
-                done[i] = (ufd, named)
-        for i, (path, (ufd, named)) in enumerate(zip(targets, done, strict=True)):
-            current = path
-            assert named is not None
-            _check_expected(path)
-            os.replace(named, path)
-            done[i] = (ufd, None)
-        if sync:
-            for folder in dict.fromkeys(os.path.dirname(p) for p in targets):
-                current = folder
-                fsync_dir(folder)
+        with _interrupts_held():  # the set appears whole (or a rename fails): Ctrl-C waits for it
+            for i, (path, (ufd, named)) in enumerate(zip(targets, done, strict=True)):
+                current = path
+                if named is None and ufd is not None:  # unnamed (O_TMPFILE): named only now the set is complete
+                    named = _tmp_name(path)
+                    _link_unnamed(ufd, named)
+                    done[i] = (ufd, named)
+            for i, (path, (ufd, named)) in enumerate(zip(targets, done, strict=True)):
+                current = path
+                assert named is not None
+                _check_expected(path)
+                os.replace(named, path)
+                records[i].committed = True
+                done[i] = (ufd, None)
+            if sync:
+                for folder in dict.fromkeys(os.path.dirname(p) for p in targets):
+                    current = folder
+                    fsync_dir(folder)
     except BaseException as e:
         for _, named in done:
             if named is not None:
@@ -426,6 +515,15 @@ def write_in_place(fd: int, path: str, offset: int, new: bytes, *, sync: bool = 
     old = os.pread(fd, len(new), offset)
     if len(old) != len(new):
         raise GGUFChangedError("the file ended early while it was being edited", path=path)
+    record = _record(path, True)
+    with _interrupts_held():  # journal, write, commit: milliseconds, and Ctrl-C never splits them
+        _journalled_write(fd, path, offset, new, old, st, sync, record)
+
+
+def _journalled_write(
+    fd: int, path: str, offset: int, new: bytes, old: bytes, st: os.stat_result, sync: bool, record: WriteRecord
+) -> None:
+    """:func:`write_in_place` once the old bytes are read: journal, write, commit."""
     jpath = journal_path(path)
     folder = os.path.dirname(os.path.abspath(path))
     try:
@@ -465,6 +563,7 @@ def write_in_place(fd: int, path: str, offset: int, new: bytes, *, sync: bool = 
             fsync_dir(folder)
         raise
     os.unlink(jpath)  # the commit point
+    record.committed = True
     if sync:
         fsync_dir(folder)
 
@@ -537,15 +636,18 @@ def _recover_locked(path: str, st: os.stat_result) -> str | None:
         fd = os.open(path, os.O_RDWR | _O_CLOEXEC)
     except OSError as e:
         raise os_error(e, path) from None
-    try:
-        _pwrite_all(fd, journal.saved, journal.offset)
-        if os.fstat(fd).st_size != journal.file_size:
-            os.ftruncate(fd, journal.file_size)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.unlink(jpath)
-    fsync_dir(folder)
+    record = _record(path, True)
+    with _interrupts_held():  # the saved bytes back, then the journal gone: one step for Ctrl-C
+        try:
+            _pwrite_all(fd, journal.saved, journal.offset)
+            if os.fstat(fd).st_size != journal.file_size:
+                os.ftruncate(fd, journal.file_size)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.unlink(jpath)
+        record.committed = True
+        fsync_dir(folder)
     return f"restored {len(journal.saved):,} bytes at offset {journal.offset:,} from {jpath}: the interrupted edit was undone"
 
 

@@ -11,6 +11,7 @@ Exit codes (all commands):
 3     the file was read but is truncated: its tensor data runs past the end of the file
       (``info``, ``dump``, ``tensors``, ``get``: the output is printed, and a warning on stderr
       names the bytes missing and the tensors affected)
+130   interrupted (Ctrl-C): one line on stderr says what became of each file being written
 ====  ======================================================================================
 
 Output encoding: results go to stdout, notes, warnings and progress to stderr. Text that the
@@ -53,6 +54,7 @@ from ..tools.split import parse_size
 
 __all__ = [
     "ESCAPE_ERRORS",
+    "EXIT_INTERRUPTED",
     "EXIT_TRUNCATED",
     "add_open_options",
     "error",
@@ -73,6 +75,8 @@ __all__ = [
 ]
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR, EXIT_TRUNCATED = 0, 1, 2, 3
+#: the exit status after Ctrl-C (128 + SIGINT, as shells report it)
+EXIT_INTERRUPTED = 130
 
 #: the name of the codec error handler that shows what an output cannot carry (registered on import)
 ESCAPE_ERRORS = "gguf-schema-visible"

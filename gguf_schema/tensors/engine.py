@@ -96,7 +96,7 @@ def compiled_elsewhere() -> str | None:
                 others = [p for p in sys.path if os.path.abspath(p or os.curdir) != root]
                 spec = importlib.machinery.PathFinder.find_spec("gguf_schema", others)
             else:
-                spec = finder.find_spec("gguf_schema", None)  # type: ignore[attr-defined]
+                spec = finder.find_spec("gguf_schema", None)
         except Exception:  # an odd finder must not stop the import of this package
             continue
         folders = [] if spec is None else list(spec.submodule_search_locations or [])

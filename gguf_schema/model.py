@@ -35,6 +35,8 @@ from .tensors.engine import _row_range as row_range  # the engine's reading of `
 __all__ = ["Fields", "GGUFFile", "Metadata", "Storage", "Tensor"]
 
 _MAX_SPAN = int(np.iinfo(np.intp).max)
+#: bytes per piece when a tensor is read as a stream (:meth:`Tensor.chunks`)
+CHUNK_BYTES = 16 * 2**20
 #: the most stored keys compared with a missing one to suggest what was meant
 _MAX_SUGGESTION_KEYS = 10_000
 #: the most dimensions a numpy array can have (64 since numpy 2.0, 32 before)
@@ -49,6 +51,8 @@ class Storage(Protocol):
     closed: bool
 
     def view(self, offset: int, nbytes: int) -> Any: ...
+
+    def release(self, offset: int, nbytes: int) -> None: ...
 
     def fileno(self) -> int | None: ...
 
@@ -193,6 +197,47 @@ class Tensor:
                 path=f"tensor {self.name!r}",
                 value=nbytes,
             ) from None
+
+    def chunks(self, size: int = CHUNK_BYTES) -> Iterator[Any]:
+        """The tensor's bytes as stored, in pieces of at most ``size`` bytes (whole blocks, or whole
+        elements for plain types, so each piece can be converted on its own), read one at a time.
+
+        Streaming a tensor this way keeps memory flat whatever its size: a piece of a file read with
+        positioned or ranged reads is a copy of just those bytes; a piece of a mapped file is a
+        zero-copy view, and once the next piece is asked for, the pages behind it are released from
+        this process's resident memory (:meth:`release_pages`). Convert, split, merge, export and
+        diff read tensors this way.
+
+        >>> import io, numpy as np, gguf_schema
+        >>> buf = io.BytesIO()
+        >>> gguf_schema.save(buf, {}, {"w": np.arange(10, dtype=np.float32)})
+        >>> with gguf_schema.open(buf.getvalue()) as f:
+        ...     [bytes(c) for c in f.tensors["w"].chunks(16)][-1] == np.arange(8, 10, dtype=np.float32).tobytes()
+        True
+        """
+        t = self.known_type()
+        nbytes = self.nbytes
+        unit = t.type_size if t.quantized else t.numpy_dtype.itemsize  # type: ignore[union-attr]
+        step = max(unit, size - size % unit)
+        for start in range(0, nbytes, step):
+            count = min(step, nbytes - start)
+            yield self._bytes(start, count, nbytes)
+            self.release_pages(start, count)
+
+    def release_pages(self, start: int = 0, nbytes: int | None = None) -> None:
+        """Say that bytes ``[start, start + nbytes)`` of the tensor (default: all of it) are done with.
+
+        For a mapped file their pages leave this process's resident memory (they stay in the operating
+        system's page cache, and touching them again maps them again: views taken before stay valid);
+        for other files nothing happens. A long sequential read (a copy, a hash) calls it behind its cursor
+        so its resident memory stays flat instead of growing to the size of the file.
+        """
+        storage = self._storage
+        if storage is None or storage.closed:
+            return
+        total = self.nbytes
+        count = total - start if nbytes is None else nbytes
+        storage.release(self.offset + start, max(0, min(count, total - start)))
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         """``np.asarray(tensor)``: the data (:attr:`data`; quantized types as their raw blocks)."""

@@ -29,6 +29,8 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import io
+import mmap
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -65,6 +67,8 @@ __all__ = [
 
 #: bytes copied per write when streaming tensor data
 CHUNK = 16 * 2**20
+#: ``madvise`` advice that drops pages from the resident set (None where the platform has none)
+_DONTNEED: int | None = getattr(mmap, "MADV_DONTNEED", None) if hasattr(mmap.mmap, "madvise") else None
 
 Progress = Callable[[int], None]
 """A progress callback: called with the number of bytes just written (the CLI draws a bar from it)."""
@@ -84,12 +88,23 @@ _DTYPE_TYPES = {
 
 @dataclass(frozen=True)
 class RawTensor:
-    """Tensor bytes with an explicit ggml type: quantized blocks, BF16 bits, or any type.
+    """Tensor bytes with an explicit ggml type: quantized blocks, BF16 bits, or any type, given whole
+    or as a stream.
 
     Attributes:
         type: the ggml type (a :class:`GGMLType`, its id or its name).
         shape: numpy shape, outermost first (``shape[-1]`` must be a multiple of the block size).
-        data: the bytes (bytes-like or numpy array).
+        data: the bytes, in one of these forms:
+
+            * bytes-like or a numpy array (a ``numpy.memmap`` too: it is read a piece at a time and
+              its pages are released behind the writer, so a memmap of any size costs little memory);
+            * an iterable of pieces (bytes-like or numpy arrays, of any sizes that add up to the
+              tensor's size), consumed once, when the tensor is written;
+            * a callable returning such an iterable, called when the tensor is written (so a file
+              can be written again from the same object).
+
+            Streamed pieces are written one at a time and dropped: a tensor never has to be whole in
+            memory (:func:`save` writes a 10 GB model in the memory of one piece).
         byte_order: the byte order ``data`` is in (default little, as ggml and quantizers write
             blocks); a file of the other order gets every block's multi-byte fields swapped.
     """
@@ -116,16 +131,27 @@ class TensorInfo:
 
 @dataclass
 class PlannedTensor:
-    """A tensor on its way into a file: its info record and where its bytes come from.
+    """A tensor on its way into a file: its info record and where its bytes come from (the input of
+    :func:`write_file`, the one assembler; :func:`plan_tensor` makes one from an array, a
+    :class:`RawTensor` or a tensor of an open file).
 
-    ``chunks()`` yields the bytes in the target's byte order; ``offset`` is None until laid out.
+    Attributes:
+        name: the tensor's name.
+        type: the ggml type id (``int(GGMLType.F16)``).
+        dims: dimensions as stored, innermost first (a numpy shape reversed).
+        nbytes: the size of its data in bytes (``tensor_nbytes(type, dims)``).
+        chunks: called once when the tensor is written; returns an iterable of pieces (bytes-like
+            or numpy arrays) in the target's byte order that add up to ``nbytes``. Each piece is
+            written and dropped before the next is asked for.
+        offset: the data's offset relative to the data section, or None to be laid out (aligned,
+            after the tensor before it).
     """
 
     name: str
     type: int
     dims: tuple[int, ...]
     nbytes: int
-    chunks: Callable[[], Iterator[Any]] = field(repr=False)
+    chunks: Callable[[], Iterable[Any]] = field(repr=False)
     offset: int | None = None
 
     def info(self) -> TensorInfo:
@@ -372,8 +398,6 @@ def header_bytes(
     >>> len(header_bytes([make_field("a", 1)], [TensorInfo("t", 0, (4,), 0)], version=3, byte_order="little"))
     96
     """
-    import io
-
     fields = list(fields)
     out = io.BytesIO()
     data = b"" if data_size == 0 else _NoData(data_size)
@@ -391,8 +415,6 @@ def encoded_size(
     >>> encoded_size([make_field("a", 1)], version=3)
     17
     """
-    import io
-
     schema = gguf_schema(byte_order, version)
     total = 0
     for f in fields:
@@ -488,7 +510,7 @@ def plan_tensor(name: str, t: TensorLike, byte_order: str, offset: int | None = 
             int(gt),
             tuple(t.dims),
             nbytes,
-            lambda: _converted(t.data.reshape(-1), gt, t.byte_order, byte_order),
+            lambda: _swapped(t.chunks(CHUNK), gt, t.byte_order, byte_order),  # a piece at a time, pages released
             offset,
         )
     if isinstance(t, RawTensor):
@@ -510,15 +532,36 @@ def plan_tensor(name: str, t: TensorLike, byte_order: str, offset: int | None = 
                 path=where,
                 value=shape,
             ) from None
-        raw = (
-            np.frombuffer(t.data, np.uint8) if not isinstance(t.data, np.ndarray) else t.data.reshape(-1).view(np.uint8)
-        )
-        if raw.size != nbytes:
+        data = t.data
+        if isinstance(data, np.ndarray) or _bytes_like(data):
+            size = data.nbytes if isinstance(data, np.ndarray) else memoryview(data).nbytes
+            if size != nbytes:
+                raise GGUFBuildError(
+                    f"{gt.name} tensor of shape {shape} takes {nbytes} bytes, {size} given", path=where, value=size
+                )
+            whole = data
+
+            def pieces() -> Iterable[Any]:
+                return _array_pieces(whole) if isinstance(whole, np.ndarray) else [whole]
+
+        elif callable(data):
+            pieces = data
+        elif isinstance(data, Iterable):
+            pieces = _once(data, name)
+        else:
             raise GGUFBuildError(
-                f"{gt.name} tensor of shape {shape} takes {nbytes} bytes, {raw.size} given", path=where, value=raw.size
+                "RawTensor data must be bytes-like, a numpy array, an iterable of pieces or a callable returning one, "
+                f"got {type(data).__name__}",
+                path=where,
+                value=type(data).__name__,
             )
         return PlannedTensor(
-            name, int(gt), tuple(reversed(shape)), nbytes, lambda: _converted(raw, gt, t.byte_order, byte_order), offset
+            name,
+            int(gt),
+            tuple(reversed(shape)),
+            nbytes,
+            lambda: _swapped(_counted(pieces(), nbytes, where), gt, t.byte_order, byte_order),
+            offset,
         )
     if isinstance(t, np.ndarray):
         gt = _DTYPE_TYPES.get(t.dtype.newbyteorder("="))  # type: ignore[assignment]
@@ -528,7 +571,7 @@ def plan_tensor(name: str, t: TensorLike, byte_order: str, offset: int | None = 
                 path=where,
                 value=str(t.dtype),
             )
-        arr = t if t.flags.c_contiguous else t.copy(order="C")  # (ascontiguousarray would make a 0-d array 1-d)
+        arr = t
         src_order = (
             "big"
             if arr.dtype.byteorder == ">" or (arr.dtype.byteorder == "=" and np.little_endian is False)
@@ -539,7 +582,7 @@ def plan_tensor(name: str, t: TensorLike, byte_order: str, offset: int | None = 
             int(gt),
             tuple(reversed(arr.shape)),
             arr.nbytes,
-            lambda: _converted(arr.reshape(-1), gt, src_order, byte_order),
+            lambda: _swapped(_array_pieces(arr), gt, src_order, byte_order),
             offset,
         )
     raise GGUFBuildError(
@@ -549,15 +592,120 @@ def plan_tensor(name: str, t: TensorLike, byte_order: str, offset: int | None = 
     )
 
 
-def _converted(data: np.ndarray, t: GGMLType, src_order: str, dst_order: str) -> Iterator[Any]:
-    """A tensor's bytes in chunks, in ``dst_order``: the one place tensor data changes byte order
-    (every multi-byte field of every block swapped, byte arrays left alone: :func:`gguf_schema.tensors.byteswap`)."""
-    raw = np.ascontiguousarray(data).reshape(-1).view(np.uint8)
-    swap = src_order != dst_order and (t.type_size > 1 if t.quantized else t.numpy_dtype.itemsize > 1)  # type: ignore[union-attr]
-    step = CHUNK - CHUNK % (t.type_size if t.quantized else t.numpy_dtype.itemsize)  # type: ignore[union-attr]
-    mv = raw.data
-    for a in range(0, raw.size, step):
-        yield byteswap(raw[a : a + step], t, src_order, dst_order) if swap else mv[a : a + step]
+def _unit(t: GGMLType) -> int:
+    """Bytes of the smallest piece of ``t`` that converts on its own: a block, or an element."""
+    return t.type_size if t.quantized else t.numpy_dtype.itemsize  # type: ignore[union-attr]
+
+
+def _swapped(pieces: Iterable[Any], t: GGMLType, src_order: str, dst_order: str) -> Iterator[Any]:
+    """A tensor's pieces in ``dst_order``: the one place tensor data changes byte order (every
+    multi-byte field of every block swapped, byte arrays left alone: :func:`gguf_schema.tensors.byteswap`).
+    Pieces that cut a block are joined with the next, so any piece sizes convert."""
+    unit = _unit(t)
+    if src_order == dst_order or unit == 1:
+        yield from pieces
+        return
+    carry = np.empty(0, np.uint8)
+    for piece in pieces:
+        raw = _as_bytes(piece)
+        if carry.size:
+            raw = np.concatenate([carry, raw])
+        cut = raw.size - raw.size % unit
+        carry = raw[cut:].copy()
+        if cut:
+            yield byteswap(raw[:cut], t, src_order, dst_order)
+    if carry.size:  # a piece that ends inside a block: the size check names it
+        yield carry
+
+
+def _as_bytes(piece: Any) -> np.ndarray:
+    """A piece of tensor data as a flat ``uint8`` array (no copy where it is contiguous)."""
+    if isinstance(piece, np.ndarray):
+        return np.ascontiguousarray(piece).reshape(-1).view(np.uint8)
+    return np.frombuffer(piece, np.uint8)
+
+
+def _bytes_like(data: Any) -> bool:
+    return isinstance(data, (bytes, bytearray, memoryview))
+
+
+def _array_pieces(arr: np.ndarray) -> Iterator[Any]:
+    """An array's bytes in C order, in contiguous pieces of about :data:`CHUNK` bytes: never a copy of the
+    whole array (a non-contiguous one is copied a piece at a time); a memmap's pages are released behind."""
+    if arr.ndim == 0:
+        yield np.ascontiguousarray(arr).reshape(-1).view(np.uint8)
+        return
+    if arr.flags.c_contiguous:
+        flat = arr.reshape(-1).view(np.uint8)
+        step = max(arr.itemsize, CHUNK - CHUNK % arr.itemsize)
+        for a in range(0, flat.size, step):
+            piece = flat[a : a + step]
+            yield piece.data
+            _release_mapped(arr, piece)
+        return
+    per_row = arr[0].nbytes if len(arr) else 0
+    if per_row > CHUNK:  # one index of the first axis is itself large: go one level down
+        for sub in arr:
+            yield from _array_pieces(sub)
+        return
+    rows = max(1, CHUNK // per_row) if per_row else len(arr)
+    for a in range(0, len(arr), rows):
+        yield np.ascontiguousarray(arr[a : a + rows]).reshape(-1).view(np.uint8).data
+
+
+def _release_mapped(arr: np.ndarray, piece: np.ndarray) -> None:
+    """For a ``numpy.memmap`` that shares its file (modes r, r+, w+: never ``c``, whose private changes
+    dropping the pages would lose), let the pages of ``piece`` go from the resident memory."""
+    owner = arr
+    while not isinstance(owner, np.memmap) and isinstance(owner.base, np.ndarray):
+        owner = owner.base
+    mm = getattr(owner, "_mmap", None)
+    if not isinstance(owner, np.memmap) or getattr(owner, "mode", "c") == "c" or mm is None or _DONTNEED is None:
+        return
+    try:
+        base = np.frombuffer(mm, np.uint8, count=1).ctypes.data  # where the map starts
+        start = piece.ctypes.data - base
+        end = start + piece.nbytes
+        start -= start % mmap.PAGESIZE
+        end -= end % mmap.PAGESIZE
+        if 0 <= start < end <= len(mm):
+            mm.madvise(_DONTNEED, start, end - start)
+    except (ValueError, OSError, TypeError, AttributeError):  # a hint only
+        return
+
+
+def _once(items: Iterable[Any], name: str) -> Callable[[], Iterable[Any]]:
+    """An iterable given as a tensor's data: it can be written once (a second write says so)."""
+    used: list[bool] = []
+
+    def pieces() -> Iterable[Any]:
+        if used and iter(items) is items:
+            raise GGUFBuildError(
+                "this tensor's data was an iterator, already consumed by an earlier write: give a callable that "
+                "returns a new one to write it again",
+                path=f"tensor {name!r}",
+            )
+        used.append(True)
+        return items
+
+    return pieces
+
+
+def _counted(pieces: Iterable[Any], nbytes: int, where: str) -> Iterator[Any]:
+    """The pieces of a streamed tensor, refused as soon as they give more than ``nbytes`` bytes (and,
+    by the data section, when they give fewer)."""
+    done = 0
+    for piece in pieces:
+        if not (isinstance(piece, np.ndarray) or _bytes_like(piece)):
+            raise GGUFBuildError(
+                f"a piece of tensor data must be bytes-like or a numpy array, got {type(piece).__name__}",
+                path=where,
+                value=type(piece).__name__,
+            )
+        done += piece.nbytes if isinstance(piece, np.ndarray) else memoryview(piece).nbytes
+        if done > nbytes:
+            raise GGUFBuildError(f"tensor data gave more than the {nbytes} bytes it takes", path=where, value=done)
+        yield piece
 
 
 class TensorStream:
@@ -587,8 +735,15 @@ class TensorStream:
             stream.write(bytes((p.offset or 0) - pos))
             written = 0
             for chunk in p.chunks():
-                stream.write(chunk)
-                written += chunk.nbytes if isinstance(chunk, memoryview) else len(chunk)
+                n = chunk.nbytes if isinstance(chunk, (memoryview, np.ndarray)) else len(chunk)
+                if written + n > p.nbytes:
+                    raise GGUFBuildError(
+                        f"tensor data gave more than the {p.nbytes} bytes it takes",
+                        path=f"tensor {p.name!r}",
+                        value=written + n,
+                    )
+                stream.write(chunk if not isinstance(chunk, np.ndarray) else _as_bytes(chunk).data)
+                written += n
             if written != p.nbytes:
                 raise GGUFBuildError(
                     f"tensor data gave {written} bytes, {p.nbytes} expected", path=f"tensor {p.name!r}", value=written
@@ -610,21 +765,28 @@ class DataCopy:
         src = self.f.fileno()
         if src is not None and _copy_in_kernel(src, stream, start, size):
             return
+        storage = self.f.storage
         for a in range(start, start + size, CHUNK):
-            stream.write(self.f.view(a, min(CHUNK, start + size - a)))
+            n = min(CHUNK, start + size - a)
+            stream.write(self.f.view(a, n))
+            if storage is not None:
+                storage.release(a, n)  # a mapped source: the pages behind leave the resident memory
 
 
 def _copy_in_kernel(fd: int, stream: Any, offset: int, count: int) -> bool:
     """Copy ``count`` bytes of file ``fd`` from ``offset`` to the end of ``stream`` inside the kernel, if both ends allow it."""
     copy = getattr(os, "copy_file_range", None)
-    moved = getattr(stream, "moved", None)
-    if copy is None or moved is None:
+    moved = getattr(stream, "moved", None)  # a progress counter to tell, if there is one
+    if copy is None:
         return False
     try:
         out = stream.fileno()
-    except (AttributeError, OSError, ValueError):
+        stream.flush()
+        here = stream.tell()
+    except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
         return False
-    stream.flush()
+    if os.lseek(out, 0, os.SEEK_CUR) != here:  # a stream that does not write at its descriptor's position
+        return False
     done = 0
     try:
         while done < count:
@@ -638,8 +800,9 @@ def _copy_in_kernel(fd: int, stream: Any, offset: int, count: int) -> bool:
         return False
     if done != count:
         raise GGUFBuildError(f"source ended after {done} of {count} bytes of tensor data", value=done)
-    stream.seek(0, os.SEEK_END)
-    moved(count)
+    stream.seek(here + count)
+    if moved is not None:
+        moved(count)
     return True
 
 

@@ -84,16 +84,14 @@ def _short(x: Any, limit: int) -> str:
 
 
 def tensor_sha256(t: Tensor, progress: Progress | None = None) -> str:
-    """SHA-256 of a tensor's bytes in little-endian order (big-endian data is swapped first)."""
-    raw = t.data.reshape(-1).view(np.uint8)
-    if t.byte_order == "big":
-        raw = byteswap(raw, t.known_type(), "big", "little")
+    """SHA-256 of a tensor's bytes in little-endian order (big-endian data is swapped first), read a
+    piece at a time (:meth:`~gguf_schema.model.Tensor.chunks`: memory stays flat whatever the size)."""
+    gt = t.known_type()
     h = hashlib.sha256()
-    mv = np.ascontiguousarray(raw).data
-    for a in range(0, len(mv), CHUNK):
-        h.update(mv[a : a + CHUNK])
+    for piece in t.chunks(CHUNK):
+        h.update(byteswap(np.frombuffer(piece, np.uint8), gt, "big", "little").data if t.byte_order == "big" else piece)
         if progress is not None:
-            progress(min(CHUNK, len(mv) - a))
+            progress(len(piece) if isinstance(piece, bytes) else memoryview(piece).nbytes)
     return h.hexdigest()
 
 

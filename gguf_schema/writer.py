@@ -547,7 +547,10 @@ def plan_tensor(name: str, t: TensorLike, byte_order: str, offset: int | None = 
         elif callable(data):
             pieces = data
         elif isinstance(data, Iterable):
-            pieces = _once(data, name)
+            given = data
+
+            def pieces() -> Iterable[Any]:
+                return given
         else:
             raise GGUFBuildError(
                 "RawTensor data must be bytes-like, a numpy array, an iterable of pieces or a callable returning one, "
@@ -674,26 +677,9 @@ def _release_mapped(arr: np.ndarray, piece: np.ndarray) -> None:
         return
 
 
-def _once(items: Iterable[Any], name: str) -> Callable[[], Iterable[Any]]:
-    """An iterable given as a tensor's data: it can be written once (a second write says so)."""
-    used: list[bool] = []
-
-    def pieces() -> Iterable[Any]:
-        if used and iter(items) is items:
-            raise GGUFBuildError(
-                "this tensor's data was an iterator, already consumed by an earlier write: give a callable that "
-                "returns a new one to write it again",
-                path=f"tensor {name!r}",
-            )
-        used.append(True)
-        return items
-
-    return pieces
-
-
 def _counted(pieces: Iterable[Any], nbytes: int, where: str) -> Iterator[Any]:
-    """The pieces of a streamed tensor, refused as soon as they give more than ``nbytes`` bytes (and,
-    by the data section, when they give fewer)."""
+    """The pieces of a streamed tensor, refused as soon as they give more than ``nbytes`` bytes, or
+    at their end when they gave fewer."""
     done = 0
     for piece in pieces:
         if not (isinstance(piece, np.ndarray) or _bytes_like(piece)):
@@ -706,6 +692,14 @@ def _counted(pieces: Iterable[Any], nbytes: int, where: str) -> Iterator[Any]:
         if done > nbytes:
             raise GGUFBuildError(f"tensor data gave more than the {nbytes} bytes it takes", path=where, value=done)
         yield piece
+    if done != nbytes:
+        again = (
+            " (an iterator gives its pieces once: if an earlier write consumed it, give a callable that returns a "
+            "new one)"
+            if done == 0 and iter(pieces) is pieces
+            else ""
+        )
+        raise GGUFBuildError(f"tensor data gave {done} bytes, {nbytes} expected{again}", path=where, value=done)
 
 
 class TensorStream:

@@ -224,6 +224,13 @@ class Tensor:
             yield self._bytes(start, count, nbytes)
             self.release_pages(start, count)
 
+    def file_range(self) -> tuple[int, int, int] | None:
+        """``(descriptor, offset, nbytes)`` of the tensor's bytes in the local file open behind it, for a
+        copy inside the kernel (``copy_file_range``); None when it is not in an open local file."""
+        storage = self._storage
+        fd = storage.fileno() if storage is not None and not storage.closed else None
+        return None if fd is None else (fd, self.offset, self.nbytes)
+
     def release_pages(self, start: int = 0, nbytes: int | None = None) -> None:
         """Say that bytes ``[start, start + nbytes)`` of the tensor (default: all of it) are done with.
 
@@ -538,6 +545,45 @@ class GGUFFile:
     def fileno(self) -> int | None:
         """The descriptor of the open file behind the map, if there is one."""
         return self.storage.fileno() if self.storage is not None else None
+
+    def truncation(self) -> tuple[int, list[str]]:
+        """``(bytes missing, names of the tensors cut)``: how much of the tensor data the tensor infos
+        declare lies past the end of the file (``(0, [])`` for a whole file). Tensors of an unknown
+        type have no size to check.
+
+        >>> import io, numpy as np, gguf_schema
+        >>> buf = io.BytesIO()
+        >>> gguf_schema.save(buf, {}, {"a": np.zeros(8, np.float32), "b": np.zeros(8, np.float32)})
+        >>> gguf_schema.open(buf.getvalue()[:-40]).truncation()
+        (40, ['b'])
+        """
+        end, cut = self.file_size, []
+        need = end
+        for t in self._tensor_list:
+            try:
+                stop = t.offset + t.nbytes
+            except GGUFFormatError:  # unknown type: no size to check
+                continue
+            if stop > end:
+                cut.append(t.name)
+                need = max(need, stop)
+        return need - end, cut
+
+    def require_whole(self, doing: str) -> None:
+        """Raise :class:`~gguf_schema.errors.GGUFTruncatedError` if the file is truncated
+        (:meth:`truncation`): what would be written from it (``doing``) would be truncated too, or fail
+        halfway."""
+        missing, cut = self.truncation()
+        if cut:
+            names = ", ".join(cut[:5]) + (f" and {len(cut) - 5} more" if len(cut) > 5 else "")
+            raise GGUFTruncatedError(
+                f"the file is truncated: {missing:,} bytes of tensor data are missing ({len(cut)} of "
+                f"{len(self._tensor_list)} tensors affected: {names}); {doing} would not be whole, so nothing was "
+                "written",
+                offset=self.file_size,
+                path=self.name,
+                value=missing,
+            )
 
     def close(self) -> None:
         """Close the file. Tensor views already taken stay valid (the map is freed when they are)."""

@@ -145,6 +145,9 @@ class PlannedTensor:
             written and dropped before the next is asked for.
         offset: the data's offset relative to the data section, or None to be laid out (aligned,
             after the tensor before it).
+        source: a tensor of an open file whose bytes are exactly these (same byte order): they are
+            then copied inside the kernel where both files allow it (``copy_file_range``: no page of
+            either file passes through this process), else read from ``chunks``.
     """
 
     name: str
@@ -153,6 +156,7 @@ class PlannedTensor:
     nbytes: int
     chunks: Callable[[], Iterable[Any]] = field(repr=False)
     offset: int | None = None
+    source: Tensor | None = field(default=None, repr=False)
 
     def info(self) -> TensorInfo:
         assert self.offset is not None
@@ -496,9 +500,15 @@ def _nesting(a: Any) -> int:
 # --------------------------------------------------------------------------- tensor sources
 
 
-def plan_tensor(name: str, t: TensorLike, byte_order: str, offset: int | None = None) -> PlannedTensor:
+def plan_tensor(
+    name: str, t: TensorLike, byte_order: str, offset: int | None = None, *, kernel_copy: bool = False
+) -> PlannedTensor:
     """A :class:`PlannedTensor` for a numpy array, a :class:`RawTensor` or a :class:`Tensor` of an open
-    file, its bytes converted to ``byte_order`` as they are streamed."""
+    file, its bytes converted to ``byte_order`` as they are streamed.
+
+    ``kernel_copy``: a tensor of an open local file whose bytes go out unchanged is copied inside the
+    kernel where both files allow it (:attr:`PlannedTensor.source`), instead of read through ``chunks``
+    (which a caller may wrap, e.g. to measure the data as it passes)."""
     if not isinstance(name, str):
         raise GGUFBuildError(f"a tensor name must be a str, got {type(name).__name__}", value=name)
     where = f"tensor {name!r}"
@@ -512,6 +522,7 @@ def plan_tensor(name: str, t: TensorLike, byte_order: str, offset: int | None = 
             nbytes,
             lambda: _swapped(t.chunks(CHUNK), gt, t.byte_order, byte_order),  # a piece at a time, pages released
             offset,
+            t if kernel_copy and (t.byte_order == byte_order or _unit(gt) == 1) else None,
         )
     if isinstance(t, RawTensor):
         try:
@@ -727,6 +738,10 @@ class TensorStream:
         pos = 0
         for p in self.planned:
             stream.write(bytes((p.offset or 0) - pos))
+            pos = (p.offset or 0) + p.nbytes
+            where = p.source.file_range() if p.source is not None else None
+            if where is not None and where[2] == p.nbytes and _copy_in_kernel(where[0], stream, where[1], p.nbytes):
+                continue
             written = 0
             for chunk in p.chunks():
                 n = chunk.nbytes if isinstance(chunk, (memoryview, np.ndarray)) else len(chunk)
@@ -742,7 +757,6 @@ class TensorStream:
                 raise GGUFBuildError(
                     f"tensor data gave {written} bytes, {p.nbytes} expected", path=f"tensor {p.name!r}", value=written
                 )
-            pos = (p.offset or 0) + p.nbytes
         stream.write(bytes(self.size - pos))
 
 

@@ -413,6 +413,25 @@ def test_split_then_merge_reproduces_gemma(gemma: Path, tmp_path: Path) -> None:
             assert len(s.fields.records) == (37 if i == 0 else 4)
             if len(s.tensor_list) > 1:
                 assert s.file_size <= 100_000_000
+    # issue 28: split's own shards failed check (E050, E052; the first shard E057 on file_type) and scan
+    # marked them all rejected: each shard is checked as a shard, the first with its model's tensors
+    whole = json.loads(run("check", "--json", gemma).stdout)["reports"][0]
+    r = run("check", "--json", tmp_path / names[0])
+    reports = json.loads(r.stdout)["reports"]
+    assert [Path(x["path"]).name for x in reports] == names
+    assert [f["rule"] for f in reports[0]["findings"]] == [f["rule"] for f in whole["findings"]]
+    assert [x["ok"] for x in reports] == [whole["ok"], True, True] and r.returncode == (0 if whole["ok"] else 1)
+    r = run("scan", "--json", *(tmp_path / n for n in names))
+    records = json.loads(r.stdout)
+    assert [(x["split_no"], x["split_count"], x["name"]) for x in records] == [
+        (0, 3, "Gemma 3 270m"),
+        (1, 3, None),
+        (2, 3, None),
+    ]
+    assert [x["verdicts"]["spec"] for x in records] == [whole["ok"], True, True]
+    assert all(x["verdicts"]["ggml"] for x in records)
+    r = run("scan", tmp_path / names[1])
+    assert ", shard 2 of 3, - -, file type -, " in r.stdout.decode() and "None" not in r.stdout.decode()
     merged = tmp_path / "merged.gguf"
     assert run("merge", tmp_path / names[0], merged).returncode == 0
     assert _sha(merged) == _sha(gemma)

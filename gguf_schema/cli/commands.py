@@ -32,7 +32,7 @@ from .. import durable
 from ..errors import GGUFBuildError, GGUFError, GGUFFormatError, GGUFKeyError
 from ..format.source import is_url
 from ..format.types import FileType, ValueType
-from ..format.values import Field
+from ..format.values import Field, LazyStrings
 from ..model import GGUFFile
 from ..tools import convert as convert_mod
 from ..tools import diff as diff_mod
@@ -47,6 +47,7 @@ from .conventions import (
     read_options,
     truncation,
     visible,
+    warn,
     warn_truncated,
     write,
     write_json,
@@ -149,7 +150,7 @@ def _info_data(f: GGUFFile, path: str) -> dict[str, Any]:
         model["hparams"] = {
             k: md[f"{arch}.{k}"]
             for k in _ARCH_KEYS
-            if f"{arch}.{k}" in md and not isinstance(md[f"{arch}.{k}"], (list, np.ndarray))
+            if f"{arch}.{k}" in md and not isinstance(md[f"{arch}.{k}"], (list, np.ndarray, LazyStrings))
         }
         data["model"] = model
     if "tokenizer.ggml.model" in md or "tokenizer.ggml.tokens" in f.fields:
@@ -246,7 +247,7 @@ def _done(f: GGUFFile, path: str) -> int:
 
 
 def _cmd_info(args: argparse.Namespace) -> int:
-    with _open(args) as f:
+    with _open(args, lazy=True) as f:  # a vocabulary is counted, never decoded
         data = _info_data(f, args.file)
         if args.json:
             write_json(data)
@@ -406,14 +407,25 @@ def _report_edit(what: str, result: edit.EditResult, args: argparse.Namespace | 
             },
             indent=None,
         )
-        return 0
+        return _edited_truncated(result)
     how = (
         f"in place, {_num(result.bytes_written)} header bytes changed"
         if result.in_place
         else f"rewritten, {_num(result.bytes_written)} bytes"
     )
     print(f"{what}: {result.path} ({how})", file=sys.stderr)
-    return 0
+    return _edited_truncated(result)
+
+
+def _edited_truncated(result: edit.EditResult) -> int:
+    """An edit does not repair a truncated file: say so, exit 3 (the edit itself was made)."""
+    if not result.missing_bytes:
+        return 0
+    warn(
+        f"{result.path} is truncated: {result.missing_bytes:,} bytes of tensor data are missing (the edit was made; "
+        "the file is as incomplete as before)"
+    )
+    return EXIT_TRUNCATED
 
 
 def _new_key_allowed(args: argparse.Namespace) -> bool:
@@ -597,13 +609,16 @@ def _cmd_recover(args: argparse.Namespace) -> int:
     for path in args.files:
         try:
             done = durable.recover(path)
-            with open_file(args, path) as f:  # it must read again
+            with open_file(args, path, lazy=True) as f:  # it must read again
                 state = f"it reads: {len(f.fields)} keys, {len(f.tensor_list)} tensors"
+                cut = warn_truncated(f, path)
         except GGUFError as e:
             error(f"{path}: {e}")
             status = 2
             continue
         write(f"{path}: {done or 'no interrupted edit to recover'}; {state}\n")
+        if cut and status == 0:
+            status = EXIT_TRUNCATED
     return status
 
 
@@ -639,9 +654,13 @@ def _cmd_diff(args: argparse.Namespace) -> int:
     try:
         b = split_mod.open_model(args.b, **options)
         try:
-            total = 0 if args.no_data else sum(t.nbytes for t in a.tensor_list if t.name in b.tensors) * 2
+            cut = [warn_truncated(m, p) for m, p in ((a, args.a), (b, args.b))]
+            data = not args.no_data and not any(cut)
+            if any(cut) and not args.no_data:
+                warn("tensor data not compared: a file is truncated (types and shapes are)")
+            total = 0 if not data else sum(t.nbytes for t in a.tensor_list if t.name in b.tensors) * 2
             with Progress(total, "hashing") as bar:
-                found = diff_mod.diff(a, b, data=not args.no_data, progress=bar.update)
+                found = diff_mod.diff(a, b, data=data, progress=bar.update)
             records = (
                 [
                     {
@@ -661,14 +680,15 @@ def _cmd_diff(args: argparse.Namespace) -> int:
             b.close()
     finally:
         a.close()
+    truncated = EXIT_TRUNCATED if any(cut) else None
     if args.json:
         write_json({"equal": not found, "differences": records})
-        return 1 if found else 0
+        return truncated or (1 if found else 0)
     if not found:
         print("no differences in header, metadata or tensors")
-        return 0
+        return truncated or 0
     write("\n".join(str(d) for d in found) + "\n")
-    return 1
+    return truncated or 1
 
 
 # --------------------------------------------------------------------------- registration

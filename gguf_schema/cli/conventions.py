@@ -46,7 +46,7 @@ from typing import Any, TextIO
 
 import numpy as np
 
-from ..errors import GGUFBuildError, GGUFFormatError, GGUFWarning
+from ..errors import GGUFBuildError, GGUFWarning
 from ..format.limits import Limits
 from ..model import GGUFFile
 from ..reader import read
@@ -300,23 +300,19 @@ def library_warnings() -> Iterator[None]:
         yield
 
 
-def truncation(f: GGUFFile) -> tuple[int, list[str]]:
-    """``(bytes missing, names of the tensors whose data runs past the end)`` of an open file."""
-    end, cut = f.file_size, []
-    need = end
-    for t in f.tensor_list:
-        try:
-            stop = t.offset + t.nbytes
-        except GGUFFormatError:  # unknown type: no size to check
-            continue
-        if stop > end:
-            cut.append(t.name)
-            need = max(need, stop)
-    return need - end, cut
+def truncation(f: Any) -> tuple[int, list[str]]:
+    """``(bytes missing, names of the tensors whose data runs past the end)`` of an open file, or of
+    every shard of a split model."""
+    shards = getattr(f, "shards", None)
+    if shards is None:
+        missing, cut = f.truncation()
+        return int(missing), list(cut)
+    parts = [s.truncation() for s in shards]
+    return sum(m for m, _ in parts), [name for _, names in parts for name in names]
 
 
-def warn_truncated(f: GGUFFile, path: str) -> bool:
-    """Warn (on stderr) when ``f`` is truncated; returns whether it is."""
+def warn_truncated(f: Any, path: str) -> bool:
+    """Warn (on stderr) when ``f`` (an open file, or a split model) is truncated; returns whether it is."""
     missing, cut = truncation(f)
     if not cut:
         return False

@@ -27,7 +27,7 @@ from ..format.types import GGMLType
 from ..tools.estimate import CACHE_TYPES, MAX_SEQUENCES, Estimate, estimate
 from ..tools.export import DTYPES, export_safetensors
 from ..tools.split import open_model
-from .conventions import EXIT_ERROR, error, open_options, write, write_json
+from .conventions import EXIT_ERROR, EXIT_TRUNCATED, error, open_options, warn_truncated, write, write_json
 from .progress import Progress
 
 __all__ = ["register_cli"]
@@ -167,13 +167,14 @@ def _cmd_estimate(args: argparse.Namespace) -> int:
             swa_full=args.swa_full,
             kv_unified=args.kv_unified,
         )
+        if args.json:
+            write_json(e.to_dict())
+        else:
+            write(estimate_text(e, args.file))
+        # the weights are sized from the tensor infos; a file without all their bytes would not load
+        return EXIT_TRUNCATED if warn_truncated(model, args.file) else 0
     finally:
         model.close()
-    if args.json:
-        write_json(e.to_dict())
-    else:
-        write(estimate_text(e, args.file))
-    return 0
 
 
 @_argument_errors

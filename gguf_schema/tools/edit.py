@@ -67,11 +67,14 @@ class EditResult:
         path: the file written.
         in_place: True when only header bytes of the original file were overwritten.
         bytes_written: bytes written to disk (the changed span in place, the whole file for a copy).
+        missing_bytes: bytes of tensor data the file declares past its end (0 for a whole file): the
+            edit does not repair a truncated file, and this says it is one.
     """
 
     path: str
     in_place: bool
     bytes_written: int
+    missing_bytes: int = 0
 
 
 def edit_file(
@@ -119,13 +122,15 @@ def edit_file(
         with read(src, lazy=True, limits=limits, mmap=mmap) as f:
             edit(f)
             save_file(f, out, progress=progress, sync=sync)
-        return EditResult(out, False, os.path.getsize(out))
+            missing = f.truncation()[0]
+        return EditResult(out, False, os.path.getsize(out), missing)
     with (
         locked_open(src, write=True, timeout=lock_timeout) as (fd, st),
         _held_source(fd, src, mmap) as source,
         read(source, lazy=True, limits=limits) as f,
     ):
         old_alignment = f.alignment
+        missing = f.truncation()[0]
         edit(f)
         if f.alignment == old_alignment:
             infos = [TensorInfo.of(t) for t in f.tensor_list]
@@ -141,10 +146,11 @@ def edit_file(
             if len(new_header) == f.data_offset:
                 check_header(new_header)  # warnings, or refused under writer.strict_writes
                 check_same_file(os.path.abspath(src), (st.st_dev, st.st_ino))
-                return _in_place(fd, src, f.view(0, len(new_header)), new_header, sync)
+                done = _in_place(fd, src, f.view(0, len(new_header)), new_header, sync)
+                return EditResult(done.path, True, done.bytes_written, missing)
         with expect_same_file(src, st):  # re-checked just before the rename
             save_file(f, src, progress=progress, sync=sync)  # the lock on the old file is held until then
-    return EditResult(src, False, os.path.getsize(src))
+    return EditResult(src, False, os.path.getsize(src), missing)
 
 
 def _held_source(fd: int, name: str, mmap: bool) -> MappedSource | PositionedSource:

@@ -181,6 +181,9 @@ def _export(
     sync: bool,
 ) -> ExportResult:
     st_name, out_type = DTYPES[dtype]
+    for shard in getattr(model, "shards", None) or [model]:
+        if hasattr(shard, "require_whole"):
+            shard.require_whole("the export")
     chosen = [t for t in model.tensor_list if pattern is None or pattern.search(t.name)]
     if pattern is not None and not chosen:
         raise ValueError(f"no tensor name matches {pattern.pattern!r}")

@@ -316,6 +316,7 @@ def split_plan(
         refuse_overwriting_inputs(plan.paths, [src], command="split")
         if dry_run:
             return plan
+        f.require_whole("its shards")
         n = len(groups)
         total = len(f.tensor_list)
         if total > 2**31 - 1:  # pragma: no cover - not a real file
@@ -325,7 +326,7 @@ def split_plan(
 
         def writer(i: int, group: list[Tensor]) -> Any:
             fields = (base if i == 0 else alignment) + _split_fields(i, n, total, plan.split_id)
-            planned = [plan_tensor(t.name, t, f.byte_order) for t in group]
+            planned = [plan_tensor(t.name, t, f.byte_order, kernel_copy=True) for t in group]
 
             def write(stream: IO[bytes]) -> None:
                 write_file(stream, fields, planned, version=f.version, byte_order=f.byte_order, progress=progress)
@@ -639,8 +640,10 @@ def merge(
                 "written (to copy a file, use convert)",
                 path=first,
             )
+        for shard in model.shards:
+            shard.require_whole("the merged file")
         fields = [x for x in model.fields.records if x.key not in _ALL_SPLIT_KEYS]
-        planned = [plan_tensor(t.name, t, model.byte_order) for t in model.tensor_list]
+        planned = [plan_tensor(t.name, t, model.byte_order, kernel_copy=True) for t in model.tensor_list]
         write_file(target, fields, planned, version=model.version, byte_order=model.byte_order, progress=progress)
 
 

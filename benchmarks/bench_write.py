@@ -14,6 +14,9 @@ input (the baseline both writers start from).
 * ``memmap``: the same tensors given as ``numpy.memmap`` views of a source file (``save`` streams
   them and releases the mapped pages behind its cursor).
 
+``save`` fsyncs the new file before renaming it over the target (``sync=True``, the default);
+``GGUFWriter`` does not, so ``save(sync=False)`` is shown too, the like-for-like comparison.
+
     python benchmarks/bench_write.py [--tokens 4000000] [--tensors 8] [--tensor-mib 256] [--out benchmarks/results/write.md]
 
 Files go to a temporary folder under /tmp (``--tmp``) and are deleted after.
@@ -71,14 +74,14 @@ def worker(case: str, path: str, n: int, t: int, mib: int) -> None:
     elif case == "tensors-input":
         total = sum(b.nbytes for i in range(t) for b in f16_blocks(rows, cols, i))
         print(total)
-    elif case == "tensors-save":
+    elif case in ("tensors-save", "tensors-nosync"):
         import gguf_schema
 
         tensors = {
             f"blk.{i}.w": gguf_schema.RawTensor("F16", (rows, cols), lambda i=i: f16_blocks(rows, cols, i))
             for i in range(t)
         }
-        gguf_schema.save(path, {"general.architecture": "llama"}, tensors)
+        gguf_schema.save(path, {"general.architecture": "llama"}, tensors, sync=case == "tensors-save")
     elif case == "tensors-gguf":
         import gguf
 
@@ -152,7 +155,7 @@ def main() -> None:
         cases = args.cases.split(",")
         groups = {
             "strings": ("strings-input", ["strings-save", "strings-gguf"]),
-            "tensors": ("tensors-input", ["tensors-save", "tensors-gguf"]),
+            "tensors": ("tensors-input", ["tensors-save", "tensors-nosync", "tensors-gguf"]),
             "memmap": ("tensors-input", ["memmap-save"]),
         }
         for group in cases:
@@ -170,7 +173,11 @@ def main() -> None:
                 out = os.path.join(folder, case + ".gguf")
                 wall, cpu, rss = measure(case, out, args)
                 size = os.path.getsize(out) / 2**20
-                label = {"save": "gguf_schema.save", "gguf": "gguf.GGUFWriter"}[case.split("-")[1]]
+                label = {
+                    "save": "gguf_schema.save",
+                    "nosync": "gguf_schema.save(sync=False)",
+                    "gguf": "gguf.GGUFWriter",
+                }[case.split("-")[1]]
                 lines.append(
                     f"| {group} | {label} | {wall:.2f} | {cpu:.2f} | {rss:,.0f} | {rss - base:+,.0f} | {size:,.0f} |"
                 )

@@ -554,8 +554,8 @@ class GGUFFile:
         >>> import io, numpy as np, gguf_schema
         >>> buf = io.BytesIO()
         >>> gguf_schema.save(buf, {}, {"a": np.zeros(8, np.float32), "b": np.zeros(8, np.float32)})
-        >>> gguf_schema.open(buf.getvalue()[:-40]).truncation()
-        (40, ['b'])
+        >>> gguf_schema.open(buf.getvalue()[:-20]).truncation()
+        (20, ['b'])
         """
         end, cut = self.file_size, []
         need = end

@@ -154,6 +154,9 @@ def main() -> None:
             cp = run(["cp", src, dst])
             record("cp FILE OUT", "-", cp, cp[0])
             os.unlink(dst)
+            # every gguf-schema write fsyncs the new file before it replaces the target; cp does not
+            record("cp FILE OUT && sync OUT", "-", run(["sh", "-c", f"cp '{src}' '{dst}' && sync '{dst}'"]), cp[0])
+            os.unlink(dst)
             for version in versions:
                 steps = [
                     ("convert FILE OUT --version 2", ["convert", src, dst, "--version", "2"]),
@@ -175,7 +178,7 @@ def main() -> None:
             os.unlink(src)
             rows.append("")
             rows.append(
-                f"10 GB file: {args.tensors} F16 tensors of {args.tensor_mib} MiB; `wall / cp` is the ratio to `cp` of "
+                f"{size_gb:.1f} GB file: {args.tensors} F16 tensors of {args.tensor_mib} MiB; `wall / cp` is the ratio to `cp` of "
                 "the same file in this run (diff: to two `cp`s, since it reads both files)."
             )
             rows.append("")

@@ -58,7 +58,10 @@ def make_big(path: str, tensors: int, mib: int) -> None:
     gguf_schema.save(
         path,
         {"general.architecture": "llama", "general.name": "stream-bench", "llama.block_count": np.uint32(tensors)},
-        {f"blk.{i}.ffn_up.weight": gguf_schema.RawTensor("F16", (rows, cols), lambda i=i: blocks(i)) for i in range(tensors)},
+        {
+            f"blk.{i}.ffn_up.weight": gguf_schema.RawTensor("F16", (rows, cols), lambda i=i: blocks(i))
+            for i in range(tensors)
+        },
     )
 
 
@@ -167,7 +170,12 @@ def main() -> None:
                     record(what, version, gs(version, *a), cp[0])
                     os.unlink(dst)
                 prefix = os.path.join(folder, "shard")
-                record("split FILE PREFIX --max-size 2G", version, gs(version, "split", src, prefix, "--max-size", "2G"), cp[0])
+                record(
+                    "split FILE PREFIX --max-size 2G",
+                    version,
+                    gs(version, "split", src, prefix, "--max-size", "2G"),
+                    cp[0],
+                )
                 first = sorted(glob.glob(prefix + "-*.gguf"))[0]
                 merged = os.path.join(folder, "merged.gguf")
                 record("merge FIRST_SHARD OUT", version, gs(version, "merge", first, merged), cp[0])

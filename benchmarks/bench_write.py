@@ -129,6 +129,11 @@ def measure(case: str, path: str, args: argparse.Namespace) -> tuple[float, floa
     return wall, user + sys_, rss
 
 
+def loadavg() -> list[str]:
+    with open("/proc/loadavg") as fh:
+        return fh.read().split()[:3]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--worker", nargs=5, metavar=("CASE", "PATH", "N", "T", "MIB"))
@@ -143,7 +148,7 @@ def main() -> None:
         case, path, n, t, mib = args.worker
         worker(case, path, int(n), int(t), int(mib))
         return
-    load = open("/proc/loadavg").read().split()[:3]
+    load = loadavg()
     lines = [
         f"machine load before: {' '.join(load)} (1, 5, 15 min); {os.cpu_count()} CPUs",
         "",
@@ -186,7 +191,7 @@ def main() -> None:
             lines.append(f"| {group} | (input only) | | | {base:,.0f} | | |")
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-    load = open("/proc/loadavg").read().split()[:3]
+    load = loadavg()
     lines.append("")
     lines.append(f"machine load after: {' '.join(load)}")
     text = "\n".join(lines) + "\n"

@@ -258,25 +258,28 @@ class Fields(Mapping[str, Field]):
         self._reindex()
 
     def _reindex(self) -> None:
-        keys = [f.key for f in self._records]
-        index = dict(zip(keys, range(len(keys)), strict=True))  # one dict, built in C: right unless a key repeats
-        if len(index) != len(keys):  # duplicate keys: the first of each wins, in file order
-            index = {}
-            for i, k in enumerate(keys):
-                index.setdefault(k, i)
-        self._index = index
+        records = self._records
+        first = dict(
+            zip([f.key for f in records], records, strict=True)
+        )  # one dict, built in C: right unless a key repeats
+        if len(first) != len(records):  # duplicate keys: the first of each wins, in file order
+            first = {}
+            for f in records:
+                first.setdefault(f.key, f)
+        self._first = first
+        self._positions: dict[str, int] | None = None  # worked out when first asked (edits): 800,000 ints otherwise
 
     def __getitem__(self, key: str) -> Field:
-        return self._records[self._index[key]]
+        return self._first[key]
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._index)
+        return iter(self._first)
 
     def __len__(self) -> int:
-        return len(self._index)
+        return len(self._first)
 
     def __contains__(self, key: object) -> bool:
-        return key in self._index
+        return key in self._first
 
     @property
     def records(self) -> list[Field]:
@@ -289,7 +292,12 @@ class Fields(Mapping[str, Field]):
 
     def position(self, key: str) -> int | None:
         """The index among :attr:`records` of the first pair with ``key``, or None."""
-        return self._index.get(key)
+        if self._positions is None:
+            positions: dict[str, int] = {}
+            for i, f in enumerate(self._records):
+                positions.setdefault(f.key, i)
+            self._positions = positions
+        return self._positions.get(key)
 
     def set(
         self, key: str, value: Any, type: ValueType | int | None = None, element_type: ValueType | int | None = None
@@ -298,7 +306,7 @@ class Fields(Mapping[str, Field]):
 
         Without ``type`` an existing key keeps its stored type and a new key's type is inferred.
         """
-        i = self._index.get(key)
+        i = self.position(key)
         if type is None and i is not None:
             old = self._records[i]
             type, element_type = old.type, element_type if element_type is not None else old.element_type
@@ -313,7 +321,7 @@ class Fields(Mapping[str, Field]):
 
     def delete(self, key: str) -> None:
         """Remove every pair with ``key``; :class:`~gguf_schema.errors.GGUFKeyError` if there is none."""
-        if key not in self._index:
+        if key not in self._first:
             raise GGUFKeyError(f"no metadata key {key!r}", value=key)
         self._records[:] = [f for f in self._records if f.key != key]
         self._reindex()
@@ -321,9 +329,9 @@ class Fields(Mapping[str, Field]):
 
     def rename(self, old: str, new: str) -> None:
         """Rename a key, keeping its position, type and value."""
-        if old not in self._index:
+        if old not in self._first:
             raise GGUFKeyError(f"no metadata key {old!r}", value=old)
-        if new in self._index and new != old:
+        if new in self._first and new != old:
             raise GGUFKeyError(f"metadata key {new!r} exists already", value=new)
         self._records[:] = [Field(new, f.type, f.value) if f.key == old else f for f in self._records]
         self._reindex()
@@ -433,8 +441,8 @@ class GGUFFile:
     @property
     def alignment(self) -> int:
         """ALIGNMENT as the fields say now (``general.alignment``, or 32)."""
-        i = self.fields.position("general.alignment")
-        return alignment_of([] if i is None else [self.fields.records_at(i)])
+        found = self.fields.get("general.alignment")
+        return alignment_of([] if found is None else [found])
 
     @property
     def tensor_list(self) -> list[Tensor]:

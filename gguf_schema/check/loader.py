@@ -314,7 +314,9 @@ class LoaderView:
 
     def find(self, key: str) -> Field | None:
         """The record ggml's ``gguf_find_key(key)`` returns: the first whose stored key, read up to its first NUL, is ``key``."""
-        i = self._fields.position(key) if self._first is None else self._first.get(key)
+        if self._first is None:
+            return self._fields.get(key)
+        i = self._first.get(key)
         return None if i is None else self.records[i]
 
     def find_all(self, key: str) -> list[Field]:

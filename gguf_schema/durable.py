@@ -17,12 +17,22 @@ they come from):
   :func:`atomic_replace_set` does the same for a set of files (the shards of a split): all are
   written and fsynced before the first is renamed.
 * :class:`Journal` -- an in-place change of bytes (an edit whose header keeps its size) first
-  saves the bytes it will overwrite to ``NAME.gguf-journal`` (with the file's identity and a
-  checksum), fsyncs it and the folder, then writes and fsyncs the file, then deletes the journal
-  and fsyncs the folder: the deletion is the commit point. :func:`recover` (run before every
-  edit, and by ``gguf-schema recover``) puts the saved bytes back if a complete journal of this
-  file is found, and deletes an incomplete one (the file was not touched yet) or one of a file
-  that has since been replaced. A reader that finds a complete journal refuses the file.
+  saves the bytes it will overwrite to ``NAME.gguf-journal`` (with the file's size, inode and
+  device, a digest of each 512-byte sector of the new bytes, and a checksum), fsyncs it and the
+  folder, then writes and fsyncs the file, then deletes the journal and fsyncs the folder: the
+  deletion is the commit point. Nothing is held whole: the journal is streamed from the file and
+  the new bytes from the caller, a megabyte at a time. :func:`recover` (run before every edit, and
+  by ``gguf-schema recover``) puts the saved bytes back if a complete journal fits the file, told
+  by what a restart keeps (its size, and the span's bytes sector by sector or its inode; never the
+  device number, which a restart may renumber); deletes an incomplete one (the file was not
+  touched yet); and keeps aside, renamed ``NAME.gguf-journal.orphan-TIME``, one that does not
+  fit (never deleted). A reader that finds a journal whose edit had begun refuses the file.
+* :func:`real_path` -- every write first resolves the path it was given to the real file
+  (symbolic links): the file a link points to is written, never the link, and journals, locks and
+  temporaries sit beside the real file.
+* :func:`can_clone`, :func:`clone_file`, :func:`copy_file` -- copy-on-write clones (reflinks:
+  btrfs, XFS, bcachefs) where the filesystem makes them, so that an edit can go into a clone
+  renamed over the file (atomic for every reader) at the cost of an edit in place.
 * :class:`FileLock` -- advisory ``flock`` locks on the file itself: an editor holds an exclusive
   lock for the whole edit (a second editor waits, up to a timeout, or fails clearly), readers a
   shared one while they parse the header (:func:`shared_header_lock`: they never see a
@@ -428,9 +438,10 @@ def _probe_clone(folder: str) -> bool:
                     os.unlink(name)
 
 
-def copy_file(src_fd: int, dst_fd: int) -> bool:
+def copy_file(src_fd: int, dst_fd: int, progress: Callable[[int], None] | None = None) -> bool:
     """Copy the whole open file ``src_fd`` into ``dst_fd`` (from its start): a clone where the
-    filesystem can (then True), else a copy inside the kernel (``copy_file_range``), else by chunks."""
+    filesystem can (then True), else a copy inside the kernel (``copy_file_range``), else by chunks;
+    ``progress(n)`` is told of the bytes copied as they are."""
     if clone_file(src_fd, dst_fd):
         return True
     size, done = os.fstat(src_fd).st_size, 0
@@ -445,12 +456,16 @@ def copy_file(src_fd: int, dst_fd: int) -> bool:
         if n == 0:
             break
         done += n
+        if progress is not None:
+            progress(n)
     while done < size:
         chunk = os.pread(src_fd, min(_CHUNK, size - done), done)
         if not chunk:
             raise GGUFChangedError("the file ended early while it was being copied", value=done)
         _pwrite_all(dst_fd, chunk, done)
         done += len(chunk)
+        if progress is not None:
+            progress(len(chunk))
     return False
 
 

@@ -37,7 +37,7 @@ def edit_span(path: Path) -> tuple[bytes, bytes, int, int]:
     """The file's bytes before and after setting general.name to NEW_NAME (made on a copy), and the changed span."""
     copy = path.with_name("copy.gguf")
     shutil.copyfile(path, copy)
-    assert set_key(copy, "general.name", NEW_NAME).in_place
+    assert set_key(copy, "general.name", NEW_NAME, in_place=True).in_place
     before, after = path.read_bytes(), copy.read_bytes()
     copy.unlink()
     diff = np.flatnonzero(np.frombuffer(before, np.uint8) != np.frombuffer(after, np.uint8))
@@ -180,7 +180,7 @@ def test_the_streamed_journal_of_an_edit_is_the_journal_of_its_bytes(model: Path
 import os, signal
 from gguf_schema.tools.edit import set_key
 os.pwrite = lambda *a: os.kill(os.getpid(), signal.SIGKILL)
-set_key({str(model)!r}, "general.name", {NEW_NAME!r})
+set_key({str(model)!r}, "general.name", {NEW_NAME!r}, in_place=True)
 """
     assert subprocess.run([sys.executable, "-c", code], timeout=60, check=False).returncode == -signal.SIGKILL
     journal = Path(durable.journal_path(model)).read_bytes()

@@ -114,7 +114,7 @@ KILLED_IN_PLACE = """
         real(fd, bytes(data)[: len(data) // 2], offset)
         os.kill(os.getpid(), signal.SIGKILL)
     os.pwrite = torn
-    set_key({path!r}, "general.name", {value!r})
+    set_key({path!r}, "general.name", {value!r}, in_place=True)
 """
 
 

@@ -11,25 +11,33 @@ Every edit of a file's metadata (``set``, ``set-file``, ``delete``, ``rename``, 
    lands on a file that another process put there meanwhile.
 2. **Streamed.** The file is read lazily (string arrays undecoded, numeric arrays as views) and
    written back by the one assembler, :mod:`gguf_schema.writer`, which copies every record the edit
-   did not touch as the bytes it is stored as: nothing else is decoded or encoded again, so memory
-   stays flat in the header's size.
+   did not touch as the bytes it is stored as: nothing else is decoded or encoded again. The new
+   header's size is counted first (:func:`gguf_schema.writer.header_size`, nothing kept); a header
+   that keeps its size is built once into a spool (:func:`gguf_schema.writer.spool_header`: an
+   unnamed temporary file past 8 MiB), checked from there, and compared with the file a megabyte
+   at a time: memory stays the changed records plus a constant, whatever the header's size.
 3. **In place, crash-safe**, when the new header (everything before the data section) has exactly
    the old size, so every tensor keeps its offset (a shorter header fits when the padding absorbs
    the difference): only the changed span is written, after the bytes it overwrites were saved to
    a journal (:func:`gguf_schema.durable.write_in_place`). A kill or a power cut at any instant
-   leaves the old file or the new one; a reader never sees a half-written header (readers take a
-   shared lock while they parse it).
+   leaves the old file or the new one once the journal is replayed; gguf-schema's readers never see
+   a half-written header (they take a shared lock while they parse it), other programs may.
+   **Or a clone renamed over it** (``in_place=False``, ``--no-in-place``; the default where the
+   filesystem clones files, :func:`gguf_schema.durable.can_clone`): the file is cloned (or, where
+   it cannot be, copied), the changed span written into the copy, which replaces the file
+   atomically: every program sees the old file or the new one.
 4. **Otherwise a rewrite**: the new header and the old data section (copied in the kernel) go to a
    temporary file that replaces the target atomically and durably, keeping its mode, owner and group
    (:func:`gguf_schema.durable.atomic_replace`). A read-only file is refused either way.
 
-With ``output`` the source is only read and the edited file is written there.
+A symbolic link is followed: the file it points to is edited (its journal and temporaries beside
+it), and the link stays a link. With ``output`` the source is only read and the edited file is written there.
 
 >>> import os, tempfile, numpy as np, gguf_schema
 >>> path = os.path.join(tempfile.mkdtemp(), "m.gguf")
 >>> gguf_schema.save(path, {"general.name": "abc"}, {"w": np.ones(4, np.float32)})
->>> set_key(path, "general.name", "xyz").in_place   # same length: header rewritten in place
-True
+>>> set_key(path, "general.name", "xyz").bytes_written   # same length: only the changed bytes are written
+3
 >>> set_key(path, "general.name", "a longer name").in_place
 False
 >>> with gguf_schema.open(path) as f:
@@ -62,7 +70,7 @@ from ..format.source import MappedSource, PositionedSource
 from ..format.types import ValueType
 from ..model import GGUFFile
 from ..reader import read
-from ..writer import HeaderSpool, Progress, TensorInfo, header_size, save_file, spool_header
+from ..writer import HeaderSpool, Progress, TensorInfo, save_file, spool_header
 
 __all__ = ["EditResult", "delete_key", "edit_file", "rename_key", "set_key", "set_key_from_file"]
 
@@ -165,8 +173,8 @@ def edit_file(
                 source=f,
             )
             infos = [TensorInfo.of(t) for t in f.tensor_list]
-            if header_size(f.fields.records, infos, **layout) == f.data_offset:
-                with spool_header(f.fields.records, infos, **layout) as new:
+            with spool_header(f.fields.records, infos, **layout) as new:
+                if new.size == f.data_offset:  # every tensor keeps its offset: only header bytes change
                     source.release_pages()  # the old header is only read by positioned reads from here on
                     new.check()  # warnings, or refused under writer.strict_writes
                     check_same_file(real, (st.st_dev, st.st_ino))
@@ -178,7 +186,7 @@ def edit_file(
                         write_in_place(fd, real, first, new.read_at, length=last - first, sync=sync)
                         return EditResult(src, True, last - first)
                     with expect_same_file(real, st):  # re-checked just before the rename
-                        cloned = _replace_patched(fd, real, new, first, last, sync)
+                        cloned = _replace_patched(fd, real, new, first, last, sync, progress)
                     return EditResult(src, False, last - first if cloned else st.st_size, cloned=cloned)
         with expect_same_file(real, st):  # re-checked just before the rename
             save_file(f, real, progress=progress, sync=sync)  # the lock on the old file is held until then
@@ -226,7 +234,9 @@ def _changed_span(fd: int, new: HeaderSpool) -> tuple[int, int] | None:
     return None if first is None or last is None else (first, last)
 
 
-def _replace_patched(fd: int, path: str, new: HeaderSpool, first: int, last: int, sync: bool) -> bool:
+def _replace_patched(
+    fd: int, path: str, new: HeaderSpool, first: int, last: int, sync: bool, progress: Progress | None
+) -> bool:
     """Replace the file ``fd`` (at ``path``) by a copy of it with ``[first, last)`` taken from the new
     header, through a temporary file renamed over it (readers see the old file or the new one).
     The copy is a clone where the filesystem makes one (True: only the span is written), else a
@@ -236,7 +246,7 @@ def _replace_patched(fd: int, path: str, new: HeaderSpool, first: int, last: int
     def write(out: IO[bytes]) -> None:
         nonlocal cloned
         out.flush()
-        cloned = copy_file(fd, out.fileno())
+        cloned = copy_file(fd, out.fileno(), progress)
         out.seek(first)
         for pos in range(first, last, _COMPARE_CHUNK):
             out.write(new.read_at(pos, min(_COMPARE_CHUNK, last - pos)))

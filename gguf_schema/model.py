@@ -17,6 +17,7 @@ F32 (2, 3) (3, 2) [3.0, 4.0, 5.0] 15.0
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Callable, Iterator, Mapping, MutableMapping, Sequence
 from typing import Any, Protocol
@@ -516,6 +517,10 @@ class GGUFFile:
 
     def close(self) -> None:
         """Close the file. Tensor views already taken stay valid (the map is freed when they are)."""
+        if self._header_view is not None:
+            with contextlib.suppress(BufferError):
+                self._header_view.release()
+            self._header_view = None
         if self.storage is not None:
             self.storage.close()
 

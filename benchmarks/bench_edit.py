@@ -14,7 +14,10 @@ processes, the way its scripts do: in place with ``GGUFReader(path, "r+")`` (``g
 else by rewriting the file with ``GGUFWriter`` from the reader's fields (``gguf_new_metadata``);
 at 4M tokens it needs minutes per edit, so compare at ``--tokens 500000``.
 
-    python benchmarks/bench_edit.py [--tokens 4000000] [--repeat 3] [--peer] [--out benchmarks/results/edit.md]
+    python benchmarks/bench_edit.py [--tokens 4000000] [--repeat 3] [--peer] [--baseline DIR] [--out FILE]
+
+``--baseline DIR`` runs the same commands with the ``gguf_schema`` of DIR too (a checkout of the
+version before, its extensions built), side by side in the same run.
 
 Targets (issue 27): every edit of the 116 MB header at most 300 MB and 3 s for the whole process;
 open and check of the 800,000-key file at most 2 s and 300 MB.
@@ -87,9 +90,11 @@ EDITS = {
 }
 
 
-def timed(cmd: list[str], timeout: float) -> dict:
-    """Run ``cmd`` under ``/usr/bin/time -v``: wall and CPU seconds, peak RSS (MB), exit code, stderr's last line."""
-    r = subprocess.run([TIME, "-v", *cmd], capture_output=True, timeout=timeout, check=False)
+def timed(cmd: list[str], timeout: float, code: str | None = None) -> dict:
+    """Run ``cmd`` under ``/usr/bin/time -v``: wall and CPU seconds, peak RSS (MB), exit code, stderr's
+    last line. ``code``: a folder holding another version of ``gguf_schema`` to run instead (PYTHONPATH)."""
+    env = {**os.environ, "PYTHONPATH": code} if code else None
+    r = subprocess.run([TIME, "-v", *cmd], capture_output=True, timeout=timeout, check=False, env=env)
     err = r.stderr.decode(errors="replace")
 
     def field(name: str) -> str:
@@ -178,7 +183,7 @@ def peer_child(edit: str, path: str) -> None:
     os.replace(tmp, path)
 
 
-def edit_rows(folder: str, n: int, repeat: int, peer: bool, peer_timeout: float) -> list[str]:
+def edit_rows(folder: str, n: int, repeat: int, peer: bool, peer_timeout: float, baseline: str | None) -> list[str]:
     master = os.path.join(folder, "huge.gguf")
     make_file(master, n)
     import gguf_schema
@@ -195,18 +200,24 @@ def edit_rows(folder: str, n: int, repeat: int, peer: bool, peer_timeout: float)
     ]
     work = os.path.join(folder, "work.gguf")
     for edit, (argv, _, _) in EDITS.items():
-        tools = ["gguf-schema", "gguf"] if peer and edit != "set --no-in-place" else ["gguf-schema"]
+        tools = ["gguf-schema"]
+        if baseline and edit != "set --no-in-place":
+            tools.append("gguf-schema before")
+        if peer and edit != "set --no-in-place":
+            tools.append("gguf")
         for tool in tools:
             before = load()
             runs = []
-            for _ in range(repeat if tool == "gguf-schema" else 1):
+            for _ in range(repeat if tool != "gguf" else 1):
                 shutil.copyfile(master, work)
-                if tool == "gguf-schema":
+                if tool != "gguf":
                     cmd = [sys.executable, "-m", "gguf_schema", *(a.format(path=work) for a in argv)]
                 else:
                     cmd = [sys.executable, __file__, "--peer-child", edit, work]
                 try:
-                    r = timed(cmd, 600 if tool == "gguf-schema" else peer_timeout)
+                    r = timed(
+                        cmd, 600 if tool != "gguf" else peer_timeout, baseline if tool.endswith("before") else None
+                    )
                 except subprocess.TimeoutExpired:
                     runs = []
                     break
@@ -219,7 +230,7 @@ def edit_rows(folder: str, n: int, repeat: int, peer: bool, peer_timeout: float)
                 lines.append(f"| {edit} | {tool} | stopped after {peer_timeout:.0f} s | | | | `{before}` |")
                 continue
             r = best_of(runs)
-            how = r["said"].split("(", 1)[-1].split(",")[0] if tool == "gguf-schema" else ""
+            how = r["said"].split("(", 1)[-1].split(",")[0] if tool != "gguf" else ""
             print(edit, tool, r, file=sys.stderr, flush=True)
             lines.append(
                 f"| {edit} | {tool} | {how} | {r['seconds']:.2f} | {r['cpu']:.2f} | {r['peak_mb']:.0f} | `{before}` |"
@@ -227,37 +238,45 @@ def edit_rows(folder: str, n: int, repeat: int, peer: bool, peer_timeout: float)
     return lines
 
 
-def keys_rows(folder: str, repeat: int) -> list[str]:
+def keys_rows(folder: str, repeat: int, baseline: str | None) -> list[str]:
     from gguf_schema.testing.malformed import many_keys_file
 
     path = os.path.join(folder, "keys800k.gguf")
     with open(path, "wb") as fh:
         fh.write(many_keys_file(800_000))
+    work = os.path.join(folder, "keys-work.gguf")
+    python = [sys.executable, "-c", "import sys, gguf_schema; gguf_schema.open(sys.argv[1]).close()"]
+    cli = [sys.executable, "-m", "gguf_schema"]
     commands = {
-        "open (`gguf_schema.open`)": [
-            sys.executable,
-            "-c",
-            "import sys, gguf_schema; gguf_schema.open(sys.argv[1]).close()",
-            path,
-        ],
-        "check (`gguf-schema check`)": [sys.executable, "-m", "gguf_schema", "check", path],
+        "open (`gguf_schema.open`)": ([*python, path], False),
+        "check (`gguf-schema check`)": ([*cli, "check", path], False),
+        "set in place (`gguf-schema set F k.5 2`)": ([*cli, "set", work, "k.5", "2"], True),
+        "set, header grows (`gguf-schema set F general.name abc`)": ([*cli, "set", work, "general.name", "abc"], True),
     }
     lines = [
         f"File: 800,000 keys (`many_keys_file(800_000)`, {os.path.getsize(path) / 1e6:.1f} MB). "
-        f"Best of {repeat} for the time; the largest peak RSS.",
+        f"Best of {repeat} for the time; the largest peak RSS. The targets are for open and check; the edits are "
+        "given for what they cost.",
         "",
-        "| action | wall time (s) | CPU time (s) | peak RSS, whole process (MB) | load before (uptime) |",
-        "|---|---:|---:|---:|---|",
+        "| action | version | wall time (s) | CPU time (s) | peak RSS, whole process (MB) | load before (uptime) |",
+        "|---|---|---:|---:|---:|---|",
     ]
-    for name, cmd in commands.items():
-        before = load()
-        runs = [timed(cmd, 600) for _ in range(repeat)]
-        for r in runs:
-            if r["rc"] not in (0, 1):  # check: 1 = findings (the file has no general.architecture)
-                raise RuntimeError(f"{name} failed: {r['said']}")
-        r = best_of(runs)
-        print(name, r, file=sys.stderr, flush=True)
-        lines.append(f"| {name} | {r['seconds']:.2f} | {r['cpu']:.2f} | {r['peak_mb']:.0f} | `{before}` |")
+    for name, (cmd, edits) in commands.items():
+        for version, code in [("this branch", None), *([("before", baseline)] if baseline else [])]:
+            before = load()
+            runs = []
+            for _ in range(repeat):
+                if edits:
+                    shutil.copyfile(path, work)
+                r = timed(cmd, 600, code)
+                if r["rc"] not in (0, 1):  # check: 1 = findings (the file has no general.architecture)
+                    raise RuntimeError(f"{name} failed: {r['said']}")
+                runs.append(r)
+            r = best_of(runs)
+            print(name, version, r, file=sys.stderr, flush=True)
+            lines.append(
+                f"| {name} | {version} | {r['seconds']:.2f} | {r['cpu']:.2f} | {r['peak_mb']:.0f} | `{before}` |"
+            )
     return lines
 
 
@@ -268,6 +287,12 @@ def main() -> None:
     ap.add_argument("--peer", action="store_true", help="also the gguf package (minutes per edit at 4M tokens)")
     ap.add_argument("--peer-timeout", type=float, default=900)
     ap.add_argument("--no-keys", action="store_true", help="leave out the 800,000-key file")
+    ap.add_argument(
+        "--baseline",
+        default=None,
+        metavar="DIR",
+        help="also run the gguf_schema found in DIR (e.g. a checkout of main)",
+    )
     ap.add_argument("--folder", default=None, help="where to put the test files (default: a temporary folder)")
     ap.add_argument("--out", default=None, help="write the results (markdown) there too")
     ap.add_argument("--peer-child", nargs=2, metavar=("EDIT", "PATH"), help=argparse.SUPPRESS)
@@ -279,9 +304,9 @@ def main() -> None:
         raise SystemExit(f"{TIME} is needed (apt-get install time)")
     folder = tempfile.mkdtemp(dir=args.folder)
     try:
-        lines = edit_rows(folder, args.tokens, args.repeat, args.peer, args.peer_timeout)
+        lines = edit_rows(folder, args.tokens, args.repeat, args.peer, args.peer_timeout, args.baseline)
         if not args.no_keys:
-            lines += ["", *keys_rows(folder, args.repeat)]
+            lines += ["", *keys_rows(folder, args.repeat, args.baseline)]
         text = "\n".join(lines) + "\n"
         print(text)
         if args.out:

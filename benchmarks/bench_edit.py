@@ -94,7 +94,8 @@ def timed(cmd: list[str], timeout: float, code: str | None = None) -> dict:
     """Run ``cmd`` under ``/usr/bin/time -v``: wall and CPU seconds, peak RSS (MB), exit code, stderr's
     last line. ``code``: a folder holding another version of ``gguf_schema`` to run instead (PYTHONPATH)."""
     env = {**os.environ, "PYTHONPATH": code} if code else None
-    r = subprocess.run([TIME, "-v", *cmd], capture_output=True, timeout=timeout, check=False, env=env)
+    # run from "/" (every path is absolute): a package in the current folder would come before PYTHONPATH
+    r = subprocess.run([TIME, "-v", *cmd], capture_output=True, timeout=timeout, check=False, env=env, cwd="/")
     err = r.stderr.decode(errors="replace")
 
     def field(name: str) -> str:
@@ -213,7 +214,7 @@ def edit_rows(folder: str, n: int, repeat: int, peer: bool, peer_timeout: float,
                 if tool != "gguf":
                     cmd = [sys.executable, "-m", "gguf_schema", *(a.format(path=work) for a in argv)]
                 else:
-                    cmd = [sys.executable, __file__, "--peer-child", edit, work]
+                    cmd = [sys.executable, os.path.abspath(__file__), "--peer-child", edit, work]
                 try:
                     r = timed(
                         cmd, 600 if tool != "gguf" else peer_timeout, baseline if tool.endswith("before") else None
@@ -302,7 +303,7 @@ def main() -> None:
         return
     if not os.path.exists(TIME):
         raise SystemExit(f"{TIME} is needed (apt-get install time)")
-    folder = tempfile.mkdtemp(dir=args.folder)
+    folder = os.path.abspath(tempfile.mkdtemp(dir=args.folder))
     try:
         lines = edit_rows(folder, args.tokens, args.repeat, args.peer, args.peer_timeout, args.baseline)
         if not args.no_keys:

@@ -611,8 +611,8 @@ class Journal:
     Attributes:
         offset, saved: where in the file, and the original bytes there.
         file_size: the file's size when the journal was written.
-        device, inode: the file's identity then (told in messages; the device number is not
-            matched, since it may change when the machine restarts).
+        device, inode: the file's identity then (recorded; the inode is one way a journal is
+            matched to its file, the device number never is: a restart may change it).
         new_digests: the new bytes, one 8-byte BLAKE2b digest per 512-byte sector of the span (cut
             at multiples of 512 in the file); None for a journal of format 2, which had none.
     """

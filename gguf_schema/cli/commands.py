@@ -797,7 +797,9 @@ def register_cli(subparsers: Any) -> None:
         "undo the interrupted in-place edit of each FILE (its journal FILE-journal)",
         "Undo an in-place edit that was interrupted (killed, power cut): the bytes saved in FILE-journal are "
         "written back and the journal removed; an incomplete journal (the file was not touched yet) is just "
-        "removed. Waits for an edit still under way. Prints what was done for each FILE; exit 0 when every "
+        "removed; a journal that does not fit the file (it was replaced since) is never applied nor deleted, "
+        "but kept aside as FILE-journal.orphan-TIME. FILE may be a symbolic link (the journal is beside the "
+        "real file). Waits for an edit still under way. Prints what was done for each FILE; exit 0 when every "
         "FILE reads afterwards, 2 otherwise.",
     )
     p.add_argument("files", metavar="FILE", nargs="+")

@@ -276,9 +276,9 @@ def interrupted_line(args: argparse.Namespace | None, writes: Sequence[durable.W
 
     >>> from gguf_schema.durable import WriteRecord
     >>> ns = argparse.Namespace(command="set", file="m.gguf", output=None)
-    >>> interrupted_line(ns, [WriteRecord(os.path.abspath("m.gguf"), True, False)])
+    >>> interrupted_line(ns, [WriteRecord(os.path.realpath("m.gguf"), True, False)])
     'gguf-schema: interrupted; m.gguf unchanged'
-    >>> interrupted_line(ns, [WriteRecord(os.path.abspath("m.gguf"), True, True)])
+    >>> interrupted_line(ns, [WriteRecord(os.path.realpath("m.gguf"), True, True)])
     'gguf-schema: interrupted; m.gguf changed: the edit had committed'
     >>> interrupted_line(argparse.Namespace(command="info", file="m.gguf"), [])
     'gguf-schema: interrupted; nothing was written'
@@ -291,7 +291,7 @@ def interrupted_line(args: argparse.Namespace | None, writes: Sequence[durable.W
         states[w.path] = (existed, committed or w.committed)
     if not states:
         for path in _declared_targets(args):
-            states[os.path.abspath(path)] = (os.path.exists(path), False)
+            states[os.path.realpath(path)] = (os.path.exists(path), False)
     if not states:
         return "gguf-schema: interrupted; nothing was written"
     what = "edit" if command in EDIT_COMMANDS else "write"
@@ -312,13 +312,14 @@ def interrupted_line(args: argparse.Namespace | None, writes: Sequence[durable.W
 
 
 def _paths_as_given(args: argparse.Namespace | None) -> dict[str, str]:
-    """Absolute path -> the path as the user typed it, for the files named on the command line."""
+    """Real path (symbolic links resolved, as writes record them) -> the path as the user typed it, for
+    the files named on the command line."""
     out: dict[str, str] = {}
     for name in ("file", "output", "first_shard", "files"):
         value = getattr(args, name, None)
         for p in value if isinstance(value, list) else [value]:
             if isinstance(p, str) and p and "://" not in p:
-                out.setdefault(os.path.abspath(p), p)
+                out.setdefault(os.path.realpath(p), p)
     return out
 
 

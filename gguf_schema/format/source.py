@@ -184,6 +184,11 @@ class Source:
         a mapped source lets their pages go from the process's resident memory; others do nothing."""
         return None
 
+    def release_pages(self) -> None:
+        """Say that the bytes read so far are not needed for a while: a map gives its pages back to the
+        system (they are read again from the file if touched), so that they stop counting in this
+        process's resident memory. Views stay valid. Nothing for other sources."""
+
     def _check_open(self) -> None:
         if self.closed:
             raise GGUFError("the file is closed: its bytes are only available while it is open", path=self.name)
@@ -286,6 +291,11 @@ class MappedSource(_LocalFile):
         if end > start:
             with contextlib.suppress(OSError, ValueError):  # a hint: never an error
                 self._map.madvise(_DONTNEED, start, end - start)
+
+    def release_pages(self) -> None:
+        if self._map is not None and hasattr(self._map, "madvise") and hasattr(mmap, "MADV_DONTNEED"):
+            with contextlib.suppress(OSError, ValueError):
+                self._map.madvise(mmap.MADV_DONTNEED)
 
     def close(self) -> None:
         if self._map is not None:

@@ -320,6 +320,10 @@ def test_shards_are_checked_as_shards_and_a_first_shard_stands_for_its_model(tmp
     assert rules(validate(bpaths[1])) == []  # a later shard is not asked for the model's metadata
     r = run_cli("check", "--json", paths[0])
     assert [rep["path"] for rep in json.loads(r.stdout)["reports"]] == paths
+    r = run_cli("scan", *paths)  # shards marked as such; a later shard's absent name is "-", never "None"
+    lines = r.stdout.decode().splitlines()
+    assert r.returncode == 0 and "None" not in r.stdout.decode() and "spec:rejected" not in lines[1] + lines[2]
+    assert lines[1].startswith(f"{paths[1]}: ") and ", shard 2 of 3, - -, file type -, 1 tensors (Q4_Kx1)" in lines[1]
     r = run_cli("audit", paths[0], paths[2])  # the first shard stands for its model; no shard twice
     assert r.returncode == 0 and r.stdout.decode().count(": clean") == 3
     os.rename(paths[1], tmp_path / "away.gguf")

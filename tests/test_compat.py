@@ -1,0 +1,329 @@
+"""gguf_schema.compat against the `gguf` package itself (gguf-py 0.19): reader, quants, writer, patch, scripts.
+
+Every check compares with what gguf-py does for the same input: parts (values, dtypes, shapes),
+data indices, types, contents, tensor attributes and bytes; file bytes after edits and writes;
+quantized bytes and dequantized floats; gguf-py's own scripts' output and files, run with and
+without ``patch()``. gguf-py takes seconds on a large vocabulary, so it is run here on the
+smaller real files and on generated ones; for every real file, a digest of gguf-py's reading,
+computed once by ``python -m tests.test_compat`` and kept in ``tests/data/compat_digests.json``,
+is compared with ours (the digest covers every part's bytes, dtype and shape).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import json
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import gguf_schema
+import gguf_schema.tensors
+from gguf_schema import compat
+from gguf_schema.errors import GGUFError, GGUFFormatError, GGUFLimitError, GGUFTruncatedError
+from gguf_schema.format.limits import Limits
+from gguf_schema.format.types import GGMLType, ValueType
+from gguf_schema.testing.demo import example_metadata, example_tensors
+from gguf_schema.testing.fixtures import random_blocks, random_tensor
+
+from .conftest import VOCAB_DIR, VOCAB_FILES, demo_bytes, write
+
+gguf = pytest.importorskip("gguf")
+
+DIGESTS = Path(__file__).parent / "data" / "compat_digests.json"
+#: the real files small enough to read with gguf-py in every run (about a second each)
+LIVE = ("ggml-vocab-bert-bge.gguf", "ggml-vocab-phi-3.gguf")
+
+
+# ---------------------------------------------------------------------- comparing readers
+
+
+def _part_record(p: np.ndarray) -> tuple:
+    return (p.dtype.str, p.shape, p.tobytes())
+
+
+def assert_same_reading(theirs: Any, ours: compat.GGUFReader) -> None:
+    """Every field and tensor of ``ours`` equal to gguf-py's reading ``theirs``."""
+    assert list(ours.fields) == list(theirs.fields)
+    assert (ours.byte_order, int(ours.endianess)) == (theirs.byte_order, int(theirs.endianess))
+    assert (int(ours.alignment), int(ours.data_offset)) == (int(theirs.alignment), int(theirs.data_offset))
+    for key, a in theirs.fields.items():
+        b = ours.fields[key]
+        assert (b.offset, b.name, b.data) == (a.offset, a.name, a.data), key
+        assert [int(t) for t in b.types] == [int(t) for t in a.types], key
+        assert [t.name for t in b.types] == [t.name for t in a.types], key
+        assert b.contents() == a.contents(), key  # read from the map, before the parts exist
+        assert [_part_record(p) for p in b.parts] == [_part_record(p) for p in a.parts], key
+        assert b.contents() == a.contents(), key  # and from the parts
+        if len(a.data) > 2 and a.types[0] == gguf.GGUFValueType.ARRAY:
+            assert b.contents(1) == a.contents(1) and b.contents(-1) == a.contents(-1), key
+            assert b.contents(slice(1, None, 2)) == a.contents(slice(1, None, 2)), key
+    assert len(ours.tensors) == len(theirs.tensors)
+    for a, b in zip(theirs.tensors, ours.tensors, strict=True):
+        assert (b.name, int(b.tensor_type), b.n_elements, b.n_bytes, b.data_offset) == (
+            a.name,
+            int(a.tensor_type),
+            a.n_elements,
+            a.n_bytes,
+            a.data_offset,
+        )
+        assert b.tensor_type.name == a.tensor_type.name
+        assert _part_record(b.shape) == _part_record(a.shape), a.name
+        assert _part_record(b.data) == _part_record(a.data), a.name
+        assert b.shape is b.field.parts[3]
+        assert (b.field.offset, b.field.name, b.field.data, b.field.types) == (
+            a.field.offset,
+            a.field.name,
+            a.field.data,
+            a.field.types,
+        )
+        assert [_part_record(p) for p in b.field.parts] == [_part_record(p) for p in a.field.parts], a.name
+
+
+def reading_digest(reader: Any) -> str:
+    """A digest of everything a reader gives (gguf-py's or ours): fields, parts, contents, tensors."""
+    h = hashlib.sha256()
+
+    def add(*items: Any) -> None:
+        h.update(repr(items).encode("utf-8", "surrogateescape"))
+
+    add(reader.byte_order, int(reader.endianess), int(reader.alignment), int(reader.data_offset))
+    for key, f in reader.fields.items():
+        add(key, f.offset, f.data, [int(t) for t in f.types], f.contents())
+        for p in f.parts:
+            add(p.dtype.str, p.shape)
+            h.update(p.tobytes())
+    for t in reader.tensors:
+        add(t.name, int(t.tensor_type), t.n_elements, t.n_bytes, t.data_offset, t.shape.tolist(), t.data.dtype.str)
+        add(t.data.shape, hashlib.sha256(t.data.tobytes()).hexdigest())
+        for p in t.field.parts:
+            add(p.dtype.str, p.shape)
+            h.update(p.tobytes())
+    return h.hexdigest()
+
+
+@pytest.mark.parametrize("name", LIVE)
+def test_real_files_read_as_gguf_reads_them(name):
+    path = VOCAB_DIR / name
+    if not path.is_file():
+        pytest.skip("../shared/testdata/vocab is absent")
+    assert_same_reading(gguf.GGUFReader(str(path)), compat.GGUFReader(path))
+
+
+def test_every_real_file_matches_the_digest_of_gguf_reading_it(vocab_file):
+    expected = json.loads(DIGESTS.read_text())
+    assert vocab_file.name in expected, "run python -m tests.test_compat to record gguf-py's digest"
+    assert reading_digest(compat.GGUFReader(vocab_file)) == expected[vocab_file.name]
+
+
+def test_gemma_reads_as_gguf_reads_it(gemma, gemma_reader):
+    ours = compat.GGUFReader(gemma)
+    assert_same_reading(gemma_reader, ours)
+
+
+@pytest.fixture(params=[("little", 3), ("big", 3), ("little", 2), ("big", 2)], ids=lambda p: f"{p[0]}-v{p[1]}")
+def variant(request, tmp_path) -> Path:
+    """The demo model (every value type, nested arrays, four tensor types) in each byte order and version."""
+    order, version = request.param
+    return write(tmp_path, demo_bytes(order, version))
+
+
+def test_generated_files_read_as_gguf_reads_them(variant):
+    assert_same_reading(gguf.GGUFReader(str(variant)), compat.GGUFReader(variant))
+
+
+@pytest.mark.parametrize("order", ["little", "big"])
+def test_every_tensor_type_reads_as_gguf_reads_it(tmp_path, order):
+    rng = np.random.default_rng(7)
+    tensors = {
+        f"t.{t.name}": random_tensor(t, (3, max(t.block_size, 1) * 2), rng, order)
+        for t in GGMLType
+        if not t.removed and t.name in gguf.GGMLQuantizationType.__members__ and t != GGMLType.Q8_1
+    }
+    tensors["scalar"] = np.array(3.5, np.float32)  # n_dims 0
+    path = tmp_path / "types.gguf"
+    gguf_schema.save(path, {"general.alignment": np.uint32(64)}, tensors, byte_order=order)
+    assert_same_reading(gguf.GGUFReader(str(path)), compat.GGUFReader(path))
+
+
+def test_version_1_files_are_read_though_gguf_refuses_them(tmp_path):
+    path = write(tmp_path, demo_bytes("little", 1))
+    with pytest.raises(ValueError, match="version 1"):
+        gguf.GGUFReader(str(path))
+    ours = compat.GGUFReader(path)
+    with gguf_schema.open(path) as f:
+        assert ours.fields["GGUF.version"].contents() == 1
+        assert ours.fields["GGUF.kv_count"].parts[0].dtype == np.uint32  # v1 counts are uint32
+        for key, field in f.fields.items():
+            if field.type != ValueType.ARRAY or field.element_type != ValueType.ARRAY:
+                plain = field.plain()
+                assert ours.fields[key].contents() == (plain.tolist() if isinstance(plain, np.ndarray) else plain), key
+        for t in ours.tensors:
+            assert t.data.tobytes() == bytes(f.tensors[t.name].raw())
+
+
+def test_fields_are_built_only_when_used(gemma):
+    ours = compat.GGUFReader(gemma)
+    tokens = ours.fields["tokenizer.ggml.tokens"]
+    assert tokens._parts is None  # opening built no parts
+    assert len(tokens.data) == 262_144 and tokens.contents(5) == tokens.contents()[5]
+    assert tokens._parts is None  # neither do data, types and contents
+    assert len(tokens.parts) == 5 + 2 * 262_144
+
+
+# ---------------------------------------------------------------------- modes and edits
+
+
+def test_edits_through_parts_in_r_plus_write_the_same_bytes(tmp_path, variant):
+    a, b = tmp_path / "a.gguf", tmp_path / "b.gguf"
+    shutil.copy(variant, a)
+    shutil.copy(variant, b)
+    edits = {"llama.context_length": 4096, "demo.float64": 2.5, "demo.bool": False}
+    for path, cls in ((a, gguf.GGUFReader), (b, compat.GGUFReader)):
+        r = cls(str(path), "r+")
+        for key, value in edits.items():
+            f = r.fields[key]
+            f.parts[f.data[0]][0] = value
+        tokens = r.fields["tokenizer.ggml.tokens"]
+        tokens.parts[tokens.data[1]][:] = np.frombuffer(b"<S>", np.uint8)
+        r.tensors[0].data[0, :4] = 7.0
+        del r
+    assert a.read_bytes() == b.read_bytes() != variant.read_bytes()
+    with gguf_schema.open(b) as f:
+        assert f.metadata["llama.context_length"] == 4096 and f.metadata["tokenizer.ggml.tokens"][1] == "<S>"
+
+
+def test_mode_c_changes_only_the_copy_in_memory(tmp_path):
+    path = write(tmp_path, demo_bytes())
+    before = path.read_bytes()
+    r = compat.GGUFReader(path, "c")
+    f = r.fields["llama.block_count"]
+    f.parts[f.data[0]][0] = 9
+    assert f.contents() == 9 and path.read_bytes() == before
+
+
+def test_mode_r_is_read_only(tmp_path):
+    r = compat.GGUFReader(write(tmp_path, demo_bytes()))
+    f = r.fields["llama.block_count"]
+    with pytest.raises(ValueError, match="read-only"):
+        f.parts[f.data[0]][0] = 9
+
+
+def test_reader_field_and_tensor_behave_like_named_tuples(tmp_path):
+    r = compat.GGUFReader(write(tmp_path, demo_bytes()))
+    offset, name, parts, data, types = r.fields["general.name"]
+    assert (name, data, types) == ("general.name", [4], [compat.GGUFValueType.STRING])
+    assert r.fields["general.name"]._asdict()["offset"] == offset and len(parts) == 5
+    field = compat.ReaderField(0, "x", [np.array([5], np.uint32)], [0], [compat.GGUFValueType.UINT32])
+    assert field.contents() == 5 and field._replace(name="y").name == "y"
+    assert r.get_tensor(0).name == r.tensors[0].name and r.get_field("nope") is None
+    assert r.tensors[0]._asdict()["n_bytes"] == r.tensors[0].n_bytes
+    assert compat.GGUFReader.gguf_scalar_to_np[compat.GGUFValueType.FLOAT32] is np.float32
+
+
+# ---------------------------------------------------------------------- bad files
+
+
+def test_bad_files_raise_our_errors(tmp_path):
+    good = demo_bytes()
+    with pytest.raises(GGUFTruncatedError) as e:
+        compat.GGUFReader(write(tmp_path, good[:100]))
+    assert isinstance(e.value, ValueError) and e.value.offset is not None
+    with pytest.raises(GGUFFormatError, match="magic"):
+        compat.GGUFReader(write(tmp_path, b"GGML" + good[4:]))
+    with pytest.raises(GGUFTruncatedError, match="runs past the end"):
+        compat.GGUFReader(write(tmp_path, good[: len(good) - 64]))
+    with pytest.raises(FileNotFoundError):
+        compat.GGUFReader(tmp_path / "missing.gguf")
+    with pytest.raises(ValueError, match="mode"):
+        compat.GGUFReader(write(tmp_path, good), "w")
+
+
+def test_repeated_keys_and_tensor_names_are_refused_as_gguf_refuses_them(tmp_path):
+    buf = io.BytesIO()
+    fields = [gguf_schema.make_field("a", 1), gguf_schema.make_field("a", 2)]
+    gguf_schema.writer.write_file(buf, fields, [], version=3, byte_order="little")
+    with pytest.raises(KeyError):
+        gguf.GGUFReader(str(write(tmp_path, buf.getvalue())))
+    with pytest.raises(GGUFFormatError, match="duplicate key 'a'"):
+        compat.GGUFReader(write(tmp_path, buf.getvalue()))
+
+
+def test_limits_apply(tmp_path):
+    path = write(tmp_path, demo_bytes())
+    with pytest.raises(GGUFLimitError):
+        compat.GGUFReader(path, limits=Limits(max_array_length=4))
+    assert len(compat.GGUFReader(path, limits=Limits(max_array_length=8)).fields) == 32
+
+
+# ---------------------------------------------------------------------- quants
+
+BOTH_DEQUANTIZE = [t for t in gguf.GGMLQuantizationType if t.name not in ("Q8_1", "I8", "I16", "I32", "I64", "F64")]
+
+
+@pytest.mark.parametrize("qtype", BOTH_DEQUANTIZE, ids=lambda t: t.name)
+def test_dequantize_gives_gguf_floats(qtype):
+    rng = np.random.default_rng(int(qtype))
+    t = GGMLType(int(qtype))
+    if t.quantized:
+        raw = random_blocks(t, 8, rng).reshape(2, 2, -1)
+    else:
+        raw = np.frombuffer(random_tensor(t, (2, 2, 32), rng).data, np.uint8).reshape(2, 2, -1)
+    try:
+        theirs = gguf.quants.dequantize(raw, qtype)
+    except NotImplementedError:
+        pytest.skip(f"gguf-py does not dequantize {qtype.name}")
+    ours = compat.dequantize(raw, qtype)
+    assert ours.dtype == theirs.dtype == np.float32 and ours.shape == theirs.shape
+    assert np.array_equal(ours.view(np.uint32), theirs.view(np.uint32))
+
+
+QUANTIZE = ["F32", "F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "TQ1_0", "TQ2_0", "MXFP4"]
+
+
+@pytest.mark.parametrize("name", QUANTIZE)
+def test_quantize_gives_gguf_bytes(name):
+    qtype = gguf.GGMLQuantizationType[name]
+    x = np.random.default_rng(3).standard_normal((2, 3, 512)).astype(np.float32)
+    theirs, ours = gguf.quants.quantize(x, qtype), compat.quantize(x, qtype)
+    assert ours.dtype == theirs.dtype and ours.shape == theirs.shape and ours.tobytes() == theirs.tobytes()
+    back_theirs, back_ours = gguf.quants.dequantize(theirs, qtype), compat.dequantize(ours, qtype)
+    assert back_ours.tobytes() == back_theirs.tobytes()
+
+
+def test_quantize_errors_and_types_beyond_gguf():
+    with pytest.raises(compat.QuantError):
+        compat.quantize(np.ones((2, 100), np.float32), compat.GGMLQuantizationType.Q4_K)
+    with pytest.raises(NotImplementedError):
+        gguf.quants.quantize(np.ones((2, 256), np.float32), gguf.GGMLQuantizationType.Q4_K)
+    x = np.linspace(-1, 1, 3 * 512, dtype=np.float32).reshape(3, 1, 512)
+    q = compat.quantize(x, compat.GGMLQuantizationType.Q4_K)  # gguf-py cannot: ggml's bytes, leading axes kept
+    assert q.shape == (3, 1, 288) and q.tobytes() == gguf_schema.tensors.quantize(x, "Q4_K").tobytes()
+    back = compat.dequantize(q, compat.GGMLQuantizationType.Q4_K)
+    assert back.shape == x.shape and np.abs(back - x).max() < 0.05  # 4.5 bits per weight
+    with pytest.raises(ValueError, match="not a multiple"):
+        compat.dequantize(np.zeros((2, 100), np.uint8), compat.GGMLQuantizationType.Q4_K)
+
+
+def test_lazy_tensors_are_quantized_when_evaluated():
+    lazy = gguf.LazyNumpyTensor.from_eager(np.linspace(-1, 1, 64, dtype=np.float32).reshape(2, 32))
+    q = compat.quantize(lazy, compat.GGMLQuantizationType.Q8_0)
+    assert isinstance(q, gguf.LazyNumpyTensor) and q.shape == (2, 34)
+    assert gguf.LazyNumpyTensor.to_eager(q).tobytes() == gguf.quants.quantize(lazy.to_eager(lazy), 8).tobytes()
+
+
+def test_code_tables_have_gguf_names_and_values():
+    for cls in ("GGMLQuantizationType", "GGUFValueType", "LlamaFileType", "GGUFEndian"):
+        theirs, ours = getattr(gguf, cls), getattr(compat, cls)
+        assert {m.name: int(m) for m in theirs} == {m.name: int(m) for m in ours if m.name in theirs.__members__}
+        assert set(ours.__members__) - set(theirs.__members__) <= {"Q2_0"}  # ggml's newest type, after gguf-py 0.19
+    differ = {t.name for t in gguf.GGML_QUANT_SIZES if compat.GGML_QUANT_SIZES[int(t)] != gguf.GGML_QUANT_SIZES[t]}
+    assert differ == {"Q8_1"} and compat.GGML_QUANT_SIZES[compat.GGMLQuantizationType.Q8_1] == (32, 36)
+    for value in ("s", b"b", [1], 1.5, True, 3):
+        assert compat.GGUFValueType.get_type(value) == gguf.GGUFValueType.get_type(value)

@@ -327,3 +327,216 @@ def test_code_tables_have_gguf_names_and_values():
     assert differ == {"Q8_1"} and compat.GGML_QUANT_SIZES[compat.GGMLQuantizationType.Q8_1] == (32, 36)
     for value in ("s", b"b", [1], 1.5, True, 3):
         assert compat.GGUFValueType.get_type(value) == gguf.GGUFValueType.get_type(value)
+
+
+# ---------------------------------------------------------------------- writer
+
+
+def _write_both(tmp_path: Path, calls, **kw) -> tuple[dict[str, bytes], dict[str, bytes]]:
+    """Run ``calls(writer)`` on gguf-py's GGUFWriter and ours, each in a folder of its own; return the files."""
+    out = []
+    for name, cls in (("theirs", gguf.GGUFWriter), ("ours", compat.GGUFWriter)):
+        folder = tmp_path / name
+        folder.mkdir()
+        w = cls(folder / "model.gguf", "llama", **kw)
+        calls(w)
+        out.append({p.name: p.read_bytes() for p in sorted(folder.iterdir())})
+    return out[0], out[1]
+
+
+def _metadata(w, alignment: int = 64) -> None:
+    w.add_uint8("t.u8", 255)
+    w.add_int8("t.i8", -128)
+    w.add_uint16("t.u16", 65535)
+    w.add_int16("t.i16", -32768)
+    w.add_uint32("t.u32", 2**32 - 1)
+    w.add_int32("t.i32", np.int32(-7))
+    w.add_float32("t.f32", 0.1)
+    w.add_uint64("t.u64", 2**64 - 1)
+    w.add_int64("t.i64", -(2**63))
+    w.add_float64("t.f64", np.pi)
+    w.add_bool("t.bool", True)
+    w.add_string("t.str", "héllo")
+    w.add_string("t.empty", "")  # left out, as gguf-py leaves it out
+    w.add_array("t.ints", [1, 2, 3])
+    w.add_array("t.floats", [0.5, 1.5])
+    w.add_array("t.bools", [True, False])
+    w.add_array("t.strs", ["a", "", "日本"])
+    w.add_array("t.bytes", b"\x00\x01\xff")
+    w.add_array("t.nested", [[1, 2], ["x"], [[True]]])
+    w.add_key_value("t.typed", [1, 2], compat.GGUFValueType.ARRAY, sub_type=compat.GGUFValueType.UINT64)
+    w.add_key_value("t.u32", 5, compat.GGUFValueType.UINT32)  # overwritten in place
+    # gguf-py's typed helpers, run on our writer through its primitives
+    w.add_block_count(2)
+    w.add_context_length(128)
+    w.add_name("demo")
+    w.add_token_list(["<s>", "</s>", "hi"])
+    w.add_token_scores([0.0, -1.0, -2.0])
+    w.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0)
+    if alignment != 32:
+        w.add_custom_alignment(alignment)
+
+
+def _tensors(w, raw: bool = True) -> None:
+    rng = np.random.default_rng(0)
+    w.add_tensor("f32", rng.standard_normal((3, 5)).astype(np.float32))
+    w.add_tensor("f16", np.arange(7, dtype=np.float16))
+    w.add_tensor("i8", np.arange(-4, 4, dtype=np.int8).reshape(2, 4))
+    w.add_tensor("i64", np.arange(3, dtype=np.int64))
+    w.add_tensor("f64", np.ones((1, 1, 2), np.float64))
+    if raw:
+        q = random_blocks(GGMLType.Q8_0, 4, rng).reshape(2, -1)
+        w.add_tensor("q8", q, raw_dtype=gguf.GGMLQuantizationType.Q8_0)
+        bf = np.arange(8, dtype=np.uint16).view(np.uint8).reshape(2, 8)
+        w.add_tensor("bf16", bf, raw_dtype=gguf.GGMLQuantizationType.BF16)
+        w.add_tensor("q4k", random_blocks(GGMLType.Q4_K, 2, rng), raw_shape=(2, 144), raw_dtype=gguf.GGMLQuantizationType.Q4_K)
+
+
+def _finish(w) -> None:
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+@pytest.mark.parametrize("endianess", ["LITTLE", "BIG"])
+@pytest.mark.parametrize("temp", [False, True], ids=["in-memory", "use_temp_file"])
+def test_writer_calls_give_gguf_bytes(tmp_path, endianess, temp):
+    def calls(w):
+        _metadata(w)
+        _tensors(w)
+        _finish(w)
+
+    theirs, ours = _write_both(tmp_path, calls, endianess=gguf.GGUFEndian[endianess], use_temp_file=temp)
+    assert list(ours) == ["model.gguf"] and ours == theirs
+    with gguf_schema.open(tmp_path / "ours" / "model.gguf") as f:
+        assert f.byte_order == endianess.lower() and f.metadata["llama.block_count"] == 2
+
+
+@pytest.mark.parametrize(
+    "split",
+    [{"split_max_tensors": 3}, {"split_max_size": 100}, {"split_max_tensors": 2, "small_first_shard": True}],
+    ids=["max-tensors", "max-size", "small-first-shard"],
+)
+def test_split_writes_give_gguf_shards(tmp_path, split):
+    def calls(w):
+        _metadata(w, alignment=32)
+        _tensors(w, raw=False)
+        _finish(w)
+
+    theirs, ours = _write_both(tmp_path, calls, **split)
+    assert len(ours) > 1 and ours == theirs
+    assert list(ours)[0] == "model-00001-of-%05d.gguf" % len(ours)
+
+
+def test_split_with_custom_alignment_gives_every_shard_its_alignment(tmp_path):
+    w = compat.GGUFWriter(tmp_path / "m.gguf", "llama", split_max_tensors=2)
+    _metadata(w, alignment=64)
+    _tensors(w, raw=False)
+    _finish(w)
+    with gguf_schema.open_split(tmp_path / "m-00001-of-00003.gguf") as model:
+        assert model.tensors["i64"].data.tolist() == [0, 1, 2]
+    with gguf_schema.open(tmp_path / "m-00003-of-00003.gguf") as last:  # gguf-py leaves the key out here
+        assert last.metadata["general.alignment"] == 64 and last.data_offset % 64 == 0
+
+
+def test_streaming_one_tensor_at_a_time_gives_gguf_bytes(tmp_path):
+    """gguf-new-metadata's way: tensor infos first, then each tensor's data, one call each."""
+    tensors = {f"t{i}": np.full((4, 8), i, np.float32) for i in range(3)}
+
+    def calls(w):
+        w.add_uint32("a", 1)
+        for name, t in tensors.items():
+            w.add_tensor_info(name, t.shape, t.dtype, t.nbytes)
+        w.write_header_to_file()
+        w.write_kv_data_to_file()
+        w.write_ti_data_to_file()
+        for t in tensors.values():
+            w.write_tensor_data(t)
+        w.close()
+
+    theirs, ours = _write_both(tmp_path, calls)
+    assert ours == theirs
+
+
+def test_lazy_tensors_are_written_as_gguf_writes_them(tmp_path):
+    def calls(w):
+        base = gguf.LazyNumpyTensor.from_eager(np.arange(64, dtype=np.float32).reshape(2, 32))
+        w.add_tensor("lazy", base * 2)
+        w.add_tensor("q", gguf.quants.quantize(base, gguf.GGMLQuantizationType.Q8_0), raw_dtype=8)
+        _finish(w)
+
+    theirs, ours = _write_both(tmp_path, calls)
+    assert ours == theirs
+
+
+def test_vocab_only_files_and_empty_models_give_gguf_bytes(tmp_path):
+    def header_and_keys(w):
+        _metadata(w)
+        w.write_header_to_file()
+        w.write_kv_data_to_file()
+        w.close()
+
+    theirs, ours = _write_both(tmp_path / "a", header_and_keys) if (tmp_path / "a").mkdir() is None else ({}, {})
+    assert ours == theirs and len(ours["model.gguf"]) > 24
+
+    def no_tensors(w):
+        _metadata(w)
+        _finish(w)
+
+    theirs, ours = _write_both(tmp_path / "b", no_tensors) if (tmp_path / "b").mkdir() is None else ({}, {})
+    assert ours == theirs
+
+
+def test_writes_are_atomic_and_incomplete_files_are_not_published(tmp_path):
+    path = tmp_path / "model.gguf"
+    path.write_bytes(b"old")
+    w = compat.GGUFWriter(path, "llama")
+    w.add_tensor("a", np.ones(4, np.float32))
+    w.add_tensor_info("b", (4,), np.dtype(np.float32), 16)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_ti_data_to_file()
+    assert path.read_bytes() == b"old"  # nothing is visible before the file is complete
+    w.write_tensor_data(np.ones(4, np.float32))
+    with pytest.raises(ValueError, match="1 tensors declared but not written"):
+        w.close()
+    assert path.read_bytes() == b"old" and sorted(p.name for p in tmp_path.iterdir()) == ["model.gguf"]
+
+
+def test_writer_misuse_raises_as_gguf_does(tmp_path):
+    w = compat.GGUFWriter(tmp_path / "m.gguf", "llama")
+    w.add_tensor("a", np.ones(4, np.float32))
+    with pytest.raises(ValueError, match="Duplicated tensor name"):
+        w.add_tensor("a", np.ones(4, np.float32))
+    with pytest.raises(ValueError, match="Only F16, F32"):
+        w.add_tensor("u", np.ones(4, np.uint32))
+    with pytest.raises(ValueError, match="Expected output file to contain the header"):
+        w.write_kv_data_to_file()
+    w.add_array("bad", [1, "x"])
+    with pytest.raises(ValueError, match="same type"):
+        w.write_header_to_file()
+    w2 = compat.GGUFWriter(tmp_path / "n.gguf", "llama")
+    w2.add_uint8("big", 300)
+    with pytest.raises(GGUFError, match="300 does not fit in UINT8"):
+        w2.write_header_to_file()
+    assert not (tmp_path / "m.gguf").exists() and not (tmp_path / "n.gguf").exists()
+
+
+def test_dry_run_logs_the_plan_and_exits_without_writing(tmp_path, caplog):
+    w = compat.GGUFWriter(tmp_path / "m.gguf", "llama", dry_run=True, split_max_tensors=1)
+    w.add_tensor("a", np.ones(4, np.float32))
+    w.add_tensor("b", np.ones(4, np.float32))
+    with caplog.at_level("INFO", logger="gguf_schema.compat"), pytest.raises(SystemExit):
+        w.write_header_to_file()
+    assert "m-00002-of-00002.gguf" in caplog.text and list(tmp_path.iterdir()) == []
+
+
+def record_digests() -> None:
+    """Read every real file with gguf-py and record the digest of its reading (gguf-py takes ~30 s for all)."""
+    digests = {p.name: reading_digest(gguf.GGUFReader(str(p))) for p in VOCAB_FILES}
+    DIGESTS.write_text(json.dumps(digests, indent=1, sort_keys=True) + "\n")
+
+
+if __name__ == "__main__":
+    record_digests()

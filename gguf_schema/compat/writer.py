@@ -352,6 +352,11 @@ class GGUFWriter:
         assert self.fout is not None
         total_splits = len(self.fout)
         self.kv_data.extend({} for _ in range(len(self.kv_data), total_splits))
+        if self.data_alignment != GGUF_DEFAULT_ALIGNMENT:
+            # each shard lays its data out at data_alignment, so each must say so (gguf-py leaves it out
+            # of the later shards, which readers then cannot read)
+            for kv_data in self.kv_data[1:]:
+                kv_data["general.alignment"] = GGUFValue(self.data_alignment, GGUFValueType.UINT32)
         for i, kv_data in enumerate(self.kv_data):
             kv_data[_SPLIT_NO] = GGUFValue(i, GGUFValueType.UINT16)
             kv_data[_SPLIT_COUNT] = GGUFValue(total_splits, GGUFValueType.UINT16)

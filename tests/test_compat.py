@@ -532,6 +532,115 @@ def test_dry_run_logs_the_plan_and_exits_without_writing(tmp_path, caplog):
     assert "m-00002-of-00002.gguf" in caplog.text and list(tmp_path.iterdir()) == []
 
 
+
+# ---------------------------------------------------------------------- patch()
+
+
+def test_patch_swaps_names_and_unpatch_restores_them():
+    import gguf.scripts.gguf_dump as dump  # imported before patch(): bound gguf-py's reader at its top
+
+    before = (gguf.GGUFReader, gguf.gguf_reader.GGUFReader, gguf.GGUFWriter, gguf.quants.dequantize, dump.GGUFReader)
+    with compat.patch() as handle:
+        assert handle.applied and compat.is_patched()
+        assert gguf.GGUFReader is gguf.gguf_reader.GGUFReader is compat.GGUFReader
+        assert dump.GGUFReader is compat.GGUFReader  # rebound in the module that imported it earlier
+        assert gguf.GGUFWriter is compat.GGUFWriter and gguf.gguf_writer.GGUFWriter is compat.GGUFWriter
+        assert gguf.quants.dequantize is gguf.dequantize is compat.dequantize
+        assert gguf.QuantError is gguf.quants.QuantError is compat.QuantError
+        assert not compat.patch().applied  # a second patch() changes nothing
+        from gguf import GGUFReader  # imported after patch()
+
+        assert GGUFReader is compat.GGUFReader
+        assert gguf.Keys is not None and gguf.MODEL_ARCH is not None  # gguf-py's own tables stay
+    assert not compat.is_patched()
+    assert (gguf.GGUFReader, gguf.gguf_reader.GGUFReader, gguf.GGUFWriter, gguf.quants.dequantize, dump.GGUFReader) == before
+
+
+def test_patched_writer_keeps_gguf_helpers_and_isinstance(tmp_path):
+    with compat.patch():
+        w = gguf.GGUFWriter(tmp_path / "m.gguf", "llama")
+        w.add_feed_forward_length(64)
+        w.add_chat_template("{{ x }}")
+        assert isinstance(w, gguf.GGUFWriter)
+        _finish(w)
+    with gguf_schema.open(tmp_path / "m.gguf") as f:
+        assert f.metadata["llama.feed_forward_length"] == 64 and f.metadata["tokenizer.chat_template"] == "{{ x }}"
+
+
+def _run_script(module: str, argv: list[str], patched: bool, monkeypatch) -> str:
+    """Run one of gguf-py's scripts as its command would (``main()`` with ``argv``); return what it printed."""
+    mod = __import__(f"gguf.scripts.{module}", fromlist=["main"])
+    monkeypatch.setattr(sys, "argv", [module, *argv])
+    monkeypatch.setattr("builtins.input", lambda prompt="": "YES")
+    out = io.StringIO()
+    with compat.patch() if patched else contextlib.nullcontext(), contextlib.redirect_stdout(out):
+        if patched:  # whether it reaches the reader through the module or bound it at import
+            assert gguf.GGUFReader is getattr(mod, "GGUFReader", gguf.GGUFReader) is compat.GGUFReader
+        with contextlib.suppress(SystemExit):
+            mod.main()
+    return out.getvalue()
+
+
+def _script_inputs(tmp_path: Path) -> list[Path]:
+    demo = write(tmp_path, demo_bytes(), "demo.gguf")
+    real = VOCAB_DIR / "ggml-vocab-bert-bge.gguf"  # the smallest real file: gguf-py reads it in under a second
+    return [demo, real] if real.is_file() else [demo]
+
+
+@pytest.mark.parametrize("args", [[], ["--json", "--json-array"], ["--markdown"]], ids=["text", "json", "markdown"])
+def test_gguf_dump_prints_the_same_under_patch(tmp_path, monkeypatch, args):
+    for path in _script_inputs(tmp_path)[: 1 if args else 2]:
+        theirs = _run_script("gguf_dump", [str(path), *args], False, monkeypatch)
+        ours = _run_script("gguf_dump", [str(path), *args], True, monkeypatch)
+        assert ours == theirs and len(ours) > 500
+
+
+def _copies(tmp_path: Path, path: Path) -> tuple[Path, Path]:
+    a, b = tmp_path / f"theirs-{path.name}", tmp_path / f"ours-{path.name}"
+    shutil.copy(path, a)
+    shutil.copy(path, b)
+    return a, b
+
+
+def test_gguf_set_metadata_edits_the_same_bytes_under_patch(tmp_path, monkeypatch):
+    for path in _script_inputs(tmp_path):
+        a, b = _copies(tmp_path, path)
+        with gguf_schema.open(path) as f:
+            key = next(k for k in ("tokenizer.ggml.bos_token_id", "tokenizer.ggml.mask_token_id") if k in f.fields)
+        _run_script("gguf_set_metadata", [str(a), key, "5", "--force"], False, monkeypatch)
+        _run_script("gguf_set_metadata", [str(b), key, "5", "--force"], True, monkeypatch)
+        assert a.read_bytes() == b.read_bytes() != path.read_bytes()
+
+
+def test_gguf_new_metadata_writes_the_same_file_under_patch(tmp_path, monkeypatch):
+    for path in _script_inputs(tmp_path):
+        outs = []
+        for patched in (False, True):
+            out = tmp_path / f"new-{patched}-{path.name}"
+            args = [str(path), str(out), "--general-name", "renamed", "--special-token-by-id", "bos", "1", "--force"]
+            _run_script("gguf_new_metadata", args, patched, monkeypatch)
+            outs.append(out.read_bytes())
+        assert outs[0] == outs[1]
+        with gguf_schema.open(tmp_path / f"new-True-{path.name}") as f:
+            assert f.metadata["general.name"] == "renamed"
+
+
+def test_gguf_convert_endian_swaps_the_same_bytes_under_patch(tmp_path, monkeypatch):
+    rng = np.random.default_rng(1)
+    tensors = {t: random_tensor(GGMLType[t], (2, 256), rng) for t in ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_K", "Q6_K")}
+    src = tmp_path / "m.gguf"
+    gguf_schema.save(src, example_metadata(nested=False), tensors)
+    a, b = _copies(tmp_path, src)
+    _run_script("gguf_convert_endian", [str(a), "big"], False, monkeypatch)
+    _run_script("gguf_convert_endian", [str(b), "big"], True, monkeypatch)
+    assert a.read_bytes() == b.read_bytes() != src.read_bytes()
+    with gguf_schema.open(b) as big, gguf_schema.open(src) as little:
+        assert big.byte_order == "big"
+        assert big.tensors["Q4_K"].dequantize().tobytes() == little.tensors["Q4_K"].dequantize().tobytes()
+    _run_script("gguf_convert_endian", [str(b), "little"], True, monkeypatch)
+    assert b.read_bytes() == src.read_bytes()
+
+
 def record_digests() -> None:
     """Read every real file with gguf-py and record the digest of its reading (gguf-py takes ~30 s for all)."""
     digests = {p.name: reading_digest(gguf.GGUFReader(str(p))) for p in VOCAB_FILES}

@@ -58,9 +58,7 @@ def _int_enum(name: str, members: list[tuple[str, int]]) -> Any:
 
 
 #: ``ggml_type`` under gguf-py's name: the live types (removed ids are not members)
-GGMLQuantizationType: Any = _int_enum(
-    "GGMLQuantizationType", [(t.name, int(t)) for t in GGMLType if not t.removed]
-)
+GGMLQuantizationType: Any = _int_enum("GGMLQuantizationType", [(t.name, int(t)) for t in GGMLType if not t.removed])
 
 #: ``gguf_metadata_value_type`` under gguf-py's name
 GGUFValueType: Any = _int_enum("GGUFValueType", [(t.name, int(t)) for t in ValueType])

@@ -98,7 +98,7 @@ def quantize(data: np.ndarray, qtype: Any) -> np.ndarray:
         raise QuantError(f"Can't quantize tensor with shape {data.shape} to {t.name}")
     lazy = _lazy(data)
     if lazy is not None:
-        return lazy._wrap_fn(_quantize_array(t), meta_noop=(np.uint8, _shapes(t, True)))(data)  # type: ignore[no-any-return]
+        return lazy._wrap_fn(_quantize_array(t), meta_noop=(np.uint8, _shapes(t, True)))(data)
     return _quantize_array(t)(data)
 
 
@@ -112,7 +112,7 @@ def dequantize(data: np.ndarray, qtype: Any) -> np.ndarray:
         return data.view(np.float16).astype(np.float32)
     lazy = _lazy(data)
     if lazy is not None:
-        return lazy._wrap_fn(_dequantize_array(t), meta_noop=(np.float32, _shapes(t, False)))(data)  # type: ignore[no-any-return]
+        return lazy._wrap_fn(_dequantize_array(t), meta_noop=(np.float32, _shapes(t, False)))(data)
     return _dequantize_array(t)(data)
 
 

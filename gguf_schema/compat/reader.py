@@ -43,7 +43,7 @@ import os
 import sys
 from collections import OrderedDict
 from collections.abc import Iterator
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 
@@ -112,9 +112,9 @@ class ReaderField:
     ):
         self.offset = offset
         self.name = name
-        self._parts = [] if parts is None else parts
-        self._data = [-1] if data is None else data
-        self._types = [] if types is None else types
+        self._parts: list[np.ndarray] | None = [] if parts is None else parts
+        self._data: list[int] | None = [-1] if data is None else data
+        self._types: list[Any] | None = [] if types is None else types
         self._layout: _Layout | None = None
 
     @classmethod
@@ -309,7 +309,9 @@ class GGUFReader:
     byte_order: Literal["I", "S"] = "I"
     alignment: int = GGUF_DEFAULT_ALIGNMENT
     data_offset: int
-    gguf_scalar_to_np: dict[Any, type[np.generic]] = {GGUFValueType(int(k)): v for k, v in _SCALAR_TYPES.items()}
+    gguf_scalar_to_np: ClassVar[dict[Any, type[np.generic]]] = {
+        GGUFValueType(int(k)): v for k, v in _SCALAR_TYPES.items()
+    }
 
     def __init__(
         self, path: os.PathLike[str] | str, mode: Literal["r", "r+", "c"] = "r", *, limits: Limits | None = None
@@ -400,7 +402,7 @@ class GGUFReader:
         return self.tensors[idx]
 
 
-def _map(path: os.PathLike[str] | str, mode: str, parsed: GGUFFile) -> np.memmap:
+def _map(path: os.PathLike[str] | str, mode: Literal["r", "r+", "c"], parsed: GGUFFile) -> np.memmap:
     """The whole file mapped as gguf-py maps it, after checking that ``path`` still names the file parsed."""
     fd = parsed.fileno()
     try:
@@ -448,7 +450,8 @@ class _Views:
             k = key[1]
             n = (self.size - k) // size
             rows = self._phases[key] = self.u8[k : k + n * size].view(d).reshape(n, 1)
-        return rows[offset // size]  # type: ignore[no-any-return]
+        one: np.ndarray = rows[offset // size]
+        return one
 
 
 class _Slow:
@@ -477,7 +480,11 @@ class _Layout:
             return [v.at(self.offset, _SCALAR_TYPES[self.vt])]
         klen = len(self.key.encode("utf-8", "surrogateescape"))
         o = self.offset
-        head = [v.at(o, v.length_type), v.at(o + v.length_size, np.uint8, klen), v.at(o + v.length_size + klen, np.uint32)]
+        head = [
+            v.at(o, v.length_type),
+            v.at(o + v.length_size, np.uint8, klen),
+            v.at(o + v.length_size + klen, np.uint32),
+        ]
         out: list[np.ndarray] = head
         _value_parts(v, self.vt, self.value, self._value_at(), out)
         return out
@@ -499,7 +506,7 @@ class _Layout:
         if et == ValueType.STRING:
             items = self.value.items
             nbytes = len(items.raw) if isinstance(items, LazyStrings) else _strings_size(items, v.length_size)
-            raw = memoryview(v.u8)[start : start + nbytes]
+            raw = v.u8.data[start : start + nbytes]
             fmt = ("<" if (sys.byteorder == "little") == (v.order == "I") else ">") + (
                 "Q" if v.length_size == 8 else "I"
             )
@@ -648,4 +655,3 @@ class _TensorLayout:
         if shape:
             shape = (*shape[:-1], shape[-1] // gt.block_size * gt.type_size)
         return v.u8[self.start : self.start + n_bytes].reshape(shape)
-

@@ -57,7 +57,8 @@ from ..format.schema import alignment_of
 from ..format.types import GGMLType, ValueType
 from ..format.values import Field, GGUFArray, make_field
 from ..tools.split import SPLIT_KEYS, shard_name
-from ..writer import CHUNK, PlannedTensor, TensorInfo as InfoRecord, TensorStream, check_header, encoded_size, header_bytes
+from ..writer import CHUNK, PlannedTensor, TensorStream, check_header, encoded_size, header_bytes
+from ..writer import TensorInfo as InfoRecord
 from .constants import GGUF_DEFAULT_ALIGNMENT, GGMLQuantizationType, GGUFEndian, GGUFValueType
 from .quants import quant_shape_from_byte_shape
 
@@ -292,7 +293,8 @@ class GGUFWriter:
         if int(tensor_endianess) != int(self.endianess):
             tensor = tensor.byteswap(inplace=False)  # not in place: a lazy tensor cannot be
         if self.use_temp_file and self.temp_file is None:
-            self.temp_file = tempfile.SpooledTemporaryFile(mode="w+b", max_size=256 * 1024 * 1024)
+            # kept open across calls, closed by write_tensors_to_file (as gguf-py's)
+            self.temp_file = tempfile.SpooledTemporaryFile(mode="w+b", max_size=256 * 1024 * 1024)  # noqa: SIM115
         shape: Sequence[int] = raw_shape if raw_shape is not None else tensor.shape
         self.add_tensor_info(name, shape, tensor.dtype, tensor.nbytes, raw_dtype=raw_dtype)
         if self.temp_file is None:
@@ -481,7 +483,9 @@ class GGUFWriter:
 
     # ------------------------------------------------------------------ underneath
 
-    def _build_header(self, kv_data: Mapping[str, GGUFValue], tensors: Mapping[str, TensorInfo]) -> tuple[bytes, bytes, bytes]:
+    def _build_header(
+        self, kv_data: Mapping[str, GGUFValue], tensors: Mapping[str, TensorInfo]
+    ) -> tuple[bytes, bytes, bytes]:
         """The shard's header, keys and tensor infos as bytes, built by the one assembler."""
         fields = [_field(key, v) for key, v in kv_data.items()]
         if alignment_of(fields) != self.data_alignment:

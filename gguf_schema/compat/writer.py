@@ -195,7 +195,8 @@ class GGUFWriter:
         if self.state not in (WriterState.NO_FILE, WriterState.EMPTY):
             raise ValueError(f"keys must be added before the header is written (state {self.state}); {key!r} was not")
         if any(key in kv_data for kv_data in self.kv_data):
-            log.warning("Duplicated key name %r, overwriting it with new value %r of type %s", key, val, vtype.name)
+            name = getattr(vtype, "name", vtype)
+            log.warning("Duplicated key name %r, overwriting it with new value %r of type %s", key, val, name)
         self.kv_data[0][key] = GGUFValue(value=val, type=vtype, sub_type=sub_type)
 
     def add_uint8(self, key: str, val: int) -> None:
@@ -324,7 +325,7 @@ class GGUFWriter:
         if self.state is not WriterState.NO_FILE:
             raise ValueError(f"Expected output file to be not yet opened, got {self.state}")
         if path is not None:
-            self.path = path
+            self.path = Path(path)
         if self.path is not None:
             filenames = self.print_plan()
             self._pending = PendingFiles(filenames)
@@ -448,7 +449,8 @@ class GGUFWriter:
     def flush(self) -> None:
         assert self.fout is not None
         for fout in self.fout:
-            fout.flush()
+            if not fout.closed:  # a complete file was published already
+                fout.flush()
 
     def close(self) -> None:
         """Finish the files: they take their names now if they are complete. A file some of whose tensor

@@ -235,7 +235,9 @@ def test_reader_field_and_tensor_behave_like_named_tuples(tmp_path):
     assert r.tensors[0]._asdict()["n_bytes"] == r.tensors[0].n_bytes
     assert compat.GGUFReader.gguf_scalar_to_np[compat.GGUFValueType.FLOAT32] is np.float32
     assert isinstance(r.data, np.memmap) and r.data.dtype == np.uint8 and r.data.size == len(demo_bytes())
-    given = compat.ReaderTensor("t", compat.GGMLQuantizationType.F32, np.array([2], np.uint64), 2, 8, 0, np.zeros(2), field)
+    given = compat.ReaderTensor(
+        "t", compat.GGMLQuantizationType.F32, np.array([2], np.uint64), 2, 8, 0, np.zeros(2), field
+    )
     assert given.shape.tolist() == [2] and given.field is field
 
 

@@ -11,9 +11,12 @@ that API:
 * :mod:`.quants`: ``quantize`` / ``dequantize`` with gguf-py's shapes on ggml-exact kernels;
 * :mod:`.constants`: the code tables clients import, with gguf-py's names and values;
 * :func:`patch` / :func:`unpatch` (:mod:`.patching`): swap all of that into the installed
-  ``gguf`` package, so that code written for gguf-py runs on us unchanged. The one line::
+  ``gguf`` package, so that code written for gguf-py runs on us unchanged. The one line, after
+  its import::
 
-      import gguf_schema.compat; gguf_schema.compat.patch()
+      import gguf_schema.compat
+
+      gguf_schema.compat.patch()
 
 >>> import gguf, gguf_schema.compat as compat
 >>> with compat.patch():

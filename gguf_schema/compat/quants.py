@@ -37,9 +37,20 @@ import numpy as np
 from ..format.types import GGMLType
 from ..tensors import dequantize as _dequantize
 from ..tensors import quantize as _quantize
-from .constants import GGML_QUANT_SIZES, GGMLQuantizationType
+from .constants import GGML_QUANT_SIZES, QK_K, GGMLQuantizationType, GGUFValueType, LlamaFileType
 
-__all__ = ["QuantError", "dequantize", "quant_shape_from_byte_shape", "quant_shape_to_byte_shape", "quantize"]
+__all__ = [
+    "GGML_QUANT_SIZES",
+    "QK_K",
+    "GGMLQuantizationType",
+    "GGUFValueType",
+    "LlamaFileType",
+    "QuantError",
+    "dequantize",
+    "quant_shape_from_byte_shape",
+    "quant_shape_to_byte_shape",
+    "quantize",
+]
 
 
 class QuantError(Exception):

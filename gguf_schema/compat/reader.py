@@ -379,7 +379,14 @@ class GGUFReader:
         gt = t.known_type()
         n_elements = math.prod(t.dims)
         n_bytes = n_elements * gt.type_size // gt.block_size
-        if gt.quantized and t.dims and t.dims[0] % gt.block_size:
+        if gt.quantized and not t.dims:
+            raise GGUFFormatError(
+                f"a {gt.name} tensor needs a dimension: its one element is not a whole block of {gt.block_size}",
+                offset=t.info_offset,
+                path=f"tensor {t.name!r}",
+                value=t.dims,
+            )
+        if gt.quantized and t.dims[0] % gt.block_size:
             raise GGUFFormatError(
                 f"{gt.name} rows of {t.dims[0]} elements are not whole blocks of {gt.block_size}",
                 offset=t.info_offset,
@@ -673,6 +680,6 @@ class _TensorLayout:
         if plain is not None:
             return v.at(self.start, plain, math.prod(t.dims)).reshape(shape)
         n_bytes = math.prod(t.dims) * gt.type_size // gt.block_size
-        if shape:
-            shape = (*shape[:-1], shape[-1] // gt.block_size * gt.type_size)
+        # rows of bytes; a BF16 tensor of no dimension is its one element's bytes (gguf-py cannot read it)
+        shape = (*shape[:-1], shape[-1] // gt.block_size * gt.type_size) if shape else (n_bytes,)
         return v.u8[self.start : self.start + n_bytes].reshape(shape)

@@ -394,7 +394,7 @@ class GGUFReader:
                 value=t.dims,
             )
         start = self.data_offset + t.stored_offset
-        if start + n_bytes > size:
+        if n_bytes and start + n_bytes > size:  # (an empty tensor may sit where the data section would start)
             raise GGUFTruncatedError(
                 f"tensor data [{start}, {start + n_bytes}) runs past the end of the file ({size} bytes)",
                 offset=t.info_offset,

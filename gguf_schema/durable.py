@@ -89,6 +89,7 @@ __all__ = [
     "JOURNAL_SUFFIX",
     "FileLock",
     "Journal",
+    "PendingFiles",
     "WriteRecord",
     "atomic_replace",
     "atomic_replace_set",
@@ -373,68 +374,145 @@ def atomic_replace_set(files: Sequence[tuple[PathLike, Callable[[IO[bytes]], Non
     carry their set's identity) and the named temporaries it leaves are removed by the next write
     of the same names. If a ``write`` raises, no target is touched.
     """
-    targets = [real_path(p) for p, _ in files]
-    olds: list[os.stat_result | None] = []
-    for path in targets:
+    with PendingFiles([p for p, _ in files], sync=sync) as pending:
+        for i, (_, write) in enumerate(files):
+            try:
+                write(pending.open(i))
+            except OSError as e:
+                raise os_error(e, pending.targets[i]) from e
+            pending.finish(i)
+        pending.commit()
+
+
+class PendingFiles:
+    """A set of new files written over time, then made to appear together: what
+    :func:`atomic_replace_set` does, for writers that produce their files in several calls (the
+    ``gguf`` package's ``GGUFWriter`` API in :mod:`gguf_schema.compat`).
+
+    :meth:`open` gives the stream of a temporary file beside a target (unnamed where the OS offers
+    it); :meth:`finish` flushes and fsyncs one; :meth:`commit` finishes the rest and renames them
+    all over their targets; :meth:`discard` (or leaving a ``with`` block without committing)
+    removes them and touches no target. The targets are checked first: a file the user could not
+    write is refused before anything is written.
+    """
+
+    def __init__(self, paths: Sequence[PathLike], *, sync: bool = True):
+        self.targets = [real_path(p) for p in paths]
+        self.sync = sync
+        self._olds: list[os.stat_result | None] = []
+        for path in self.targets:
+            try:
+                self._olds.append(os.stat(path))
+            except FileNotFoundError:
+                self._olds.append(None)
+            except OSError as e:
+                raise os_error(e, path) from None
+            _may_replace(path, self._olds[-1])
+            remove_stale_temporaries(path)
+        # what each target becomes, for an interrupt to tell (:func:`recording`)
+        self._records = [_record(path, old is not None) for path, old in zip(self.targets, self._olds, strict=True)]
+        # per file: an open descriptor (None once closed), the temporary's name (None while unnamed), its stream
+        self._done: list[tuple[int | None, str | None, IO[bytes] | None] | None] = [None] * len(self.targets)
+        self._finished = [False] * len(self.targets)
+        self.committed = False
+
+    def open(self, i: int) -> IO[bytes]:
+        """The stream of the temporary file of target ``i`` (opened on first call)."""
+        entry = self._done[i]
+        if entry is None:
+            path = self.targets[i]
+            try:
+                fd, named = _open_temporary(os.path.dirname(path), path)
+            except OSError as e:  # pragma: no cover - _open_temporary classifies its own errors
+                raise os_error(e, path) from e
+            stream = os.fdopen(fd, "wb", closefd=False)
+            entry = self._done[i] = (fd, named, stream)
+        assert entry[2] is not None, "the temporary was finished already"
+        return entry[2]
+
+    def finish(self, i: int) -> None:
+        """Target ``i`` is complete: flush and fsync its temporary (and with many files, name and close it)."""
+        if self._finished[i]:
+            return
+        self.open(i)
+        fd, named, stream = self._done[i]  # type: ignore[misc]
+        path = self.targets[i]
         try:
-            olds.append(os.stat(path))
-        except FileNotFoundError:
-            olds.append(None)
-        except OSError as e:
-            raise os_error(e, path) from None
-        _may_replace(path, olds[-1])
-        remove_stale_temporaries(path)
-    records = [_record(path, old is not None) for path, old in zip(targets, olds, strict=True)]
-    done: list[tuple[int | None, str | None]] = []  # per file: an open unnamed descriptor, or the temporary's name
-    current = targets[0] if targets else ""
-    try:
-        for path, old, (_, write) in zip(targets, olds, files, strict=True):
-            current = path
-            fd, named = _open_temporary(os.path.dirname(path), path)
-            done.append((fd, named))
-            with os.fdopen(fd, "wb", closefd=False) as out:
-                write(out)
-                out.flush()
-            _keep_identity(fd, old)
-            if sync:
+            assert stream is not None and fd is not None
+            stream.flush()
+            stream.close()
+            _keep_identity(fd, self._olds[i])
+            if self.sync:
                 os.fsync(fd)
-            if named is not None or len(files) > _MAX_UNNAMED:
+            if named is not None or len(self.targets) > _MAX_UNNAMED:
                 if named is None:  # name it now; if killed, it is a stale temporary for the next writer to remove
                     named = _tmp_name(path)
                     _link_unnamed(fd, named)
                 os.close(fd)
-                done[-1] = (None, named)
-        with _interrupts_held():  # the set appears whole (or a rename fails): Ctrl-C waits for it
-            for i, (path, (ufd, named)) in enumerate(zip(targets, done, strict=True)):
-                current = path
-                if named is None and ufd is not None:  # unnamed (O_TMPFILE): named only now the set is complete
-                    named = _tmp_name(path)
-                    _link_unnamed(ufd, named)
-                    done[i] = (ufd, named)
-            for i, (path, (ufd, named)) in enumerate(zip(targets, done, strict=True)):
-                current = path
-                assert named is not None
-                _check_expected(path)
-                os.replace(named, path)
-                records[i].committed = True
-                done[i] = (ufd, None)
-            if sync:
-                for folder in dict.fromkeys(os.path.dirname(p) for p in targets):
-                    current = folder
-                    fsync_dir(folder)
-    except BaseException as e:
-        for _, named in done:
-            if named is not None:
-                with contextlib.suppress(OSError):
-                    os.unlink(named)
-        if isinstance(e, OSError):
+                fd = None
+        except OSError as e:
+            raise os_error(e, path) from e
+        self._done[i] = (fd, named, None)
+        self._finished[i] = True
+
+    def commit(self) -> None:
+        """Finish every file, then rename them over their targets and fsync the folders."""
+        for i in range(len(self.targets)):
+            self.finish(i)
+        current = self.targets[0] if self.targets else ""
+        try:
+            with _interrupts_held():  # the set appears whole (or a rename fails): Ctrl-C waits for it
+                for i, path in enumerate(self.targets):
+                    current = path
+                    fd, named, _ = self._done[i]  # type: ignore[misc]
+                    if named is None and fd is not None:  # unnamed (O_TMPFILE): named only now the set is complete
+                        named = _tmp_name(path)
+                        _link_unnamed(fd, named)
+                        self._done[i] = (fd, named, None)
+                for i, path in enumerate(self.targets):
+                    current = path
+                    fd, named, _ = self._done[i]  # type: ignore[misc]
+                    assert named is not None
+                    _check_expected(path)
+                    os.replace(named, path)
+                    self._records[i].committed = True
+                    self._done[i] = (fd, None, None)
+                if self.sync:
+                    for folder in dict.fromkeys(os.path.dirname(p) for p in self.targets):
+                        current = folder
+                        fsync_dir(folder)
+        except OSError as e:
             raise os_error(e, current) from e
-        raise
-    finally:
-        for ufd, _ in done:
-            if ufd is not None:
+        self.committed = True
+        self._close()
+
+    def discard(self) -> None:
+        """Remove the temporaries (named ones are unlinked, unnamed ones vanish when closed); no target is touched."""
+        for entry in self._done:
+            if entry is not None and entry[1] is not None:
                 with contextlib.suppress(OSError):
-                    os.close(ufd)
+                    os.unlink(entry[1])
+        self._close()
+
+    def _close(self) -> None:
+        for i, entry in enumerate(self._done):
+            if entry is None:
+                continue
+            fd, named, stream = entry
+            if stream is not None:
+                with contextlib.suppress(OSError, ValueError):
+                    stream.close()
+            if fd is not None:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+            self._done[i] = (None, named, None)
+
+    def __enter__(self) -> PendingFiles:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if not self.committed:
+            self.discard()
 
 
 def _link_unnamed(fd: int, name: str) -> None:

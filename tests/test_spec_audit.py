@@ -40,6 +40,7 @@ FILE_TYPES_19_UP = [
     "MOSTLY_MXFP4_MOE",
     "MOSTLY_NVFP4",
     "MOSTLY_Q1_0",
+    "MOSTLY_Q2_0",
     "GUESSED",
 ]
 

@@ -20,7 +20,7 @@ numpy version makes the same bytes: the expected plans and file digests recorded
 ``llama-quantize`` for these models (``tests/data/quantize_plans``) stay valid.
 
 >>> meta, tensors = quant_model("llama-gqa")
->>> meta["llama.attention.head_count"], meta["llama.attention.head_count_kv"], len(tensors)
+>>> int(meta["llama.attention.head_count"]), int(meta["llama.attention.head_count_kv"]), len(tensors)
 (8, 2, 147)
 >>> tensors["blk.0.attn_v.weight"].shape, tensors["blk.0.attn_v.weight"].dtype
 ((8, 256), dtype('float32'))

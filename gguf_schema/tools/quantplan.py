@@ -212,6 +212,8 @@ def _single(t: GGMLType) -> Preset:
     ftype = FileType.__members__.get(f"MOSTLY_{t.name}") if same is None else same.file_type
     if t == GGMLType.F32:
         ftype = FileType.ALL_F32
+    elif t == GGMLType.MXFP4:
+        ftype = FileType.MOSTLY_MXFP4_MOE
     return Preset(t.name, ftype, t, "every quantized tensor " + t.name, mix=False)
 
 

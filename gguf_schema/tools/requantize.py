@@ -35,7 +35,7 @@ or given as a :class:`GGMLType` is this library's extension: every quantized ten
 ...                   "blk.0.ffn_norm.weight": np.ones(256, np.float32)})
 >>> result = requantize(os.path.join(d, "in.gguf"), os.path.join(d, "out.gguf"), "Q4_K_M")
 >>> [(r.name, r.new_type.name, r.why) for r in result.tensors]  # doctest: +NORMALIZE_WHITESPACE
-[('blk.0.ffn_down.weight', 'Q5_0', 'Q4_K_M: ffn_down: Q6_K in the first and last eighth of the layers and every third
+[('blk.0.ffn_down.weight', 'Q8_0', 'Q4_K_M: ffn_down: Q6_K in the first and last eighth of the layers and every third
    between; rows of 96 are not whole Q6_K blocks (256): fallback Q8_0'),
  ('blk.0.ffn_norm.weight', 'F32', 'kept: 1-D'),
  ('blk.0.ffn_up.weight', 'Q4_K', 'Q4_K_M: the default type')]
@@ -565,7 +565,7 @@ def _plan(
             value=len(lacking),
         )
     _check_imatrix_needs(needs, p, by_name is not None, dry_run, notes)
-    _check_requantize(reports, allow_requantize)
+    _check_requantize(reports, allow_requantize, dry_run, notes)
     if lacking:
         notes.append(f"no importance weights for {len(lacking)} tensors, quantized without: {_names(lacking)}")
     for pattern, _ in options.tensor_types:
@@ -610,18 +610,21 @@ def _check_imatrix_needs(needs: list[TensorReport], p: Preset, given: bool, dry_
     raise GGUFBuildError(text, path=f"tensor {needs[0].name!r}", value=needs[0].new_type.name)
 
 
-def _check_requantize(reports: list[TensorReport], allow: bool) -> None:
+def _check_requantize(reports: list[TensorReport], allow: bool, dry_run: bool, notes: list[str]) -> None:
     if allow:
         return
     quantized = [r for r in reports if r.requantized and r.old_type.quantized and r.new_type.quantized]
-    if quantized:
-        raise GGUFBuildError(
-            f"{len(quantized)} tensors are quantized already ({_names([f'{r.name}: {r.old_type.name}' for r in quantized])}): "
-            "quantizing them again loses quality; allow it with --allow-requantize (allow_requantize=True), "
-            "or start from a float model",
-            path=f"tensor {quantized[0].name!r}",
-            value=quantized[0].old_type.name,
-        )
+    if not quantized:
+        return
+    text = (
+        f"{len(quantized)} tensors are quantized already ({_names([f'{r.name}: {r.old_type.name}' for r in quantized])}): "
+        "quantizing them again loses quality; allow it with --allow-requantize (allow_requantize=True), "
+        "or start from a float model"
+    )
+    if dry_run:  # as llama-quantize --dry-run: the plan (the quantization itself refuses)
+        notes.append(text)
+        return
+    raise GGUFBuildError(text, path=f"tensor {quantized[0].name!r}", value=quantized[0].old_type.name)
 
 
 def _file_type(p: Preset, metadata: Mapping[str, Any], types: Sequence[GGMLType]) -> int | None:
@@ -715,7 +718,7 @@ def _fields(model: Model, result: RequantizeResult) -> list[Field]:
     """The output's metadata: the input's (the split keys removed), then each key set, removed
     first where the input has it (as ggml's ``gguf_set_val_*`` does: the key moves to the end)."""
     types = result.key_types
-    set_keys = set(result.metadata)
+    set_keys = set(result.metadata) | {"general.file_type"}  # removed when there is none
     fields = [f for f in model.fields.records if f.key not in set_keys and f.key not in SPLIT_KEYS]
     for key, value in result.metadata.items():
         vt = types.get(key, ValueType.UINT32)
@@ -863,6 +866,9 @@ def requantize(
     overrides = _overrides(override_kv)
     model = _open(src, storage_options, reading)
     try:
+        inputs = [x for x in (model.paths if isinstance(model, SplitModel) else [model.name]) if x is not None]
+        if not keep_split:
+            refuse_overwriting_inputs([os.fspath(dst)], inputs, command="quantize")
         result, used = _plan(
             model,
             p,
@@ -878,8 +884,7 @@ def requantize(
             n_split = max(n_split, len(model.shards))
         result.paths = _outputs(dst, n_split, keep_split)
         result.dry_run = dry_run
-        paths = model.paths if isinstance(model, SplitModel) else [model.name]
-        refuse_overwriting_inputs(result.paths, [x for x in paths if x is not None], command="quantize")
+        refuse_overwriting_inputs(result.paths, inputs, command="quantize")
         if on_plan is not None:
             on_plan(result)
         if dry_run:

@@ -432,7 +432,16 @@ def test_cli_legacy_imatrix(model, tmp_path):
     (tmp_path / "imatrix.dat").write_bytes(dat)
     out = tmp_path / "out.gguf"
     r = run_cli(
-        "quantize", model, out, "-t", "Q4_K", "--pure", "--imatrix", tmp_path / "imatrix.dat", "--json", "--allow-requantize"
+        "quantize",
+        model,
+        out,
+        "-t",
+        "Q4_K",
+        "--pure",
+        "--imatrix",
+        tmp_path / "imatrix.dat",
+        "--json",
+        "--allow-requantize",
     )
     assert r.returncode == 0, r
     by = {t["name"]: t for t in json.loads(r.stdout)["tensors"]}
@@ -455,7 +464,9 @@ def test_cli_errors(model, target, tmp_path):
     text = tmp_path / "imatrix.txt"
     text.write_text("blk.0.attn_q.weight 0.5 0.25 1.0\n")
     r = run_cli("quantize", model, target, "--type", "Q4_K", "--imatrix", text, "--allow-requantize")
-    assert r.returncode == 2 and b"not an importance matrix file: neither GGUF nor llama-imatrix's legacy form" in r.stderr
+    assert (
+        r.returncode == 2 and b"not an importance matrix file: neither GGUF nor llama-imatrix's legacy form" in r.stderr
+    )
     r = run_cli("quantize", model, target, "--type", "IQ2_M", "--allow-requantize")
     assert r.returncode == 2 and b"IQ2_M needs an importance matrix (--imatrix): it was not given" in r.stderr
     r = run_cli("quantize", model, target, "Q4_K", "--type", "Q8_0")
@@ -467,7 +478,9 @@ def test_cli_errors(model, target, tmp_path):
     r = run_cli("quantize", model, target, "--type", "Q4_K", "--output-tensor-type", "Q3_K", "--allow-requantize")
     assert r.returncode == 0  # output.weight has rows of 256
     target.write_bytes(b"previous contents")
-    r = run_cli("quantize", model, target, "-t", "Q8_0", "--tensor-type", "ffn_up=F16", "--strict", "spec", "--allow-requantize")
+    r = run_cli(
+        "quantize", model, target, "-t", "Q8_0", "--tensor-type", "ffn_up=F16", "--strict", "spec", "--allow-requantize"
+    )
     assert r.returncode == 2 and b"llama.context_length is missing" in r.stderr  # the tiny model lacks llama keys
     _untouched(target)
     assert isinstance(GGUFBuildError("x"), GGUFError)

@@ -149,7 +149,7 @@ def test_single_type_plan(model):
 @pytest.mark.parametrize("t", ["Q4_K", "Q8_0", "Q6_K", "IQ4_XS", "Q2_K", "IQ3_S", "F16"])
 def test_output_is_quantize_of_dequantized_input(model, tmp_path, t):
     out = tmp_path / "out.gguf"
-    result = rq.requantize(model, out, G[t], tensor_types=["ffn_up=F16"], allow_requantize=True)
+    result = rq.requantize(model, out, G[t], tensor_types=["ffn_up=F16"], allow_requantize=True, measure=True)
     _check_output(model, out, result)
     assert result.output_bytes == sum(r.nbytes for r in result.tensors)
 
@@ -158,7 +158,9 @@ def test_output_is_quantize_of_dequantized_input(model, tmp_path, t):
 def test_importance_matrix_weights_each_tensor(model, tmp_path, t):
     weights = _imatrix(_tensors())
     out = tmp_path / "out.gguf"
-    result = rq.requantize(model, out, G[t], imatrix=weights, tensor_types=["ffn_up=F16"], allow_requantize=True)
+    result = rq.requantize(
+        model, out, G[t], imatrix=weights, tensor_types=["ffn_up=F16"], allow_requantize=True, measure=True
+    )
     used = {r.name for r in result.tensors if r.imatrix}
     assert "blk.0.ffn_gate_exps.weight" in used and "output.weight" in used
     _check_output(model, out, result, weights, gguf_reader=False)
@@ -185,7 +187,7 @@ def test_imatrix_file_gguf_and_missing_entries(model, tmp_path):
     path = tmp_path / "imatrix.gguf"
     path.write_bytes(buf.getvalue())
     out = tmp_path / "out.gguf"
-    result = rq.requantize(model, out, G.Q4_K, imatrix=path, allow_requantize=True)
+    result = rq.requantize(model, out, G.Q4_K, imatrix=path, allow_requantize=True, measure=True)
     assert any("no importance weights for 1 tensors, quantized without: token_embd.weight" in n for n in result.notes)
     assert not next(r for r in result.tensors if r.name == "token_embd.weight").imatrix
     _check_output(model, out, result, load_imatrix(path), gguf_reader=False)
@@ -212,11 +214,11 @@ def test_every_quantize_type(tmp_path, t):
     if CODECS[t].needs_imatrix or requires_imatrix("blk.0.attn_q.weight", t, p):
         out.write_bytes(b"old")
         with pytest.raises(GGUFBuildError, match="needs an importance matrix"):
-            rq.requantize(src, out, t)
+            rq.requantize(src, out, t, measure=True)
         assert out.read_bytes() == b"old"
-        result = rq.requantize(src, out, t, imatrix=weights)
+        result = rq.requantize(src, out, t, imatrix=weights, measure=True)
     else:
-        result = rq.requantize(src, out, t)
+        result = rq.requantize(src, out, t, measure=True)
     q = result.tensors[1]
     assert q.name == "blk.0.attn_q.weight" and q.new_type == t and q.requantized
     _check_output(src, out, result, weights, gguf_reader=False)
@@ -227,13 +229,21 @@ def test_every_quantize_type(tmp_path, t):
 
 def test_streamed_in_chunks_of_rows(model, tmp_path, monkeypatch):
     """Chunks far smaller than a tensor (and than an expert) give the same bytes and the same errors."""
-    whole = rq.requantize(model, tmp_path / "whole.gguf", G.Q4_K, imatrix=_imatrix(_tensors()), allow_requantize=True)
+    whole = rq.requantize(
+        model, tmp_path / "whole.gguf", G.Q4_K, imatrix=_imatrix(_tensors()), allow_requantize=True, measure=True
+    )
     monkeypatch.setattr(rq, "_CHUNK_BYTES", 2 * 256 * 4)
     calls = []
     real = rq.quantize
     monkeypatch.setattr(rq, "quantize", lambda x, *a, **k: calls.append(x.shape) or real(x, *a, **k))
     small = rq.requantize(
-        model, tmp_path / "small.gguf", G.Q4_K, imatrix=_imatrix(_tensors()), threads=1, allow_requantize=True
+        model,
+        tmp_path / "small.gguf",
+        G.Q4_K,
+        imatrix=_imatrix(_tensors()),
+        threads=1,
+        allow_requantize=True,
+        measure=True,
     )
     assert max(rows for rows, cols in calls if cols == 256) == 2
     assert calls.count((1, 256)) == 3  # 5 rows per expert: 2 + 2 + 1, three times
@@ -276,6 +286,7 @@ def test_overrides_first_match_wins_and_keep_1d(model, tmp_path):
         tensor_types=[r"blk\.0\.ffn_(down|gate)=Q8_0", "ffn_down=Q6_K", "ffn_up=Q6_K", "nothing_here=Q4_0"],
         keep_1d=False,
         allow_requantize=True,
+        measure=True,
     )
     by = {r.name: r for r in result.tensors}
     assert by["blk.0.ffn_down.weight"].requested == G.Q8_0 and by["blk.0.ffn_down.weight"].new_type == G.Q8_0
@@ -379,7 +390,17 @@ def test_bad_arguments(model, target):
 def test_cli_quantize(model, tmp_path):
     out = tmp_path / "out.gguf"
     r = run_cli(
-        "quantize", model, out, "--type", "q4_k", "--tensor-type", "ATTN_K=Q8_0", "--threads", "2", "--allow-requantize"
+        "quantize",
+        model,
+        out,
+        "--type",
+        "q4_k",
+        "--tensor-type",
+        "ATTN_K=Q8_0",
+        "--threads",
+        "2",
+        "--allow-requantize",
+        "--measure",
     )
     assert r.returncode == 0, r
     text = r.stdout.decode()
@@ -417,10 +438,10 @@ def test_cli_json_and_dry_run(model, tmp_path):
     assert not out.exists()
     r = run_cli("quantize", model, out, "-t", "Q6_K", "--json")
     assert r.returncode == 2 and b"--allow-requantize" in r.stderr and not out.exists()
-    r = run_cli("quantize", model, out, "-t", "Q6_K", "--json", "--allow-requantize")
+    r = run_cli("quantize", model, out, "-t", "Q6_K", "--json", "--allow-requantize", "--measure")
     record = json.loads(r.stdout)
     assert record["tensors"][0]["rms_error"] > 0 and record["tensors"][0]["relative_error"] < 0.05
-    r = run_cli("quantize", model, tmp_path / "fast.gguf", "-t", "Q6_K", "--allow-requantize", "--no-measure")
+    r = run_cli("quantize", model, tmp_path / "fast.gguf", "-t", "Q6_K", "--allow-requantize")
     assert (tmp_path / "fast.gguf").read_bytes() == out.read_bytes() and " - " in r.stdout.decode()
 
 
@@ -500,7 +521,7 @@ def test_empty_tensors(tmp_path):
         src, META, {"a.weight": np.zeros((0, 256), np.float32), "b.weight": np.zeros((2, 0, 256), np.float32)}
     )
     weights = {"a.weight": np.ones(256, np.float32), "b.weight": np.ones(512, np.float32)}
-    result = rq.requantize(src, tmp_path / "out.gguf", G.Q4_K, imatrix=weights)
+    result = rq.requantize(src, tmp_path / "out.gguf", G.Q4_K, imatrix=weights, measure=True)
     # (0, 256) is 1-D to ggml (a dimension of 0 or 1 does not count): kept, as llama-quantize keeps it
     assert [(r.new_type, r.nbytes, r.rms_error) for r in result.tensors] == [(G.F32, 0, 0.0), (G.Q4_K, 0, 0.0)]
     with gguf_schema.open(tmp_path / "out.gguf") as f:

@@ -286,8 +286,8 @@ def register_cli(subparsers: Any) -> None:
     p.add_argument(
         "--measure",
         action=argparse.BooleanOptionalAction,
-        default=True,
-        help="measure each tensor's RMS error against the input (default; --no-measure is faster)",
+        default=False,
+        help="also measure each tensor's RMS error against the input (about a quarter more time for the fastest types)",
     )
     p.add_argument("--dry-run", action="store_true", help="print the plan (name, from, to, why, bytes), write nothing")
     p.add_argument("--json", action="store_true", help="print the plan and results as JSON")

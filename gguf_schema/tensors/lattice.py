@@ -822,7 +822,7 @@ def _iq1_m_split_sums(xo: np.ndarray, wo: np.ndarray, first: np.ndarray) -> tupl
         for sign, v2 in (("p", p2), ("m", m2)):
             qx[h, sign] = px[h, 16] * v2 - sx
             q2[h, sign] = pw[h, 16] * v2 * v2 + pw[h, i1] * c[sign][0] + pw[h, i2] * c[sign][1]
-    signs = ("pp", "pm", "mp", "mm")  # k = 0..3: the first half's shift, then the second's
+    signs = (("p", "p"), ("p", "m"), ("m", "p"), ("m", "m"))  # k = 0..3: the first half's shift, the second's
     sqx = np.stack([qx[0, a] + qx[1, b] for a, b in signs], axis=1)
     sq2 = np.stack([q2[0, a] + q2[1, b] for a, b in signs], axis=1)
     return sqx, sq2

@@ -665,8 +665,8 @@ def _stream(t: Tensor, report: TensorReport, weights: np.ndarray | None, threads
             except ValueError as e:
                 raise GGUFBuildError(str(e), path=f"tensor {t.name!r}", value=new.name) from None
             if measure:
-                e, s = error_sums(q, new, x)
-                err, total = err + e, total + s
+                chunk_err, chunk_total = error_sums(q, new, x)
+                err, total = err + chunk_err, total + chunk_total
             yield q.reshape(-1).data
     if measure:
         n = max(1, t.n_elements)

@@ -8,7 +8,8 @@ For each model of ``quant_models.QUANT_MODELS`` and each case (every preset llam
 offers, without and with an importance matrix, and a few cases of its other options), this runs
 ``llama-quantize --dry-run`` to read the type it gives each tensor (its log lines), then the real
 quantization to read the ``general.file_type`` it writes and the SHA-256 of each output file, or
-the error it stops with. One JSON file per model goes to ``--out``; the tests
+the error it stops with; with ``--llama-gguf-split``, also the SHA-256 of the shards
+``llama-gguf-split`` writes of the model (``SPLITS``). One JSON file per model goes to ``--out``; the tests
 (``tests/test_presets.py``) check our plan and files against them without llama.cpp.
 
 Types are stored one character per tensor (``TYPE_CODES``: the character at a ggml type's id), in
@@ -115,7 +116,27 @@ def _error(log: str) -> str:
     return lines[-1] if lines else ""
 
 
-def record(model: str, quantize: str, work: Path) -> dict:
+SPLITS = (
+    ["--split-max-tensors", "40"],
+    ["--split-max-size", "1M"],
+    ["--split-max-tensors", "40", "--no-tensor-first-split"],
+)
+"""llama-gguf-split's runs recorded for each model (its shards' SHA-256: gguf-schema split --llama-layout must match)."""
+
+
+def record_split(model: str, gguf_split: str, work: Path) -> list[dict]:
+    out = []
+    for args in SPLITS:
+        for old in work.glob("gsplit-*"):
+            old.unlink()
+        rc, log = _run([gguf_split, "--split", *args, f"{model}.gguf", "gsplit"], work)
+        if rc != 0:
+            raise SystemExit(f"llama-gguf-split failed: {log[-1000:]}")
+        out.append({"args": args, "sha256": [_sha(f) for f in sorted(work.glob("gsplit-*.gguf"))]})
+    return out
+
+
+def record(model: str, quantize: str, work: Path, gguf_split: str | None = None) -> dict:
     src = work / f"{model}.gguf"
     save_quant_model(src, model)
     _, tensors = quant_model(model)
@@ -162,6 +183,8 @@ def record(model: str, quantize: str, work: Path) -> dict:
                 record_case["file_type"] = int(f.metadata["general.file_type"])
         out["cases"].append(record_case)
         print(model, case["type"], " ".join(case["args"]), case.get("imatrix") or "", record_case.get("error", "ok"))
+    if gguf_split is not None:
+        out["gguf_split"] = record_split(model, gguf_split, work)
     return out
 
 
@@ -170,12 +193,13 @@ def main() -> None:
     ap.add_argument("--llama-quantize", required=True, help="path of the llama-quantize binary")
     ap.add_argument("--out", type=Path, default=ROOT / "tests" / "data" / "quantize_plans")
     ap.add_argument("--models", default=",".join(QUANT_MODELS))
+    ap.add_argument("--llama-gguf-split", help="path of llama-gguf-split: also record its shards")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     quantize = os.path.abspath(args.llama_quantize)
     for model in args.models.split(","):
         with tempfile.TemporaryDirectory() as d:
-            data = record(model, quantize, Path(d))
+            data = record(model, quantize, Path(d), args.llama_gguf_split and os.path.abspath(args.llama_gguf_split))
         (args.out / f"{model}.json").write_text(json.dumps(data, indent=1) + "\n")
 
 

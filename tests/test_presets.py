@@ -12,14 +12,16 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import zlib
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import gguf_schema
 from gguf_schema.errors import GGUFBuildError
-from gguf_schema.format.types import GGMLType
+from gguf_schema.format.types import GGMLType, ValueType
 from gguf_schema.testing.quant_models import (
     QUANT_MODELS,
     legacy_imatrix_bytes,
@@ -28,7 +30,17 @@ from gguf_schema.testing.quant_models import (
     save_quant_model,
 )
 from gguf_schema.tools.imatrix import Imatrix, read_imatrix
-from gguf_schema.tools.requantize import plan_requantize
+from gguf_schema.tools.quantplan import (
+    FALLBACK,
+    ModelFacts,
+    Role,
+    fallback,
+    never_quantized,
+    plan_types,
+    preset,
+    role_of,
+)
+from gguf_schema.tools.requantize import plan_requantize, requantize
 from gguf_schema.tools.split import open_split, split_plan
 
 from .helpers import run_cli
@@ -178,3 +190,186 @@ def test_files_are_llama_quantizes_byte_for_byte(workdir, model, monkeypatch):
         if _digests(workdir, out) != case["sha256"]:
             wrong.append(f"{_label(case)}: the files differ")
     assert not wrong, "\n".join(wrong)
+
+
+# --------------------------------------------------------------------------- the rules' tables
+
+
+def test_roles_of_gguf_py_tensor_names():
+    """Each tensor kind llama.cpp's rules tell apart gets its role from the names gguf-py writes."""
+    gguf = pytest.importorskip("gguf")
+    names, kinds = gguf.constants.TENSOR_NAMES, gguf.constants.MODEL_TENSOR
+    want = {
+        "ATTN_V": Role.ATTN_V, "ATTN_QKV": Role.ATTN_QKV, "ATTN_KV_B": Role.ATTN_KV_B, "ATTN_K": Role.ATTN_K,
+        "ATTN_Q": Role.ATTN_Q, "ATTN_OUT": Role.ATTN_OUTPUT, "FFN_DOWN": Role.FFN_DOWN,
+        "FFN_DOWN_EXP": Role.FFN_DOWN, "FFN_DOWN_SHEXP": Role.FFN_DOWN, "FFN_GATE": Role.FFN_GATE,
+        "FFN_GATE_EXP": Role.FFN_GATE, "FFN_UP": Role.FFN_UP, "FFN_UP_EXP": Role.FFN_UP,
+        "TOKEN_EMBD": Role.TOKEN_EMBD, "PER_LAYER_TOKEN_EMBD": Role.TOKEN_EMBD, "OUTPUT": Role.OUTPUT,
+        "ATTN_NORM": Role.OTHER,
+    }  # fmt: skip
+    for kind, role in want.items():
+        name = names[getattr(kinds, kind)].format(bid=3) + ".weight"
+        assert role_of(name) == role, name
+    for kind in ("FFN_GATE_INP", "POS_EMBD", "TOKEN_TYPES", "SSM_CONV1D", "ATTN_NORM", "OUTPUT_NORM"):
+        name = names[getattr(kinds, kind)].format(bid=3) + ".weight"
+        assert never_quantized(name, "llama") is not None, name
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "blk.0.ffn_gate_tid2eid.weight",
+        "blk.0.indexer.k_proj.weight",
+        "blk.0.indexer.q_proj.weight",
+        "v.position_embd.weight",
+        "sam.pos_embd.weight",
+        "sam.neck.0.weight",
+        "sam.net_2.weight",
+        "v.blk.0.attn.rel_pos_h.weight",
+        "v.patch_embd.weight",
+        "mm.patch_merger.weight",
+        "a.rvq.codebook.0.weight",
+        "mm.a.code_embd.weight",
+        "position_embd.weight",
+        "token_types.weight",
+    ],
+)
+def test_tensors_llama_cpp_never_quantizes(name):
+    facts = ModelFacts("llama", 1, 1, 8, 8, 0)
+    (choice,) = plan_types([(name, (256, 64), GGMLType.F32)], preset("Q4_K_M"), facts)
+    assert choice.type == GGMLType.F32 and choice.requested is None and choice.why.startswith("kept: never quantized")
+
+
+def test_glm5_next_keeps_more_and_gives_q8_0():
+    facts = ModelFacts("glm5-next", 4, 4, 8, 8, 0)
+    plan = plan_types(
+        [("blk.0.attn_k_b.weight", (256, 8), GGMLType.F32), ("blk.0.attn_q_a.weight", (256, 8), GGMLType.F32)],
+        preset("Q4_K_M"),
+        facts,
+    )
+    assert [(c.type, c.why) for c in plan] == [
+        (GGMLType.F32, "kept: never quantized (attn_k_b.weight)"),
+        (GGMLType.Q8_0, "Q4_K_M: glm5-next: attn_q_a, attn_q_b, nextn.eh_proj at Q8_0"),
+    ]
+
+
+def test_fallbacks_are_llama_cpps():
+    assert {t.name: f.name for t, f in FALLBACK.items()} == {
+        **dict.fromkeys(["IQ1_S", "IQ1_M", "IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ3_XXS", "IQ3_S", "IQ4_XS"], "IQ4_NL"),
+        **dict.fromkeys(["Q2_0", "Q2_K", "Q3_K", "TQ1_0", "TQ2_0"], "Q4_0"),
+        "Q4_K": "Q5_0",
+        "Q5_K": "Q5_1",
+        "Q6_K": "Q8_0",
+    }
+    assert fallback("w", 640, GGMLType.Q2_K) == (
+        GGMLType.Q4_0,
+        "rows of 640 are not whole Q2_K blocks (256): fallback Q4_0",
+    )
+    assert fallback("w", 48, GGMLType.MXFP4)[0] == GGMLType.F16  # a 32-element type: F16
+    with pytest.raises(GGUFBuildError, match="no fallback for Q1_0"):
+        fallback("w", 64, GGMLType.Q1_0)
+
+
+def test_expert_tensor_outside_a_layer_is_refused_as_llama_cpp_does():
+    facts = ModelFacts("qwen3moe", 2, 2, 8, 2, 8)
+    with pytest.raises(GGUFBuildError, match="failed to determine the layer of tensor 'ffn_down_exps.weight'"):
+        plan_types([("ffn_down_exps.weight", (256, 2, 8), GGMLType.F32)], preset("Q4_K_M"), facts)
+    with pytest.raises(
+        GGUFBuildError, match=r"bad layer 5 for tensor 'blk.5.ffn_down_exps.weight': must be in \[0, 2\)"
+    ):
+        plan_types([("blk.5.ffn_down_exps.weight", (256, 2, 8), GGMLType.F32)], preset("Q4_K_M"), facts)
+
+
+def test_model_facts_from_metadata():
+    meta = {
+        "general.architecture": "llama",
+        "llama.block_count": 81,
+        "llama.nextn_predict_layers": 1,
+        "llama.attention.head_count": [64] * 81,
+        "llama.attention.head_count_kv": 8,
+    }
+    facts, notes = ModelFacts.of(meta)
+    assert (facts.n_layer_all, facts.n_layer, facts.gqa, facts.n_expert, facts.is_70b, notes) == (
+        81,
+        80,
+        8,
+        0,
+        True,
+        [],
+    )
+    facts, notes = ModelFacts.of({"general.architecture": "qwen2"}, ["blk.0.a", "blk.11.b", "output.weight"])
+    assert (facts.n_layer_all, facts.gqa) == (12, 0) and notes == [
+        "the model has no qwen2.block_count: 12 layers counted from tensor names"
+    ]
+
+
+# --------------------------------------------------------------------------- refusals and metadata
+
+
+def test_imatrix_for_another_model_names_what_it_lacks(workdir, tmp_path):
+    out = tmp_path / "out.gguf"
+    with pytest.raises(GGUFBuildError) as e:
+        requantize(workdir / "gemma3.gguf", out, "Q4_K_M", imatrix=workdir / "llama-gqa.imatrix.gguf")
+    text = str(e.value)
+    assert "imatrix of 256 weights does not fit a tensor of shape (4, 640)" in text and "another model" in text
+    other = {"blk.0.attn_q.weight.bogus": np.ones(640, np.float32)}
+    with pytest.raises(
+        GGUFBuildError, match=r"not for this model: it has no entry for any of the 40 tensors .*blk\.0\.attn_k\.weight"
+    ):
+        requantize(workdir / "gemma3.gguf", out, "Q4_K_M", imatrix=other)
+    with pytest.raises(
+        GGUFBuildError,
+        match=r"IQ2_XS needs an importance matrix \(--imatrix\): it has no entry for 16 tensors \(blk\.0\.attn_q\.weight -> IQ2_XS",
+    ):
+        requantize(
+            workdir / "llama-gqa.gguf",
+            out,
+            "IQ2_XS",
+            imatrix=workdir / "llama-gqa.imatrix.gguf",
+            exclude_weights=["attn_q"],
+        )
+    assert not out.exists()
+
+
+def test_refused_before_any_tensor_is_read(workdir, tmp_path, monkeypatch):
+    """A preset that needs an importance matrix, without one: refused while planning, as llama-quantize does."""
+    from gguf_schema.tools import requantize as rq
+
+    monkeypatch.setattr(rq, "quantize", lambda *a, **k: pytest.fail("quantized a tensor"))
+    monkeypatch.setattr(rq.Tensor, "dequantize", lambda *a, **k: pytest.fail("read a tensor"))
+    for name in ("IQ1_S", "IQ1_M", "IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ2_M", "Q2_K_S", "IQ3_XXS"):
+        with pytest.raises(GGUFBuildError, match=f"{name} needs an importance matrix"):
+            requantize(workdir / "llama-gqa.gguf", tmp_path / "out.gguf", name)
+    assert not (tmp_path / "out.gguf").exists()
+    plan = requantize(workdir / "llama-gqa.gguf", tmp_path / "out.gguf", "IQ2_M", dry_run=True)
+    assert any("IQ2_M needs an importance matrix" in n for n in plan.notes)
+
+
+def test_copy_writes_the_loaders_guess_without_a_file_type(tmp_path):
+    meta, tensors = quant_model("qwen3moe")
+    del meta["general.file_type"]
+    gguf_schema.save(
+        tmp_path / "m.gguf", meta, {k: v.astype(np.float16) if v.ndim > 1 else v for k, v in tensors.items()}
+    )
+    result = requantize(tmp_path / "m.gguf", tmp_path / "copy.gguf", "COPY")
+    assert (result.file_type, result.file_type_name) == (1024 | 1, "MOSTLY_F16|GUESSED")  # 27 F16 tensors, 24 F32
+    with gguf_schema.open(tmp_path / "copy.gguf") as f:
+        assert f.metadata["general.file_type"] == 1025 and [t.name for t in f.tensor_list] == [
+            r.name for r in result.tensors
+        ]
+
+
+def test_keep_split_and_overrides_through_the_api(workdir, tmp_path):
+    data = recorded("llama-gqa")
+    result = requantize(
+        workdir / data["split_sources"][0],
+        tmp_path / "q.gguf",
+        "Q4_K_M",
+        keep_split=True,
+        override_kv=["general.name=str:renamed", ("test.count", ValueType.INT32, -3)],
+    )
+    assert [os.path.basename(p) for p in result.paths] == [f"q-0000{i}-of-00004.gguf" for i in range(1, 5)]
+    assert list(result.metadata) == ["general.quantization_version", "general.file_type", "general.name", "test.count"]
+    with open_split(result.paths[0]) as m:
+        assert m.metadata["general.name"] == "renamed" and m.metadata["test.count"] == -3
+        assert [len(s.tensor_list) for s in m.shards] == [40, 40, 40, 27]

@@ -550,7 +550,7 @@ def _plan(
             lacking.append(t.name)
             continue
         try:
-            used[t.name] = tensor_weights(w, t.shape if len(t.shape) == 3 else t.shape[-1:])
+            used[t.name] = tensor_weights(w, t.shape if len(t.shape) <= 3 else t.shape[-1:])
         except ValueError as e:
             if quantplan.role_of(t.name) == quantplan.Role.TOKEN_EMBD:  # llama-quantize quantizes it without
                 notes.append(f"{t.name}: {e}: quantized without importance weights")

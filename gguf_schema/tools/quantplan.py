@@ -627,10 +627,6 @@ _V, _K, _Q, _O = ATTN_V_LIKE, Role.ATTN_K, Role.ATTN_Q, Role.ATTN_OUTPUT
 _DOWN, _GATE, _UP = Role.FFN_DOWN, Role.FFN_GATE, Role.FFN_UP
 
 
-def _outputs(s: Situation) -> bool:
-    return s.role == Role.OUTPUT
-
-
 def _more_bits_v(s: Situation) -> bool:
     return s.more_bits(s.i_attn_v, s.n_attn_v)
 

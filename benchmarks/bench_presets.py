@@ -28,7 +28,7 @@ machine is shared, so compare CPU times and ratios from the same run. A preset b
 
 ``--recorded`` needs no llama.cpp: it writes every case of tests/data/quantize_plans with the
 command line and compares each file's SHA-256 with the one llama-quantize wrote (the test suite
-writes a quarter of them).
+writes a fifth of them).
 """
 
 from __future__ import annotations

@@ -51,7 +51,9 @@ LINE = re.compile(r"^\[\s*\d+/\s*\d+\]\s+(\S+)\s+- \[[^\]]*\], type =\s*(\S+), s
 
 def option_cases(model: str) -> list[dict]:
     """The cases beyond the presets: llama-quantize's options (arguments before the type)."""
-    arch = {"llama-gqa": "llama", "gemma3": "gemma3", "qwen3moe": "qwen3moe", "qwen2-odd": "qwen2"}[model]
+    arch = {"llama-gqa": "llama", "gemma3": "gemma3", "qwen3moe": "qwen3moe", "qwen2-odd": "qwen2", "falcon": "falcon"}[
+        model
+    ]
     cases = [
         {"args": ["--pure"], "type": "Q4_K_M"},
         {"args": ["--pure"], "type": "IQ2_M", "imatrix": "gguf"},

@@ -3,7 +3,7 @@
 ``llama-quantize`` chooses each tensor's type from its name, its row length, its layer and the
 model's metadata (architecture, layer count, attention heads and KV heads, expert count). The
 models here have the tensor names and metadata keys of real architectures, as llama.cpp's loader
-reads them, with few rows per matrix so that each file is small (a few hundred KiB to 2 MiB):
+reads them, with few rows per matrix so that each file is small (a quarter of a MiB to 1.2 MiB):
 
 * ``llama-gqa``: llama, 16 layers, 8 attention heads sharing 2 KV heads (a GQA factor of 4),
   its own ``output.weight``, rows of 256 and 512;
@@ -13,7 +13,9 @@ reads them, with few rows per matrix so that each file is small (a few hundred K
   GQA factor 4;
 * ``qwen2-odd``: qwen2, 80 layers (llama.cpp's "70B" class for qwen2) of the tensors the rules
   tell apart (attention V and output, FFN up and down), rows of 96 (not a multiple of 256) and
-  40 (not even of 32), biases.
+  40 (not even of 32), biases;
+* ``falcon``: falcon (rules of its own for the output, FFN down and attention output), 16
+  layers, fused QKV tensors, one KV head.
 
 Values come from integer hashing (no random generator, no transcendental function), so every
 numpy version makes the same bytes: the expected plans and file digests recorded from
@@ -44,7 +46,7 @@ __all__ = ["QUANT_MODELS", "imatrix_entries", "legacy_imatrix_bytes", "quant_mod
 
 PathLike = Union[str, "os.PathLike[str]"]
 
-QUANT_MODELS = ("llama-gqa", "gemma3", "qwen3moe", "qwen2-odd")
+QUANT_MODELS = ("llama-gqa", "gemma3", "qwen3moe", "qwen2-odd", "falcon")
 """The models :func:`quant_model` makes."""
 
 U32 = np.uint32
@@ -171,6 +173,23 @@ def _shapes(kind: str) -> tuple[dict[str, Any], Shapes]:
             s[b + "ffn_up.weight"] = (2, embd)
             s[b + "ffn_down.weight"] = (2, ff)
         s.update({"output_norm.weight": (embd,), "output.weight": (16, embd)})
+    elif kind == "falcon":
+        arch, n_layer, embd, ff = "falcon", 16, 256, 1024
+        meta = {
+            f"{arch}.attention.head_count": U32(8),
+            f"{arch}.attention.head_count_kv": U32(1),
+            f"{arch}.attention.layer_norm_epsilon": np.float32(1e-5),
+        }
+        s = {"token_embd.weight": (32, embd)}
+        for i in range(n_layer):  # fused QKV (an attention V for the rules), biases, no FFN gate
+            b = f"blk.{i}."
+            s[b + "attn_norm.weight"] = (embd,)
+            s[b + "attn_norm.bias"] = (embd,)
+            s[b + "attn_qkv.weight"] = (6, embd)
+            s[b + "attn_output.weight"] = (4, embd)
+            s[b + "ffn_up.weight"] = (4, embd)
+            s[b + "ffn_down.weight"] = (4, ff)
+        s.update({"output_norm.weight": (embd,), "output_norm.bias": (embd,), "output.weight": (32, embd)})
     else:
         raise ValueError(f"unknown model {kind!r}: the models are {', '.join(QUANT_MODELS)}")
     base = {

@@ -559,10 +559,10 @@ def _plan(
                 f"{e} (an importance matrix for another model?)", path=f"tensor {t.name!r}", value=int(w.size)
             ) from None
         r.imatrix = True
-    if by_name is not None and lacking and not used:
+    if by_name is not None and lacking and not any(t.name in by_name for t, _ in order):
         raise GGUFBuildError(
-            f"the importance matrix is not for this model: it has no entry for any of the {len(lacking)} tensors "
-            f"it would be used for ({_names(lacking)}); its entries are {_names(sorted(by_name))}",
+            f"the importance matrix is not for this model: it names none of its tensors, and has no entry for "
+            f"the {len(lacking)} it would be used for ({_names(lacking)}); its entries are {_names(sorted(by_name))}",
             value=len(lacking),
         )
     _check_imatrix_needs(needs, p, by_name is not None, dry_run, notes)

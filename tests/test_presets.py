@@ -22,6 +22,7 @@ import pytest
 import gguf_schema
 from gguf_schema.errors import GGUFBuildError
 from gguf_schema.format.types import GGMLType, ValueType
+from gguf_schema.format.values import make_field
 from gguf_schema.testing.quant_models import (
     QUANT_MODELS,
     legacy_imatrix_bytes,
@@ -42,6 +43,7 @@ from gguf_schema.tools.quantplan import (
 )
 from gguf_schema.tools.requantize import plan_requantize, requantize
 from gguf_schema.tools.split import open_split, split_plan
+from gguf_schema.writer import plan_tensor, write_file
 
 from .helpers import run_cli
 
@@ -374,3 +376,16 @@ def test_keep_split_and_overrides_through_the_api(workdir, tmp_path):
     with open_split(result.paths[0]) as m:
         assert m.metadata["general.name"] == "renamed" and m.metadata["test.count"] == -3
         assert [len(s.tensor_list) for s in m.shards] == [40, 40, 40, 27]
+
+
+def test_duplicate_tensor_names_are_refused(tmp_path):
+    x = np.ones((2, 256), np.float32)
+    write_file(
+        tmp_path / "dup.gguf",
+        [make_field("general.architecture", "llama")],
+        [plan_tensor("blk.0.attn_q.weight", x, "little"), plan_tensor("blk.0.attn_q.weight", x, "little")],
+        version=3,
+        byte_order="little",
+    )
+    with pytest.raises(GGUFBuildError, match="tensor 'blk.0.attn_q.weight' occurs twice"):
+        requantize(tmp_path / "dup.gguf", tmp_path / "out.gguf", "Q8_0", dry_run=True)

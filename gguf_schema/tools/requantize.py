@@ -404,7 +404,11 @@ def _order(model: Model, keep_split: bool) -> list[tuple[Tensor, int]]:
     """The tensors in the order ``llama-quantize`` processes and writes them, with the shard each goes to."""
     if keep_split and isinstance(model, SplitModel):
         return [(t, i) for i, s in enumerate(model.shards) for t in sorted(s.tensor_list, key=lambda t: t.offset)]
-    by_name = {t.name: t for t in model.tensor_list}
+    by_name: dict[str, Tensor] = {}
+    for t in model.tensor_list:
+        if t.name in by_name:  # llama.cpp's loader refuses such a model too
+            raise GGUFBuildError(f"tensor {t.name!r} occurs twice", path=f"tensor {t.name!r}", value=t.name)
+        by_name[t.name] = t
     return [(by_name[n], 0) for n in quantplan.llama_order(by_name)]
 
 

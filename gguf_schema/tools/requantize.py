@@ -679,11 +679,22 @@ def _stream(t: Tensor, report: TensorReport, weights: np.ndarray | None, threads
 
 
 def _copied(t: Tensor, report: TensorReport, measure: bool) -> PlannedTensor:
+    """A tensor copied as it is: a little-endian one read a few MiB of rows at a time (a
+    big-endian one converted by the writer, whole)."""
     planned = plan_tensor(t.name, t, "little")
-    chunks = planned.chunks
+    if t.byte_order == "little" and t.dims:
+        rows = math.prod(t.dims[1:])
+        step = max(1, _CHUNK_BYTES // max(1, t.nbytes // rows)) if rows else 1
+
+        def chunks() -> Iterator[Any]:
+            for a in range(0, rows, step):
+                yield t.raw(rows=slice(a, min(rows, a + step)))
+
+        planned.chunks = chunks
+    stream = planned.chunks
 
     def measured() -> Iterator[Any]:
-        yield from chunks()
+        yield from stream()
         if measure:
             report.rms_error = 0.0
             report.rms_input = _rms_of(t)

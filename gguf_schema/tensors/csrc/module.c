@@ -38,6 +38,7 @@ enum ggml_type_id { /* ggml_type values (gguf_schema.format.types.GGMLType) */
     GGML_TYPE_BF16 = 30,
     GGML_TYPE_TQ1_0 = 34,
     GGML_TYPE_TQ2_0 = 35,
+    GGML_TYPE_Q2_0 = 42,
     /* IQ lattice types (quantize_iq.c) */
     GGML_TYPE_IQ2_XXS = 16,
     GGML_TYPE_IQ2_XS = 17,
@@ -80,6 +81,7 @@ static const kernel_entry KERNELS[] = {
     {GGML_TYPE_BF16, 1, 2, bf16_to_f32, f32_to_bf16, NULL},
     {GGML_TYPE_TQ1_0, 256, 54, dq_tq1_0, q_tq1_0, NULL},
     {GGML_TYPE_TQ2_0, 256, 66, dq_tq2_0, q_tq2_0, NULL},
+    {GGML_TYPE_Q2_0, 64, 18, dq_q2_0, q_q2_0, NULL},
     /* IQ lattice types: row quantizers only */
     {GGML_TYPE_IQ2_XXS, 256, 66, NULL, NULL, quantize_rows_iq2_xxs},
     {GGML_TYPE_IQ2_XS, 256, 74, NULL, NULL, quantize_rows_iq2_xs},

@@ -795,6 +795,7 @@ def requantize(
     on_plan: Callable[[RequantizeResult], None] | None = None,
     limits: Limits | None = None,
     mmap: bool = True,
+    sync: bool = True,
 ) -> RequantizeResult:
     """Write ``src`` quantized under preset ``type`` as ``dst``, as ``llama-quantize`` does (see the module docstring).
 
@@ -845,6 +846,8 @@ def requantize(
             :func:`gguf_schema.open`.
         mmap: ``False``: nothing is mapped (a split model's shards and an imatrix file are read
             with positioned reads too; a single local model file always is).
+        sync: fsync the new file(s) before they replace the old ones (as :func:`gguf_schema.save`);
+            False is faster, and a power cut right after may leave an incomplete file.
 
     Returns:
         A :class:`RequantizeResult`; after a write, each tensor's RMS error against its input.
@@ -899,7 +902,7 @@ def requantize(
             on_plan(result)
         if dry_run:
             return result
-        _write(model, result, used, workers, measure, progress)
+        _write(model, result, used, workers, measure, progress, sync)
         return result
     finally:
         model.close()
@@ -912,6 +915,7 @@ def _write(
     workers: int,
     measure: bool,
     progress: Progress | None,
+    sync: bool,
 ) -> None:
     tensors = {t.name: t for t in model.tensor_list}
     n = len(result.paths)
@@ -960,9 +964,10 @@ def _write(
             byte_order="little",
             progress=progress,
             source=head,
+            sync=sync,
         )
     else:
-        atomic_replace_set([(path, writer(i)) for i, path in enumerate(result.paths)])
+        atomic_replace_set([(path, writer(i)) for i, path in enumerate(result.paths)], sync=sync)
 
 
 def _alignment_value(f: Field) -> int | None:

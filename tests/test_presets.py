@@ -389,3 +389,28 @@ def test_duplicate_tensor_names_are_refused(tmp_path):
     )
     with pytest.raises(GGUFBuildError, match="tensor 'blk.0.attn_q.weight' occurs twice"):
         requantize(tmp_path / "dup.gguf", tmp_path / "out.gguf", "Q8_0", dry_run=True)
+
+
+def test_tensor_type_file_is_the_same_as_the_options(workdir, tmp_path, monkeypatch):
+    monkeypatch.chdir(workdir)
+    listing = tmp_path / "types.txt"
+    listing.write_text("ATTN_V=q8_0\n  blk\\.1[0-9]\\.ffn_down=iq4_nl\n")
+    a, b = tmp_path / "a.gguf", tmp_path / "b.gguf"
+    r = run_cli("quantize", "llama-gqa.gguf", a, "Q4_K_M", "--tensor-type-file", listing)
+    assert r.returncode == 0, r
+    r = run_cli(
+        "quantize",
+        "llama-gqa.gguf",
+        b,
+        "Q4_K_M",
+        "--tensor-type",
+        "attn_v=q8_0",
+        "--tensor-type",
+        r"blk\.1[0-9]\.ffn_down=iq4_nl",
+    )
+    assert r.returncode == 0 and a.read_bytes() == b.read_bytes()
+    case = next(c for c in recorded("llama-gqa")["cases"] if c["args"][:2] == ["--tensor-type", "attn_v=q8_0"])
+    assert _digests(tmp_path, "a.gguf") == case["sha256"]
+    listing.write_text("attn_v\n")
+    r = run_cli("quantize", "llama-gqa.gguf", a, "Q4_K_M", "--tensor-type-file", listing)
+    assert r.returncode == 2 and b"types.txt: a tensor type is REGEX=TYPE, got 'attn_v'" in r.stderr

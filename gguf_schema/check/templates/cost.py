@@ -372,7 +372,7 @@ class _Cost:
             raise _Exceeded(line, "a loop with no bound the audit can see")
         elem = it.elem if it.elem is not None else (C(chars=ONE) if it.items is None else _SMALL)
         if it.data:
-            elem = _DATA
+            elem = replace(_DATA, part=elem.part)
         elem = _with_part(elem, it.part)
         if node.recursive:
             elem = replace(elem, part=elem.part | {f"self:loop@{id(node)}"})

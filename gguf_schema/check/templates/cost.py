@@ -166,8 +166,9 @@ def _jn(*cs: C | None) -> C:
     xs = [c for c in cs if c is not None]
     if not xs:
         return C()
-    if len(xs) == 1:
-        return xs[0]
+    first = xs[0]
+    if all(c is first for c in xs):
+        return first
     items = [c.items for c in xs if c.items is not None]
     mags = [c.mag for c in xs if c.mag is not None]
     elems = [c.elem for c in xs if c.elem is not None]
@@ -938,10 +939,13 @@ def _diff(after: P, before: P) -> P:
 
 
 def _merge(tables: list[dict[Any, C]]) -> dict[Any, C]:
-    out: dict[Any, C] = {}
-    for t in tables:
+    """The larger bound of each variable over ``tables`` (most are the same object in all of them)."""
+    out = dict(tables[0])
+    for t in tables[1:]:
         for k, v in t.items():
-            out[k] = _jn(out.get(k), v)
+            w = out.get(k)
+            if w is not v:
+                out[k] = v if w is None else _jn(w, v)
     return out
 
 

@@ -951,8 +951,20 @@ class Analysis:
             return self.pooled(("mut", "**"))  # an unknown object: any container
         return join(self.pooled(("mut", "*")), *(self.pooled(("mut", s)) for s in roots))
 
+    def shuffled(self, v: V) -> bool:
+        """A container a mutation may have reordered, shortened or lengthened: its positions mean nothing."""
+        roots = {site_root(s) for s in v.sites if not s.startswith("key:")}
+        return any(not self.pooled(("shuffled", r)).is_bot() for r in (*roots, "*"))
+
     def mutate(self, recv: V, added: V) -> None:
-        """Record that ``added`` may now be in the containers ``recv`` may be."""
+        """Record that ``added`` may now be in the containers ``recv`` may be (and that their order changed)."""
+        mark = const(True)
+        self.pool(("shuffled", "*") if recv.kinds & (TEXT | OBJ | DYN) else ("shuffled", "-"), mark)
+        for s in recv.sites:
+            if not s.startswith("key:"):
+                self.pool(("shuffled", site_root(s)), mark)
+        if added.is_bot():
+            return
         self.pool(("mut", "**"), added)
         roots = {site_root(s) for s in recv.sites if not s.startswith("key:")}
         if recv.kinds & REQ and not any(r.startswith("req:") for r in roots):
@@ -1013,7 +1025,7 @@ class Analysis:
             parts.append(self.get(("ns", name)))
             parts.append(self.ns_all())
         for c in recv.consts:
-            parts.append(self.const_lookup(c, name, attr_first))
+            parts.append(self.const_lookup(c, name, attr_first, recv.sites))
         if recv.elems is not None:
             parts.append(recv.elems)
             if name in _PLAIN_METHODS:
@@ -1046,20 +1058,20 @@ class Analysis:
             parts.append(_UNDEF_V if not name.startswith("_") else top(f"an attribute of the method {mname}"))
         return join(*parts)
 
-    def const_lookup(self, c: Any, name: str, attr_first: bool) -> V:
+    def const_lookup(self, c: Any, name: str, attr_first: bool, sites: frozenset[str] = frozenset()) -> V:
         if isinstance(c, dict):
             has_attr = hasattr(dict, name)
             if name in c and not (attr_first and has_attr):
-                return const(c[name])
+                return V((c[name],), sites=sub_sites(V(sites=sites), name))
             if has_attr and not name.startswith("_"):
-                return V(methods=((name, const(c)),))
+                return V(methods=((name, V((c,), sites=sites)),))
             return _UNDEF_V
         if c is UNDEF or c is None:
             return _UNDEF_V
         if isinstance(c, (int, float)) and name in ("real", "imag", "numerator", "denominator"):
             return const(getattr(c, name))
         if not name.startswith("_") and callable(getattr(type(c), name, None)):
-            return V(methods=((name, const(c)),))
+            return V(methods=((name, V((c,), sites=sites)),))
         return _UNDEF_V
 
     def callable_attr(self, target: str, name: str) -> V:
@@ -1121,6 +1133,8 @@ class Analysis:
 
     def item_value(self, recv: V, key: V, node: Any) -> V:
         parts: list[V | None] = [self.mutations(recv)]
+        if recv.pure() and key.pure() and self.shuffled(recv):  # positions moved: any of its items
+            return join(*parts, self.elements(recv, item=True))
         if recv.pure() and key.pure():
             for c in recv.consts:
                 for k in key.consts:
@@ -1284,7 +1298,7 @@ class Analysis:
         if name in M_KEYS and (args or not extra.is_bot()):
             key = join(args[0] if args else None, extra)
             self.check_lookup(node.args[0] if node.args else node, key, recv, f"the key of .{name}()", "key")
-        if name in MUTATORS and (args or kwargs or not extra.is_bot()):
+        if name in MUTATORS:
             added = join(
                 *(self.elements(a) for a in args if name in ("extend", "update")),
                 *(self.elements(a, item=True) for a in args if name == "update"),

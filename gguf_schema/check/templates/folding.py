@@ -219,7 +219,9 @@ def _check_join(sep: Any, items: Any) -> None:
 
 def fold_method(recv: Any, name: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
     """``recv.name(*args, **kwargs)`` on constants, for the methods of plain types listed here only."""
-    check_args([recv, *args, *kwargs.values()])
+    check_args([*args, *kwargs.values()])  # the receiver may be a large number (its bytes are a name)
+    if not _size_ok(recv, [4 * TEXT_LIMIT]):
+        raise Unfoldable
     if isinstance(recv, str):
         if name not in STR_METHODS:
             raise Unfoldable

@@ -194,7 +194,7 @@ MUTATORS = frozenset(
     | {"setdefault", "popitem"}
 )
 #: attribute names of str, list and dict that are methods (looked up on request data, they give the method)
-_PLAIN_METHODS = frozenset(n for t in (str, list, dict) for n in dir(t) if not n.startswith("_"))
+_PLAIN_METHODS = frozenset(n for t in (str, list, dict, bytes) for n in dir(t) if not n.startswith("_"))
 
 
 class Budget(Exception):
@@ -1014,7 +1014,7 @@ class Analysis:
         parts: list[V | None] = [self.mutations(recv)]
         if recv.kinds & LOOP:
             if name in LOOP_NUMBERS:
-                parts.append(kind(NUM))
+                parts.append(kind(NUM, f"loop.{name} (a number)"))
             elif name in ("previtem", "nextitem"):
                 parts.append(self.pooled("loop-items"))
             elif name in ("cycle", "changed"):

@@ -61,18 +61,28 @@ def main() -> None:
         sys.stdout.flush()
 
     env = environments.runtime_environment(sandboxed=True)
-    try:
-        template = env.from_string(job["source"])
-    except Exception as e:
-        emit(kind="compile-error", message=f"{type(e).__name__}: {str(e)[:200]}")
-        return
 
     def ring(signum: int, frame: Any) -> None:
         raise _Timeout
 
     seconds = job["timeout"]
-    _limit(job["memory"], seconds * len(job["conversations"]))
+    # the limits hold from the compile on: Jinja folds constant expressions ('x' * 10**10) when it compiles
+    _limit(job["memory"], seconds * (len(job["conversations"]) + 1))
     signal.signal(signal.SIGALRM, ring)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        template = env.from_string(job["source"])
+    except _Timeout:
+        emit(kind="bound", conversation="compile", message=f"did not compile within {seconds:g} s")
+        return
+    except MemoryError:
+        emit(kind="bound", conversation="compile", message="ran out of the memory bound while compiling")
+        return
+    except Exception as e:
+        emit(kind="compile-error", message=f"{type(e).__name__}: {str(e)[:200]}")
+        return
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
     for label, context in job["conversations"]:
         size = 0
         signal.setitimer(signal.ITIMER_REAL, seconds)

@@ -64,7 +64,7 @@ def measure(source: str, repeat: int) -> dict:
     )
 
     def audit() -> list:
-        templates._static_findings.cache_clear()
+        templates.clear_cache()
         return templates.audit_template(source)
 
     findings = audit()

@@ -52,6 +52,11 @@ class Trick:
     context: tuple[tuple[str, object], ...] = ()
 
 
+def fw(text: str) -> str:
+    """``text`` in fullwidth letters (NFKC makes them ASCII again)."""
+    return "".join(chr(ord(c) + 0xFEE0) for c in text)
+
+
 def reach(a: str, b: str) -> str:
     return "{{ cycler[" + a + "][" + b + "]" + SUFFIX + " }}"
 
@@ -86,12 +91,16 @@ T = {
         ("|truncate gives '__globals__'",),
     ),
     "int-to-bytes": Trick(
-        reach("(0x5f5f696e69745f5f).to_bytes(8, 'big').decode()", "(0x5f5f676c6f62616c735f5f).to_bytes(11, 'big').decode()"),
+        reach(
+            "(0x5f5f696e69745f5f).to_bytes(8, 'big').decode()",
+            "(0x5f5f676c6f62616c735f5f).to_bytes(11, 'big').decode()",
+        ),
         "GGUF-T101",
         (".decode() gives '__init__'",),
     ),
     "numbers-from-the-request-edited": Trick(
-        "{% set k = messages|length %}" + reach("k|string|center(5)|replace(' ', '_')|replace(k|string, 'init')", "'__globals__'"),
+        "{% set k = messages|length %}"
+        + reach("k|string|center(5)|replace(' ', '_')|replace(k|string, 'init')", "'__globals__'"),
         "GGUF-T102",
         ("|replace",),
     ),
@@ -142,7 +151,9 @@ T = {
         ("passed to caller()",),
     ),
     "macro-kwargs-catchall": Trick(
-        "{% macro m() %}" + reach("kwargs.first", "varargs[0]") + "{% endmacro %}{{ m('__globals__', first='__init__') }}",
+        "{% macro m() %}"
+        + reach("kwargs.first", "varargs[0]")
+        + "{% endmacro %}{{ m('__globals__', first='__init__') }}",
         "GGUF-T101",
     ),
     "macro-kwargs-spread": Trick(
@@ -170,23 +181,31 @@ T = {
     ),
     # -- identifiers in other Unicode forms (Python normalises them: NFKC) -------------------------------------
     "nfkc-variable": Trick(
-        "{% set ｎ = '__init__' %}{% set ｇ = '__globals__' %}" + reach("n", "g"), "GGUF-T101", ("set ｎ",)
+        "{% set " + fw("n") + " = '__init__' %}{% set " + fw("g") + " = '__globals__' %}" + reach("n", "g"),
+        "GGUF-T101",
+        ("set " + fw("n"),),
     ),
     "nfkc-global": Trick(
-        "{{ (ｃｙｃｌｅｒ|attr(messages[0].content)|attr(messages[1].content)).os.popen(messages[2].content).read() }}"
+        "{{ (" + fw("cycler") + "|attr(messages[0].content)|attr(messages[1].content)).os.popen(messages[2].content)"
+        ".read() }}"
         "{{ cycler }}",  # both names are one Python variable: the later lookup, of the global, wins
         "GGUF-T106",
         ("data of the request",),
         context=(("messages", ({"content": "__init__"}, {"content": "__globals__"}, {"content": "{CMDTEXT}"})),),
     ),
-    "nfkc-keyword": Trick(reach("dict(__ｉｎｉｔ__=1)|first", "dict(__ｇｌｏｂａｌｓ__=1)|list|last"), "GGUF-T101"),
+    "nfkc-keyword": Trick(
+        reach("dict(__" + fw("init") + "__=1)|first", "dict(__" + fw("globals") + "__=1)|list|last"), "GGUF-T101"
+    ),
     # -- names built from the tokenizer's own data (the file author chose the vocabulary) ----------------------
     "special-token-text": Trick(
-        reach("bos_token", "eos_token"), "GGUF-T102", ("a token's text",),
+        reach("bos_token", "eos_token"),
+        "GGUF-T102",
+        ("a token's text",),
         context=(("bos_token", "__init__"), ("eos_token", "__globals__")),
     ),
     "token-text-sliced": Trick(
-        reach("(bos_token ~ eos_token)[3:11]", "additional_special_tokens[0]"), "GGUF-T102",
+        reach("(bos_token ~ eos_token)[3:11]", "additional_special_tokens[0]"),
+        "GGUF-T102",
         ("a token's text",),
         context=(("bos_token", "<s>__init__"), ("eos_token", "</s>"), ("additional_special_tokens", ("__globals__",))),
     ),
@@ -275,7 +294,10 @@ def check(trick: Trick, live: LiveRenderer, tmp_path: Path) -> None:
     marker = tmp_path / "payload-ran"
     source = materialize(trick.source, marker)
     # 1. live: an unsandboxed runtime runs it (or runs out of time or memory on one message)
-    result = live.render(source, context_of(trick, marker), timeout=3.0, memory=768 << 20)
+    bound = trick.proof == "bound"  # far past half a second on one message: real templates take a millisecond
+    result = live.render(
+        source, context_of(trick, marker), timeout=0.5 if bound else 5.0, memory=(256 if bound else 768) << 20
+    )
     if trick.proof == "marker":
         assert result.kind == "ok" and marker.exists(), result
     elif trick.proof == "env":
@@ -304,9 +326,7 @@ def test_costly_render_is_live_and_caught(name, live, tmp_path):
 
 def test_chain_names_each_step_with_its_line():
     source = (
-        "{% set base = '__cla' %}\n"
-        "{% macro pick(part) %}{{ messages[part ~ 'ss__'] }}{% endmacro %}\n"
-        "{{ pick(base) }}"
+        "{% set base = '__cla' %}\n{% macro pick(part) %}{{ messages[part ~ 'ss__'] }}{% endmacro %}\n{{ pick(base) }}"
     )
     (f,) = audit_template(source)
     assert (f.rule, f.line) == ("GGUF-T101", 2)

@@ -208,8 +208,15 @@ def test_real_corpus_is_what_its_sources_file_says():
     for name in files:
         assert hashlib.sha256((REAL_DIR / name).read_bytes()).hexdigest() == rows[name][0], name
     origins = " ".join(origin for _, origin in rows.values())
-    for source in ("ggml-org/llama.cpp models/templates", "tests/test-chat-template.cpp", "google/minja",
-                   "huggingface/huggingface.js", "chujiezheng/chat_templates", "llama_cpp_python", ".gguf"):
+    for source in (
+        "ggml-org/llama.cpp models/templates",
+        "tests/test-chat-template.cpp",
+        "google/minja",
+        "huggingface/huggingface.js",
+        "chujiezheng/chat_templates",
+        "llama_cpp_python",
+        ".gguf",
+    ):
         assert source in origins, source
 
 

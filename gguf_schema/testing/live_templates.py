@@ -27,9 +27,11 @@ from typing import Any
 __all__ = ["LiveRenderer", "LiveResult"]
 
 # the environments module imports nothing of gguf-schema: the server loads it by path and stays small
-_JINJA_MODULE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "check", "templates", "jinja.py")
+_JINJA_MODULE = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "check", "templates", "jinja.py"
+)
 
-_SERVER = r'''
+_SERVER = r"""
 import importlib.util, json, os, resource, select, signal, subprocess, sys, time  # a runtime has subprocess loaded
 spec = importlib.util.spec_from_file_location("_gguf_template_jinja", sys.argv[1])
 environments = importlib.util.module_from_spec(spec)
@@ -104,7 +106,7 @@ for line in sys.stdin:
         result = {"kind": "crash", "output": f"exit status {status}"}
     sys.stdout.write(json.dumps(result) + "\n")
     sys.stdout.flush()
-'''
+"""
 
 
 @dataclass(frozen=True)

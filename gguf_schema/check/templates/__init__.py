@@ -35,7 +35,7 @@ attribute '__init__' of cycler (a Jinja global) is a Python internal
 
 from __future__ import annotations
 
-import functools
+import dataclasses
 import time
 from collections.abc import Mapping
 from types import MappingProxyType
@@ -139,10 +139,14 @@ def analyse(source: str, name: str, seconds: float = ANALYSIS_SECONDS) -> list[T
     try:
         analysis.run(tree)
     except RecursionError:
-        findings.add(T402, "the template nests too deeply for the audit to follow; nothing is known about what it reaches")
+        findings.add(
+            T402, "the template nests too deeply for the audit to follow; nothing is known about what it reaches"
+        )
         _lexical(lines, findings, "the source")
     except Budget:
-        findings.add(T402, f"the analysis ran past its budget of {seconds:g} s of CPU; nothing is known about what it reaches")
+        findings.add(
+            T402, f"the analysis ran past its budget of {seconds:g} s of CPU; nothing is known about what it reaches"
+        )
         _lexical(lines, findings, "the source")
     try:
         cost.check(tree, findings, nodes, deadline + seconds)
@@ -151,10 +155,37 @@ def analyse(source: str, name: str, seconds: float = ANALYSIS_SECONDS) -> list[T
     return findings.result(MAX_PER_RULE)
 
 
-@functools.lru_cache(maxsize=64)
-def _static_findings(source: str, name: str) -> tuple[TemplateFinding, ...]:
-    """Everything but the render (cached: a directory of models often repeats one template)."""
-    return tuple(analyse(source, name))
+_CACHE: dict[str, tuple[TemplateFinding, ...]] = {}
+_CACHE_CHARS = 8 << 20  # characters of template source the cache may hold
+_cached_chars = 0
+
+
+def _static_findings(source: str) -> tuple[TemplateFinding, ...]:
+    """Everything but the render, by source (cached, least recently used first out: models, and the named
+    templates of one file, repeat templates; the key a template came from is set on the findings afterwards)."""
+    global _cached_chars
+    hit = _CACHE.pop(source, None)
+    if hit is None:
+        hit = tuple(analyse(source, ""))
+        _cached_chars += len(source)
+    _CACHE[source] = hit
+    while _cached_chars > _CACHE_CHARS and len(_CACHE) > 1:
+        oldest = next(iter(_CACHE))
+        _cached_chars -= len(oldest)
+        del _CACHE[oldest]
+    return hit
+
+
+def is_cached(source: str) -> bool:
+    """Whether the static findings of ``source`` are at hand (auditing it again costs nothing)."""
+    return source in _CACHE
+
+
+def clear_cache() -> None:
+    """Forget the findings of the templates audited so far (benchmarks time cold audits)."""
+    global _cached_chars
+    _CACHE.clear()
+    _cached_chars = 0
 
 
 def audit_template(
@@ -202,7 +233,7 @@ def audit_template(
     if not isinstance(name, str):
         raise TypeError(f"name must be a str, not {type(name).__name__}")
     require_jinja()
-    findings = list(_static_findings(source, name))
+    findings = [dataclasses.replace(f, template=name) for f in _static_findings(source)]
     if render:
         findings = capped(
             findings

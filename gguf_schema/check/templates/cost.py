@@ -73,11 +73,11 @@ UNBOUNDED = (INF,) + (0.0,) * DEG
 
 
 def padd(a: P, b: P) -> P:
-    return tuple(x + y for x, y in zip(a, b))
+    return tuple(x + y for x, y in zip(a, b, strict=True))
 
 
 def pmax(a: P, b: P) -> P:
-    return tuple(max(x, y) for x, y in zip(a, b))
+    return tuple(max(x, y) for x, y in zip(a, b, strict=True))
 
 
 def pmul(a: P, b: P) -> P:
@@ -102,7 +102,7 @@ def pbig(a: P) -> bool:
 
 def pgt(a: P, b: P) -> bool:
     """Some coefficient of ``a`` is larger than ``b``'s."""
-    return any(x > y * 1.01 + 1e-9 for x, y in zip(a, b))
+    return any(x > y * 1.01 + 1e-9 for x, y in zip(a, b, strict=True))
 
 
 def pfmt(a: P) -> str:
@@ -277,7 +277,9 @@ class _Cost:
     def count(self, c: C, line: int | None, what: str) -> P:
         """A trip count or repetition: a number's value must be bounded."""
         if c.mag is not None and pbig(c.mag):
-            raise _Exceeded(line, f"{what} is a number the audit cannot bound (the request or the template computes it)")
+            raise _Exceeded(
+                line, f"{what} is a number the audit cannot bound (the request or the template computes it)"
+            )
         return c.mag if c.mag is not None else ZERO
 
     # -- statements -------------------------------------------------------------------------------
@@ -310,7 +312,7 @@ class _Cost:
                 self.walk(node.body)
                 self.assign(node.target, C(chars=_diff(self.output, before)))
             elif isinstance(node, n.With):
-                for t, v in zip(node.targets, node.values):
+                for t, v in zip(node.targets, node.values, strict=True):
                     self.assign(t, self.ev(v))
                 self.walk(node.body)
             elif isinstance(node, n.ExprStmt):
@@ -339,8 +341,8 @@ class _Cost:
                 f["fanout"] = before
             self.walk(body)
             ends.append((self.env, self.ns))
-            most = [pmax(m, _diff(f["fanout"], before)) for m, (f, before) in zip(most, frames)]
-        for m, (f, before) in zip(most, frames):
+            most = [pmax(m, _diff(f["fanout"], before)) for m, (f, before) in zip(most, frames, strict=True)]
+        for m, (f, before) in zip(most, frames, strict=True):
             f["fanout"] = padd(before, m)
         self.env = _merge([e for e, _ in ends])
         self.ns = _merge([s for _, s in ends])
@@ -363,10 +365,8 @@ class _Cost:
     def loop(self, node: Any) -> None:
         it = self.ev(node.iter)
         line = node.lineno
-        if it.items is None and it.mag is not None and it.chars == poly(24.0):
-            trips = ZERO  # a number is not iterable
-        else:
-            trips = it.count()
+        number = it.items is None and it.mag is not None and it.chars == poly(24.0)
+        trips = ZERO if number else it.count()  # a number is not iterable
         if node.recursive:  # loop() is checked to walk down the items: a walk of at most the request
             trips = padd(trips, NSIZE)
         if pbig(trips):
@@ -394,7 +394,13 @@ class _Cost:
         self.walk(node.else_)
 
     def iterate(
-        self, body: list[Any], trips: P, line: int | None, what: str, test: Any = None, fresh: dict[str, C] | None = None
+        self,
+        body: list[Any],
+        trips: P,
+        line: int | None,
+        what: str,
+        test: Any = None,
+        fresh: dict[str, C] | None = None,
     ) -> None:
         """``body`` run ``trips`` times: the bounds of the variables it grows, and its work. ``fresh``: what the
         loop sets anew at each pass (its variables)."""
@@ -438,13 +444,18 @@ class _Cost:
                         for k in geometric:
                             if k in table:
                                 c = table[k]
-                                self.limit(pmax(c.chars, c.items or ZERO), SIZE_LIMIT, line, f"{_label(k)}, grown in {what}")
+                                self.limit(
+                                    pmax(c.chars, c.items or ZERO), SIZE_LIMIT, line, f"{_label(k)}, grown in {what}"
+                                )
                                 if c.mag is not None and c.mag[0] > 2.0**BITS_LIMIT / 2:
-                                    raise _Exceeded(line, f"{_label(k)}, grown in {what}, becomes a number too large to compute")
+                                    raise _Exceeded(
+                                        line, f"{_label(k)}, grown in {what}, becomes a number too large to compute"
+                                    )
             finally:
                 self.counting = counting
         else:  # each pass adds at most what the second and third added: after ``trips`` passes, that many times
-            for table, t0, t1, t2, t3 in ((self.env, env0, env1, env2, env3), (self.ns, ns0, ns1, ns2, ns3)):
+            tables: list[tuple[dict[Any, C], ...]] = [(self.env, env0, env1, env2, env3), (self.ns, ns0, ns1, ns2, ns3)]
+            for table, t0, t1, t2, t3 in tables:
                 for k, c3 in t3.items():
                     c1, c2 = t1.get(k), t2.get(k)
                     if c1 is None or c2 is None or (c1 == c2 == c3):
@@ -492,7 +503,9 @@ class _Cost:
             return self.made(C(items=poly(float(len(items))), elem=_jn(*items) if items else None), line, "a literal")
         if isinstance(node, n.Dict):
             parts = [self.ev(x) for p in node.items for x in (p.key, p.value)]
-            return self.made(C(items=poly(float(len(node.items))), elem=_jn(*parts) if parts else None), line, "a literal")
+            return self.made(
+                C(items=poly(float(len(node.items))), elem=_jn(*parts) if parts else None), line, "a literal"
+            )
         if isinstance(node, n.CondExpr):
             self.ev(node.test)
             return _jn(self.ev(node.expr1), self.ev(node.expr2) if node.expr2 is not None else None)
@@ -517,7 +530,11 @@ class _Cost:
             return self.made(C(chars=total, data=False), line, "'~'")
         if isinstance(node, n.BinExpr):
             a, b = self.ev(node.left), self.ev(node.right)
-            widths = self.printf_widths(node.left, [b.elem or b] if b.items is not None else [b]) if node.operator == "%" else ZERO
+            widths = (
+                self.printf_widths(node.left, [b.elem or b] if b.items is not None else [b])
+                if node.operator == "%"
+                else ZERO
+            )
             return self.binop(node.operator, a, b, line, widths)
         if isinstance(node, n.Getattr):
             return self.part(self.ev(node.node), node.attr)
@@ -568,7 +585,13 @@ class _Cost:
                 if y.mag is not None and (x.chars != ZERO or x.items is not None) and (x.mag is None or x.data):
                     times = self.count(y, line, "a repetition count")
                     out.append(
-                        C(pmul(x.chars, times), pmul(x.items, times) if x.items is not None else None, None, x.elem, data)
+                        C(
+                            pmul(x.chars, times),
+                            pmul(x.items, times) if x.items is not None else None,
+                            None,
+                            x.elem,
+                            data,
+                        )
                     )
             if a.mag is not None and b.mag is not None:
                 out.append(C(poly(24.0), None, pmul(a.mag, b.mag), None, data))
@@ -594,7 +617,9 @@ class _Cost:
                     return C(poly(24.0), None, padd(a.mag, b.mag or ZERO), None, data)
                 return C(poly(24.0), None, a.mag if op == "//" else UNBOUNDED, None, data)
             if op == "%":
-                return self.made(C(padd(padd(a.chars, b.text()), widths), None, None, None, data), line, "'%' formatting")
+                return self.made(
+                    C(padd(padd(a.chars, b.text()), widths), None, None, None, data), line, "'%' formatting"
+                )
             return C(poly(24.0), a.items, a.mag, a.elem, data)  # dict views and sets subtract: at most the left
         return _NUMBER
 
@@ -623,7 +648,7 @@ class _Cost:
                     "multiply, up to Python's recursion limit",
                 )
             return _SMALL
-        if isinstance(callee, n.Name) and identifier(callee.name) not in self.env or (
+        if (isinstance(callee, n.Name) and identifier(callee.name) not in self.env) or (
             isinstance(callee, n.Name) and identifier(callee.name) in self.macros
         ):
             name = identifier(callee.name)
@@ -668,7 +693,7 @@ class _Cost:
         try:
             before = self.output
             saved = dict(self.env)
-            for a, c in zip(block.args, args):
+            for a, c in zip(block.args, args, strict=False):
                 self.env[identifier(a.name)] = c
             self.walk(block.body)
             self.env = saved
@@ -704,7 +729,12 @@ class _Cost:
     def summarise(self, node: Any, name: str, params: list[str], bound: dict[str, C], line: int | None) -> tuple[P, P]:
         """The work and output of one call of a macro, its recursion included."""
         frame: dict[str, Any] = {
-            "name": name, "fanout": ZERO, "structural": True, "grows": False, "params": bound, "args": {}
+            "name": name,
+            "fanout": ZERO,
+            "structural": True,
+            "grows": False,
+            "params": bound,
+            "args": {},
         }
         saved = (dict(self.env), self.work, self.output, self.mult, self.counting)
         self.stack.append(frame)
@@ -712,7 +742,7 @@ class _Cost:
         try:
             for p, c in bound.items():
                 self.env[p] = replace(c, part=c.part | {f"self:{name}/{p}"})
-            for p, d in zip(params[len(params) - len(node.defaults) :], node.defaults):
+            for p, d in zip(params[len(params) - len(node.defaults) :], node.defaults, strict=True):
                 if bound.get(p) is _SMALL:
                     self.env[p] = replace(self.ev(d), part=frozenset({f"self:{name}/{p}"}))
             self.walk(node.body)
@@ -726,7 +756,11 @@ class _Cost:
                 self.walk(node.body)
                 for p, c2 in probe["args"].items():
                     c0, c1 = bound.get(p), frame["args"].get(p)
-                    if c0 is not None and c1 is not None and pgt(_diff(c2.text(), c1.text()), _diff(c1.text(), c0.text())):
+                    if (
+                        c0 is not None
+                        and c1 is not None
+                        and pgt(_diff(c2.text(), c1.text()), _diff(c1.text(), c0.text()))
+                    ):
                         frame["doubles"] = p
         finally:
             self.stack.pop()
@@ -791,8 +825,22 @@ class _Cost:
         if name in ("count", "find", "index", "rfind", "rindex", "startswith", "endswith") or name.startswith("is"):
             self.spend(pscale(size, 1 / 64), line, f".{name}()")
             return C(chars=poly(24.0), mag=size)
-        if name in ("upper", "lower", "strip", "lstrip", "rstrip", "title", "capitalize", "casefold", "swapcase",
-                    "removeprefix", "removesuffix", "encode", "decode", "copy"):
+        if name in (
+            "upper",
+            "lower",
+            "strip",
+            "lstrip",
+            "rstrip",
+            "title",
+            "capitalize",
+            "casefold",
+            "swapcase",
+            "removeprefix",
+            "removesuffix",
+            "encode",
+            "decode",
+            "copy",
+        ):
             return self.made(replace(recv, part=frozenset()), line, f".{name}()")
         if name == "cycle":
             return _jn(*args) if args else _SMALL
@@ -827,7 +875,9 @@ class _Cost:
         name = node.name
         size = recv.text()
         data = recv.data
-        elem = _DATA if data else recv.elem if recv.elem is not None else (C(chars=ONE) if recv.items is None else _SMALL)
+        elem = (
+            _DATA if data else recv.elem if recv.elem is not None else (C(chars=ONE) if recv.items is None else _SMALL)
+        )
         elem = _with_part(elem, recv.part)  # its items: parts of it
         count = recv.count()
         self.spend(pscale(count, 1 / 16), line, f"|{name} costs this many steps")
@@ -841,8 +891,20 @@ class _Cost:
             return _BOOL
         if name in ("first", "last", "random", "min", "max"):
             return elem
-        if name in ("list", "sort", "unique", "reverse", "select", "reject", "selectattr", "rejectattr", "map",
-                    "dictsort", "items", "groupby"):
+        if name in (
+            "list",
+            "sort",
+            "unique",
+            "reverse",
+            "select",
+            "reject",
+            "selectattr",
+            "rejectattr",
+            "map",
+            "dictsort",
+            "items",
+            "groupby",
+        ):
             if recv.items is None and recv.mag is None:
                 return self.made(C(items=recv.chars, elem=C(chars=ONE), data=data), line, f"|{name}")
             return self.made(C(items=count, elem=elem, data=data), line, f"|{name}")
@@ -862,8 +924,8 @@ class _Cost:
             width = self.count(args[0], line, "the width of |center") if args else poly(80.0)
             return self.made(C(chars=pmax(size, width)), line, "|center")
         if name == "indent":
-            width = args[0] if args else kwargs.get("width", C(mag=poly(4.0)))
-            w = width.chars if width.mag is None else self.count(width, line, "the width of |indent")
+            by = args[0] if args else kwargs.get("width", C(mag=poly(4.0)))
+            w = by.chars if by.mag is None else self.count(by, line, "the width of |indent")
             return self.made(C(chars=padd(size, pmul(padd(size, ONE), w))), line, "|indent")
         if name == "wordwrap":
             wrap = args[2].text() if len(args) > 2 else ONE
@@ -880,8 +942,25 @@ class _Cost:
             for a in args:
                 total = padd(total, a.text())
             return self.made(C(chars=total), line, "|format")
-        if name in ("tojson", "pprint", "string", "e", "escape", "forceescape", "urlencode", "urlize", "xmlattr",
-                    "safe", "trim", "striptags", "lower", "upper", "title", "capitalize", "filesizeformat"):
+        if name in (
+            "tojson",
+            "pprint",
+            "string",
+            "e",
+            "escape",
+            "forceescape",
+            "urlencode",
+            "urlize",
+            "xmlattr",
+            "safe",
+            "trim",
+            "striptags",
+            "lower",
+            "upper",
+            "title",
+            "capitalize",
+            "filesizeformat",
+        ):
             indent_arg = kwargs.get("indent") or (args[0] if args and name == "tojson" else None)
             indent = self.count(indent_arg, line, "the indent of |tojson") if indent_arg is not None else ZERO
             factor = 6.0 if name in ("e", "escape", "forceescape", "urlencode", "urlize", "xmlattr") else 1.0
@@ -915,7 +994,9 @@ class _Cost:
 
 
 def _same(env0: dict[str, C], env1: dict[str, C], fresh: dict[str, C]) -> bool:
-    return all(env1.get(k) == v for k, v in env0.items() if k not in fresh) and env1.keys() <= env0.keys() | fresh.keys()
+    return (
+        all(env1.get(k) == v for k, v in env0.items() if k not in fresh) and env1.keys() <= env0.keys() | fresh.keys()
+    )
 
 
 def _label(k: Any) -> str:
@@ -935,7 +1016,7 @@ def _const_len(node: Any) -> float:
 
 
 def _diff(after: P, before: P) -> P:
-    return tuple(max(0.0, a - b) for a, b in zip(after, before))
+    return tuple(max(0.0, a - b) for a, b in zip(after, before, strict=True))
 
 
 def _merge(tables: list[dict[Any, C]]) -> dict[Any, C]:
@@ -1013,14 +1094,18 @@ def check(tree: Any, findings: Findings, nodes: Any, deadline: float) -> None:
 def _may_make_cycles(tree: Any, nodes: Any) -> bool:
     """Whether the template can put a container into a container (so a walk over it may never end)."""
     for call in tree.find_all(nodes.Call):
-        if isinstance(call.node, nodes.Getattr) and call.node.attr in (
-            "append",
-            "extend",
-            "insert",
-            "update",
-            "setdefault",
-            "add",
+        if (
+            isinstance(call.node, nodes.Getattr)
+            and call.node.attr
+            in (
+                "append",
+                "extend",
+                "insert",
+                "update",
+                "setdefault",
+                "add",
+            )
+            and any(not isinstance(a, nodes.Const) for a in [*call.args, *(k.value for k in call.kwargs)])
         ):
-            if any(not isinstance(a, nodes.Const) for a in [*call.args, *(k.value for k in call.kwargs)]):
-                return True
+            return True
     return False

@@ -254,7 +254,7 @@ def hidden_runs(text: str, limit: int | None = None) -> Iterator[HiddenRun]:
 def count_runs(text: str, skip: int, limit: int) -> int:
     """How many runs follow the first ``skip`` (counting at most ``limit``)."""
     n = 0
-    for n, _ in enumerate(_spans(text), 1):  # noqa: B007 - the count is what is wanted
+    for n, _ in enumerate(_spans(text), 1):
         if n >= skip + limit:
             break
     return max(0, n - skip)

@@ -33,14 +33,12 @@ from .jinja import fold_environment, identifier
 from .rules import Findings, rule
 from .values import (
     BOT,
-    CAP,
-    INTERNAL_NAMES,
     DYN,
+    INTERNAL_NAMES,
     LOOP,
     NS,
     NUM,
     OBJ,
-    OBJECTISH,
     REQ,
     TEXT,
     V,
@@ -51,13 +49,13 @@ from .values import (
     is_plain_internal,
     join,
     key_sites,
-    site_root,
     kind,
     may_be_container,
+    site_root,
     sub_sites,
-    with_sites,
     top,
     widen,
+    with_sites,
 )
 
 __all__ = ["T101", "T102", "T103", "T104", "T106", "T201", "Analysis", "Budget"]
@@ -299,7 +297,9 @@ class Analysis:
                 self.tick()
         for line, word, where in self.literals:
             if (line, word) not in self.t101_words:
-                self.findings.add(T104, f"{where} spells {word!r}, a Python internal or command runner", line, needle=word)
+                self.findings.add(
+                    T104, f"{where} spells {word!r}, a Python internal or command runner", line, needle=word
+                )
 
     def tick(self) -> None:
         if time.process_time() > self.deadline:
@@ -474,7 +474,9 @@ class Analysis:
         self.set_var(name, V((), OBJ, calls=frozenset({"macro:" + name})))
         params = [identifier(a.name) for a in node.args]
         self.scope = unit.inner
-        defaults = {p: self.ev(d) for p, d in zip(params[len(params) - len(node.defaults) :], node.defaults)}
+        defaults = {
+            p: self.ev(d) for p, d in zip(params[len(params) - len(node.defaults) :], node.defaults, strict=True)
+        }
         everything = self.pooled(("margs", "*"))
         spread = join(self.pooled(("margs", name, "spread")), everything)
         for i, p in enumerate(params):
@@ -493,16 +495,21 @@ class Analysis:
         self.ev(node.call)
         params = [identifier(a.name) for a in node.args]
         self.scope = unit.inner
-        defaults = {p: self.ev(d) for p, d in zip(params[len(params) - len(node.defaults) :], node.defaults)}
+        defaults = {
+            p: self.ev(d) for p, d in zip(params[len(params) - len(node.defaults) :], node.defaults, strict=True)
+        }
         args = self.pooled("caller-args")
         for p in params:
-            self.put(("var", p, id(node)), join(args, defaults.get(p)).step(f"line {node.lineno}: parameter {p} of a call block"))
+            self.put(
+                ("var", p, id(node)),
+                join(args, defaults.get(p)).step(f"line {node.lineno}: parameter {p} of a call block"),
+            )
 
     def u_with(self, unit: Unit) -> None:
         node = unit.node
         values = [self.ev(value) for value in node.values]
         self.scope = unit.inner
-        for target, value in zip(node.targets, values):
+        for target, value in zip(node.targets, values, strict=True):
             self.assign(target, value, node)
 
     def u_assign(self, unit: Unit) -> None:
@@ -552,7 +559,13 @@ class Analysis:
         if isinstance(target, n.Name):
             self.set_var(target.name, value.step(f"line {at.lineno}: set {target.name}"))
         elif isinstance(target, n.NSRef):
-            self.check_lookup(target, const(target.attr), self.ev_Name(n.Name(target.name, "load", lineno=target.lineno)), f"namespace attribute {target.name}.{target.attr}", "attr")
+            self.check_lookup(
+                target,
+                const(target.attr),
+                self.ev_Name(n.Name(target.name, "load", lineno=target.lineno)),
+                f"namespace attribute {target.name}.{target.attr}",
+                "attr",
+            )
             self.put(("ns", target.attr), value.step(f"line {at.lineno}: set {target.name}.{target.attr}"))
         elif isinstance(target, (n.Tuple, n.List)):
             elem = self.elements(value)
@@ -585,7 +598,9 @@ class Analysis:
                     self.t101_words.add((line, p))
                     shown = repr(c) if p == c else f"{c!r} (part {p!r})"
                     kind_ = "a command runner" if p in _RUNNERS else "a Python internal"
-                    self.findings.add(T101, f"{how} is {shown}, {kind_}", line, needle=p, chain=self.chain(name, line, how))
+                    self.findings.add(
+                        T101, f"{how} is {shown}, {kind_}", line, needle=p, chain=self.chain(name, line, how)
+                    )
         if name.kinds & (TEXT | OBJ):
             why = name.why[0] if name.why else "template text"
             self.findings.add(
@@ -595,8 +610,10 @@ class Analysis:
                 chain=self.chain(name, line, how),
             )
         if name.kinds & (REQ | DYN) and (mode == "attr" or not plain):
-            where = "read with |attr, which tries attributes first" if mode == "attr" else (
-                "looked up on a Jinja or Python object"
+            where = (
+                "read with |attr, which tries attributes first"
+                if mode == "attr"
+                else ("looked up on a Jinja or Python object")
             )
             self.findings.add(
                 T106,
@@ -755,9 +772,12 @@ class Analysis:
         return self.sequence([self.ev(i) for i in node.items], list)
 
     def sequence(self, items: list[V], kind_: type) -> V:
-        if len(items) <= folding.TEXT_LIMIT and all(i.pure() for i in items):
-            if math.prod(len(i.consts) for i in items) <= COMBOS:
-                return V(tuple(kind_(p) for p in itertools.product(*(i.consts for i in items))))
+        if (
+            len(items) <= folding.TEXT_LIMIT
+            and all(i.pure() for i in items)
+            and math.prod(len(i.consts) for i in items) <= COMBOS
+        ):
+            return V(tuple(kind_(p) for p in itertools.product(*(i.consts for i in items))))
         return container(join(*items))
 
     def ev_Dict(self, node: Any) -> V:
@@ -765,7 +785,7 @@ class Analysis:
         values = [self.ev(p.value) for p in node.items]
         if len(keys) <= folding.TEXT_LIMIT and all(v.pure() and len(v.consts) == 1 for v in keys + values):
             try:
-                return const({k.consts[0]: v.consts[0] for k, v in zip(keys, values)})
+                return const({k.consts[0]: v.consts[0] for k, v in zip(keys, values, strict=True)})
             except TypeError:  # an unhashable key: the runtime fails too
                 pass
         return container(join(*keys, *values))
@@ -871,10 +891,9 @@ class Analysis:
             return top(f"{what} of an object")
         number = all(self.may_be_number(p) for p in parts)
         if op in ("-", "/", "//", "**"):
-            out = kind(NUM)
             if op == "-" and self.may_be_container(parts[0]):  # dict views and sets subtract
-                out = join(out, container(self.elements(parts[0])))
-            return out
+                return join(kind(NUM), container(self.elements(parts[0])))
+            return kind(NUM)
         if op == "~":
             return self.text_of(parts, what, with_consts)
         out: list[V | None] = [kind(NUM) if number else None]
@@ -1034,9 +1053,8 @@ class Analysis:
             parts.append(V((), REQ, why=recv.why, sites=sub_sites(recv, name)))
             if name in _PLAIN_METHODS:
                 parts.append(V(methods=((name, V((), REQ, why=recv.why, sites=recv.sites)),)))
-        if recv.kinds & TEXT:
-            if name in _PLAIN_METHODS:
-                parts.append(V(methods=((name, V((), TEXT, why=recv.why)),)))
+        if recv.kinds & TEXT and name in _PLAIN_METHODS:
+            parts.append(V(methods=((name, V((), TEXT, why=recv.why)),)))
         if recv.kinds & (OBJ | DYN):  # an attribute the template names of an object: not picked by the request
             parts.append(
                 V(
@@ -1095,7 +1113,9 @@ class Analysis:
 
     def ev_Getattr(self, node: Any) -> V:
         recv = self.ev(node.node)
-        self.check_lookup(node, const(node.attr), recv, f"attribute {node.attr!r} of {self.describe(node.node)}", "attr")
+        self.check_lookup(
+            node, const(node.attr), recv, f"attribute {node.attr!r} of {self.describe(node.node)}", "attr"
+        )
         out = self.lookup(recv, node.attr, True)
         if out.calls & {"cycler-next"}:
             out = V((), OBJ, calls=out.calls, elems=recv.elems)
@@ -1104,7 +1124,9 @@ class Analysis:
     def ev_Getitem(self, node: Any) -> V:
         recv = self.ev(node.node)
         if isinstance(node.arg, self.n.Slice):
-            parts = [self.ev(p) if p is not None else const(None) for p in (node.arg.start, node.arg.stop, node.arg.step)]
+            parts = [
+                self.ev(p) if p is not None else const(None) for p in (node.arg.start, node.arg.stop, node.arg.step)
+            ]
             return self.sliced(recv, parts)
         key = self.ev(node.arg)
         self.check_lookup(node.arg, key, recv, f"the item name in {self.path_text(node, 3)}", "item")
@@ -1126,7 +1148,9 @@ class Analysis:
         # slicing a list keeps its elements; slicing text gives pieces of that text
         return join(
             container(self.elements(recv)) if self.may_be_container(recv) else None,
-            V((), TEXT, why=(*recv.why, "a slice of it")[-12:]) if (recv.kinds & (TEXT | OBJ) or recv.strings()) else None,
+            V((), TEXT, why=(*recv.why, "a slice of it")[-12:])
+            if (recv.kinds & (TEXT | OBJ) or recv.strings())
+            else None,
             V((), recv.kinds & (REQ | DYN | NUM), why=recv.why) if recv.kinds & (REQ | DYN | NUM) else None,
             top("a slice of an object") if recv.kinds & (OBJ | DYN) else None,
         )
@@ -1156,11 +1180,15 @@ class Analysis:
                 parts.append(self.lookup(recv, k, False))
         if key.kinds or key.elems is not None or key.flat or any(not isinstance(k, str) for k in key.consts):
             parts.append(self.elements(recv, item=True))
-        proven_key = bool(key.sites) and not key.kinds & DYN and all(
-            s.startswith("key:") and s[4:] in recv.sites for s in key.sites
+        proven_key = (
+            bool(key.sites)
+            and not key.kinds & DYN
+            and all(s.startswith("key:") and s[4:] in recv.sites for s in key.sites)
         )
-        if key.kinds & (REQ | DYN) and not proven_key and (
-            recv.kinds & (REQ | TEXT | NUM) or recv.elems is not None or recv.consts
+        if (
+            key.kinds & (REQ | DYN)
+            and not proven_key
+            and (recv.kinds & (REQ | TEXT | NUM) or recv.elems is not None or recv.consts)
         ):
             parts.append(V((), DYN, why=(*key.why, f"line {node.lineno}: picks {self.path_text(node, 3)}")[-12:]))
         if key.kinds & (TEXT | OBJ) or key.flat:
@@ -1194,9 +1222,7 @@ class Analysis:
             results.append(self.call_known(target, callee, node, args, kwargs, dyn_a, dyn_k))
         for name, recv in callee.methods:
             results.append(self.call_method(node, name, recv, args, kwargs, dyn_a, dyn_k))
-        if callee.kinds & (OBJ | DYN | TEXT) and not callee.calls and not callee.methods:
-            results.append(top(f"line {node.lineno}: what calling {self.path_text(node.node, 3)} returns"))
-        elif callee.kinds & DYN:
+        if (callee.kinds & (OBJ | DYN | TEXT) and not callee.calls and not callee.methods) or callee.kinds & DYN:
             results.append(top(f"line {node.lineno}: what calling {self.path_text(node.node, 3)} returns"))
         return join(*results)
 
@@ -1324,7 +1350,11 @@ class Analysis:
                 for c in recv.consts:
                     for combo in itertools.product(*(a.consts for a in args)):
                         for kcombo in itertools.product(*(v.consts for _, v in kwargs)):
-                            out.append(folding.fold_method(c, name, list(combo), dict(zip((k for k, _ in kwargs), kcombo))))
+                            out.append(
+                                folding.fold_method(
+                                    c, name, list(combo), dict(zip((k for k, _ in kwargs), kcombo, strict=True))
+                                )
+                            )
                             if len(out) > COMBOS:
                                 raise folding.Unfoldable
                 result = V(tuple(out))
@@ -1355,7 +1385,7 @@ class Analysis:
             parts.append(container(piece) if name in M_SPLITS else piece)
         elif name in M_TEXT:
             kinds = text_kinds | everything.kinds & (REQ | NUM | TEXT) | (TEXT if material else 0)
-            if kinds & TEXT or name in ("format", "format_map") and everything.kinds & (OBJ | DYN):
+            if kinds & TEXT or (name in ("format", "format_map") and everything.kinds & (OBJ | DYN)):
                 parts.append(V((), TEXT, why=(*recv.why, what)[-12:]))
             else:
                 parts.append(V((), kinds & (REQ | NUM), why=recv.why))
@@ -1546,7 +1576,9 @@ class Analysis:
             for c in recv.consts:
                 for combo in itertools.product(*(a.consts for a in args)):
                     for kcombo in itertools.product(*(v.consts for v in kwargs.values())):
-                        out.append(folding.fold_filter(env, name, c, list(combo), dict(zip(kwargs, kcombo))))
+                        out.append(
+                            folding.fold_filter(env, name, c, list(combo), dict(zip(kwargs, kcombo, strict=True)))
+                        )
                         if len(out) > COMBOS:
                             return None
         except Exception:

@@ -11,7 +11,7 @@ This module imports nothing of gguf-schema: the render's child process loads it 
 * :func:`runtime_environment` is what transformers and llama-cpp-python render with: an immutable
   sandbox with ``trim_blocks``/``lstrip_blocks``, ``tojson``, ``raise_exception`` and ``strftime_now``.
 * :func:`identifier` is how Python sees a name: Jinja compiles variable names to Python
-  identifiers, which Python normalises (NFKC), so ``ｎ`` and ``n`` are one variable.
+  identifiers, which Python normalises (NFKC), so a fullwidth ``n`` (U+FF4E) and ``n`` are one variable.
 """
 
 from __future__ import annotations
@@ -109,7 +109,9 @@ def fold_environment() -> Any:
     return env
 
 
-def _tojson(x: Any, ensure_ascii: bool = False, indent: Any = None, separators: Any = None, sort_keys: bool = False) -> str:
+def _tojson(
+    x: Any, ensure_ascii: bool = False, indent: Any = None, separators: Any = None, sort_keys: bool = False
+) -> str:
     return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
 
 

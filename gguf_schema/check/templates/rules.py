@@ -9,7 +9,7 @@ excerpts, so every check reports the same way.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 __all__ = ["Findings", "Rule", "Severity", "TemplateFinding", "capped", "declared", "rule"]
@@ -88,6 +88,7 @@ class Findings:
         self.name = name
         self.found: dict[tuple[str, int | None, str], TemplateFinding] = {}
         self.extra: dict[str, int] = {}
+        self.needles: dict[tuple[str, int | None, str], str] = {}
 
     def add(
         self,
@@ -102,19 +103,10 @@ class Findings:
         key = (r.id, line, message)
         if key in self.found:
             return
-        from .hidden import excerpt  # hidden characters decide how a line is shown
-
-        text = self.lines[line - 1] if line and 0 < line <= len(self.lines) else ""
-        self.found[key] = TemplateFinding(
-            r.id,
-            r.severity,
-            message,
-            line,
-            excerpt(text, needle, column) if text else "",
-            column,
-            self.name,
-            tuple(chain),
-        )
+        # the excerpt is made for the findings kept (see result): a template can have thousands of findings
+        self.found[key] = TemplateFinding(r.id, r.severity, message, line, "", column, self.name, tuple(chain))
+        if needle is not None:
+            self.needles[key] = needle
 
     def extend(self, findings: Iterable[TemplateFinding]) -> None:
         for f in findings:
@@ -131,8 +123,17 @@ class Findings:
         self.extra[r.id] = self.extra.get(r.id, 0) + count
 
     def result(self, cap: int) -> list[TemplateFinding]:
-        """The findings in rule order, then line order: at most ``cap`` of a rule, then one that counts the rest."""
-        return capped(list(self.found.values()), self.name, cap, self.extra)
+        """The findings in rule order, then line order: at most ``cap`` of a rule, then one that counts the rest;
+        each with a short excerpt of its line."""
+        from .hidden import excerpt  # hidden characters decide how a line is shown
+
+        out = []
+        for f in capped(list(self.found.values()), self.name, cap, self.extra):
+            if f.line and 0 < f.line <= len(self.lines) and not f.excerpt:
+                needle = self.needles.get((f.rule, f.line, f.message))
+                f = replace(f, excerpt=excerpt(self.lines[f.line - 1], needle, f.column))
+            out.append(f)
+        return out
 
 
 def capped(

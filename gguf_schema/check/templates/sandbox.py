@@ -158,7 +158,7 @@ def render(
             f"sandboxed render skipped: Jinja2 {jinja2.__version__} is older than 3.1.6, "
             "whose sandbox has known escapes (CVE-2024-56326, CVE-2025-27516)",
         )
-        return list(findings)
+        return findings.result(1 << 30)
     job = json.dumps(
         {
             "source": source,
@@ -181,7 +181,7 @@ def render(
         )
     except OSError as e:
         findings.add(T503, f"sandboxed render could not start a process: {e}")
-        return list(findings)
+        return findings.result(1 << 30)
     timed_out = False
     try:
         out, _ = proc.communicate(job, timeout=timeout + 3.0)
@@ -206,4 +206,4 @@ def render(
     if not bounded and (timed_out or (proc.returncode not in (0, None) and len(done) < len(CONVERSATIONS))):
         why = f"did not finish within {timeout:g} s" if timed_out else f"stopped (exit status {proc.returncode})"
         findings.add(T502, f"sandboxed render {why}; the memory bound is {memory >> 20} MiB")
-    return list(findings)
+    return findings.result(1 << 30)

@@ -156,7 +156,9 @@ class V:
 
     # -- derived values -----------------------------------------------------------------------
 
-    def but(self, *, kinds: int | None = None, consts: tuple[Any, ...] | None = None, why: tuple[str, ...] | None = None) -> V:
+    def but(
+        self, *, kinds: int | None = None, consts: tuple[Any, ...] | None = None, why: tuple[str, ...] | None = None
+    ) -> V:
         return V(
             self.consts if consts is None else consts,
             self.kinds if kinds is None else kinds,
@@ -189,7 +191,19 @@ class V:
         )
 
     def __repr__(self) -> str:  # for debugging and test failures
-        flags = [n for n, b in (("REQ", REQ), ("NUM", NUM), ("TEXT", TEXT), ("OBJ", OBJ), ("DYN", DYN), ("NS", NS), ("LOOP", LOOP)) if self.kinds & b]
+        flags = [
+            n
+            for n, b in (
+                ("REQ", REQ),
+                ("NUM", NUM),
+                ("TEXT", TEXT),
+                ("OBJ", OBJ),
+                ("DYN", DYN),
+                ("NS", NS),
+                ("LOOP", LOOP),
+            )
+            if self.kinds & b
+        ]
         parts = [repr(c)[:40] for c in self.consts[:6]] + flags
         if self.elems is not None:
             parts.append(f"elems={self.elems!r}")
@@ -263,8 +277,16 @@ def with_sites(v: V, sites: frozenset[Any]) -> V:
     """``v``, made (also) where ``sites`` say."""
     if not sites or sites <= v.sites:
         return v
-    return V(v.consts, v.kinds, elems=v.elems, flat=v.flat, calls=v.calls, methods=v.methods, why=v.why,
-             sites=v.sites | sites)
+    return V(
+        v.consts,
+        v.kinds,
+        elems=v.elems,
+        flat=v.flat,
+        calls=v.calls,
+        methods=v.methods,
+        why=v.why,
+        sites=v.sites | sites,
+    )
 
 
 def sub_sites(v: V, step: str) -> frozenset[Any]:
@@ -283,8 +305,11 @@ def key_sites(v: V) -> frozenset[Any]:
 
 
 def may_be_container(v: V) -> bool:
-    return bool(v.kinds & (REQ | OBJ | DYN | TEXT)) or v.elems is not None or v.flat or any(
-        isinstance(c, (list, tuple, dict)) for c in v.consts
+    return (
+        bool(v.kinds & (REQ | OBJ | DYN | TEXT))
+        or v.elems is not None
+        or v.flat
+        or any(isinstance(c, (list, tuple, dict)) for c in v.consts)
     )
 
 

@@ -105,8 +105,12 @@ def main() -> None:
             emit(kind="bound", conversation=label, message="recursed past Python's recursion limit")
             return
         except OverflowError as e:  # the sandbox's own range limit, or a number too large to use
-            emit(kind="bound", conversation=label, message=f"was stopped by a limit: {str(e)[:200]}",
-                 line=_template_line(e.__traceback__))
+            emit(
+                kind="bound",
+                conversation=label,
+                message=f"was stopped by a limit: {str(e)[:200]}",
+                line=_template_line(e.__traceback__),
+            )
             return
         except Exception as e:
             emit(kind="error", conversation=label, message=f"{type(e).__name__}: {str(e)[:200]}")

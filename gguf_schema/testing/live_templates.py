@@ -37,6 +37,33 @@ spec = importlib.util.spec_from_file_location("_gguf_template_jinja", sys.argv[1
 environments = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(environments)
 ENV = environments.runtime_environment(sandboxed=False)
+TRACED = []
+
+def internal(name):
+    return isinstance(name, str) and ((len(name) > 1 and name[0] == "_") or name in (
+        "mro", "gi_frame", "gi_code", "f_globals", "f_locals", "f_builtins", "f_back", "f_code", "tb_frame",
+        "co_code", "popen", "Popen", "system", "check_output", "getoutput", "import_module", "environ", "modules"))
+
+class Tracing(type(ENV)):
+    # the same unsandboxed environment, noting every internal name a lookup reaches (and still reaching it)
+
+    def getattr(self, obj, attribute):
+        value = super().getattr(obj, attribute)
+        if internal(attribute) and not isinstance(value, self.undefined):
+            TRACED.append(attribute)
+        return value
+
+    def getitem(self, obj, argument):
+        value = super().getitem(obj, argument)
+        if internal(argument) and not isinstance(value, self.undefined) and not (
+            isinstance(obj, dict) and argument in obj and type(obj) is dict and obj is not getattr(value, "__dict__", None)
+        ):
+            TRACED.append(argument)
+        return value
+
+TRACE = Tracing(trim_blocks=True, lstrip_blocks=True, extensions=[type(e) for e in ENV.extensions.values()])
+TRACE.filters.update(ENV.filters)
+TRACE.globals.update(ENV.globals)
 
 class Alarm(BaseException):
     pass
@@ -53,7 +80,8 @@ def child(job, w):
     signal.setitimer(signal.ITIMER_REAL, job["timeout"])
     out = {"kind": "ok", "output": ""}
     try:
-        text = ENV.from_string(job["source"]).render(**job["context"])
+        env = TRACE if job.get("trace") else ENV
+        text = env.from_string(job["source"]).render(**job["context"])
         out["output"] = text[: job["keep"]]
         out["size"] = len(text)
     except Alarm:
@@ -65,6 +93,7 @@ def child(job, w):
     except BaseException as e:
         out = {"kind": "error", "output": f"{type(e).__name__}: {str(e)[:300]}"}
     signal.setitimer(signal.ITIMER_REAL, 0)
+    out["internals"] = sorted(set(TRACED))[:20]
     os.write(w, json.dumps(out).encode())
     os._exit(0)
 
@@ -118,11 +147,14 @@ class LiveResult:
             ``memory`` (past its address-space limit); ``recursion``; ``crash`` (the child died otherwise).
         output: the rendered text (at most ``keep`` characters), or the error.
         size: the full length of the output, for ``ok``.
+        internals: with ``trace``, the internal names (underscore names, frames, ``popen``, ``environ``...)
+            lookups reached (a dict item of that name in plain data excepted).
     """
 
     kind: str
     output: str
     size: int = 0
+    internals: tuple[str, ...] = ()
 
     @property
     def exceeded(self) -> bool:
@@ -154,18 +186,26 @@ class LiveRenderer:
         timeout: float = 5.0,
         memory: int = 1 << 30,
         keep: int = 4096,
+        trace: bool = False,
     ) -> LiveResult:
         """Render ``source`` with ``context`` unsandboxed in a fresh child, within ``timeout`` seconds and
-        ``memory`` bytes of address space."""
+        ``memory`` bytes of address space; ``trace``: note the internal names its lookups reach."""
         assert self.proc.stdin is not None and self.proc.stdout is not None
-        job = {"source": source, "context": context or {}, "timeout": timeout, "memory": memory, "keep": keep}
+        job = {
+            "source": source,
+            "context": context or {},
+            "timeout": timeout,
+            "memory": memory,
+            "keep": keep,
+            "trace": trace,
+        }
         self.proc.stdin.write(json.dumps(job) + "\n")
         self.proc.stdin.flush()
         line = self.proc.stdout.readline()
         if not line:
             raise RuntimeError("the live-render server stopped")
         data = json.loads(line)
-        return LiveResult(data["kind"], data.get("output", ""), data.get("size", 0))
+        return LiveResult(data["kind"], data.get("output", ""), data.get("size", 0), tuple(data.get("internals", ())))
 
     def close(self) -> None:
         if self.proc.poll() is None:

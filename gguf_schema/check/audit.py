@@ -71,7 +71,7 @@ __all__ = [
 TEMPLATE_KEY = "tokenizer.chat_template"
 #: CPU seconds the audit of one file spends on analysing its templates (a file of thousands of distinct
 #: templates gets one GGUF-T402 finding for those past it; the same template twice is analysed once)
-TEMPLATE_SECONDS = 1.5
+TEMPLATE_SECONDS = 1.0
 _EXCERPT = 80  # characters of a value shown in a finding
 _PEEK = 32  # bytes of an unread region shown in a finding
 _SEVERE = ("error", "warning")

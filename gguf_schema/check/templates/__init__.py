@@ -148,8 +148,9 @@ def analyse(source: str, name: str, seconds: float = ANALYSIS_SECONDS) -> list[T
             T402, f"the analysis ran past its budget of {seconds:g} s of CPU; nothing is known about what it reaches"
         )
         _lexical(lines, findings, "the source")
+        return findings.result(MAX_PER_RULE)
     try:
-        cost.check(tree, findings, nodes, deadline + seconds)
+        cost.check(tree, findings, nodes, deadline)  # one budget for both analyses
     except (RecursionError, cost.Budget):
         findings.add(T402, "the render cost of the template could not be bounded within the audit's budget")
     return findings.result(MAX_PER_RULE)

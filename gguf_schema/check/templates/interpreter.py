@@ -245,6 +245,7 @@ class Analysis:
         self.deadline = deadline
         self.state: dict[tuple[Any, ...], V] = {}
         self.changes: dict[tuple[Any, ...], int] = {}
+        self.const_changes: dict[tuple[Any, ...], int] = {}
         self.readers: dict[tuple[Any, ...], set[int]] = {}
         self.units: list[Unit] = []
         self.current = -1
@@ -325,11 +326,17 @@ class Analysis:
         new = join(old, v)
         if new is old or new.sig() == old.sig():
             return
+        # widening: after CHANGES changes, what keeps changing jumps to the top of its kind (its constants only
+        # when they are what kept changing); after four times as many, the value becomes anything
         n = self.changes[key] = self.changes.get(key, 0) + 1
-        if n > CHANGES:
-            new = join(widen(new, old), old)
-            if new.sig() == old.sig():
-                return
+        if new.sig()[0] != old.sig()[0]:
+            self.const_changes[key] = self.const_changes.get(key, 0) + 1
+        if n > 4 * CHANGES:
+            new = top("a value that kept changing")
+        elif n > CHANGES:
+            new = join(widen(new, old, consts=self.const_changes.get(key, 0) > CHANGES), old)
+        if new.sig() == old.sig():
+            return
         self.state[key] = new
         for r in self.readers.get(key, ()):
             if r not in self.queued:

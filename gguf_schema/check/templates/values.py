@@ -57,7 +57,7 @@ OBJECTISH = OBJ | DYN | NS | LOOP
 CAP = 64  # constants tracked per value (more: unknown text)
 NUMBERS = 8  # numbers tracked per value (more: "a number")
 DEPTH = 3  # nesting of containers tracked
-SITES = 16  # places a container may have been made, tracked per value (more: anywhere)
+SITES = 8  # places a container may have been made, tracked per value (more: anywhere)
 WHY = 12  # steps of a chain kept
 
 
@@ -385,18 +385,19 @@ def element_consts(c: Any) -> V:
     return candidates(c, "a long constant list")
 
 
-def widen(new: V, old: V) -> V:
+def widen(new: V, old: V, *, consts: bool = True) -> V:
     """A value above ``new`` (which grew from ``old``) from which few further changes are possible: each part
     that changed jumps to the top of its kind. New text constants become unknown text, new numbers a number,
     new containers and deeper nesting a flat container, new places a container was made their roots
     (``req:tools/…``), new callables "anything", new methods keep their names but not their receivers."""
+    widen_consts = consts
     kinds = new.kinds
     old_keys = {ckey(c) for c in old.consts}
-    consts = []
+    consts: list[Any] = []
     elems = [new.elems] if new.elems is not None else []
     flat = new.flat
     for c in new.consts:
-        if ckey(c) in old_keys:
+        if ckey(c) in old_keys or not widen_consts:
             consts.append(c)
         elif isinstance(c, (str, bytes)):
             kinds |= TEXT

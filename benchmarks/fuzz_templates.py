@@ -258,18 +258,22 @@ def main(argv: list[str] | None = None) -> int:
     real = [s for s in pool_seeds if s[0].startswith("real:")]
     rnd = random.Random(args.seed)
     jobs = []
-    for i in range(args.mutants):  # two mutants of a trick for each of a real template
-        label, source = rnd.choice(tricks) if i % 3 else rnd.choice(real)
+    for i in range(args.mutants):  # four mutants of a trick for each of a real template
+        label, source = rnd.choice(tricks) if i % 5 else rnd.choice(real)
         jobs.append((i, args.seed, label, source))
     load0 = os.getloadavg()
     started = time.time()
     rows = []
     misses = []
+    miss_file = args.out.with_suffix(".misses.jsonl")
+    miss_file.unlink(missing_ok=True)
     with multiprocessing.get_context("fork").Pool(args.workers, _init, (args.nice,)) as pool:
         for n, row in enumerate(pool.imap_unordered(_judge, jobs, chunksize=16), 1):
-            rows.append(row)
+            rows.append({k: v for k, v in row.items() if k != "template"})
             if row.get("miss"):
                 misses.append(row)
+                with open(miss_file, "a", encoding="utf-8") as fh:  # as they come: a long run can be looked into
+                    fh.write(json.dumps(row) + "\n")
             if n % 5000 == 0:
                 print(f"{n:,} mutants, {len(misses)} misses, {time.time() - started:.0f} s", flush=True)
     wall = time.time() - started
@@ -324,10 +328,6 @@ def main(argv: list[str] | None = None) -> int:
         f"99th percentile {audit_times[int(len(audit_times) * 0.99)] * 1000:.1f} ms, max {audit_times[-1] * 1000:.1f} ms.",
     ]
     if misses:
-        miss_file = args.out.with_suffix(".misses.jsonl")
-        with open(miss_file, "w", encoding="utf-8") as fh:
-            for r in misses:
-                fh.write(json.dumps(r) + "\n")
         lines += ["", f"Misses are in `{miss_file.name}`."]
     text = "\n".join(lines) + "\n"
     print(text)

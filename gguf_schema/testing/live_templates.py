@@ -42,7 +42,7 @@ TRACED = []
 def internal(name):
     return isinstance(name, str) and ((len(name) > 1 and name[0] == "_") or name in (
         "mro", "gi_frame", "gi_code", "f_globals", "f_locals", "f_builtins", "f_back", "f_code", "tb_frame",
-        "co_code", "popen", "Popen", "system", "check_output", "getoutput", "import_module", "environ", "modules"))
+        "co_code", "popen", "Popen", "check_output", "getoutput", "import_module"))
 
 class Tracing(type(ENV)):
     # the same unsandboxed environment, noting every internal name a lookup reaches (and still reaching it)

@@ -334,7 +334,7 @@ class Analysis:
         if n > 4 * CHANGES:
             new = top("a value that kept changing")
         elif n > CHANGES:
-            new = join(widen(new, old, consts=self.const_changes.get(key, 0) > CHANGES), old)
+            new = join(widen(new, old, widen_consts=self.const_changes.get(key, 0) > CHANGES), old)
         if new.sig() == old.sig():
             return
         self.state[key] = new

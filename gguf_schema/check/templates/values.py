@@ -385,12 +385,11 @@ def element_consts(c: Any) -> V:
     return candidates(c, "a long constant list")
 
 
-def widen(new: V, old: V, *, consts: bool = True) -> V:
+def widen(new: V, old: V, *, widen_consts: bool = True) -> V:
     """A value above ``new`` (which grew from ``old``) from which few further changes are possible: each part
     that changed jumps to the top of its kind. New text constants become unknown text, new numbers a number,
     new containers and deeper nesting a flat container, new places a container was made their roots
     (``req:tools/…``), new callables "anything", new methods keep their names but not their receivers."""
-    widen_consts = consts
     kinds = new.kinds
     old_keys = {ckey(c) for c in old.consts}
     consts: list[Any] = []

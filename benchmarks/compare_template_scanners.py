@@ -42,7 +42,14 @@ import gguf_schema  # noqa: E402
 from gguf_schema import make_field  # noqa: E402
 
 VENVS = Path("/work")
-ENV = {**os.environ, "AISBOM_NO_TELEMETRY": "1", "AISBOM_OFFLINE": "1", "NO_COLOR": "1", "HF_HUB_OFFLINE": "1"}
+ENV = {
+    **os.environ,
+    "AISBOM_NO_TELEMETRY": "1",
+    "AISBOM_OFFLINE": "1",
+    "NO_COLOR": "1",
+    "HF_HUB_OFFLINE": "1",
+    "DO_NOT_TRACK": "1",
+}
 
 
 def corpus() -> dict[str, tuple[str, bool]]:
@@ -69,11 +76,11 @@ def write(directory: Path, name: str, template: str) -> Path:
     return path
 
 
-def run(cmd: list[str], timeout: float = 600) -> tuple[int, str, float]:
+def run(cmd: list[str], timeout: float = 600, stdout_only: bool = False) -> tuple[int, str, float]:
     t0 = time.perf_counter()
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=ENV, cwd=tempfile.gettempdir())
-        return p.returncode, p.stdout + p.stderr, time.perf_counter() - t0
+        return p.returncode, p.stdout if stdout_only else p.stdout + p.stderr, time.perf_counter() - t0
     except subprocess.TimeoutExpired:
         return -9, "timeout", time.perf_counter() - t0
 
@@ -99,9 +106,10 @@ def scanners() -> dict[str, dict]:
         code, out, seconds = run(
             [str(VENVS / "venv-scan-modelaudit/bin/modelaudit"), "scan", "--format", "json", str(directory)],
             timeout=3600,
+            stdout_only=True,  # its analytics client warns on stderr
         )
         try:
-            data = json.loads(out[out.index("{") :])
+            data, _ = json.JSONDecoder().raw_decode(out[out.index("{") :])
         except ValueError:
             return dict.fromkeys(files), seconds, f"unreadable output (exit {code}): {out[-200:]}"
         hit = set()
@@ -182,8 +190,13 @@ def main(argv: list[str] | None = None) -> int:
     load0 = os.getloadavg()
     rows = []
     details: dict[str, dict[str, bool | None]] = {}
+    raw = args.out.with_suffix(".json")
+    previous = json.loads(raw.read_text()) if args.only and raw.is_file() else {}
     for name, spec in scanners().items():
         if args.only and name not in args.only:
+            if name in previous:  # kept from the last full run
+                rows.append(tuple(previous[name]["row"]))
+                details[name] = previous[name]["results"]
             continue
         venv = spec.get("venv")
         if venv and not (VENVS / venv).is_dir():
@@ -202,6 +215,7 @@ def main(argv: list[str] | None = None) -> int:
         print(name, hits, false, unknown, f"{seconds:.1f} s", note, flush=True)
     load1 = os.getloadavg()
     shutil.rmtree(work, ignore_errors=True)
+    raw.write_text(json.dumps({r[0]: {"row": list(r), "results": details.get(r[0], {})} for r in rows}, indent=1))
 
     n_bad, n_good = len(malicious), len(files) - len(malicious)
     lines = [

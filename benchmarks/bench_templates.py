@@ -57,12 +57,8 @@ def cpu_ms(fn, repeat: int) -> float:
 
 
 def measure(source: str, repeat: int) -> dict:
-    parse_env = jinja2.Environment(
-        extensions=["jinja2.ext.loopcontrols", "jinja2.ext.do", generation_extension()]
-    )
-    runtime_env = ImmutableSandboxedEnvironment(
-        extensions=["jinja2.ext.loopcontrols", generation_extension()]
-    )
+    parse_env = jinja2.Environment(extensions=["jinja2.ext.loopcontrols", "jinja2.ext.do", generation_extension()])
+    runtime_env = ImmutableSandboxedEnvironment(extensions=["jinja2.ext.loopcontrols", generation_extension()])
 
     def audit() -> list:
         templates.clear_cache()

@@ -12,11 +12,12 @@ The corpus is written here as small GGUF files (one template each, key ``tokeniz
   tricks and costly renders), each PROVEN live there by an unsandboxed render; the command they run is ``true``;
 * benign: the real chat templates of tests/data/templates/real and our fixtures in tests/data/templates/benign.
 
-A scanner "flags" a file when its own verdict says so: ``gguf-schema audit`` exit 1 (a finding at warning or
-above); modelaudit an issue of severity warning or above; aisbom a CRITICAL risk (exit 2); c4nary a FAIL (exit
+A scanner "flags" a file when its own verdict says so: ``gguf-schema audit`` a finding at warning or above (its
+exit status 1); modelaudit an issue of severity warning or above; aisbom a CRITICAL risk (exit 2); c4nary a FAIL (exit
 2, its default policy); glyphhound a gating finding (exit 1); pillar-gguf-scanner a verdict other than
-``clean``. Time is the wall time of the scanner's processes over the whole corpus (one process per file, or
-one per directory for the scanners that take a directory), on a shared machine: the load is recorded.
+``clean``. Time is the wall time of the scanner's processes over the whole corpus (one process for all the files for
+the scanners that take several files or a directory: gguf-schema, modelaudit, aisbom; one process per file
+for the others), on a shared machine: the load is recorded.
 """
 
 from __future__ import annotations
@@ -145,10 +146,17 @@ def scanners() -> dict[str, dict]:
                 hit.add(comp.get("name", ""))
         return {n: p.name in hit for n, p in files.items()}, seconds, "" if text else "empty report"
 
+    def ours(files: dict[str, Path], directory: Path) -> tuple[dict[str, bool | None], float, str]:
+        code, out, seconds = run([py, "-m", "gguf_schema", "audit", "--json", *map(str, files.values())], 3600, True)
+        try:
+            reports = json.loads(out)["reports"]
+        except (ValueError, KeyError):
+            return dict.fromkeys(files), seconds, f"unreadable output (exit {code}): {out[-200:]}"
+        flagged = {Path(r["source"]).name: r["flagged"] for r in reports}
+        return {n: flagged.get(p.name) for n, p in files.items()}, seconds, ""
+
     return {
-        "gguf-schema audit": {
-            "files": ([py, "-m", "gguf_schema", "audit"], lambda code, out: {0: False, 1: True}.get(code)),
-        },
+        "gguf-schema audit": {"dir": ours},
         "modelaudit": {"dir": modelaudit, "venv": "venv-scan-modelaudit"},
         "aisbom-cli": {"dir": aisbom, "venv": "venv-scan-aisbom-cli"},
         "c4nary": {

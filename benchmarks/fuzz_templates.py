@@ -244,14 +244,49 @@ def _judge(job: tuple[int, int, str, str]) -> dict:
     return row
 
 
+def combine(parts: list[Path], out: Path) -> int:
+    """One report from the reports of several runs (shards with different seeds): their tables added up."""
+    row_re = re.compile(r"^\| (?:\*\*)?(of trick seeds|of real seeds|all)(?:\*\*)? \| (.*)$", re.M)
+    totals: dict[str, list[int]] = {}
+    headers = []
+    for part in parts:
+        text = part.read_text(encoding="utf-8")
+        headers.append(text.splitlines()[2])
+        for name, rest in row_re.findall(text):
+            cells = [int(c.strip(" *").replace(",", "")) for c in rest.strip(" |").split("|")]
+            totals[name] = [a + b for a, b in zip(totals.get(name, [0] * len(cells)), cells, strict=True)]
+    lines = [
+        "# Differential fuzzing of the template audit",
+        "",
+        f"{len(parts)} runs with different seeds, added up; each run's own line:",
+        "",
+        *[f"- {h}" for h in headers],
+        "",
+        "| | mutants | flagged (error) | not flagged, rendered | misses |",
+        "|---|---|---|---|---|",
+    ]
+    for name in ("of trick seeds", "of real seeds", "all"):
+        cells = totals.get(name, [0, 0, 0, 0])
+        bold = "**" if name == "all" else ""
+        lines.append(f"| {bold}{name}{bold} | " + " | ".join(f"{bold}{c:,}{bold}" for c in cells) + " |")
+    first = parts[0].read_text(encoding="utf-8").split("\n\n")
+    lines += ["", *[p for p in first if p.startswith(("Seeds:", "A miss:"))]]
+    out.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    print(out.read_text(encoding="utf-8"))
+    return 1 if totals.get("all", [0, 0, 0, 0])[3] else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--combine", nargs="+", type=Path, help="add up the reports of several runs into --out")
     ap.add_argument("--mutants", type=int, default=100_000)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--seed", type=int, default=29)
     ap.add_argument("--nice", type=int, default=10)
     ap.add_argument("--out", type=Path, default=HERE / "results" / "fuzz_templates.md")
     args = ap.parse_args(argv)
+    if args.combine:
+        return combine(args.combine, args.out)
 
     pool_seeds = seeds()
     tricks = [s for s in pool_seeds if not s[0].startswith("real:")]

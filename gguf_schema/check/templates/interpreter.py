@@ -605,9 +605,8 @@ class Analysis:
                     self.t101_words.add((line, p))
                     shown = repr(c) if p == c else f"{c!r} (part {p!r})"
                     kind_ = "a command runner" if p in _RUNNERS else "a Python internal"
-                    self.findings.add(
-                        T101, f"{how} is {shown}, {kind_}", line, needle=p, chain=self.chain(name, line, how)
-                    )
+                    said = f"{how} is {kind_}" if repr(p) in how else f"{how} is {shown}, {kind_}"
+                    self.findings.add(T101, said, line, needle=p, chain=self.chain(name, line, how))
         if name.kinds & (TEXT | OBJ):
             why = name.why[0] if name.why else "template text"
             self.findings.add(

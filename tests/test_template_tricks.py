@@ -267,6 +267,24 @@ DOS = {
         proof="bound",
     ),
     "power": Trick("{{ (7 ** (10 ** 8)) % 10 }}", "GGUF-T504", ("power",), proof="bound"),
+    # found by the differential fuzzer: a macro defined inside another of the same name is another macro
+    "shadowing-macro": Trick(
+        "{% macro w() %}{% macro w() %}{% for i in range(60000) %}{% for j in range(60000) %}{% endfor %}"
+        "{% endfor %}{% endmacro %}{{ w() }}{% endmacro %}{{ w() }}",
+        "GGUF-T504",
+        proof="bound",
+    ),
+    "aliased-macro": Trick(
+        "{% macro f() %}{% for i in range(10 ** 10) %}{% endfor %}{% endmacro %}{% set g = [f] %}{{ g[0]() }}",
+        "GGUF-T504",
+        proof="bound",
+    ),
+    "block-rendered-again": Trick(
+        "{% block b %}{% for i in range(60000) %}.{% endfor %}{% endblock %}"
+        "{% for i in range(60000) %}{{ self.b() }}{% endfor %}",
+        "GGUF-T504",
+        proof="bound",
+    ),
     "recursive-loop-doubling": Trick(
         "{% for x in [1] recursive %}{{ loop([x, x]) }}{% endfor %}", "GGUF-T504", ("recursive loop",), proof="bound"
     ),

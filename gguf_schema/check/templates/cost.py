@@ -144,6 +144,7 @@ class C:
     data: bool = False
     part: frozenset[str] = frozenset()
     sites: frozenset[int] = frozenset()  # the namespace() calls that made it, if it is a namespace
+    fns: frozenset[Any] = frozenset()  # the macros (ids of their nodes) or blocks ("block:name") it may be
 
     def text(self) -> P:
         """Its length as text (a container's: its items' text and separators)."""
@@ -189,6 +190,7 @@ def _jn(*cs: C | None) -> C:
         any(c.data for c in xs),
         frozenset().union(*(c.part for c in xs)),
         frozenset().union(*(c.sites for c in xs)),
+        frozenset().union(*(c.fns for c in xs)),
     )
 
 
@@ -238,6 +240,8 @@ class _Cost:
         self.stack: list[dict[str, Any]] = []
         self.callers: list[Any] = []
         self.recursive: list[int] = []
+        self.fn_nodes: dict[int, Any] = {}
+        self.blocks: dict[str, Any] = {}
         self.cyclic = False
         self.ticks = 0
 
@@ -298,7 +302,8 @@ class _Cost:
                 self.loop(node)
             elif isinstance(node, n.Macro):
                 self.macros[identifier(node.name)] = node
-                self.env[identifier(node.name)] = _JINJA
+                self.fn_nodes[id(node)] = node
+                self.env[identifier(node.name)] = replace(_JINJA, fns=frozenset({id(node)}))
             elif isinstance(node, n.CallBlock):
                 self.callers.append(node)
                 try:
@@ -497,6 +502,8 @@ class _Cost:
             name = identifier(node.name)
             if name in self.env:
                 return self.env[name]
+            if name == "self":
+                return replace(_JINJA, fns=frozenset({"self"}))
             return _JINJA if name in _GLOBALS else _DATA
         if isinstance(node, (n.Tuple, n.List)):
             items = [self.ev(i) for i in node.items]
@@ -512,11 +519,13 @@ class _Cost:
         if isinstance(node, (n.And, n.Or)):
             return _jn(self.ev(node.left), self.ev(node.right))
         if isinstance(node, (n.Not, n.Compare, n.Test)):
+            size = ZERO  # comparing or searching text and lists reads them: as long as they are
             for child in node.iter_child_nodes():
                 if isinstance(child, n.Operand):
-                    self.ev(child.expr)
+                    size = padd(size, self.ev(child.expr).count())
                 elif isinstance(child, n.Expr):
-                    self.ev(child)
+                    size = padd(size, self.ev(child).count())
+            self.spend(padd(ONE, pscale(size, 1 / 64)), line, "comparisons cost this many steps")
             return _BOOL
         if isinstance(node, (n.Neg, n.Pos)):
             return self.ev(node.node)
@@ -544,7 +553,7 @@ class _Cost:
                 for p in (node.arg.start, node.arg.stop, node.arg.step):
                     if p is not None:
                         self.ev(p)
-                return recv
+                return self.made(replace(recv, part=frozenset()), line, "a slice")  # a copy
             self.ev(node.arg)
             return self.part(recv, None)
         if isinstance(node, n.Call):
@@ -558,6 +567,8 @@ class _Cost:
 
     def part(self, recv: C, name: str | None) -> C:
         """An attribute or item of ``recv``: a part of whatever it is a part of."""
+        if name is not None and "self" in recv.fns:
+            return replace(_JINJA, fns=frozenset({f"block:{name}"}))  # self.name: a block, to call
         if recv.data:
             e = _DATA
         elif recv.items is None and recv.mag is not None:
@@ -648,9 +659,7 @@ class _Cost:
                     "multiply, up to Python's recursion limit",
                 )
             return _SMALL
-        if (isinstance(callee, n.Name) and identifier(callee.name) not in self.env) or (
-            isinstance(callee, n.Name) and identifier(callee.name) in self.macros
-        ):
+        if isinstance(callee, n.Name) and identifier(callee.name) not in self.env:
             name = identifier(callee.name)
             if name == "range":
                 bounds = [self.count(a, line, "a bound of range()") for a in args[:2]]
@@ -680,13 +689,28 @@ class _Cost:
                 return self.made(made, line, name)
             if name == "caller" and self.callers:
                 return self.run_caller(args, line)
-            if name in self.macros:
-                return self.macro_call(name, args, kwargs, line)
         if isinstance(callee, n.Getattr):
             recv = self.ev(callee.node)
+            target = self.part(recv, callee.attr)
+            if target.fns:  # a macro or block kept in a namespace, dict or list, or self.block
+                return self.call_fns(target.fns, args, kwargs, line)
             return self.method(callee.attr, recv, args, kwargs, line, callee.node, node)
-        self.ev(callee)
+        target = self.ev(callee)
+        if target.fns:  # a macro under another name, in a list, returned by an expression...
+            return self.call_fns(target.fns, args, kwargs, line)
         return _jn(_DATA if any(a.data for a in args) else None, _SMALL)
+
+    def call_fns(self, fns: frozenset[Any], args: list[C], kwargs: dict[str, C], line: int | None) -> C:
+        """A call of any of these macros or blocks: the most costly of them."""
+        out = []
+        for fn in fns:
+            if isinstance(fn, str) and fn.startswith("block:"):
+                block = self.blocks.get(fn[6:])
+                if block is not None:
+                    out.append(self.macro_call_node(block, [], {}, line))
+            elif fn in self.fn_nodes:
+                out.append(self.macro_call_node(self.fn_nodes[fn], args, kwargs, line))
+        return _jn(*out) if out else _SMALL
 
     def run_caller(self, args: list[C], line: int | None) -> C:
         block = self.callers.pop()
@@ -701,15 +725,17 @@ class _Cost:
         finally:
             self.callers.append(block)
 
-    def macro_call(self, name: str, args: list[C], kwargs: dict[str, C], line: int | None) -> C:
-        node = self.macros[name]
-        params = [identifier(a.name) for a in node.args]
+    def macro_call_node(self, node: Any, args: list[C], kwargs: dict[str, C], line: int | None) -> C:
+        name = identifier(node.name)
+        params = [identifier(a.name) for a in getattr(node, "args", ())]  # a block has none
         bound = {p: kwargs.get(p, args[i] if i < len(args) else _SMALL) for i, p in enumerate(params)}
-        active = next((f for f in self.stack if f["name"] == name), None)
+        # the macro of that name here (one defined inside another shadows it): by identity, not by name
+        active = next((f for f in self.stack if f["node"] is node), None)
+        tag = f"{name}@{id(node)}"
         if active is not None:  # a recursive call: how often, and what it passes down
             if self.counting:  # (a loop's trial passes are not calls)
                 active["fanout"] = padd(active["fanout"], self.mult)
-            mine = {f"param:{name}/{p}" for p in params}
+            mine = {f"param:{tag}/{p}" for p in params}
             if not any(mine & c.part for c in bound.values()):
                 active["structural"] = False
             for p, c in bound.items():
@@ -718,7 +744,7 @@ class _Cost:
                 if was is not None and pgt(c.text(), was.text()):
                     active["grows"] = True
             return C()
-        key = (name, *(_bucket(bound[p]) for p in params))
+        key = (id(node), *(_bucket(bound[p]) for p in params))
         summary = self.summaries.get(key)
         if summary is None:
             summary = self.summaries[key] = self.summarise(node, name, params, bound, line)
@@ -728,23 +754,26 @@ class _Cost:
 
     def summarise(self, node: Any, name: str, params: list[str], bound: dict[str, C], line: int | None) -> tuple[P, P]:
         """The work and output of one call of a macro, its recursion included."""
+        tag = f"{name}@{id(node)}"
         frame: dict[str, Any] = {
             "name": name,
+            "node": node,
             "fanout": ZERO,
             "structural": True,
             "grows": False,
             "params": bound,
             "args": {},
         }
-        saved = (dict(self.env), self.work, self.output, self.mult, self.counting)
+        saved = (dict(self.env), self.work, self.output, self.mult, self.counting, dict(self.macros))
         self.stack.append(frame)
         self.mult, self.counting, self.work, self.output = ONE, True, ZERO, ZERO
         try:
             for p, c in bound.items():
-                self.env[p] = replace(c, part=c.part | {f"self:{name}/{p}"})
-            for p, d in zip(params[len(params) - len(node.defaults) :], node.defaults, strict=True):
+                self.env[p] = replace(c, part=c.part | {f"self:{tag}/{p}"})
+            defaults = getattr(node, "defaults", [])
+            for p, d in zip(params[len(params) - len(defaults) :], defaults, strict=True):
                 if bound.get(p) is _SMALL:
-                    self.env[p] = replace(self.ev(d), part=frozenset({f"self:{name}/{p}"}))
+                    self.env[p] = replace(self.ev(d), part=frozenset({f"self:{tag}/{p}"}))
             self.walk(node.body)
             work, out = self.work, self.output
             if frame["grows"]:  # a second level: does what it passes down grow faster there (it doubles)?
@@ -752,7 +781,7 @@ class _Cost:
                 self.stack[-1] = probe
                 self.counting = False
                 for p, c in frame["args"].items():
-                    self.env[p] = replace(c, part=c.part | {f"self:{name}/{p}"})
+                    self.env[p] = replace(c, part=c.part | {f"self:{tag}/{p}"})
                 self.walk(node.body)
                 for p, c2 in probe["args"].items():
                     c0, c1 = bound.get(p), frame["args"].get(p)
@@ -764,7 +793,7 @@ class _Cost:
                         frame["doubles"] = p
         finally:
             self.stack.pop()
-            self.env, self.work, self.output, self.mult, self.counting = saved
+            self.env, self.work, self.output, self.mult, self.counting, self.macros = saved  # its own macros are gone
         fanout = frame["fanout"]
         if fanout != ZERO:
             if frame.get("doubles"):
@@ -1083,6 +1112,8 @@ def check(tree: Any, findings: Findings, nodes: Any, deadline: float) -> None:
     """Report (GGUF-T504) when the bound of a render of ``tree`` passes the limits."""
     cost = _Cost(nodes, deadline)
     cost.cyclic = _may_make_cycles(tree, nodes)
+    for block in tree.find_all(nodes.Block):  # self.<name>() renders a block again
+        cost.blocks.setdefault(block.name, block)
     try:
         cost.walk(tree.body)
     except _Exceeded as e:

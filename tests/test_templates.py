@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import datetime
 import hashlib
+import importlib
 import json
 import os
 import re
@@ -1016,3 +1017,74 @@ def test_without_jinja2_the_message_says_what_to_install(monkeypatch):
 def test_findings_carry_the_template_key():
     findings = audit_template("{{ x.__class__ }}", name="tokenizer.chat_template.tool_use")
     assert findings[0].template == "tokenizer.chat_template.tool_use"
+
+
+# ---------------------------------------------------------------------------------------------
+# What the audit costs: bounded by construction (the figures are in benchmarks/results/template_cost.md)
+# ---------------------------------------------------------------------------------------------
+
+
+def test_a_template_larger_than_the_audit_analyses_is_an_error_not_a_long_wait():
+    from gguf_schema.check.templates import MAX_ANALYSED
+
+    source = "{{ cycler.__init__.__globals__.os.popen('id').read() }}\n" * (MAX_ANALYSED // 50)
+    findings = audit_template(source)
+    assert [(f.rule, f.severity) for f in findings if f.rule == "GGUF-T402"] == [("GGUF-T402", "error")]
+    assert f"more than the {MAX_ANALYSED:,} the audit analyses" in next(
+        f.message for f in findings if f.rule == "GGUF-T402"
+    )
+    assert rules_of(findings) == {"GGUF-T104", "GGUF-T402"}  # a text search still names the internals
+
+
+def test_many_zero_width_spaces_are_one_finding():
+    findings = audit_template("{{ messages }}" + "\u200b" * 200_000)
+    assert [(f.rule, f.line, f.column) for f in findings] == [("GGUF-T301", 1, 15)]
+    assert findings[0].message == "200000 hidden characters (zero-width): U+200B ZERO WIDTH SPACE"
+
+
+def test_a_file_of_many_templates_is_audited_within_its_budget(monkeypatch):
+    import io
+
+    import numpy as np
+
+    from gguf_schema import make_field
+
+    file_audit = importlib.import_module("gguf_schema.check.audit")  # the module (its function shares the name)
+
+    buf = io.BytesIO()
+    payload = "{{ cycler.__init__.__globals__.os.popen('id').read() }}"
+    fields = [make_field("general.architecture", "llama")]
+    fields += [make_field(f"tokenizer.chat_template.t{i}", payload + f"{{{{ messages[{i}] }}}}") for i in range(50)]
+    gguf_schema.save(buf, fields, {"w": np.zeros(4, np.float32)})
+    monkeypatch.setattr(file_audit, "TEMPLATE_SECONDS", 1e-9)  # spent by the first template
+    result = file_audit.audit(buf.getvalue())
+    t402 = [f for f in result.findings if f.rule == "GGUF-T402"]
+    assert len(t402) == 1 and t402[0].message.startswith("49 template(s) not analysed")
+    assert result.exit_code == 1
+    first = [f for f in result.findings if f.rule == "GGUF-T101"]
+    assert first and {f.key for f in first} == {"tokenizer.chat_template.t0"}
+
+
+def test_template_findings_of_the_file_audit_carry_their_chain():
+    import io
+
+    from gguf_schema import make_field
+
+    file_audit = importlib.import_module("gguf_schema.check.audit")  # the module (its function shares the name)
+    from gguf_schema.check import to_sarif
+
+    buf = io.BytesIO()
+    template = "{% set n = '__cla' ~ 'ss__' %}\n{{ messages[n] }}"
+    gguf_schema.save(
+        buf, [make_field("general.architecture", "llama"), make_field("tokenizer.chat_template", template)]
+    )
+    result = file_audit.audit(buf.getvalue())
+    (f,) = [f for f in result.findings if f.rule == "GGUF-T101"]
+    assert f.chain == (
+        "line 1: '~' concatenation gives '__class__'",
+        "line 1: set n",
+        "line 2: the item name in messages[…]",
+    )
+    assert f.to_dict()["chain"] == list(f.chain)
+    sarif = to_sarif(result)["runs"][0]["results"]
+    assert next(r for r in sarif if r["ruleId"] == "GGUF-T101")["properties"]["chain"] == list(f.chain)

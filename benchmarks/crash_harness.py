@@ -78,12 +78,18 @@ class Scenario:
     cli: list[str] = field(default_factory=list)  # the same write on the command line (for strace)
     is_set: bool = False  # the targets form a set (split shards)
     journal: bool = False  # in-place edits: a journal may be left, then recovered
+    links: dict[str, str] = field(default_factory=dict)  # symbolic links the write goes through: name -> target
 
 
 def _model_and_old(folder: str, *old_targets: str) -> None:
     make_model(os.path.join(folder, "model.gguf"))
     for i, t in enumerate(old_targets):
         make_model(os.path.join(folder, t), tokens=10, name=f"old-target-{i}", seed=i + 1)
+
+
+def _model_and_link(folder: str) -> None:
+    _model_and_old(folder)
+    os.symlink(IN, os.path.join(folder, LINK))
 
 
 def _prepare_quantize(folder: str) -> None:
@@ -131,6 +137,7 @@ def _build(folder: str) -> None:
 
 SHARDS = [f"p-0000{i}-of-00003.gguf" for i in (1, 2, 3)]
 IN = "model.gguf"
+LINK = "link.gguf"  # a symbolic link to IN
 
 
 def scenarios() -> list[Scenario]:
@@ -143,6 +150,25 @@ def scenarios() -> list[Scenario]:
             [],
             _model_and_old,
             ["set", IN, "general.name", "x" * 24],
+            journal=True,
+        ),
+        Scenario(
+            "set-via-link",
+            lambda d: edit.set_key(j(d, LINK), "general.name", "y" * 24),
+            [IN],
+            [],
+            _model_and_link,
+            ["set", LINK, "general.name", "y" * 24],
+            journal=True,
+            links={LINK: IN},
+        ),
+        Scenario(
+            "set-no-in-place",
+            lambda d: edit.set_key(j(d, IN), "general.name", "z" * 24, in_place=False),
+            [IN],
+            [],
+            _model_and_old,
+            ["set", IN, "general.name", "z" * 24, "--no-in-place"],
             journal=True,
         ),
         Scenario(
@@ -239,12 +265,14 @@ class Baseline:
 
 
 def reset(folder: str, template: str, s: Scenario) -> None:
-    """Make ``folder`` the prepared state again (the targets' old content; nothing else)."""
+    """Make ``folder`` the prepared state again (the targets' old content, the links; nothing else)."""
     for name in os.listdir(folder):
         if name not in s.inputs:
             os.unlink(os.path.join(folder, name))
     for name in os.listdir(template):
-        if name not in s.inputs or not os.path.exists(os.path.join(folder, name)):
+        if name in s.links:
+            os.symlink(s.links[name], os.path.join(folder, name))
+        elif name not in s.inputs or not os.path.exists(os.path.join(folder, name)):
             shutil.copyfile(os.path.join(template, name), os.path.join(folder, name))
 
 
@@ -350,24 +378,34 @@ def judge(s: Scenario, b: Baseline, folder: str) -> tuple[str, list[str], bool, 
     """Classify the folder after a run: (outcome, litter, a journal was recovered, problems)."""
     problems = []
     recovered = False
-    jpaths = [durable.journal_path(t) for t in s.targets]
-    if s.journal and any(os.path.exists(os.path.join(folder, j)) for j in jpaths):
+    jpaths = [durable.journal_path(os.path.join(folder, t)) for t in s.targets]
+    if s.journal and any(os.path.exists(j) for j in jpaths):
         target = os.path.join(folder, s.targets[0])
-        try:
-            with gguf_schema.open(target):
-                pass
-            refused = False
-        except GGUFError as e:
-            refused = "recover" in str(e)
+        names = [target, *(os.path.join(folder, link) for link in s.links)]  # the file by each of its names
+        refused = []
+        for name in names:
+            try:
+                with gguf_schema.open(name):
+                    pass
+                refused.append(False)
+            except GGUFError as e:
+                refused.append("recover" in str(e))
         with open(durable.journal_path(target), "rb") as fh:
             jdata = fh.read()
-        complete = durable.Journal.decode(jdata) is not None
-        if complete and not refused:
-            problems.append("a reader did not refuse a file with a complete journal")
-        durable.recover(target)
+        # a complete journal whose edit has begun to write means a torn (or unfinished) file: readers
+        # must refuse it; one whose edit wrote nothing yet stands beside a whole old file, which reads
+        begun = durable.Journal.decode(jdata) is not None and digest(target) != b.old[s.targets[0]]
+        if any(r != begun for r in refused):
+            problems.append(f"readers {'did not refuse' if begun else 'refused'} the file ({refused})")
+        said = durable.recover(names[-1])  # through the link, where there is one
+        if said is None or "aside" in said:
+            problems.append(f"recover did not apply or remove the journal: {said}")
         recovered = True
     names = set(os.listdir(folder))
-    litter = sorted(names - set(s.targets) - set(s.inputs))
+    litter = sorted(names - set(s.targets) - set(s.inputs) - set(s.links))
+    for name, target in s.links.items():
+        if not os.path.islink(os.path.join(folder, name)) or os.readlink(os.path.join(folder, name)) != target:
+            problems.append(f"the link {name} is no longer a link to {target}")
     states = []
     for t in s.targets:
         d = digest(os.path.join(folder, t))

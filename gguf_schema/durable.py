@@ -17,12 +17,22 @@ they come from):
   :func:`atomic_replace_set` does the same for a set of files (the shards of a split): all are
   written and fsynced before the first is renamed.
 * :class:`Journal` -- an in-place change of bytes (an edit whose header keeps its size) first
-  saves the bytes it will overwrite to ``NAME.gguf-journal`` (with the file's identity and a
-  checksum), fsyncs it and the folder, then writes and fsyncs the file, then deletes the journal
-  and fsyncs the folder: the deletion is the commit point. :func:`recover` (run before every
-  edit, and by ``gguf-schema recover``) puts the saved bytes back if a complete journal of this
-  file is found, and deletes an incomplete one (the file was not touched yet) or one of a file
-  that has since been replaced. A reader that finds a complete journal refuses the file.
+  saves the bytes it will overwrite to ``NAME.gguf-journal`` (with the file's size, inode and
+  device, a digest of each 512-byte sector of the new bytes, and a checksum), fsyncs it and the
+  folder, then writes and fsyncs the file, then deletes the journal and fsyncs the folder: the
+  deletion is the commit point. Nothing is held whole: the journal is streamed from the file and
+  the new bytes from the caller, a megabyte at a time. :func:`recover` (run before every edit, and
+  by ``gguf-schema recover``) puts the saved bytes back if a complete journal fits the file, told
+  by what a restart keeps (its size, and the span's bytes sector by sector or its inode; never the
+  device number, which a restart may renumber); deletes an incomplete one (the file was not
+  touched yet); and keeps aside, renamed ``NAME.gguf-journal.orphan-TIME``, one that does not
+  fit (never deleted). A reader that finds a journal whose edit had begun refuses the file.
+* :func:`real_path` -- every write first resolves the path it was given to the real file
+  (symbolic links): the file a link points to is written, never the link, and journals, locks and
+  temporaries sit beside the real file.
+* :func:`can_clone`, :func:`clone_file`, :func:`copy_file` -- copy-on-write clones (reflinks:
+  btrfs, XFS, bcachefs) where the filesystem makes them, so that an edit can go into a clone
+  renamed over the file (atomic for every reader) at the cost of an edit in place.
 * :class:`FileLock` -- advisory ``flock`` locks on the file itself: an editor holds an exclusive
   lock for the whole edit (a second editor waits, up to a timeout, or fails clearly), readers a
   shared one while they parse the header (:func:`shared_header_lock`: they never see a
@@ -46,6 +56,7 @@ import hashlib
 import os
 import secrets
 import struct
+import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -56,7 +67,6 @@ from .errors import (
     GGUFChangedError,
     GGUFError,
     GGUFFileNotFoundError,
-    GGUFIOError,
     GGUFPermissionError,
     os_error,
 )
@@ -70,15 +80,20 @@ __all__ = [
     "JOURNAL_SUFFIX",
     "FileLock",
     "Journal",
+    "PendingFiles",
     "atomic_replace",
     "atomic_replace_set",
+    "can_clone",
     "check_no_journal",
     "check_same_file",
+    "clone_file",
+    "copy_file",
     "expect_same_file",
     "fsync_dir",
     "journal_path",
     "locked_open",
     "read_only_reason",
+    "real_path",
     "recover",
     "refuse_overwriting_inputs",
     "remove_stale_temporaries",
@@ -108,6 +123,20 @@ def fsync_dir(folder: str) -> None:
         os.close(fd)
 
 
+def real_path(path: PathLike) -> str:
+    """The file ``path`` names, symbolic links resolved (absolute). Every write changes that file and
+    puts its journal, its temporaries and its checks beside it: writing through a link changes the
+    file it points to, and the link stays a link.
+
+    >>> import os, tempfile
+    >>> d = os.path.realpath(tempfile.mkdtemp())
+    >>> os.symlink("real.gguf", os.path.join(d, "link.gguf"))
+    >>> real_path(os.path.join(d, "link.gguf")) == os.path.join(d, "real.gguf")
+    True
+    """
+    return os.path.realpath(os.fspath(path))
+
+
 # --------------------------------------------------------------------------- atomic replacement
 
 
@@ -117,8 +146,9 @@ def _tmp_name(path: str) -> str:
 
 
 def remove_stale_temporaries(path: PathLike) -> list[str]:
-    """Remove the named temporary files that writers of ``path`` which died left beside it; return them."""
-    path = os.path.abspath(os.fspath(path))
+    """Remove the named temporary files that writers of ``path`` which died left beside it (beside
+    the real file: symbolic links resolved); return them."""
+    path = real_path(path)
     folder, base = os.path.split(path)
     prefix = f".{base}{_TMP_MARK}"
     removed = []
@@ -210,7 +240,7 @@ def expect_same_file(path: PathLike, st: os.stat_result) -> Iterator[None]:
     put there meanwhile (an editor holds a lock on the file it read, which does not stop a
     program that ignores locks from renaming another file over the path)."""
     expected = dict(_EXPECTED.get() or {})
-    expected[os.path.abspath(os.fspath(path))] = (st.st_dev, st.st_ino)
+    expected[real_path(path)] = (st.st_dev, st.st_ino)
     token = _EXPECTED.set(expected)
     try:
         yield
@@ -257,65 +287,141 @@ def atomic_replace_set(files: Sequence[tuple[PathLike, Callable[[IO[bytes]], Non
     carry their set's identity) and the named temporaries it leaves are removed by the next write
     of the same names. If a ``write`` raises, no target is touched.
     """
-    targets = [os.path.abspath(os.fspath(p)) for p, _ in files]
-    olds: list[os.stat_result | None] = []
-    for path in targets:
+    with PendingFiles([p for p, _ in files], sync=sync) as pending:
+        for i, (_, write) in enumerate(files):
+            try:
+                write(pending.open(i))
+            except OSError as e:
+                raise os_error(e, pending.targets[i]) from e
+            pending.finish(i)
+        pending.commit()
+
+
+class PendingFiles:
+    """A set of new files written over time, then made to appear together: what
+    :func:`atomic_replace_set` does, for writers that produce their files in several calls (the
+    ``gguf`` package's ``GGUFWriter`` API in :mod:`gguf_schema.compat`).
+
+    :meth:`open` gives the stream of a temporary file beside a target (unnamed where the OS offers
+    it); :meth:`finish` flushes and fsyncs one; :meth:`commit` finishes the rest and renames them
+    all over their targets; :meth:`discard` (or leaving a ``with`` block without committing)
+    removes them and touches no target. The targets are checked first: a file the user could not
+    write is refused before anything is written.
+    """
+
+    def __init__(self, paths: Sequence[PathLike], *, sync: bool = True):
+        self.targets = [real_path(p) for p in paths]
+        self.sync = sync
+        self._olds: list[os.stat_result | None] = []
+        for path in self.targets:
+            try:
+                self._olds.append(os.stat(path))
+            except FileNotFoundError:
+                self._olds.append(None)
+            except OSError as e:
+                raise os_error(e, path) from None
+            _may_replace(path, self._olds[-1])
+            remove_stale_temporaries(path)
+        # per file: an open descriptor (None once closed), the temporary's name (None while unnamed), its stream
+        self._done: list[tuple[int | None, str | None, IO[bytes] | None] | None] = [None] * len(self.targets)
+        self._finished = [False] * len(self.targets)
+        self.committed = False
+
+    def open(self, i: int) -> IO[bytes]:
+        """The stream of the temporary file of target ``i`` (opened on first call)."""
+        entry = self._done[i]
+        if entry is None:
+            path = self.targets[i]
+            try:
+                fd, named = _open_temporary(os.path.dirname(path), path)
+            except OSError as e:  # pragma: no cover - _open_temporary classifies its own errors
+                raise os_error(e, path) from e
+            stream = os.fdopen(fd, "wb", closefd=False)
+            entry = self._done[i] = (fd, named, stream)
+        assert entry[2] is not None, "the temporary was finished already"
+        return entry[2]
+
+    def finish(self, i: int) -> None:
+        """Target ``i`` is complete: flush and fsync its temporary (and with many files, name and close it)."""
+        if self._finished[i]:
+            return
+        self.open(i)
+        fd, named, stream = self._done[i]  # type: ignore[misc]
+        path = self.targets[i]
         try:
-            olds.append(os.stat(path))
-        except FileNotFoundError:
-            olds.append(None)
-        except OSError as e:
-            raise os_error(e, path) from None
-        _may_replace(path, olds[-1])
-        remove_stale_temporaries(path)
-    done: list[tuple[int | None, str | None]] = []  # per file: an open unnamed descriptor, or the temporary's name
-    current = targets[0] if targets else ""
-    try:
-        for path, old, (_, write) in zip(targets, olds, files, strict=True):
-            current = path
-            fd, named = _open_temporary(os.path.dirname(path), path)
-            done.append((fd, named))
-            with os.fdopen(fd, "wb", closefd=False) as out:
-                write(out)
-                out.flush()
-            _keep_identity(fd, old)
-            if sync:
+            assert stream is not None and fd is not None
+            stream.flush()
+            stream.close()
+            _keep_identity(fd, self._olds[i])
+            if self.sync:
                 os.fsync(fd)
-            if named is not None or len(files) > _MAX_UNNAMED:
+            if named is not None or len(self.targets) > _MAX_UNNAMED:
                 if named is None:  # name it now; if killed, it is a stale temporary for the next writer to remove
                     named = _tmp_name(path)
                     _link_unnamed(fd, named)
                 os.close(fd)
-                done[-1] = (None, named)
-        for i, (path, (ufd, named)) in enumerate(zip(targets, done, strict=True)):
-            current = path
-            if named is None and ufd is not None:  # unnamed (O_TMPFILE): give it a name only now the set is complete
-                named = _tmp_name(path)
-                _link_unnamed(ufd, named)
-                done[i] = (ufd, named)
-        for i, (path, (ufd, named)) in enumerate(zip(targets, done, strict=True)):
-            current = path
-            assert named is not None
-            _check_expected(path)
-            os.replace(named, path)
-            done[i] = (ufd, None)
-        if sync:
-            for folder in dict.fromkeys(os.path.dirname(p) for p in targets):
-                current = folder
-                fsync_dir(folder)
-    except BaseException as e:
-        for _, named in done:
-            if named is not None:
-                with contextlib.suppress(OSError):
-                    os.unlink(named)
-        if isinstance(e, OSError):
+                fd = None
+        except OSError as e:
+            raise os_error(e, path) from e
+        self._done[i] = (fd, named, None)
+        self._finished[i] = True
+
+    def commit(self) -> None:
+        """Finish every file, then rename them over their targets and fsync the folders."""
+        for i in range(len(self.targets)):
+            self.finish(i)
+        current = self.targets[0] if self.targets else ""
+        try:
+            for i, path in enumerate(self.targets):
+                current = path
+                fd, named, _ = self._done[i]  # type: ignore[misc]
+                if named is None and fd is not None:  # unnamed (O_TMPFILE): give it a name only now the set is complete
+                    named = _tmp_name(path)
+                    _link_unnamed(fd, named)
+                    self._done[i] = (fd, named, None)
+            for i, path in enumerate(self.targets):
+                current = path
+                fd, named, _ = self._done[i]  # type: ignore[misc]
+                assert named is not None
+                _check_expected(path)
+                os.replace(named, path)
+                self._done[i] = (fd, None, None)
+            if self.sync:
+                for folder in dict.fromkeys(os.path.dirname(p) for p in self.targets):
+                    current = folder
+                    fsync_dir(folder)
+        except OSError as e:
             raise os_error(e, current) from e
-        raise
-    finally:
-        for ufd, _ in done:
-            if ufd is not None:
+        self.committed = True
+        self._close()
+
+    def discard(self) -> None:
+        """Remove the temporaries (named ones are unlinked, unnamed ones vanish when closed); no target is touched."""
+        for entry in self._done:
+            if entry is not None and entry[1] is not None:
                 with contextlib.suppress(OSError):
-                    os.close(ufd)
+                    os.unlink(entry[1])
+        self._close()
+
+    def _close(self) -> None:
+        for i, entry in enumerate(self._done):
+            if entry is None:
+                continue
+            fd, named, stream = entry
+            if stream is not None:
+                with contextlib.suppress(OSError, ValueError):
+                    stream.close()
+            if fd is not None:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+            self._done[i] = (None, named, None)
+
+    def __enter__(self) -> PendingFiles:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if not self.committed:
+            self.discard()
 
 
 def _link_unnamed(fd: int, name: str) -> None:
@@ -327,42 +433,265 @@ def _link_unnamed(fd: int, name: str) -> None:
         os.close(proc)
 
 
-def _open_temporary(folder: str, path: str) -> tuple[int, str | None]:
+def _open_temporary(folder: str, path: str, access: int = os.O_WRONLY) -> tuple[int, str | None]:
     """An unnamed temporary file in ``folder`` where the OS offers one (returns name None), else a named one."""
     tmpfile = getattr(os, "O_TMPFILE", 0)
     if tmpfile and os.path.isdir("/proc/self/fd"):
         try:
-            return os.open(folder, tmpfile | os.O_WRONLY | _O_CLOEXEC, 0o666), None
+            return os.open(folder, tmpfile | access | _O_CLOEXEC, 0o666), None
         except OSError as e:
             if e.errno not in (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL, errno.ENOENT):
                 raise os_error(e, folder) from None
     name = _tmp_name(path)
     try:
-        return os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_CLOEXEC, 0o666), name
+        return os.open(name, access | os.O_CREAT | os.O_EXCL | _O_CLOEXEC, 0o666), name
     except OSError as e:
         raise os_error(e, name) from None
+
+
+# --------------------------------------------------------------------------- copies and clones
+
+#: Linux's ioctl that makes one file share another's blocks, copy-on-write (``FICLONE``)
+_FICLONE = getattr(fcntl, "FICLONE", 0x40049409) if fcntl is not None and sys.platform.startswith("linux") else None
+#: errors that mean "this filesystem (or this pair of files) cannot be cloned", not a failure of the disk
+_NO_CLONE = frozenset(
+    e for e in (errno.EOPNOTSUPP, getattr(errno, "ENOTSUP", None), errno.EXDEV, errno.EINVAL, errno.ENOTTY) if e
+)
+_CLONE_PROBES: dict[int, bool] = {}
+
+
+def clone_file(src_fd: int, dst_fd: int) -> bool:
+    """Make the open file ``dst_fd`` a copy-on-write clone of ``src_fd`` (their whole contents), or
+    return False when the filesystem cannot (nothing is then changed).
+
+    A clone shares the source's blocks until either file writes them: milliseconds for any size, no
+    space used (Linux ``FICLONE``, the reflinks of btrfs, XFS, bcachefs, OCFS2; not ext4 or tmpfs).
+    """
+    if _FICLONE is None:  # pragma: no cover - not Linux
+        return False
+    try:
+        fcntl.ioctl(dst_fd, _FICLONE, src_fd)
+    except OSError as e:
+        if e.errno in _NO_CLONE:
+            return False
+        raise
+    return True
+
+
+def can_clone(path: PathLike) -> bool:
+    """Whether the filesystem that holds ``path`` (a file, or a folder) clones files cheaply
+    (:func:`clone_file`). Probed once per filesystem and process, on two small unnamed temporary
+    files made in the folder (nothing is left there); False when the probe cannot be made.
+
+    >>> import tempfile
+    >>> can_clone(tempfile.gettempdir()) in (True, False)
+    True
+    """
+    real = real_path(path)
+    folder = real if os.path.isdir(real) else os.path.dirname(real)
+    try:
+        device = os.stat(folder).st_dev
+    except OSError:
+        return False
+    if device not in _CLONE_PROBES:
+        _CLONE_PROBES[device] = _probe_clone(folder)
+    return _CLONE_PROBES[device]
+
+
+def _probe_clone(folder: str) -> bool:
+    opened: list[tuple[int, str | None]] = []
+    try:
+        for _ in range(2):
+            opened.append(_open_temporary(folder, os.path.join(folder, ".clone-probe"), os.O_RDWR))
+        os.write(opened[0][0], bytes(4096))
+        return clone_file(opened[0][0], opened[1][0])
+    except (OSError, GGUFError):
+        return False
+    finally:
+        for fd, name in opened:
+            os.close(fd)
+            if name is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(name)
+
+
+def copy_file(src_fd: int, dst_fd: int, progress: Callable[[int], None] | None = None) -> bool:
+    """Copy the whole open file ``src_fd`` into ``dst_fd`` (from its start): a clone where the
+    filesystem can (then True), else a copy inside the kernel (``copy_file_range``), else by chunks;
+    ``progress(n)`` is told of the bytes copied as they are."""
+    if clone_file(src_fd, dst_fd):
+        return True
+    size, done = os.fstat(src_fd).st_size, 0
+    copy = getattr(os, "copy_file_range", None)
+    while done < size and copy is not None:
+        try:
+            n = copy(src_fd, dst_fd, size - done, done, done)
+        except OSError as e:
+            if done or e.errno not in (errno.EXDEV, errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+                raise
+            break
+        if n == 0:
+            break
+        done += n
+        if progress is not None:
+            progress(n)
+    while done < size:
+        chunk = os.pread(src_fd, min(_CHUNK, size - done), done)
+        if not chunk:
+            raise GGUFChangedError("the file ended early while it was being copied", value=done)
+        _pwrite_all(dst_fd, chunk, done)
+        done += len(chunk)
+        if progress is not None:
+            progress(len(chunk))
+    return False
 
 
 # --------------------------------------------------------------------------- the rollback journal
 
 _JOURNAL_MAGIC = b"GGUFJRNL"
-_JOURNAL_HEAD = struct.Struct("<8sIQQQQQ")  # magic, format version, file size, offset, length, device, inode
+#: format 2 (until issue 27): magic, format, file size, offset, length, device, inode; the saved bytes; SHA-256
+_HEAD_V2 = struct.Struct("<8sIQQQQQ")
+#: format 3: the same and the sector size; then the saved (old) bytes, one digest of each sector of
+#: the new bytes, and a SHA-256 of all that
+_HEAD_V3 = struct.Struct("<8sIQQQQQI")
+#: the unit a crash may tear a write into (a sector: what a disk writes whole)
+SECTOR = 512
+_DIGEST_SIZE = 8
+#: bytes read, hashed or written at a time (a multiple of SECTOR)
+_CHUNK = 1 << 20
+_ORPHAN_MARK = ".orphan-"
 
 
 def journal_path(path: PathLike) -> str:
-    """Where the journal of an in-place edit of ``path`` lives: ``path + "-journal"``."""
-    return os.fspath(path) + JOURNAL_SUFFIX
+    """Where the journal of an in-place edit of ``path`` lives: beside the real file (symbolic
+    links resolved, :func:`real_path`), its name with ``-journal`` added."""
+    return real_path(path) + JOURNAL_SUFFIX
+
+
+def _journal_candidates(path: PathLike) -> list[str]:
+    """The journal of ``path``, and (when ``path`` is a symbolic link) the one an earlier version
+    put beside the link's own name."""
+    found = [journal_path(path)]
+    beside_link = os.path.abspath(os.fspath(path)) + JOURNAL_SUFFIX
+    return found if beside_link == found[0] else [*found, beside_link]
+
+
+def _sector_digest(data: Any) -> bytes:
+    return hashlib.blake2b(data, digest_size=_DIGEST_SIZE).digest()
+
+
+def _sectors(offset: int, length: int) -> Iterator[tuple[int, int]]:
+    """The pieces ``[a, b)`` of ``[offset, offset + length)`` cut at every multiple of :data:`SECTOR`."""
+    a, end = offset, offset + length
+    while a < end:
+        b = min(end, (a // SECTOR + 1) * SECTOR)
+        yield a, b
+        a = b
+
+
+def _span_chunks(offset: int, length: int, read_at: Callable[[int, int], Any]) -> Iterator[tuple[int, bytes]]:
+    """``[offset, offset + length)`` read by ``read_at(pos, n)`` in pieces cut at multiples of
+    :data:`_CHUNK` (so at sector boundaries too): ``(pos, bytes)``."""
+    pos, end = offset, offset + length
+    while pos < end:
+        stop = min(end, (pos // _CHUNK + 1) * _CHUNK)
+        data = bytes(read_at(pos, stop - pos))
+        if len(data) != stop - pos:
+            raise GGUFChangedError("the file ended early while it was being edited", value=pos + len(data))
+        yield pos, data
+        pos = stop
+
+
+def _digests(offset: int, length: int, read_at: Callable[[int, int], Any]) -> Iterator[bytes]:
+    """The digest of every sector piece of the span (:func:`_sectors`), a chunk of digests at a time."""
+    for pos, data in _span_chunks(offset, length, read_at):
+        view = memoryview(data)
+        yield b"".join(_sector_digest(view[a - pos : b - pos]) for a, b in _sectors(pos, len(data)))
+
+
+def _journal_chunks(
+    offset: int,
+    length: int,
+    file_size: int,
+    device: int,
+    inode: int,
+    old_at: Callable[[int, int], Any],
+    digests: Iterable[bytes] | None,
+) -> Iterator[bytes]:
+    """A journal's bytes, streamed: its head, the old bytes of the span, the new bytes' sector digests
+    (format 3; None: format 2), the SHA-256 of everything before it."""
+    if digests is None:
+        head = _HEAD_V2.pack(_JOURNAL_MAGIC, 2, file_size, offset, length, device, inode)
+    else:
+        head = _HEAD_V3.pack(_JOURNAL_MAGIC, 3, file_size, offset, length, device, inode, SECTOR)
+    total = hashlib.sha256(head)
+    yield head
+    for _, data in _span_chunks(offset, length, old_at):
+        total.update(data)
+        yield data
+    for data in digests or ():
+        total.update(data)
+        yield data
+    yield total.digest()
+
+
+def _n_sectors(offset: int, length: int) -> int:
+    """How many pieces :func:`_sectors` cuts the span into."""
+    return 0 if length <= 0 else (offset + length - 1) // SECTOR - offset // SECTOR + 1
+
+
+@dataclass(frozen=True)
+class _Record:
+    """A complete journal as found (its saved bytes stay where they are: at ``saved_at`` in it)."""
+
+    version: int
+    file_size: int
+    offset: int
+    length: int
+    device: int
+    inode: int
+    saved_at: int
+    digests: bytes | None  # format 3: one per sector piece of the span
+
+
+def _parse_record(size: int, read_at: Callable[[int, int], bytes]) -> _Record | None:
+    """The journal of ``size`` bytes that ``read_at(pos, n)`` reads, or None when it is incomplete
+    or damaged (then it is never applied). Its checksum is verified in chunks."""
+    head = read_at(0, _HEAD_V3.size)
+    if len(head) < _HEAD_V2.size:
+        return None
+    magic, version, file_size, offset, length, device, inode = _HEAD_V2.unpack_from(head)
+    if magic != _JOURNAL_MAGIC or version not in (2, 3):
+        return None
+    if version == 3 and (len(head) < _HEAD_V3.size or _HEAD_V3.unpack_from(head)[7] != SECTOR):
+        return None
+    saved_at = _HEAD_V2.size if version == 2 else _HEAD_V3.size
+    digests_size = _DIGEST_SIZE * _n_sectors(offset, length) if version == 3 else 0
+    body = saved_at + length + digests_size
+    if body + 32 != size:
+        return None
+    total = hashlib.sha256()
+    for pos in range(0, body, _CHUNK):
+        total.update(read_at(pos, min(_CHUNK, body - pos)))
+    if total.digest() != read_at(body, 32):
+        return None
+    digests = read_at(saved_at + length, digests_size) if version == 3 else None
+    return _Record(version, file_size, offset, length, device, inode, saved_at, digests)
 
 
 @dataclass(frozen=True)
 class Journal:
-    """The bytes an in-place edit overwrites, saved before it does (see the module docstring).
+    """The bytes an in-place edit overwrites, saved before it does (see the module docstring): a
+    journal in memory, as :meth:`encode` writes it and :meth:`decode` reads it (the editor itself
+    streams the same bytes to disk, never holding the span).
 
     Attributes:
         offset, saved: where in the file, and the original bytes there.
         file_size: the file's size when the journal was written.
-        device, inode: which file it was (a journal beside a file that has since been replaced
-            belongs to the file that is gone, and is never applied to the new one).
+        device, inode: the file's identity then (recorded; the inode is one way a journal is
+            matched to its file, the device number never is: a restart may change it).
+        new_digests: the new bytes, one 8-byte BLAKE2b digest per 512-byte sector of the span (cut
+            at multiples of 512 in the file); None for a journal of format 2, which had none.
     """
 
     offset: int
@@ -370,56 +699,152 @@ class Journal:
     file_size: int
     device: int = 0
     inode: int = 0
+    new_digests: bytes | None = None
+
+    @classmethod
+    def of_edit(cls, offset: int, old: bytes, new: bytes, st: os.stat_result) -> Journal:
+        """The journal of replacing ``old`` by ``new`` at ``offset`` in the file ``st`` describes."""
+        if len(old) != len(new):
+            raise ValueError(f"the old and new bytes differ in length ({len(old)} and {len(new)})")
+        digests = b"".join(_digests(offset, len(new), lambda pos, n: new[pos - offset : pos - offset + n]))
+        return cls(offset, bytes(old), st.st_size, st.st_dev, st.st_ino, digests)
 
     def encode(self) -> bytes:
-        head = _JOURNAL_HEAD.pack(
-            _JOURNAL_MAGIC, 2, self.file_size, self.offset, len(self.saved), self.device, self.inode
+        saved = self.saved
+        return b"".join(
+            _journal_chunks(
+                self.offset,
+                len(saved),
+                self.file_size,
+                self.device,
+                self.inode,
+                lambda pos, n: saved[pos - self.offset : pos - self.offset + n],
+                None if self.new_digests is None else [self.new_digests],
+            )
         )
-        return head + self.saved + hashlib.sha256(head + self.saved).digest()
 
     @classmethod
     def decode(cls, data: bytes) -> Journal | None:
         """The journal ``data`` holds, or None when it is incomplete or damaged (never applied)."""
-        n = _JOURNAL_HEAD.size
-        if len(data) < n + 32:
+        r = _parse_record(len(data), lambda pos, n: bytes(data[pos : pos + n]))
+        if r is None:
             return None
-        magic, version, size, offset, length, device, inode = _JOURNAL_HEAD.unpack_from(data)
-        if magic != _JOURNAL_MAGIC or version != 2 or len(data) != n + length + 32:
-            return None
-        if hashlib.sha256(data[: n + length]).digest() != data[n + length :]:
-            return None
-        return cls(offset, data[n : n + length], size, device, inode)
-
-    def is_for(self, st: os.stat_result) -> bool:
-        """True when this journal was written for the file ``st`` describes (device and inode)."""
-        return (self.device, self.inode) == (st.st_dev, st.st_ino)
+        saved = bytes(data[r.saved_at : r.saved_at + r.length])
+        return cls(r.offset, saved, r.file_size, r.device, r.inode, r.digests)
 
 
-def _read_journal(path: str) -> tuple[str, bytes | None]:
-    jpath = journal_path(path)
+def _open_record(jpath: str) -> tuple[int, _Record | None] | None:
+    """The journal at ``jpath``: its open descriptor and its record (None: incomplete); None when there is no journal."""
     try:
-        with open(jpath, "rb") as fh:
-            return jpath, fh.read()
+        jfd = os.open(jpath, os.O_RDONLY | _O_CLOEXEC)
     except FileNotFoundError:
-        return jpath, None
+        return None
     except OSError as e:
         raise os_error(e, jpath) from None
+    try:
+        return jfd, _parse_record(os.fstat(jfd).st_size, lambda pos, n: os.pread(jfd, n, pos))
+    except BaseException:
+        os.close(jfd)
+        raise
 
 
-def write_in_place(fd: int, path: str, offset: int, new: bytes, *, sync: bool = True) -> None:
-    """Overwrite ``len(new)`` bytes of the open file ``fd`` at ``offset``, crash-safely (journal first).
+#: what a journal finds in the file it stands beside (:func:`_match`)
+OLD, CHANGED, OTHER = "old", "changed", "other"
 
-    The caller holds the exclusive lock on ``fd``. The journal is created exclusively: if one is
-    there already, an edit of another file under the same name (one that replaced this file
-    meanwhile) is under way, and this edit is refused with
-    :class:`~gguf_schema.errors.GGUFChangedError`.
+
+def _match(fd: int, record: _Record, jfd: int) -> tuple[str, str]:
+    """Does the journal fit the file ``fd``, and how? ``(state, why)``.
+
+    A journal fits the file when the file has the size it recorded and either every sector of the
+    span holds the saved bytes or the new ones (the new ones by their digests, format 3), or the
+    file is the inode it recorded (then a sector torn inside, or any bytes, are this edit's). Both
+    survive a restart; the device number, which a restart may renumber (LVM, several NVMe drives,
+    btrfs subvolumes), is not compared. ``OLD``: it fits and every sector holds the saved bytes
+    (the edit wrote nothing yet, or was undone); ``CHANGED``: it fits and some sector does not (the
+    edit wrote some or all of the new bytes); ``OTHER``: it does not fit (another file, or one
+    changed since by another program).
     """
     st = os.fstat(fd)
-    old = os.pread(fd, len(new), offset)
-    if len(old) != len(new):
+    if st.st_size != record.file_size:
+        return OTHER, f"the file has {st.st_size:,} bytes, the journal's had {record.file_size:,}"
+    same_inode = st.st_ino == record.inode
+    saved, digests, k = record.saved_at - record.offset, record.digests, 0
+    changed, foreign = False, None
+    for pos, now in _span_chunks(record.offset, record.length, lambda p, n: os.pread(fd, n, p)):
+        old = os.pread(jfd, len(now), saved + pos)
+        if now == old:
+            k += _n_sectors(pos, len(now))
+            continue
+        for a, b in _sectors(pos, len(now)):
+            here = now[a - pos : b - pos]
+            if here != old[a - pos : b - pos]:
+                changed = True
+                if foreign is None and (digests is None or _sector_digest(here) != digests[k * 8 : k * 8 + 8]):
+                    foreign = a
+            k += 1
+        if foreign is not None and not same_inode:
+            break
+    if not changed:
+        return OLD, "the file holds the saved bytes"
+    if foreign is None:
+        return CHANGED, "every sector of the span holds the saved bytes or the new ones"
+    if same_inode:
+        return CHANGED, f"the file is the same inode ({st.st_ino}) and size"
+    return OTHER, (
+        f"the bytes at offset {foreign:,} are neither the saved nor the new ones, and the file is inode "
+        f"{st.st_ino}, the journal's was {record.inode}"
+    )
+
+
+def _pread_exact(fd: int, n: int, pos: int) -> bytes:
+    data = os.pread(fd, n, pos)
+    if len(data) != n:
+        raise GGUFChangedError("the file ended early while it was being edited", value=pos + len(data))
+    return data
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def write_in_place(
+    fd: int,
+    path: str,
+    offset: int,
+    new: bytes | Callable[[int, int], Any],
+    *,
+    length: int | None = None,
+    sync: bool = True,
+) -> None:
+    """Overwrite ``[offset, offset + length)`` of the open file ``fd`` crash-safely (journal first).
+
+    ``new``: the new bytes, or ``new(pos, n)`` giving the new bytes at file offset ``pos`` (then
+    ``length`` is required): the span is streamed, never held whole. The caller holds the
+    exclusive lock on ``fd``. The journal (beside the real file: symbolic links resolved) is
+    written first, in chunks copied from the file, with the digest of each sector of the new
+    bytes; it is created exclusively: if one is there already, an edit of another file under the
+    same name (one that replaced this file meanwhile) is under way, and this edit is refused with
+    :class:`~gguf_schema.errors.GGUFChangedError`. If writing the new bytes fails (disk full, I/O
+    error, an interrupt), the saved bytes are put back at once and the journal removed; only if
+    that fails too does the journal stay, for :func:`recover`.
+    """
+    if callable(new):
+        if length is None:
+            raise TypeError("length is required when new is a function")
+        new_at = new
+    else:
+        buf = memoryview(new).cast("B")
+        length = buf.nbytes
+        new_at = lambda pos, n: buf[pos - offset : pos - offset + n]  # noqa: E731
+    if length == 0:
+        return
+    st = os.fstat(fd)
+    if offset + length > st.st_size:
         raise GGUFChangedError("the file ended early while it was being edited", path=path)
     jpath = journal_path(path)
-    folder = os.path.dirname(os.path.abspath(path))
+    folder = os.path.dirname(jpath)
     try:
         jfd = os.open(jpath, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_CLOEXEC, 0o600)
     except FileExistsError:
@@ -429,9 +854,17 @@ def write_in_place(fd: int, path: str, offset: int, new: bytes, *, sync: bool = 
     except OSError as e:
         raise os_error(e, jpath) from None
     try:
-        data = Journal(offset, old, st.st_size, st.st_dev, st.st_ino).encode()
-        if os.write(jfd, data) != len(data):
-            raise GGUFIOError("the journal could not be written whole", path=jpath)
+        chunks = _journal_chunks(
+            offset,
+            length,
+            st.st_size,
+            st.st_dev,
+            st.st_ino,
+            lambda pos, n: _pread_exact(fd, n, pos),
+            _digests(offset, length, new_at),
+        )
+        for chunk in chunks:
+            _write_all(jfd, chunk)
         os.fsync(jfd)  # always: the journal must be on disk before the file is touched
     except BaseException:
         os.close(jfd)
@@ -441,104 +874,171 @@ def write_in_place(fd: int, path: str, offset: int, new: bytes, *, sync: bool = 
     os.close(jfd)
     fsync_dir(folder)
     try:
-        _pwrite_all(fd, new, offset)
+        for pos, data in _span_chunks(offset, length, new_at):
+            _pwrite_all(fd, data, pos)
         if sync:
             os.fsync(fd)
         else:
             os.fdatasync(fd) if hasattr(os, "fdatasync") else os.fsync(fd)  # the journal is about to go
     except BaseException:
-        # the write failed (disk full, I/O error): put the old bytes back at once if the disk lets us;
-        # if it does not, the journal stays and the next open for writing (or recover) finishes the job
-        with contextlib.suppress(OSError):
-            _pwrite_all(fd, old, offset)
-            os.ftruncate(fd, st.st_size) if os.fstat(fd).st_size != st.st_size else None
-            os.fsync(fd)
-            os.unlink(jpath)
-            fsync_dir(folder)
+        # the write failed (disk full, I/O error, an interrupt): put the old bytes back at once if the
+        # disk lets us; if it does not, the journal stays and the next edit (or recover) finishes the job
+        with contextlib.suppress(OSError, GGUFError):
+            found = _open_record(jpath)
+            if found is not None:
+                jfd, record = found
+                try:
+                    if record is not None:
+                        _restore(fd, jfd, record, jpath)
+                finally:
+                    os.close(jfd)
         raise
     os.unlink(jpath)  # the commit point
     if sync:
         fsync_dir(folder)
 
 
-def _pwrite_all(fd: int, data: bytes, offset: int) -> None:
+def _pwrite_all(fd: int, data: Any, offset: int) -> None:
     view = memoryview(data)
     while view:
         n = os.pwrite(fd, view, offset)
         view, offset = view[n:], offset + n
 
 
+def _restore(fd: int, jfd: int, record: _Record, jpath: str) -> None:
+    """Write the journal's saved bytes back into ``fd`` (open for writing), then remove the journal."""
+    saved = record.saved_at - record.offset
+    for pos, data in _span_chunks(record.offset, record.length, lambda p, n: os.pread(jfd, n, saved + p)):
+        _pwrite_all(fd, data, pos)
+    if os.fstat(fd).st_size != record.file_size:
+        os.ftruncate(fd, record.file_size)
+    os.fsync(fd)
+    os.unlink(jpath)
+    fsync_dir(os.path.dirname(jpath))
+
+
+def _keep_aside(jpath: str) -> str:
+    """Rename a journal that does not fit its file to ``NAME-journal.orphan-TIME`` (never deleted:
+    its bytes may still matter to someone); return the new name."""
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    aside = f"{jpath}{_ORPHAN_MARK}{stamp}"
+    n = 1
+    while os.path.lexists(aside):
+        n += 1
+        aside = f"{jpath}{_ORPHAN_MARK}{stamp}-{n}"
+    os.rename(jpath, aside)
+    fsync_dir(os.path.dirname(jpath))
+    return aside
+
+
 def recover(path: PathLike, *, timeout: float | None = 60.0) -> str | None:
     """Undo an interrupted in-place edit of ``path``; say what was done (None: nothing to do).
 
-    A complete journal means the file may be torn: its saved bytes are written back. An incomplete
-    one means the file was not touched yet: it is deleted. The file is locked exclusively first
-    (an edit under way is waited for, never undone). ``gguf-schema recover FILE`` calls this; so
-    does every edit before it starts.
+    ``path`` may be the file or a symbolic link to it: the journal is looked for beside the real
+    file (and, for a link, beside the link's own name too, where earlier versions put it). A
+    complete journal whose bytes fit the file (:func:`_match`: the old or the new bytes, sector by
+    sector, and the same size) means the file may be torn: its saved bytes are written back. An
+    incomplete one means the file was not touched yet: it is deleted. A complete journal that does
+    not fit the file (the file was replaced, or changed by another program, since) is never
+    applied and never deleted: it is renamed ``NAME-journal.orphan-TIME`` and the message says so.
+    The file is locked exclusively first (an edit under way is waited for, never undone).
+    ``gguf-schema recover FILE`` calls this; so does every edit before it starts.
 
     >>> import os, tempfile
     >>> p = os.path.join(tempfile.mkdtemp(), "m.gguf")
+    >>> old = b"GGUF" + bytes(1020)
     >>> with open(p, "wb") as fh:
-    ...     _ = fh.write(b"GGUF old header")
-    >>> st = os.stat(p)
-    >>> with open(journal_path(p), "wb") as fh:  # what a writer killed in the middle leaves
-    ...     _ = fh.write(Journal(5, b"old", 15, st.st_dev, st.st_ino).encode())
-    >>> with open(p, "r+b") as fh:
-    ...     _ = fh.write(b"GGUF n")           # ... after tearing the file
+    ...     _ = fh.write(old)
+    >>> journal = Journal.of_edit(500, old[500:524], b"N" * 24, os.stat(p))
+    >>> with open(journal_path(p), "wb") as fh:    # what an editor killed in the middle leaves
+    ...     _ = fh.write(journal.encode())
+    >>> with open(p, "r+b") as fh:                  # ... after writing the first sector only
+    ...     _ = fh.seek(500); _ = fh.write(b"N" * 12)
     >>> recover(p)
-    'restored 3 bytes at offset 5 from ...m.gguf-journal: the interrupted edit was undone'
-    >>> open(p, "rb").read(), os.path.exists(journal_path(p)), recover(p)
-    (b'GGUF old header', False, None)
+    'restored 24 bytes at offset 500 from ...m.gguf-journal: the interrupted edit was undone'
+    >>> open(p, "rb").read() == old, os.path.exists(journal_path(p)), recover(p)
+    (True, False, None)
     """
-    path = os.fspath(path)
-    if not os.path.exists(journal_path(path)):
+    candidates = _journal_candidates(path)
+    if not any(os.path.lexists(j) for j in candidates):
         if not os.path.exists(path):
             raise GGUFFileNotFoundError(
-                "there is no such file (and no journal beside it)", path=path, errno=errno.ENOENT
+                "there is no such file (and no journal beside it)", path=os.fspath(path), errno=errno.ENOENT
             )
         return None
+    real = real_path(path)
     try:
-        fd = os.open(path, os.O_RDONLY | _O_CLOEXEC)
+        fd = os.open(real, os.O_RDONLY | _O_CLOEXEC)
     except OSError as e:
-        raise os_error(e, path) from None
+        raise os_error(e, os.fspath(path)) from None
     try:
-        with FileLock(fd, exclusive=True, timeout=timeout, path=path):
-            st, now = os.fstat(fd), os.stat(path)
+        with FileLock(fd, exclusive=True, timeout=timeout, path=os.fspath(path)):
+            st, now = os.fstat(fd), os.stat(real)
             if (st.st_dev, st.st_ino) != (now.st_dev, now.st_ino):
-                raise GGUFChangedError("the file was replaced while it was being locked: run recover again", path=path)
-            return _recover_locked(path, st)
+                raise GGUFChangedError(
+                    "the file was replaced while it was being locked: run recover again", path=os.fspath(path)
+                )
+            return _recover_locked(path, fd)
     finally:
         os.close(fd)
 
 
-def _recover_locked(path: str, st: os.stat_result) -> str | None:
-    """:func:`recover` for a caller that holds the exclusive lock on ``path``, the file ``st`` describes."""
-    path = os.fspath(path)
-    jpath, data = _read_journal(path)
-    if data is None:
-        return None
-    journal = Journal.decode(data)
-    folder = os.path.dirname(os.path.abspath(path))
-    if journal is None or not journal.is_for(st):
-        os.unlink(jpath)
-        fsync_dir(folder)
-        if journal is None:
-            return f"removed an incomplete journal ({jpath}): the file had not been changed"
-        return f"removed {jpath}: it was left by an edit of a file that has since been replaced by this one"
+def _recover_locked(path: PathLike, fd: int) -> str | None:
+    """:func:`recover` for a caller that holds the exclusive lock on the open file ``fd`` that ``path`` names."""
+    said = []
+    for jpath in _journal_candidates(path):
+        found = _open_record(jpath)
+        if found is None:
+            continue
+        jfd, record = found
+        try:
+            if record is None:
+                os.unlink(jpath)
+                fsync_dir(os.path.dirname(jpath))
+                said.append(f"removed an incomplete journal ({jpath}): the file had not been changed")
+                continue
+            state, why = _match(fd, record, jfd)
+            if state == OLD:
+                os.unlink(jpath)
+                fsync_dir(os.path.dirname(jpath))
+                said.append(f"removed {jpath}: the interrupted edit had not changed the file yet ({why})")
+            elif state == CHANGED:
+                wfd = _reopen_for_writing(fd, path)
+                try:
+                    _restore(wfd, jfd, record, jpath)
+                finally:
+                    if wfd != fd:
+                        os.close(wfd)
+                said.append(
+                    f"restored {record.length:,} bytes at offset {record.offset:,} from {jpath}: "
+                    "the interrupted edit was undone"
+                )
+            else:
+                aside = _keep_aside(jpath)
+                said.append(
+                    f"kept {jpath} aside as {os.path.basename(aside)}: it does not fit the file ({why}), so it was "
+                    "left by an edit of a file that has since been replaced or changed by another program; the "
+                    "file was not touched"
+                )
+        finally:
+            os.close(jfd)
+    return "; ".join(said) or None
+
+
+def _reopen_for_writing(fd: int, path: PathLike) -> int:
+    """``fd`` itself if it was opened for writing, else the same file opened again for writing."""
+    if fcntl is not None and fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE == os.O_RDWR:
+        return fd
     try:
-        fd = os.open(path, os.O_RDWR | _O_CLOEXEC)
+        wfd = os.open(real_path(path), os.O_RDWR | _O_CLOEXEC)
     except OSError as e:
-        raise os_error(e, path) from None
-    try:
-        _pwrite_all(fd, journal.saved, journal.offset)
-        if os.fstat(fd).st_size != journal.file_size:
-            os.ftruncate(fd, journal.file_size)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.unlink(jpath)
-    fsync_dir(folder)
-    return f"restored {len(journal.saved):,} bytes at offset {journal.offset:,} from {jpath}: the interrupted edit was undone"
+        raise os_error(e, os.fspath(path)) from None
+    if (os.fstat(wfd).st_dev, os.fstat(wfd).st_ino) != (os.fstat(fd).st_dev, os.fstat(fd).st_ino):
+        os.close(wfd)
+        raise GGUFChangedError(
+            "the file was replaced while it was being recovered: run recover again", path=os.fspath(path)
+        )
+    return wfd
 
 
 # --------------------------------------------------------------------------- locks
@@ -593,46 +1093,48 @@ class FileLock:
 
 @contextlib.contextmanager
 def locked_open(path: PathLike, *, write: bool, timeout: float | None = 60.0) -> Iterator[tuple[int, os.stat_result]]:
-    """Open ``path`` and lock it (exclusive to write, shared to read), making sure the path still
-    names the locked file (another process may replace it meanwhile: then open it again).
+    """Open the file ``path`` names (symbolic links resolved: :func:`real_path`) and lock it
+    (exclusive to write, shared to read), making sure the path still names the locked file
+    (another process may replace it, or point the link elsewhere, meanwhile: then open it again).
 
     Yields the descriptor and its stat; closes it (releasing the lock) at the end. Before an
     exclusive lock is handed out, an interrupted in-place edit is recovered (:func:`recover`).
     """
-    path = os.fspath(path)
+    given = os.fspath(path)
     flags = (os.O_RDWR if write else os.O_RDONLY) | _O_CLOEXEC
     for _ in range(100):
+        real = real_path(given)
         try:
-            fd = os.open(path, flags)
+            fd = os.open(real, flags)
         except PermissionError as e:
             if write:
                 raise GGUFPermissionError(
                     "the file is read-only: it is not edited (make it writable first, or write elsewhere with -o)",
-                    path=path,
+                    path=given,
                     errno=e.errno,
                 ) from None
-            raise os_error(e, path) from None
+            raise os_error(e, given) from None
         except OSError as e:
-            raise os_error(e, path) from None
-        lock = FileLock(fd, exclusive=write, timeout=timeout, path=path)
+            raise os_error(e, given) from None
+        lock = FileLock(fd, exclusive=write, timeout=timeout, path=given)
         try:
             st = os.fstat(fd)
-            why = read_only_reason(path, st) if write else None
+            why = read_only_reason(real, st) if write else None
             if why is not None:
                 raise GGUFPermissionError(
                     f"{why}: it is not edited (make it writable first, or write elsewhere with -o)",
-                    path=path,
+                    path=given,
                     errno=errno.EACCES,
                 )
             lock.acquire()
             st = os.fstat(fd)
             try:
-                now: os.stat_result | None = os.stat(path)
+                now: os.stat_result | None = os.stat(given)
             except FileNotFoundError:
                 now = None
             if now is not None and (now.st_dev, now.st_ino) == (st.st_dev, st.st_ino):
                 if write:
-                    _recover_locked(path, st)
+                    _recover_locked(given, fd)
                     st = os.fstat(fd)
                 yield fd, st
                 return
@@ -640,25 +1142,33 @@ def locked_open(path: PathLike, *, write: bool, timeout: float | None = 60.0) ->
             lock.release()
             os.close(fd)
         # replaced while we waited for the lock: lock the file the path names now
-    raise GGUFChangedError("the file kept being replaced while it was being opened", path=path)
+    raise GGUFChangedError("the file kept being replaced while it was being opened", path=given)
 
 
-def check_no_journal(path: PathLike, st: os.stat_result | None = None) -> None:
+def check_no_journal(path: PathLike, fd: int | None = None) -> None:
     """Refuse to read a file with a pending journal: its header may be torn until it is recovered.
 
     Only meaningful under a shared lock on the file (:func:`shared_header_lock`): an editor holds
-    an exclusive lock for as long as its journal exists, so a complete journal for this file
-    (``st``: its device and inode; None: any file) was left by a writer that died. An incomplete
-    journal, or one of a file that has since been replaced, says nothing about this file.
+    an exclusive lock for as long as its journal exists, so a complete journal was left by a
+    writer that died. It is held against the file open at ``fd`` only if it fits it (:func:`_match`:
+    some sector holds the new bytes, every other the old ones; None: any complete journal is held
+    against the file). An incomplete journal, one whose edit had not changed the file yet, or one
+    of another file (replaced since) says nothing about this file.
     """
-    jpath, data = _read_journal(os.fspath(path))
-    journal = Journal.decode(data) if data is not None else None
-    if journal is not None and (st is None or journal.is_for(st)):
-        raise GGUFError(
-            f"an interrupted edit left {jpath}: the file may be torn until it is recovered "
-            "(run: gguf-schema recover FILE; any edit of the file also puts the old bytes back)",
-            path=os.fspath(path),
-        )
+    for jpath in _journal_candidates(path):
+        found = _open_record(jpath)
+        if found is None:
+            continue
+        jfd, record = found
+        try:
+            if record is not None and (fd is None or _match(fd, record, jfd)[0] == CHANGED):
+                raise GGUFError(
+                    f"an interrupted edit left {jpath}: the file may be torn until it is recovered "
+                    "(run: gguf-schema recover FILE; any edit of the file also puts the old bytes back)",
+                    path=os.fspath(path),
+                )
+        finally:
+            os.close(jfd)
 
 
 @contextlib.contextmanager
@@ -666,9 +1176,9 @@ def shared_header_lock(fd: int, path: str | None, *, timeout: float | None = 60.
     """Hold a shared lock on the open file ``fd`` while its header is read (readers).
 
     Once the lock is held no in-place edit of that file is under way, so a journal beside
-    ``path`` means one died: the read is refused (:func:`check_no_journal`). The journal is only
-    looked at when ``path`` still names the locked file: the journal of a file that replaced it
-    meanwhile belongs to an editor of that other file.
+    ``path`` (beside the real file, symbolic links resolved) means one died: the read is refused
+    (:func:`check_no_journal`). The journal is only looked at when ``path`` still names the locked
+    file: the journal of a file that replaced it meanwhile belongs to an editor of that other file.
     """
     with FileLock(fd, exclusive=False, timeout=timeout, path=path):
         if path is not None:
@@ -677,7 +1187,7 @@ def shared_header_lock(fd: int, path: str | None, *, timeout: float | None = 60.
             except OSError:
                 now = None
             if now is not None and (now.st_dev, now.st_ino) == (st.st_dev, st.st_ino):
-                check_no_journal(path, st)
+                check_no_journal(path, fd)
         yield
 
 

@@ -17,8 +17,9 @@ F32 (2, 3) (3, 2) [3.0, 4.0, 5.0] 15.0
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Callable, Iterator, Mapping, MutableMapping
+from collections.abc import Callable, Iterator, Mapping, MutableMapping, Sequence
 from typing import Any, Protocol
 
 import numpy as np
@@ -48,6 +49,8 @@ class Storage(Protocol):
     def view(self, offset: int, nbytes: int) -> Any: ...
 
     def fileno(self) -> int | None: ...
+
+    def release_pages(self) -> None: ...
 
     def close(self) -> None: ...
 
@@ -273,25 +276,28 @@ class Fields(Mapping[str, Field]):
         self._reindex()
 
     def _reindex(self) -> None:
-        keys = [f.key for f in self._records]
-        index = dict(zip(keys, range(len(keys)), strict=True))  # one dict, built in C: right unless a key repeats
-        if len(index) != len(keys):  # duplicate keys: the first of each wins, in file order
-            index = {}
-            for i, k in enumerate(keys):
-                index.setdefault(k, i)
-        self._index = index
+        records = self._records
+        first = dict(
+            zip([f.key for f in records], records, strict=True)
+        )  # one dict, built in C: right unless a key repeats
+        if len(first) != len(records):  # duplicate keys: the first of each wins, in file order
+            first = {}
+            for f in records:
+                first.setdefault(f.key, f)
+        self._first = first
+        self._positions: dict[str, int] | None = None  # worked out when first asked (edits): 800,000 ints otherwise
 
     def __getitem__(self, key: str) -> Field:
-        return self._records[self._index[key]]
+        return self._first[key]
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._index)
+        return iter(self._first)
 
     def __len__(self) -> int:
-        return len(self._index)
+        return len(self._first)
 
     def __contains__(self, key: object) -> bool:
-        return key in self._index
+        return key in self._first
 
     @property
     def records(self) -> list[Field]:
@@ -304,7 +310,15 @@ class Fields(Mapping[str, Field]):
 
     def position(self, key: str) -> int | None:
         """The index among :attr:`records` of the first pair with ``key``, or None."""
-        return self._index.get(key)
+        if self._positions is None:
+            records = self._records
+            if len(self._first) == len(records):  # no key repeats: one dict, built in C
+                self._positions = dict(zip([f.key for f in records], range(len(records)), strict=True))
+            else:
+                self._positions = {}
+                for i, f in enumerate(records):
+                    self._positions.setdefault(f.key, i)
+        return self._positions.get(key)
 
     def set(
         self, key: str, value: Any, type: ValueType | int | None = None, element_type: ValueType | int | None = None
@@ -313,22 +327,24 @@ class Fields(Mapping[str, Field]):
 
         Without ``type`` an existing key keeps its stored type and a new key's type is inferred.
         """
-        i = self._index.get(key)
+        i = self.position(key)
         if type is None and i is not None:
             old = self._records[i]
             type, element_type = old.type, element_type if element_type is not None else old.element_type
         new = make_field(key, value, type, element_type)
         if i is None:
             self._records.append(new)
+            if self._positions is not None:
+                self._positions[key] = len(self._records) - 1
         else:
             self._records[i] = new
-        self._reindex()
+        self._first[key] = new  # the first pair of the key is the one replaced (or the only one)
         self.modified = True
         return new
 
     def delete(self, key: str) -> None:
         """Remove every pair with ``key``; :class:`~gguf_schema.errors.GGUFKeyError` if there is none."""
-        if key not in self._index:
+        if key not in self._first:
             raise GGUFKeyError(f"no metadata key {key!r}", value=key)
         self._records[:] = [f for f in self._records if f.key != key]
         self._reindex()
@@ -336,9 +352,9 @@ class Fields(Mapping[str, Field]):
 
     def rename(self, old: str, new: str) -> None:
         """Rename a key, keeping its position, type and value."""
-        if old not in self._index:
+        if old not in self._first:
             raise GGUFKeyError(f"no metadata key {old!r}", value=old)
-        if new in self._index and new != old:
+        if new in self._first and new != old:
             raise GGUFKeyError(f"metadata key {new!r} exists already", value=new)
         self._records[:] = [Field(new, f.type, f.value) if f.key == old else f for f in self._records]
         self._reindex()
@@ -442,14 +458,15 @@ class GGUFFile:
         self._stored_fields = list(fields)  # keeps the identities valid
         self._fields_end = tensors[0].info_offset if tensors else metadata_end
         self._spans: dict[int, tuple[int, int]] | None = None
+        self._header_view: memoryview | None = None
 
     # ---------------------------------------------------------------- reading
 
     @property
     def alignment(self) -> int:
         """ALIGNMENT as the fields say now (``general.alignment``, or 32)."""
-        i = self.fields.position("general.alignment")
-        return alignment_of([] if i is None else [self.fields.records_at(i)])
+        found = self.fields.get("general.alignment")
+        return alignment_of([] if found is None else [found])
 
     @property
     def tensor_list(self) -> list[Tensor]:
@@ -471,18 +488,40 @@ class GGUFFile:
         """The bytes ``field`` occupies in this file, if it is one of the pairs read from it and still
         unchanged (an edit replaces a pair by a new Field); else None. The writer copies such pairs
         as they are, without encoding them again."""
+        span = self.stored_span(field)
+        return None if span is None else self.stored_view()[span[0] : span[1]]
+
+    def stored_span(self, field: Field) -> tuple[int, int] | None:
+        """Where ``field`` lies in :meth:`stored_view` (``[start, end)``), as :meth:`stored_bytes` tells."""
+        return self.stored_spans([field])[0]
+
+    def stored_spans(self, fields: Sequence[Field]) -> list[tuple[int, int] | None]:
+        """:meth:`stored_span` of each of ``fields``, at once."""
         if self._spans is None:
             self._spans = _field_spans(self._stored_fields, self._fields_end)
-        span = self._spans.get(id(field))
-        if span is None or self.storage is None or self.storage.closed:
-            return None
-        return self.storage.view(span[0], span[1] - span[0])
+        if self.storage is None or self.storage.closed:
+            return [None] * len(fields)
+        get = self._spans.get
+        return [get(id(f)) for f in fields]
 
     def stored_info_bytes(self, index: int) -> Any:
         """The bytes of tensor info ``index`` (in :attr:`tensor_list` order) as stored."""
+        start, end = self.stored_info_span(index)
+        return self.stored_view()[start:end]
+
+    def stored_info_span(self, index: int) -> tuple[int, int]:
+        """Where tensor info ``index`` lies in :meth:`stored_view` (``[start, end)``)."""
         t = self._tensor_list[index]
         end = self._tensor_list[index + 1].info_offset if index + 1 < len(self._tensor_list) else self.metadata_end
-        return self.view(t.info_offset, end - t.info_offset)
+        return t.info_offset, end
+
+    def stored_view(self) -> memoryview:
+        """The stored pairs and tensor infos, the file's bytes up to :attr:`metadata_end`, as one view
+        taken once (a record's bytes are a slice of it: 800,000 records cost 800,000 slices, not
+        800,000 checks of the file's size)."""
+        if self._header_view is None or self.storage is None or self.storage.closed:
+            self._header_view = memoryview(self.view(0, self.metadata_end))
+        return self._header_view
 
     @property
     def file_size(self) -> int:
@@ -495,6 +534,10 @@ class GGUFFile:
 
     def close(self) -> None:
         """Close the file. Tensor views already taken stay valid (the map is freed when they are)."""
+        if self._header_view is not None:
+            with contextlib.suppress(BufferError):
+                self._header_view.release()
+            self._header_view = None
         if self.storage is not None:
             self.storage.close()
 

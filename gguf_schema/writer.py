@@ -29,7 +29,10 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import gc
+import io
 import os
+import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any, Union
@@ -40,6 +43,7 @@ from construct import Container
 from .durable import atomic_replace
 from .errors import GGUFBuildError
 from .format import boundary
+from .format.boundary import Sink
 from .format.nodes import DataSection, Verbatim, align_offset
 from .format.schema import alignment_of, gguf_schema
 from .format.types import GGMLType, ValueType, tensor_nbytes
@@ -49,6 +53,8 @@ from .tensors import byteswap
 
 __all__ = [
     "CHUNK",
+    "SPOOL_MEMORY",
+    "HeaderSpool",
     "PlannedTensor",
     "Progress",
     "RawTensor",
@@ -56,11 +62,14 @@ __all__ = [
     "check_header",
     "encoded_size",
     "header_bytes",
+    "header_size",
     "plan_tensor",
     "save",
     "save_file",
+    "spool_header",
     "strict_writes",
     "write_file",
+    "write_header",
 ]
 
 #: bytes copied per write when streaming tensor data
@@ -138,7 +147,7 @@ TensorLike = np.ndarray | RawTensor | Tensor
 
 # --------------------------------------------------------------------------- the check before writing
 
-HeaderCheck = Callable[[bytes, str | None], None]
+HeaderCheck = Callable[[bytes | memoryview | IO[bytes], str | None], None]
 """``check(header, strict_profile)``: warns for each broken rule, or raises when strict."""
 
 _header_check: HeaderCheck | None = None
@@ -171,8 +180,8 @@ def strict_writes(profile: str | None) -> Iterator[None]:
         _STRICT.reset(token)
 
 
-def check_header(header: bytes, strict: str | None = None) -> None:
-    """Check ``header`` (the bytes before the data section) before it is written: a
+def check_header(header: bytes | memoryview | IO[bytes], strict: str | None = None) -> None:
+    """Check ``header`` (the bytes before the data section, or a file that holds them) before it is written: a
     :class:`~gguf_schema.errors.GGUFWarning` for each broken rule, or, with ``strict`` (or inside
     :func:`strict_writes`), a :class:`~gguf_schema.errors.GGUFValidationError` for the first error
     of that profile. Every writer calls it before writing anything."""
@@ -330,17 +339,21 @@ def write_file(
         section = data
     same = _same_variant(source, version, byte_order)
     if _header_check is not None:  # the header without its padding: a hostile alignment costs nothing here
-        header = header_bytes(
+        with spool_header(
             fields, infos, version=version, byte_order=byte_order, padding=b"", data_size=0, source=same
-        )
-        check_header(header, strict)
-    obj = _file_container(fields, infos, padding, section, same)
+        ) as spooled:
+            if same is not None and same.storage is not None:
+                same.storage.release_pages()  # what building the header read of the source: not needed while checking
+            spooled.check(strict)
+    with _bulk():
+        obj = _file_container(fields, infos, padding, section, same)
     schema = gguf_schema(byte_order, version)
     depth = max((_nesting(f.value) for f in fields if f.type == ValueType.ARRAY), default=0)
 
     def build(stream: IO[bytes]) -> None:
         out: Any = _Counting(stream, progress) if progress is not None else stream
-        boundary.build(schema.gguf_file_t, obj, out, depth=depth)
+        with _bulk():
+            boundary.build(schema.gguf_file_t, obj, out, depth=depth)
 
     if isinstance(target, (str, os.PathLike)):
         atomic_replace(target, build, sync=sync)
@@ -369,18 +382,187 @@ def header_bytes(
             as it is (a file with no data may end before the padding is complete).
         source: the file the records come from: records still as stored there are copied as they are.
 
+    The whole header in memory: a header of 100 MB (a huge vocabulary) is better streamed with
+    :func:`write_header` or spooled with :func:`spool_header`.
+
     >>> len(header_bytes([make_field("a", 1)], [TensorInfo("t", 0, (4,), 0)], version=3, byte_order="little"))
     96
     """
-    import io
-
-    fields = list(fields)
     out = io.BytesIO()
-    data = b"" if data_size == 0 else _NoData(data_size)
-    obj = _file_container(fields, tensors, padding, data, _same_variant(source, version, byte_order))
-    depth = max((_nesting(f.value) for f in fields if f.type == ValueType.ARRAY), default=0)
-    boundary.build(gguf_schema(byte_order, version).gguf_file_t, obj, out, depth=depth)
+    write_header(
+        out,
+        fields,
+        tensors,
+        version=version,
+        byte_order=byte_order,
+        padding=padding,
+        data_size=data_size,
+        source=source,
+    )
     return out.getvalue()
+
+
+def write_header(
+    stream: Any,
+    fields: Iterable[Field],
+    tensors: Sequence[TensorInfo],
+    *,
+    version: int,
+    byte_order: str,
+    padding: bytes | None = None,
+    data_size: int = 1,
+    source: GGUFFile | None = None,
+) -> int:
+    """Stream the header :func:`header_bytes` returns into ``stream`` (anything with ``write``); return its size.
+
+    The header is built by the schema, record by record, as :func:`write_file` builds it (the same
+    records, the same assembler): records still as stored in ``source`` are written as views of
+    its bytes, so a 100 MB vocabulary goes to ``stream`` without a copy in memory. Arguments as in
+    :func:`header_bytes`; :func:`header_size` is this with a stream that keeps nothing.
+
+    >>> out = io.BytesIO()
+    >>> write_header(out, [make_field("a", 1)], [], version=3, byte_order="little", data_size=0)
+    64
+    """
+    fields = list(fields)
+    data = b"" if data_size == 0 else _NoData(data_size)
+    sink = Sink(stream)
+    with _bulk():
+        obj = _file_container(fields, tensors, padding, data, _same_variant(source, version, byte_order))
+        depth = max((_nesting(f.value) for f in fields if f.type == ValueType.ARRAY), default=0)
+        boundary.build(gguf_schema(byte_order, version).gguf_file_t, obj, sink, depth=depth)
+    return sink.pos
+
+
+class _Discard:
+    """A stream that keeps nothing (the header's size is counted by the :class:`Sink` around it)."""
+
+    def write(self, b: Any) -> int:
+        return b.nbytes if isinstance(b, memoryview) else len(b)
+
+
+def header_size(
+    fields: Iterable[Field],
+    tensors: Sequence[TensorInfo],
+    *,
+    version: int,
+    byte_order: str,
+    padding: bytes | None = None,
+    data_size: int = 1,
+    source: GGUFFile | None = None,
+) -> int:
+    """``len(header_bytes(...))`` without holding the header: built by the same assembler into a
+    stream that keeps nothing (records copied from ``source`` cost nothing; only records built
+    anew are encoded).
+
+    >>> header_size([make_field("a", 1)], [TensorInfo("t", 0, (4,), 0)], version=3, byte_order="little")
+    96
+    """
+    return write_header(
+        _Discard(),
+        fields,
+        tensors,
+        version=version,
+        byte_order=byte_order,
+        padding=padding,
+        data_size=data_size,
+        source=source,
+    )
+
+
+#: a spooled header stays in memory up to this many bytes, and goes to an unnamed temporary file beyond
+SPOOL_MEMORY = 8 * 2**20
+
+
+class HeaderSpool:
+    """A header built once and kept aside, in memory while small, else in an unnamed temporary file
+    (``TMPDIR``): read back in chunks (:meth:`read_at`) or checked from its file (:meth:`check`), so
+    that a 100 MB header is never held in memory as a second copy. Made by :func:`spool_header`."""
+
+    def __init__(self, memory_limit: int = SPOOL_MEMORY):
+        self.size = 0
+        self._memory: io.BytesIO | None = io.BytesIO()
+        self._file: IO[bytes] | None = None
+        self._limit = memory_limit
+
+    def write(self, b: Any) -> int:
+        n = b.nbytes if isinstance(b, memoryview) else len(b)
+        if self._memory is not None and self.size + n > self._limit:
+            self._file = tempfile.TemporaryFile()  # noqa: SIM115 - closed by close()
+            self._file.write(self._memory.getbuffer())
+            self._memory = None
+        target = self._memory if self._memory is not None else self._file
+        assert target is not None
+        target.write(b)
+        self.size += n
+        return n
+
+    def read_at(self, offset: int, n: int) -> bytes:
+        """The header's bytes ``[offset, offset + n)`` (fewer at its end)."""
+        if self._memory is not None:
+            return bytes(self._memory.getbuffer()[offset : offset + n])
+        assert self._file is not None
+        self._file.flush()
+        return os.pread(self._file.fileno(), n, offset)
+
+    def check(self, strict: str | None = None) -> None:
+        """:func:`check_header` on the spooled header (read back from its file, mapped, when it is
+        in one: never copied into memory)."""
+        if _header_check is None:
+            return
+        if self._memory is not None:
+            check_header(self._memory.getvalue(), strict)
+            return
+        assert self._file is not None
+        self._file.flush()
+        self._file.seek(0)
+        check_header(self._file, strict)
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+        self._memory = self._file = None
+
+    def __enter__(self) -> HeaderSpool:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def spool_header(
+    fields: Iterable[Field],
+    tensors: Sequence[TensorInfo],
+    *,
+    version: int,
+    byte_order: str,
+    padding: bytes | None = None,
+    data_size: int = 1,
+    source: GGUFFile | None = None,
+) -> HeaderSpool:
+    """The header :func:`header_bytes` returns, built into a :class:`HeaderSpool` (close it, or use
+    it as a context manager). Arguments as in :func:`header_bytes`.
+
+    >>> with spool_header([make_field("a", 1)], [], version=3, byte_order="little", data_size=0) as h:
+    ...     h.size, h.read_at(0, 4)
+    (64, b'GGUF')
+    """
+    spool = HeaderSpool()
+    try:
+        write_header(
+            spool,
+            fields,
+            tensors,
+            version=version,
+            byte_order=byte_order,
+            padding=padding,
+            data_size=data_size,
+            source=source,
+        )
+    except BaseException:
+        spool.close()
+        raise
+    return spool
 
 
 def encoded_size(
@@ -391,8 +573,6 @@ def encoded_size(
     >>> encoded_size([make_field("a", 1)], version=3)
     17
     """
-    import io
-
     schema = gguf_schema(byte_order, version)
     total = 0
     for f in fields:
@@ -414,18 +594,33 @@ def encoded_size(
 # --------------------------------------------------------------------------- records
 
 
+@contextlib.contextmanager
+def _bulk() -> Iterator[None]:
+    """No cyclic garbage collection while a header's records are made and written: a file of 800,000
+    keys makes a million small objects that are never part of a cycle, and collecting while they
+    pile up cost 3 of the 4 seconds of a build (measured: ``benchmarks/results/edit.md``)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
 def _file_container(
     fields: Sequence[Field], infos: Sequence[TensorInfo], padding: bytes | None, data: Any, source: GGUFFile | None
 ) -> Container:
     """The ``gguf_file_t`` record the schema builds; records still as stored in ``source`` go in verbatim."""
-    pairs: list[Any] = []
-    for f in fields:
-        stored = source.stored_bytes(f) if source is not None else None
-        pairs.append(
-            Verbatim(stored, f) if stored is not None else Container(key=f.key, value_type=f.type, value=f.value)
-        )
+    stored = source.stored_view() if source is not None else None
+    spans = source.stored_spans(fields) if source is not None else [None] * len(fields)
+    verbatim = Verbatim.span
+    pairs: list[Any] = [
+        verbatim(stored, span, f) if span is not None else Container(key=f.key, value_type=f.type, value=f.value)
+        for f, span in zip(fields, spans, strict=True)
+    ]
     if source is not None and list(infos) == [TensorInfo.of(t) for t in source.tensor_list]:
-        tensor_infos: list[Any] = [Verbatim(source.stored_info_bytes(i)) for i in range(len(infos))]
+        tensor_infos: list[Any] = [Verbatim.span(stored, source.stored_info_span(i)) for i in range(len(infos))]
     else:
         tensor_infos = [_info_container(t) for t in infos]
     return Container(header=Container(metadata_kv=pairs), tensor_infos=tensor_infos, _padding=padding, tensor_data=data)

@@ -389,6 +389,7 @@ def test_json_outputs_parse_and_carry_the_data(small: Path, demo: Path, tmp_path
         "key": "llama.context_length",
         "path": str(tmp_path / "e.gguf"),
         "in_place": False,
+        "cloned": False,
         "bytes_written": small.stat().st_size,
     }
     d = json.loads(run("diff", "--json", small, tmp_path / "e.gguf").stdout)

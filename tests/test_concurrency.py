@@ -86,7 +86,7 @@ IN_PLACE_EDITOR = """
     edits = replaced = 0
     while time.time() < until:
         try:
-            assert set_key(path, "general.name", "BD"[edits % 2] * 16).in_place
+            assert set_key(path, "general.name", "BD"[edits % 2] * 16, in_place=True).in_place
             edits += 1
         except GGUFChangedError:
             replaced += 1

@@ -72,7 +72,7 @@ KILLED_IN_PLACE_EDIT = """
         real(fd, bytes(data)[: len(data) // 2], offset)
         os.kill(os.getpid(), signal.SIGKILL)
     os.pwrite = torn
-    set_key({path!r}, "general.name", {value!r})
+    set_key({path!r}, "general.name", {value!r}, in_place=True)
 """
 
 
@@ -104,7 +104,7 @@ def test_a_killed_in_place_edit_is_refused_by_readers_and_undone_by_recover(mode
 
 def test_a_killed_in_place_edit_is_undone_by_the_next_edit(model: Path) -> None:
     before = killed_in_place(model)
-    result = set_key(model, "x.count", np.uint32(8))  # recovers first, then edits in place
+    result = set_key(model, "x.count", np.uint32(8), in_place=True)  # recovers first, then edits in place
     assert result.in_place
     with gguf_schema.open(model) as f:
         assert f.metadata["general.name"] == NAME_OLD and f.metadata["x.count"] == 8

@@ -25,7 +25,7 @@ def hashes(p: Path) -> dict[str, str]:
 def test_same_size_value_is_written_in_place_touching_only_its_bytes(demo: Path) -> None:
     before = demo.read_bytes()
     inode = demo.stat().st_ino
-    r = set_key(demo, "llama.context_length", 4096)
+    r = set_key(demo, "llama.context_length", 4096, in_place=True)
     assert (r.in_place, r.bytes_written) == (True, 2)  # 128 -> 4096: two little-endian bytes change
     after = demo.read_bytes()
     assert demo.stat().st_ino == inode and len(after) == len(before)
@@ -39,14 +39,16 @@ def test_same_size_value_is_written_in_place_touching_only_its_bytes(demo: Path)
 
 def test_in_place_write_is_seen_by_an_open_memory_map(demo: Path) -> None:
     with open(demo, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as m:
-        assert set_key(demo, "general.name", "GGUF-SCHEMA DEMO").in_place
+        assert set_key(demo, "general.name", "GGUF-SCHEMA DEMO", in_place=True).in_place
         assert b"GGUF-SCHEMA DEMO" in m[:200]
 
 
 def test_shorter_header_is_absorbed_by_the_padding(demo: Path) -> None:
     size = demo.stat().st_size
     before = hashes(demo)
-    r = set_key(demo, "general.name", "gguf-schema de")  # 2 bytes shorter: the header ends at 1569, padded to 1600
+    r = set_key(
+        demo, "general.name", "gguf-schema de", in_place=True
+    )  # 2 bytes shorter: the header ends at 1569, padded to 1600
     with gguf_schema.open(demo) as f:
         assert f.metadata["general.name"] == "gguf-schema de"
         assert (f.metadata_end, f.data_offset) == (1569, 1600)

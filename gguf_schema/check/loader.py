@@ -301,7 +301,8 @@ class LoaderView:
         self.records: list[Field] = self._fields.records
         self._tensor_list: list[Tensor] = f.tensor_list
         #: indexes of the records whose key holds a NUL (the only ones that can shadow or be shadowed by another)
-        self._nul: list[int] = [i for i, fld in enumerate(self.records) if "\0" in fld.key]
+        keys = [fld.key for fld in self.records]
+        self._nul: list[int] = [i for i, k in enumerate(keys) if "\0" in k] if "\0" in "".join(keys) else []
         #: the first record of each key read as a C string; without a NUL in any key that is the file's own
         #: index of keys (``Fields.position``), so no second map of every key is built
         self._first: dict[str, int] | None = None
@@ -314,7 +315,9 @@ class LoaderView:
 
     def find(self, key: str) -> Field | None:
         """The record ggml's ``gguf_find_key(key)`` returns: the first whose stored key, read up to its first NUL, is ``key``."""
-        i = self._fields.position(key) if self._first is None else self._first.get(key)
+        if self._first is None:
+            return self._fields.get(key)
+        i = self._first.get(key)
         return None if i is None else self.records[i]
 
     def find_all(self, key: str) -> list[Field]:

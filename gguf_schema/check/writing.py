@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import sys
 import warnings
+from typing import IO
 
 from ..errors import GGUFError, GGUFValidationError, GGUFWarning
 from ..reader import read
@@ -52,7 +53,7 @@ DATA_RULES = frozenset({"GGUF-E002", "GGUF-E040", "GGUF-E041"})
 VARIANT_RULES = frozenset({"GGUF-E010", "GGUF-E011", "GGUF-E012"})
 
 
-def findings_before_write(header: bytes, profile: str | None = None) -> list[Finding]:
+def findings_before_write(header: bytes | memoryview | IO[bytes], profile: str | None = None) -> list[Finding]:
     """The error findings of a header about to be written: under ``profile``, or (None) the
     default set that is warned about (``ggml`` errors and the spec's key rules)."""
     if profile is not None and profile not in PROFILES:
@@ -79,7 +80,7 @@ def findings_before_write(header: bytes, profile: str | None = None) -> list[Fin
     return out
 
 
-def check_before_write(header: bytes, strict: str | None = None) -> None:
+def check_before_write(header: bytes | memoryview | IO[bytes], strict: str | None = None) -> None:
     """Refuse (``strict``) or warn about a header about to be written (see the module docstring)."""
     if strict is not None:
         errors = findings_before_write(header, strict)

@@ -400,16 +400,18 @@ def _report_edit(what: str, result: edit.EditResult, args: argparse.Namespace | 
                 **data,
                 "path": result.path,
                 "in_place": result.in_place,
+                "cloned": result.cloned,
                 "bytes_written": result.bytes_written,
             },
             indent=None,
         )
         return 0
-    how = (
-        f"in place, {_num(result.bytes_written)} header bytes changed"
-        if result.in_place
-        else f"rewritten, {_num(result.bytes_written)} bytes"
-    )
+    if result.in_place:
+        how = f"in place, {_num(result.bytes_written)} header bytes changed"
+    elif result.cloned:
+        how = f"a clone renamed over it, {_num(result.bytes_written)} header bytes changed"
+    else:
+        how = f"rewritten, {_num(result.bytes_written)} bytes"
     print(f"{what}: {result.path} ({how})", file=sys.stderr)
     return 0
 
@@ -426,7 +428,9 @@ def _cmd_set(args: argparse.Namespace) -> int:
         f.set(args.key, value, t, e)
 
     with Progress(file_size(args.file), "write") as bar:
-        result = edit.edit_file(args.file, apply, output=args.output, progress=bar.update, **read_options(args))
+        result = edit.edit_file(
+            args.file, apply, output=args.output, progress=bar.update, in_place=args.in_place, **read_options(args)
+        )
     return _report_edit(f"set {args.key}", result, args, key=args.key)
 
 
@@ -450,20 +454,30 @@ def _cmd_set_file(args: argparse.Namespace) -> int:
         f.set(args.key, value, old.type, old.element_type)
 
     with Progress(file_size(args.file), "write") as bar:
-        result = edit.edit_file(args.file, apply, output=args.output, progress=bar.update, **read_options(args))
+        result = edit.edit_file(
+            args.file, apply, output=args.output, progress=bar.update, in_place=args.in_place, **read_options(args)
+        )
     return _report_edit(f"set {args.key} from {args.path}", result, args, key=args.key)
 
 
 def _cmd_delete(args: argparse.Namespace) -> int:
     with Progress(file_size(args.file), "write") as bar:
-        result = edit.delete_key(args.file, args.key, output=args.output, progress=bar.update, **read_options(args))
+        result = edit.delete_key(
+            args.file, args.key, output=args.output, progress=bar.update, in_place=args.in_place, **read_options(args)
+        )
     return _report_edit(f"deleted {args.key}", result, args, key=args.key)
 
 
 def _cmd_rename(args: argparse.Namespace) -> int:
     with Progress(file_size(args.file), "write") as bar:
         result = edit.rename_key(
-            args.file, args.old, args.new, output=args.output, progress=bar.update, **read_options(args)
+            args.file,
+            args.old,
+            args.new,
+            output=args.output,
+            progress=bar.update,
+            in_place=args.in_place,
+            **read_options(args),
         )
     return _report_edit(f"renamed {args.old} to {args.new}", result, args, old=args.old, new=args.new)
 
@@ -628,7 +642,17 @@ def register_cli(subparsers: Any) -> None:
         p.add_argument(
             "--json",
             action="store_true",
-            help="print the result as JSON: {command, key..., path, in_place, bytes_written}",
+            help="print the result as JSON: {command, key..., path, in_place, cloned, bytes_written}",
+        )
+        p.add_argument(
+            "--no-in-place",
+            dest="in_place",
+            action="store_const",
+            const=False,
+            default=None,
+            help="never change FILE's bytes where they are: write a new file (a clone where the filesystem "
+            "makes them, else a full copy) and rename it over FILE, so that programs reading FILE meanwhile "
+            "see the old or the new file, never a torn header (the default where the filesystem clones files)",
         )
 
     p = add("info", _cmd_info, "summarise a file: format, model, tensor types, parameters, size breakdown")
@@ -779,7 +803,9 @@ def register_cli(subparsers: Any) -> None:
         "undo the interrupted in-place edit of each FILE (its journal FILE-journal)",
         "Undo an in-place edit that was interrupted (killed, power cut): the bytes saved in FILE-journal are "
         "written back and the journal removed; an incomplete journal (the file was not touched yet) is just "
-        "removed. Waits for an edit still under way. Prints what was done for each FILE; exit 0 when every "
+        "removed; a journal that does not fit the file (it was replaced since) is never applied nor deleted, "
+        "but kept aside as FILE-journal.orphan-TIME. FILE may be a symbolic link (the journal is beside the "
+        "real file). Waits for an edit still under way. Prints what was done for each FILE; exit 0 when every "
         "FILE reads afterwards, 2 otherwise.",
     )
     p.add_argument("files", metavar="FILE", nargs="+")

@@ -86,7 +86,7 @@ class Sink:
         return getattr(self.stream, name)
 
 
-def build(node: Construct, obj: Any, stream: IO[bytes], *, depth: int = 1) -> None:
+def build(node: Construct, obj: Any, stream: IO[bytes] | Sink, *, depth: int = 1) -> None:
     """Build ``obj`` with a struct of the schema (``gguf_file_t``, or one record such as
     ``gguf_metadata_kv_t``) into ``stream``: our errors only.
 

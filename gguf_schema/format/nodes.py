@@ -236,20 +236,57 @@ class IndexedArray(Array):
 
 
 class Verbatim:
-    """A record to write back exactly as it is stored: its bytes (a view of the file it was read from).
+    """A record to write back exactly as it is stored: its bytes (a view of the file it was read from),
+    given as ``data``, or as the span ``[start, end)`` of a ``buffer`` (:meth:`span`).
 
     An edit writes the records it did not touch this way, so they are never decoded or encoded
-    again (a 100 MB vocabulary is copied, not rebuilt) and come out byte for byte.
+    again (a 100 MB vocabulary is copied, not rebuilt) and come out byte for byte. Records that are
+    spans of one buffer, each starting where the one before ends, are written in one piece (a file
+    of 800,000 keys: one write, not 800,000).
     """
 
-    __slots__ = ("data", "key", "type", "value")
+    __slots__ = ("buffer", "data", "end", "key", "start", "type", "value")
 
     def __init__(self, data: Any, record: Any = None):
         self.data = data
+        self.buffer: Any = None
+        self.start = self.end = 0
         # what the record says, for the rules computed from the records (ALIGNMENT reads general.alignment)
         self.key: str = record.key if record is not None else ""
         self.type: Any = record.type if record is not None else None
         self.value: Any = record.value if record is not None else None
+
+    @classmethod
+    def span(cls, buffer: Any, span: tuple[int, int], record: Any = None) -> Verbatim:
+        """The record stored at ``buffer[start:end]`` (``span``; sliced only when it is written)."""
+        v = cls.__new__(cls)
+        v.data, v.buffer, (v.start, v.end) = None, buffer, span
+        v.key, v.type, v.value = (record.key, record.type, record.value) if record is not None else ("", None, None)
+        return v
+
+
+def _write_verbatim(stream: Any, records: Any, build: Any) -> None:
+    """Write ``records``: :class:`Verbatim` ones as their bytes, adjacent spans of one buffer in one
+    piece; any other through ``build(record, index)``."""
+    buffer, start, end = None, 0, 0
+    for i, x in enumerate(records):
+        if isinstance(x, Verbatim) and x.buffer is not None:
+            if x.buffer is buffer and x.start == end:
+                end = x.end
+                continue
+            if buffer is not None:
+                stream.write(buffer[start:end])
+            buffer, start, end = x.buffer, x.start, x.end
+            continue
+        if buffer is not None:
+            stream.write(buffer[start:end])
+            buffer = None
+        if isinstance(x, Verbatim):
+            stream.write(x.data)
+        else:
+            build(x, i)
+    if buffer is not None:
+        stream.write(buffer[start:end])
 
 
 class _Slow(Exception):
@@ -318,12 +355,12 @@ class RecordArray(IndexedArray):
         count = evaluate(self.count, context)
         if count != len(obj):
             raise GGUFBuildError(f"count {count} but {len(obj)} elements", path=where(path), value=count)
-        for i, x in enumerate(obj):
-            if isinstance(x, Verbatim):
-                stream.write(x.data)
-            else:
-                context._index = i
-                self.subcon._build(self._record(x), stream, context, f"{path}[{i}]")
+
+        def build(x: Any, i: int) -> None:
+            context._index = i
+            self.subcon._build(self._record(x), stream, context, f"{path}[{i}]")
+
+        _write_verbatim(stream, obj, build)
         return obj
 
     def _record(self, x: Any) -> Any:

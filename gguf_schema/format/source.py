@@ -179,6 +179,11 @@ class Source:
         """The file's size now (a local file may have been truncated or grown since it was opened)."""
         return self.size
 
+    def release_pages(self) -> None:
+        """Say that the bytes read so far are not needed for a while: a map gives its pages back to the
+        system (they are read again from the file if touched), so that they stop counting in this
+        process's resident memory. Views stay valid. Nothing for other sources."""
+
     def _check_open(self) -> None:
         if self.closed:
             raise GGUFError("the file is closed: its bytes are only available while it is open", path=self.name)
@@ -268,6 +273,11 @@ class MappedSource(_LocalFile):
 
     def _read(self, offset: int, nbytes: int) -> Any:
         return memoryview(self._data)[offset : offset + nbytes]
+
+    def release_pages(self) -> None:
+        if self._map is not None and hasattr(self._map, "madvise") and hasattr(mmap, "MADV_DONTNEED"):
+            with contextlib.suppress(OSError, ValueError):
+                self._map.madvise(mmap.MADV_DONTNEED)
 
     def close(self) -> None:
         if self._map is not None:

@@ -94,15 +94,15 @@ class BoolByte(int):
 STRIDE = 64
 
 
-def string_marks(raw: Any, count: int, length_format: str) -> array[int]:
-    """Where strings ``0, STRIDE, 2*STRIDE, ...`` (and the end) start in ``raw``: the index of :class:`LazyStrings`.
+def string_marks(raw: Any, count: int, length_format: str, stride: int = STRIDE) -> array[int]:
+    """Where strings ``0, stride, 2*stride, ...`` (and the end) start in ``raw``: the index of :class:`LazyStrings`.
 
     Lengths are taken as they are: callers check them against the buffer first.
     """
     unpack, size = struct.Struct(length_format).unpack_from, struct.calcsize(length_format)
     marks, pos = array("Q"), 0
     for i in range(count):
-        if i % STRIDE == 0:
+        if i % stride == 0:
             marks.append(pos)
         pos += unpack(raw, pos)[0] + size
     marks.append(pos)
@@ -166,6 +166,23 @@ class LazyStrings(Sequence[str]):
 
     def tolist(self) -> list[str]:
         return list(self)
+
+    def starts(self) -> np.ndarray:
+        """Where every string's length field starts in :attr:`raw`, and the end: ``len(self) + 1``
+        offsets as int64 (one compiled walk where ``gguf_schema.format._scan`` was built).
+
+        >>> import struct
+        >>> raw = b"".join(struct.pack("<Q", len(s)) + s for s in (b"a", b"bc", b""))
+        >>> LazyStrings(raw, 3, "<Q").starts().tolist()
+        [0, 9, 19, 27]
+        """
+        if compiled_scan is not None:
+            size = struct.calcsize(self.length_format)
+            big = self.length_format[0] == ">"
+            _, _, found = compiled_scan.skip(self.raw, 0, self._n, size, big, _U64_MAX, 1)
+            if found is not None:
+                return np.frombuffer(found, np.uint64).astype(np.int64)
+        return np.array(string_marks(self.raw, self._n, self.length_format, 1), np.int64)
 
     def invalid_utf8(self) -> list[int]:
         """The indices of the strings that are not valid UTF-8 (they decode with surrogate escapes),

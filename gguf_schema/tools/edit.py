@@ -11,25 +11,33 @@ Every edit of a file's metadata (``set``, ``set-file``, ``delete``, ``rename``, 
    lands on a file that another process put there meanwhile.
 2. **Streamed.** The file is read lazily (string arrays undecoded, numeric arrays as views) and
    written back by the one assembler, :mod:`gguf_schema.writer`, which copies every record the edit
-   did not touch as the bytes it is stored as: nothing else is decoded or encoded again, so memory
-   stays flat in the header's size.
+   did not touch as the bytes it is stored as: nothing else is decoded or encoded again. The new
+   header's size is counted first (:func:`gguf_schema.writer.header_size`, nothing kept); a header
+   that keeps its size is built once into a spool (:func:`gguf_schema.writer.spool_header`: an
+   unnamed temporary file past 8 MiB), checked from there, and compared with the file a megabyte
+   at a time: memory stays the changed records plus a constant, whatever the header's size.
 3. **In place, crash-safe**, when the new header (everything before the data section) has exactly
    the old size, so every tensor keeps its offset (a shorter header fits when the padding absorbs
    the difference): only the changed span is written, after the bytes it overwrites were saved to
    a journal (:func:`gguf_schema.durable.write_in_place`). A kill or a power cut at any instant
-   leaves the old file or the new one; a reader never sees a half-written header (readers take a
-   shared lock while they parse it).
+   leaves the old file or the new one once the journal is replayed; gguf-schema's readers never see
+   a half-written header (they take a shared lock while they parse it), other programs may.
+   **Or a clone renamed over it** (``in_place=False``, ``--no-in-place``; the default where the
+   filesystem clones files, :func:`gguf_schema.durable.can_clone`): the file is cloned (or, where
+   it cannot be, copied), the changed span written into the copy, which replaces the file
+   atomically: every program sees the old file or the new one.
 4. **Otherwise a rewrite**: the new header and the old data section (copied in the kernel) go to a
    temporary file that replaces the target atomically and durably, keeping its mode, owner and group
    (:func:`gguf_schema.durable.atomic_replace`). A read-only file is refused either way.
 
-With ``output`` the source is only read and the edited file is written there.
+A symbolic link is followed: the file it points to is edited (its journal and temporaries beside
+it), and the link stays a link. With ``output`` the source is only read and the edited file is written there.
 
 >>> import os, tempfile, numpy as np, gguf_schema
 >>> path = os.path.join(tempfile.mkdtemp(), "m.gguf")
 >>> gguf_schema.save(path, {"general.name": "abc"}, {"w": np.ones(4, np.float32)})
->>> set_key(path, "general.name", "xyz").in_place   # same length: header rewritten in place
-True
+>>> set_key(path, "general.name", "xyz").bytes_written   # same length: only the changed bytes are written
+3
 >>> set_key(path, "general.name", "a longer name").in_place
 False
 >>> with gguf_schema.open(path) as f:
@@ -42,17 +50,27 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import IO, Any, Union
 
 import numpy as np
 
-from ..durable import check_same_file, expect_same_file, locked_open, write_in_place
+from ..durable import (
+    atomic_replace,
+    can_clone,
+    check_same_file,
+    copy_file,
+    expect_same_file,
+    locked_open,
+    real_path,
+    write_in_place,
+)
+from ..errors import GGUFChangedError
 from ..format.limits import Limits
 from ..format.source import MappedSource, PositionedSource
 from ..format.types import ValueType
 from ..model import GGUFFile
 from ..reader import read
-from ..writer import Progress, TensorInfo, check_header, header_bytes, save_file
+from ..writer import HeaderSpool, Progress, TensorInfo, save_file, spool_header
 
 __all__ = ["EditResult", "delete_key", "edit_file", "rename_key", "set_key", "set_key_from_file"]
 
@@ -64,14 +82,18 @@ class EditResult:
     """What an edit did.
 
     Attributes:
-        path: the file written.
-        in_place: True when only header bytes of the original file were overwritten.
-        bytes_written: bytes written to disk (the changed span in place, the whole file for a copy).
+        path: the file written (as it was named: a symbolic link stays one, its target was written).
+        in_place: True when only header bytes of the original file were overwritten (through the journal).
+        bytes_written: bytes written to disk (the changed span in place or into a clone, the
+            whole file for a copy).
+        cloned: True when a new file was made as a clone of the old one (cheap on filesystems with
+            reflinks), the changed span written into it, and renamed over the old one.
     """
 
     path: str
     in_place: bool
     bytes_written: int
+    cloned: bool = False
 
 
 def edit_file(
@@ -84,12 +106,14 @@ def edit_file(
     lock_timeout: float | None = 60.0,
     limits: Limits | None = None,
     mmap: bool = True,
+    in_place: bool | None = None,
 ) -> EditResult:
     """Apply ``edit`` (a function changing an open :class:`GGUFFile`'s metadata) to a file.
 
     Without ``output`` the file itself changes: in place when the header size is unchanged, else
     by a streamed rewrite that atomically replaces it (see the module docstring). With ``output``
-    the edited file is written there (atomically) and the original stays as it was.
+    the edited file is written there (atomically) and the original stays as it was. A symbolic
+    link is followed: the file it points to is edited, and the link stays.
 
     Args:
         path: the file to edit.
@@ -102,6 +126,13 @@ def edit_file(
         limits: resource limits for reading the file, as in :func:`gguf_schema.open`.
         mmap: map the file (default), or read it with positioned reads (``False``), as in
             :func:`gguf_schema.open`; the lock and the in-place write are the same either way.
+        in_place: ``False``: never change the file's bytes where they are: a new file is written
+            and renamed over it, so a program reading the file meanwhile (one that takes no lock,
+            such as llama.cpp) sees the old file or the new one, never a torn header. The new file
+            is a clone of the old one where the filesystem clones cheaply (reflinks: btrfs, XFS),
+            else a full copy. ``True``: an edit that keeps the header's size is made in place,
+            through the journal. ``None`` (default): in place unless the filesystem clones cheaply
+            (:func:`gguf_schema.durable.can_clone`), where the clone costs as little.
 
     >>> import os, tempfile, gguf_schema
     >>> p = os.path.join(tempfile.mkdtemp(), "v.gguf")
@@ -110,7 +141,12 @@ def edit_file(
     False
     >>> list(gguf_schema.open(p).metadata)
     ['b']
+    >>> r = edit_file(p, lambda f: f.set("b", 3), in_place=False)   # same size, but a new file renamed over it
+    >>> r.in_place, gguf_schema.open(p).metadata["b"]
+    (False, 3)
     """
+    if in_place is not None and not isinstance(in_place, bool):
+        raise TypeError(f"in_place must be True, False or None, got {in_place!r}")
     src = os.fspath(path)
     out = os.fspath(output) if output is not None else None
     if out is not None and os.path.exists(out) and os.path.samefile(src, out):
@@ -120,31 +156,41 @@ def edit_file(
             edit(f)
             save_file(f, out, progress=progress, sync=sync)
         return EditResult(out, False, os.path.getsize(out))
+    real = real_path(src)
     with (
-        locked_open(src, write=True, timeout=lock_timeout) as (fd, st),
-        _held_source(fd, src, mmap) as source,
+        locked_open(real, write=True, timeout=lock_timeout) as (fd, st),
+        _held_source(fd, real, mmap) as source,
         read(source, lazy=True, limits=limits) as f,
     ):
         old_alignment = f.alignment
         edit(f)
         if f.alignment == old_alignment:
-            infos = [TensorInfo.of(t) for t in f.tensor_list]
-            new_header = header_bytes(
-                f.fields.records,
-                infos,
+            layout: dict[str, Any] = dict(
                 version=f.version,
                 byte_order=f.byte_order,
                 padding=f.padding,
                 data_size=f.data_section.size,
                 source=f,
             )
-            if len(new_header) == f.data_offset:
-                check_header(new_header)  # warnings, or refused under writer.strict_writes
-                check_same_file(os.path.abspath(src), (st.st_dev, st.st_ino))
-                return _in_place(fd, src, f.view(0, len(new_header)), new_header, sync)
-        with expect_same_file(src, st):  # re-checked just before the rename
-            save_file(f, src, progress=progress, sync=sync)  # the lock on the old file is held until then
-    return EditResult(src, False, os.path.getsize(src))
+            infos = [TensorInfo.of(t) for t in f.tensor_list]
+            with spool_header(f.fields.records, infos, **layout) as new:
+                if new.size == f.data_offset:  # every tensor keeps its offset: only header bytes change
+                    source.release_pages()  # the old header is only read by positioned reads from here on
+                    new.check()  # warnings, or refused under writer.strict_writes
+                    check_same_file(real, (st.st_dev, st.st_ino))
+                    span = _changed_span(fd, new)
+                    if span is None:
+                        return EditResult(src, True, 0)
+                    first, last = span
+                    if in_place if in_place is not None else not can_clone(real):
+                        write_in_place(fd, real, first, new.read_at, length=last - first, sync=sync)
+                        return EditResult(src, True, last - first)
+                    with expect_same_file(real, st):  # re-checked just before the rename
+                        cloned = _replace_patched(fd, real, new, first, last, sync, progress)
+                    return EditResult(src, False, last - first if cloned else st.st_size, cloned=cloned)
+        with expect_same_file(real, st):  # re-checked just before the rename
+            save_file(f, real, progress=progress, sync=sync)  # the lock on the old file is held until then
+    return EditResult(src, False, os.path.getsize(real))
 
 
 def _held_source(fd: int, name: str, mmap: bool) -> MappedSource | PositionedSource:
@@ -156,39 +202,57 @@ def _held_source(fd: int, name: str, mmap: bool) -> MappedSource | PositionedSou
     return source
 
 
-def _in_place(fd: int, path: str, old_header: Any, new_header: bytes, sync: bool) -> EditResult:
-    """Write the span where the headers differ, through the journal (:func:`gguf_schema.durable.write_in_place`)."""
-    span = _differing_span(old_header, new_header)
-    if span is None:
-        return EditResult(path, True, 0)
-    first, last = span
-    write_in_place(fd, path, first, new_header[first:last], sync=sync)
-    return EditResult(path, True, last - first)
+#: bytes of the old and the new header compared at a time
+_COMPARE_CHUNK = 1 << 20
 
 
-#: bytes compared at a time when looking for the changed span (bounds the comparison's memory)
-_DIFF_CHUNK = 1 << 22
+def _changed_span(fd: int, new: HeaderSpool) -> tuple[int, int] | None:
+    """The first and one past the last offset where the file ``fd`` and the new header differ
+    (None: equal), compared a chunk at a time with positioned reads: neither header is held whole
+    (and the file's map is not touched again).
 
-
-def _differing_span(a: Any, b: bytes) -> tuple[int, int] | None:
-    """The first and one past the last offset where the equally long buffers ``a`` and ``b`` differ (None: equal).
-
-    >>> _differing_span(b"abcdef", b"abXdeY"), _differing_span(b"abc", b"abc")
-    ((2, 6), None)
+    >>> import tempfile
+    >>> from gguf_schema.writer import HeaderSpool
+    >>> with tempfile.TemporaryFile() as fh, HeaderSpool() as h:
+    ...     _ = fh.write(b"abcdef"); fh.flush(); _ = h.write(b"abXdeY")
+    ...     _changed_span(fh.fileno(), h)
+    (2, 6)
     """
-    x, y = np.frombuffer(a, np.uint8), np.frombuffer(b, np.uint8)
-    starts = range(0, len(y), _DIFF_CHUNK)
-    first = next(
-        (i + int(d[0]) for i in starts if (d := np.flatnonzero(x[i : i + _DIFF_CHUNK] != y[i : i + _DIFF_CHUNK])).size),
-        None,
-    )
-    if first is None:
-        return None
-    for i in reversed(range(first - first % _DIFF_CHUNK, len(y), _DIFF_CHUNK)):
-        d = np.flatnonzero(x[i : i + _DIFF_CHUNK] != y[i : i + _DIFF_CHUNK])
-        if d.size:
-            return first, i + int(d[-1]) + 1
-    raise AssertionError("unreachable: a difference was found")  # pragma: no cover
+    first = last = None
+    for pos in range(0, new.size, _COMPARE_CHUNK):
+        b = new.read_at(pos, _COMPARE_CHUNK)
+        a = os.pread(fd, len(b), pos)
+        if a == b:
+            continue
+        x, y = np.frombuffer(a, np.uint8), np.frombuffer(b, np.uint8)
+        if len(x) != len(y):  # the file is shorter than its header now: it changed under the lock
+            raise GGUFChangedError("the file ended early while it was being edited", value=pos + len(x))
+        d = np.flatnonzero(x != y)
+        if first is None:
+            first = pos + int(d[0])
+        last = pos + int(d[-1]) + 1
+    return None if first is None or last is None else (first, last)
+
+
+def _replace_patched(
+    fd: int, path: str, new: HeaderSpool, first: int, last: int, sync: bool, progress: Progress | None
+) -> bool:
+    """Replace the file ``fd`` (at ``path``) by a copy of it with ``[first, last)`` taken from the new
+    header, through a temporary file renamed over it (readers see the old file or the new one).
+    The copy is a clone where the filesystem makes one (True: only the span is written), else a
+    full copy (False)."""
+    cloned = False
+
+    def write(out: IO[bytes]) -> None:
+        nonlocal cloned
+        out.flush()
+        cloned = copy_file(fd, out.fileno(), progress)
+        out.seek(first)
+        for pos in range(first, last, _COMPARE_CHUNK):
+            out.write(new.read_at(pos, min(_COMPARE_CHUNK, last - pos)))
+
+    atomic_replace(path, write, sync=sync)
+    return cloned
 
 
 def set_key(
@@ -202,6 +266,7 @@ def set_key(
     progress: Progress | None = None,
     limits: Limits | None = None,
     mmap: bool = True,
+    in_place: bool | None = None,
 ) -> EditResult:
     """Set metadata ``key`` to ``value`` (an existing key keeps its stored type unless ``type`` is given);
     the keyword arguments as in :func:`edit_file`."""
@@ -212,6 +277,7 @@ def set_key(
         progress=progress,
         limits=limits,
         mmap=mmap,
+        in_place=in_place,
     )
 
 
@@ -224,6 +290,7 @@ def set_key_from_file(
     progress: Progress | None = None,
     limits: Limits | None = None,
     mmap: bool = True,
+    in_place: bool | None = None,
 ) -> EditResult:
     """Set ``key`` to the contents of the text file ``source`` as a STRING (e.g. a chat template).
 
@@ -238,6 +305,7 @@ def set_key_from_file(
         progress=progress,
         limits=limits,
         mmap=mmap,
+        in_place=in_place,
     )
 
 
@@ -249,9 +317,12 @@ def delete_key(
     progress: Progress | None = None,
     limits: Limits | None = None,
     mmap: bool = True,
+    in_place: bool | None = None,
 ) -> EditResult:
     """Remove every occurrence of metadata ``key``; raises :class:`~gguf_schema.reader.GGUFKeyError` if absent."""
-    return edit_file(path, lambda f: f.delete(key), output=output, progress=progress, limits=limits, mmap=mmap)
+    return edit_file(
+        path, lambda f: f.delete(key), output=output, progress=progress, limits=limits, mmap=mmap, in_place=in_place
+    )
 
 
 def rename_key(
@@ -263,6 +334,15 @@ def rename_key(
     progress: Progress | None = None,
     limits: Limits | None = None,
     mmap: bool = True,
+    in_place: bool | None = None,
 ) -> EditResult:
     """Rename metadata key ``old`` to ``new``, keeping its position, type and value."""
-    return edit_file(path, lambda f: f.rename(old, new), output=output, progress=progress, limits=limits, mmap=mmap)
+    return edit_file(
+        path,
+        lambda f: f.rename(old, new),
+        output=output,
+        progress=progress,
+        limits=limits,
+        mmap=mmap,
+        in_place=in_place,
+    )

@@ -1,0 +1,685 @@
+"""gguf-py's ``GGUFReader`` over our reader: the same fields, parts and tensors, at the cost of our open.
+
+:class:`GGUFReader` opens a file the way the ``gguf`` package does (``np.memmap`` of the whole
+file in mode ``r``, ``r+`` or ``c``) but parses it with :func:`gguf_schema.reader.read`: the
+schema, its limits and its errors. What gguf-py builds at open -- a numpy view for every
+key, every string and every array element, a million of them for a 262k-token vocabulary --
+is built here only when asked for, field by field:
+
+* :attr:`ReaderField.parts` is laid out exactly as gguf-py lays it out (key length, key bytes,
+  value type, then the value: one part per scalar, two per string, element type and count
+  then each element's parts for an array; for a tensor info: name length, name, n_dims, dims,
+  type, offset), as numpy views of the map in the file's byte order: writing into them in mode
+  ``r+`` writes the file, in mode ``c`` only the private copy;
+* :attr:`ReaderField.data` and :attr:`ReaderField.types` are worked out from the parsed values,
+  without building the parts; :meth:`ReaderField.contents` of an array reads the map directly;
+* a :class:`ReaderTensor` 's ``data`` and ``field`` are views made on first access.
+
+Where the positions of the parts come from: each pair's offset as the schema recorded it, and
+the sizes of the values the schema parsed (strings' own length fields, walked by the same
+compiled scan the reader uses). Nothing here parses the file a second time.
+
+>>> import io, os, tempfile, numpy as np, gguf_schema
+>>> path = os.path.join(tempfile.mkdtemp(), "tiny.gguf")
+>>> gguf_schema.save(path, {"general.architecture": "llama", "tokenizer.ggml.tokens": ["a", "bc"]},
+...                  {"w": np.arange(6, dtype=np.float32).reshape(2, 3)})
+>>> reader = GGUFReader(path)
+>>> list(reader.fields)
+['GGUF.version', 'GGUF.tensor_count', 'GGUF.kv_count', 'general.architecture', 'tokenizer.ggml.tokens']
+>>> field = reader.fields["tokenizer.ggml.tokens"]
+>>> field.types, field.data, field.contents()
+([<GGUFValueType.ARRAY: 9>, <GGUFValueType.STRING: 8>], [6, 8], ['a', 'bc'])
+>>> [p.tolist() for p in field.parts]
+[[21], [116, 111, 107, 101, 110, 105, 122, 101, 114, 46, 103, 103, 109, 108, 46, 116, 111, 107, 101, 110, 115], [9], [8], [2], [1], [97], [2], [98, 99]]
+>>> t = reader.tensors[0]
+>>> t.name, t.tensor_type.name, t.shape.tolist(), t.n_bytes, t.data[1].tolist()
+('w', 'F32', [3, 2], 24, [3.0, 4.0, 5.0])
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+from collections import OrderedDict
+from collections.abc import Iterator
+from operator import itemgetter
+from typing import Any, ClassVar, Literal
+
+import numpy as np
+
+from ..errors import GGUFChangedError, GGUFFormatError, GGUFTruncatedError, os_error
+from ..format.limits import Limits
+from ..format.nodes import align_offset
+from ..format.types import GGMLType, ValueType
+from ..format.values import _U64_MAX, GGUFArray, LazyStrings, compiled_scan
+from ..model import GGUFFile, Tensor
+from ..reader import read
+from .constants import GGUF_DEFAULT_ALIGNMENT, GGMLQuantizationType, GGUFEndian, GGUFValueType
+
+__all__ = ["GGUFReader", "ReaderField", "ReaderTensor"]
+
+#: numpy scalar type of each fixed-size value type (gguf-py's ``GGUFReader.gguf_scalar_to_np``)
+_SCALAR_TYPES: dict[ValueType, type[np.generic]] = {
+    ValueType.UINT8: np.uint8,
+    ValueType.INT8: np.int8,
+    ValueType.UINT16: np.uint16,
+    ValueType.INT16: np.int16,
+    ValueType.UINT32: np.uint32,
+    ValueType.INT32: np.int32,
+    ValueType.FLOAT32: np.float32,
+    ValueType.UINT64: np.uint64,
+    ValueType.INT64: np.int64,
+    ValueType.FLOAT64: np.float64,
+    ValueType.BOOL: np.bool_,
+}
+
+#: the plain tensor types gguf-py gives their own dtype (BF16 is not one: it comes as bytes)
+_PLAIN_TENSOR_TYPES: dict[GGMLType, type[np.generic]] = {
+    GGMLType.F16: np.float16,
+    GGMLType.F32: np.float32,
+    GGMLType.F64: np.float64,
+    GGMLType.I8: np.int8,
+    GGMLType.I16: np.int16,
+    GGMLType.I32: np.int32,
+    GGMLType.I64: np.int64,
+}
+
+
+#: our type -> gguf-py's name for it (a dict lookup: calling the enum costs a microsecond per tensor)
+_QUANT_TYPES: dict[GGMLType, Any] = {t: GGMLQuantizationType(int(t)) for t in GGMLType if not t.removed}
+
+
+def _decode(raw: Any) -> str:
+    """A string's bytes as str; bytes that are not UTF-8 survive as surrogate escapes (gguf-py raises)."""
+    return str(raw, "utf-8", "surrogateescape")
+
+
+class ReaderField:
+    """One field as gguf-py's ``ReaderField``: ``offset``, ``name``, ``parts``, ``data``, ``types``.
+
+    Built by :class:`GGUFReader` with its parts left unbuilt until ``parts`` is first read;
+    constructed directly (``ReaderField(offset, name, parts, data, types)``) it holds what it is
+    given, as gguf-py's named tuple does. It unpacks, indexes and has ``_fields``, ``_asdict`` and
+    ``_replace`` like one, but it is not a ``tuple``.
+    """
+
+    __slots__ = ("_data", "_layout", "_parts", "_types", "name", "offset")
+    _fields = ("offset", "name", "parts", "data", "types")
+
+    def __init__(
+        self,
+        offset: int,
+        name: str,
+        parts: list[np.ndarray] | None = None,
+        data: list[int] | None = None,
+        types: list[Any] | None = None,
+    ):
+        self.offset = offset
+        self.name = name
+        self._parts: list[np.ndarray] | None = [] if parts is None else parts
+        self._data: list[int] | None = [-1] if data is None else data
+        self._types: list[Any] | None = [] if types is None else types
+        self._layout: _Layout | None = None
+
+    @classmethod
+    def _lazy(cls, offset: int, name: str, layout: _Layout) -> ReaderField:
+        f = cls.__new__(cls)
+        f.offset, f.name, f._layout = offset, name, layout
+        f._parts = f._data = f._types = None
+        return f
+
+    @property
+    def parts(self) -> list[np.ndarray]:
+        """The field's bytes as numpy views of the map, in gguf-py's layout (built on first access)."""
+        if self._parts is None:
+            assert self._layout is not None
+            self._parts = self._layout.parts()
+        return self._parts
+
+    @property
+    def data(self) -> list[int]:
+        """The indices of the parts that hold the value (for an array: each element's)."""
+        if self._data is None:
+            assert self._layout is not None
+            self._data = self._layout.data()
+        return self._data
+
+    @property
+    def types(self) -> list[Any]:
+        """The value type, then for an array its element type (and so on down the first element)."""
+        if self._types is None:
+            assert self._layout is not None
+            self._types = self._layout.types()
+        return self._types
+
+    def contents(self, index_or_slice: int | slice = slice(None)) -> Any:
+        """The value as plain Python data: a scalar, a str, or for an array a list (an ``int`` index
+        gives one element, a ``slice`` some); None for a tensor info. Arrays of arrays give their
+        innermost values flattened, as gguf-py does."""
+        if self._parts is None and self._layout is not None:
+            fast = self._layout.contents(index_or_slice)
+            if fast is not _SLOW:
+                return fast
+        types = self.types
+        if not types:
+            return None
+        parts, data = self.parts, self.data
+        if types[0] == ValueType.ARRAY:
+            if types[-1] == ValueType.STRING:
+                if isinstance(index_or_slice, int):
+                    return _decode(parts[data[index_or_slice]])
+                return [_decode(parts[i]) for i in data[index_or_slice]]
+            if isinstance(index_or_slice, int):
+                return parts[data[index_or_slice]].tolist()[0]
+            return [v for i in data[index_or_slice] for v in parts[i].tolist()]
+        if types[0] == ValueType.STRING:
+            return _decode(parts[-1])
+        return parts[-1].tolist()[0]
+
+    # the named-tuple protocol gguf-py's ReaderField has
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter((self.offset, self.name, self.parts, self.data, self.types))
+
+    def __len__(self) -> int:
+        return 5
+
+    def __getitem__(self, i: int | slice) -> Any:
+        return (self.offset, self.name, self.parts, self.data, self.types)[i]
+
+    def _asdict(self) -> dict[str, Any]:
+        return dict(zip(self._fields, self, strict=True))
+
+    def _replace(self, **changes: Any) -> ReaderField:
+        d = self._asdict()
+        d.update(changes)
+        return ReaderField(**d)
+
+    def __repr__(self) -> str:
+        shown = f", {len(self._parts)} parts" if self._parts is not None else ", parts not built"
+        return f"ReaderField(offset={self.offset}, name={self.name!r}, types={self.types!r}{shown})"
+
+
+class ReaderTensor:
+    """One tensor as gguf-py's ``ReaderTensor``: ``name``, ``tensor_type``, ``shape`` (the stored dims,
+    innermost first, as a view of the map), ``n_elements``, ``n_bytes``, ``data_offset`` (absolute),
+    ``data`` and ``field`` (its tensor info).
+
+    ``data`` is a view of the map: plain types in their own dtype and the reversed shape;
+    quantized types and BF16 as ``uint8`` rows of bytes. ``data`` and ``field`` are made on first
+    access and kept (so ``tensor.data.resize(...)`` in place sticks, as gguf-py's scripts expect).
+    """
+
+    __slots__ = ("_data", "_field", "_layout", "_shape", "data_offset", "n_bytes", "n_elements", "name", "tensor_type")
+    _fields = ("name", "tensor_type", "shape", "n_elements", "n_bytes", "data_offset", "data", "field")
+
+    def __init__(
+        self,
+        name: str,
+        tensor_type: Any,
+        shape: np.ndarray,
+        n_elements: int,
+        n_bytes: int,
+        data_offset: int,
+        data: np.ndarray,
+        field: ReaderField,
+    ):
+        self.name = name
+        self.tensor_type = tensor_type
+        self.n_elements = n_elements
+        self.n_bytes = n_bytes
+        self.data_offset = data_offset
+        self._data: np.ndarray | None = data
+        self._field: ReaderField | None = field
+        self._shape: np.ndarray | None = shape
+        self._layout: _TensorLayout | None = None
+
+    @classmethod
+    def _lazy(
+        cls, name: str, tensor_type: Any, n_elements: int, n_bytes: int, data_offset: int, layout: _TensorLayout
+    ) -> ReaderTensor:
+        t = cls.__new__(cls)
+        t.name, t.tensor_type, t.n_elements, t.n_bytes, t.data_offset = (
+            name,
+            tensor_type,
+            n_elements,
+            n_bytes,
+            data_offset,
+        )
+        t._data, t._field, t._shape, t._layout = None, None, None, layout
+        return t
+
+    @property
+    def field(self) -> ReaderField:
+        if self._field is None:
+            assert self._layout is not None
+            self._field = self._layout.field()
+        return self._field
+
+    @property
+    def shape(self) -> np.ndarray:
+        """The stored dims, innermost first: the dims part of the tensor's info (a view of the map)."""
+        return self._shape if self._shape is not None else self.field.parts[3]
+
+    @property
+    def data(self) -> np.ndarray:
+        if self._data is None:
+            assert self._layout is not None
+            self._data = self._layout.data()
+        return self._data
+
+    def __iter__(self) -> Iterator[Any]:
+        return (getattr(self, name) for name in self._fields)
+
+    def __len__(self) -> int:
+        return len(self._fields)
+
+    def __getitem__(self, i: int | slice) -> Any:
+        return tuple(self)[i]
+
+    def _asdict(self) -> dict[str, Any]:
+        return dict(zip(self._fields, self, strict=True))
+
+    def __repr__(self) -> str:
+        return (
+            f"ReaderTensor(name={self.name!r}, tensor_type={self.tensor_type!r}, n_elements={self.n_elements}, "
+            f"n_bytes={self.n_bytes}, data_offset={self.data_offset})"
+        )
+
+
+class GGUFReader:
+    """gguf-py's ``GGUFReader`` on our reader (see the module docstring).
+
+    Args:
+        path: the file's path.
+        mode: ``"r"`` (read-only map), ``"r+"`` (writes through ``parts`` and tensor ``data`` go to
+            the file) or ``"c"`` (copy on write: changes stay in memory).
+        limits: our :class:`~gguf_schema.format.limits.Limits` (the defaults accept every real file).
+
+    Attributes:
+        fields: ordered ``key -> ReaderField``, the pseudo-keys ``GGUF.version``,
+            ``GGUF.tensor_count`` and ``GGUF.kv_count`` first.
+        tensors: the tensors in file order (:class:`ReaderTensor`).
+        byte_order: ``"I"`` when the file's byte order is this machine's, ``"S"`` when swapped.
+        endianess: the file's byte order (:class:`~gguf_schema.compat.constants.GGUFEndian`).
+        alignment: ALIGNMENT; data_offset: where the data section starts.
+        data: the whole file as a ``numpy.memmap`` of ``uint8``.
+
+    A file that cannot be read raises our :class:`~gguf_schema.errors.GGUFError` subclasses (a
+    malformed file is a :class:`~gguf_schema.errors.GGUFFormatError`, also a ``ValueError`` as
+    gguf-py's errors are), never a numpy error or a crash.
+    """
+
+    byte_order: Literal["I", "S"] = "I"
+    alignment: int = GGUF_DEFAULT_ALIGNMENT
+    data_offset: int
+    gguf_scalar_to_np: ClassVar[dict[Any, type[np.generic]]] = {
+        GGUFValueType(int(k)): v for k, v in _SCALAR_TYPES.items()
+    }
+
+    def __init__(
+        self, path: os.PathLike[str] | str, mode: Literal["r", "r+", "c"] = "r", *, limits: Limits | None = None
+    ):
+        if mode not in ("r", "r+", "c"):
+            raise ValueError(f"mode must be 'r', 'r+' or 'c', got {mode!r}")
+        if not isinstance(path, (str, os.PathLike)):
+            raise TypeError(f"path must be a str or os.PathLike, got {type(path).__name__}")
+        parsed = read(path, lazy=True, limits=limits)
+        try:
+            self.data = _map(path, mode, parsed)
+            self._open(parsed)
+        finally:
+            parsed.close()  # lazily read values keep the bytes they view alive
+
+    def _open(self, f: GGUFFile) -> None:
+        self.byte_order = "I" if f.byte_order == sys.byteorder else "S"
+        self.endianess = GGUFEndian.LITTLE if f.byte_order == "little" else GGUFEndian.BIG
+        self.alignment = f.alignment
+        # where ggml and gguf-py put the data section: also past the end of a file without tensors
+        # whose padding was left out (our reader says where the file ends)
+        self.data_offset = align_offset(f.metadata_end, f.alignment)
+        self._view = _Views(self.data, self.byte_order, 4 if f.version == 1 else 8)
+        self.fields: OrderedDict[str, ReaderField] = OrderedDict()
+        size = self._view.size
+        count_size = self._view.length_size  # v1 stored the counts as uint32
+        count_type = ValueType.UINT64 if count_size == 8 else ValueType.UINT32
+        for offset, name, vt in (
+            (4, "GGUF.version", ValueType.UINT32),
+            (8, "GGUF.tensor_count", count_type),
+            (8 + count_size, "GGUF.kv_count", count_type),
+        ):
+            self.fields[name] = ReaderField._lazy(offset, name, _Layout(self._view, offset, None, vt, None))
+        for record in f.fields.records:
+            assert record.offset is not None
+            if record.key in self.fields:
+                raise GGUFFormatError(
+                    f"duplicate key {record.key!r} (gguf-py refuses files that repeat a key)",
+                    offset=record.offset,
+                    path=f"metadata_kv {record.key!r}",
+                    value=record.key,
+                )
+            self.fields[record.key] = ReaderField._lazy(
+                record.offset, record.key, _Layout(self._view, record.offset, record.key, record.type, record.value)
+            )
+        self.tensors: list[ReaderTensor] = []
+        seen: set[str] = set()
+        for t in f.tensor_list:
+            if t.name in seen:
+                raise GGUFFormatError(
+                    f"duplicate tensor name {t.name!r} (gguf-py refuses files that repeat a name)",
+                    offset=t.info_offset,
+                    path=f"tensor {t.name!r}",
+                    value=t.name,
+                )
+            seen.add(t.name)
+            self.tensors.append(self._tensor(t, size))
+
+    def _tensor(self, t: Tensor, size: int) -> ReaderTensor:
+        gt = t.known_type()
+        n_elements = math.prod(t.dims)
+        n_bytes = n_elements * gt.type_size // gt.block_size
+        if gt.quantized and not t.dims:
+            raise GGUFFormatError(
+                f"a {gt.name} tensor needs a dimension: its one element is not a whole block of {gt.block_size}",
+                offset=t.info_offset,
+                path=f"tensor {t.name!r}",
+                value=t.dims,
+            )
+        if gt.quantized and t.dims[0] % gt.block_size:
+            raise GGUFFormatError(
+                f"{gt.name} rows of {t.dims[0]} elements are not whole blocks of {gt.block_size}",
+                offset=t.info_offset,
+                path=f"tensor {t.name!r}",
+                value=t.dims,
+            )
+        start = self.data_offset + t.stored_offset
+        if n_bytes and start + n_bytes > size:  # (an empty tensor may sit where the data section would start)
+            raise GGUFTruncatedError(
+                f"tensor data [{start}, {start + n_bytes}) runs past the end of the file ({size} bytes)",
+                offset=t.info_offset,
+                path=f"tensor {t.name!r}",
+                value=n_bytes,
+            )
+        return ReaderTensor._lazy(
+            t.name, _QUANT_TYPES[gt], n_elements, n_bytes, start, _TensorLayout(self._view, t, gt, start)
+        )
+
+    def get_field(self, key: str) -> ReaderField | None:
+        """The field of ``key`` (pseudo-keys included), or None."""
+        return self.fields.get(key, None)
+
+    def get_tensor(self, idx: int) -> ReaderTensor:
+        """The tensor at index ``idx`` of :attr:`tensors`."""
+        return self.tensors[idx]
+
+
+def _map(path: os.PathLike[str] | str, mode: Literal["r", "r+", "c"], parsed: GGUFFile) -> np.memmap:
+    """The whole file mapped as gguf-py maps it, after checking that ``path`` still names the file parsed."""
+    fd = parsed.fileno()
+    try:
+        with open(path, "r+b" if mode == "r+" else "rb") as fh:
+            if fd is not None:
+                a, b = os.fstat(fd), os.fstat(fh.fileno())
+                if (a.st_dev, a.st_ino, a.st_size) != (b.st_dev, b.st_ino, b.st_size):
+                    raise GGUFChangedError("the file was replaced or resized while it was being opened", path=str(path))
+            return np.memmap(fh, mode=mode)
+    except OSError as e:
+        raise os_error(e, os.fspath(path)) from None
+
+
+class _Views:
+    """Numpy views of the map at given offsets, in the file's byte order, as gguf-py makes them."""
+
+    def __init__(self, data: np.memmap, byte_order: str, length_size: int):
+        self.u8: np.ndarray = data.view(np.ndarray)  # plain ndarray views: indexing np.memmap runs Python code
+        self.size = self.u8.size
+        self.order = byte_order
+        self.length_size = length_size
+        self.length_type: type[np.generic] = np.uint64 if length_size == 8 else np.uint32
+        self._phases: dict[tuple[str, int], np.ndarray] = {}
+
+    def dtype(self, t: type[np.generic]) -> np.dtype:
+        d = np.dtype(t)
+        return d.newbyteorder("S") if self.order == "S" else d
+
+    def at(self, offset: int, t: type[np.generic], count: int = 1) -> np.ndarray:
+        d = self.dtype(t)
+        return self.u8[offset : offset + d.itemsize * count].view(d)
+
+    def rows(self, offset: int, t: type[np.generic], count: int) -> list[np.ndarray]:
+        """``count`` consecutive one-element views (one loop in C)."""
+        return list(self.at(offset, t, count).reshape(count, 1))
+
+    def rows_at(self, phase: int, t: type[np.generic]) -> np.ndarray:
+        """The map from byte ``phase`` on as ``(n, 1)`` rows of ``t``: row ``i`` is a one-element view at
+        ``phase + i * itemsize``, made by one numpy index (the string lengths of a vocabulary)."""
+        d = self.dtype(t)
+        key = (d.str, phase)
+        rows = self._phases.get(key)
+        if rows is None:
+            n = (self.size - phase) // d.itemsize
+            rows = self._phases[key] = self.u8[phase : phase + n * d.itemsize].view(d).reshape(n, 1)
+        return rows
+
+
+class _Slow:
+    """The marker of a value :meth:`_Layout.contents` leaves to the parts."""
+
+
+_SLOW: Any = _Slow()
+
+
+class _Layout:
+    """Where one field's value lies in the map, from the parsed pair: computes its parts, data, types and contents."""
+
+    __slots__ = ("key", "offset", "value", "view", "vt")
+
+    def __init__(self, view: _Views, offset: int, key: str | None, vt: ValueType, value: Any):
+        self.view, self.offset, self.key, self.vt, self.value = view, offset, key, vt, value
+
+    def _value_at(self) -> int:
+        if self.key is None:
+            return self.offset
+        return self.offset + self.view.length_size + len(self.key.encode("utf-8", "surrogateescape")) + 4
+
+    def parts(self) -> list[np.ndarray]:
+        v = self.view
+        if self.key is None:  # a pseudo-key of the header
+            return [v.at(self.offset, _SCALAR_TYPES[self.vt])]
+        klen = len(self.key.encode("utf-8", "surrogateescape"))
+        o = self.offset
+        head = [
+            v.at(o, v.length_type),
+            v.at(o + v.length_size, np.uint8, klen),
+            v.at(o + v.length_size + klen, np.uint32),
+        ]
+        out: list[np.ndarray] = head
+        _value_parts(v, self.vt, self.value, self._value_at(), out)
+        return out
+
+    def data(self) -> list[int]:
+        if self.key is None:
+            return [0]
+        return [3 + i for i in _data_indices(self.vt, self.value)]
+
+    def types(self) -> list[Any]:
+        return [GGUFValueType(int(t)) for t in _types(self.vt, self.value)]
+
+    def contents(self, index_or_slice: int | slice) -> Any:
+        """The value read from the map without building parts, where that is simple (flat arrays); else _SLOW."""
+        if self.vt != ValueType.ARRAY or self.value.type == ValueType.ARRAY or not len(self.value):
+            return _SLOW
+        v, et, n = self.view, self.value.type, len(self.value)
+        start = self._value_at() + 4 + v.length_size
+        if et == ValueType.STRING:
+            items = self.value.items
+            nbytes = len(items.raw) if isinstance(items, LazyStrings) else _strings_size(items, v.length_size)
+            raw = v.u8.data[start : start + nbytes]
+            fmt = ("<" if (sys.byteorder == "little") == (v.order == "I") else ">") + (
+                "Q" if v.length_size == 8 else "I"
+            )
+            strings = _decode_strings(raw, n, fmt)
+            return strings[index_or_slice]
+        return v.at(start, _SCALAR_TYPES[et], n)[index_or_slice].tolist()
+
+
+def _decode_strings(raw: Any, n: int, fmt: str) -> list[str]:
+    if compiled_scan is not None:
+        _, _, items = compiled_scan.decode(raw, 0, n, 8 if fmt[1] == "Q" else 4, fmt[0] == ">", _U64_MAX)
+        if items is not None:
+            return items
+    return LazyStrings(raw, n, fmt).tolist()
+
+
+def _strings_size(items: list[str], length_size: int) -> int:
+    return sum(length_size + len(s.encode("utf-8", "surrogateescape")) for s in items)
+
+
+def _value_size(vt: ValueType, value: Any, length_size: int) -> int:
+    """Bytes a value takes in the file, from the parsed value."""
+    if vt in _SCALAR_TYPES:
+        return vt.itemsize
+    if vt == ValueType.STRING:
+        return length_size + len(value.encode("utf-8", "surrogateescape"))
+    items = value.items
+    size = 4 + length_size
+    if value.type in _SCALAR_TYPES:
+        return size + value.type.itemsize * len(items)
+    if value.type == ValueType.STRING:
+        return size + (len(items.raw) if isinstance(items, LazyStrings) else _strings_size(items, length_size))
+    return size + sum(_value_size(ValueType.ARRAY, a, length_size) for a in items)
+
+
+def _value_parts(v: _Views, vt: ValueType, value: Any, at: int, out: list[np.ndarray]) -> int:
+    """Append the parts of a value at offset ``at`` to ``out``; return where the value ends."""
+    scalar = _SCALAR_TYPES.get(vt)
+    if scalar is not None:
+        out.append(v.at(at, scalar))
+        return at + vt.itemsize
+    ls = v.length_size
+    if vt == ValueType.STRING:
+        n = len(value.encode("utf-8", "surrogateescape"))
+        out.append(v.at(at, v.length_type))
+        out.append(v.u8[at + ls : at + ls + n])
+        return at + ls + n
+    et, items = value.type, value.items
+    out.append(v.at(at, np.uint32))
+    out.append(v.at(at + 4, v.length_type))
+    at += 4 + ls
+    n = len(items)
+    scalar = _SCALAR_TYPES.get(et)
+    if scalar is not None:
+        out.extend(v.rows(at, scalar, n))
+        return at + et.itemsize * n
+    if et == ValueType.STRING:
+        if isinstance(items, LazyStrings):
+            starts = items.starts() + at
+        else:
+            sizes = [ls + len(s.encode("utf-8", "surrogateescape")) for s in items]
+            starts = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)]).astype(np.int64) + at
+        out.extend(_string_parts(v, starts))
+        return int(starts[n])
+    for inner in items:
+        at = _value_parts(v, ValueType.ARRAY, inner, at, out)
+    return at
+
+
+def _string_parts(v: _Views, starts: np.ndarray) -> list[np.ndarray]:
+    """The parts of ``len(starts) - 1`` strings whose length fields start at ``starts`` (and the last ends
+    at ``starts[-1]``): a length view and a bytes view each, in order. The views are made by ``map``
+    over numpy's own indexing (loops in C, a vocabulary's half-million views in a few tenths of a second)."""
+    n, ls = len(starts) - 1, v.length_size
+    if n == 0:
+        return []
+    first = starts[:-1]
+    phase = first % ls
+    order = np.argsort(phase, kind="stable")  # lengths grouped by their byte phase: one row array per phase
+    grouped: list[np.ndarray] = []
+    for k in np.unique(phase).tolist():
+        at = first[order][phase[order] == k]
+        grouped.extend(map(v.rows_at(k, v.length_type).__getitem__, (at // ls).tolist()))
+    back = np.empty(n, np.int64)
+    back[order] = np.arange(n)
+    lengths = [grouped[i] for i in back.tolist()] if n < 2 else list(itemgetter(*back.tolist())(grouped))
+    strings = list(map(v.u8.__getitem__, map(slice, (first + ls).tolist(), starts[1:].tolist())))
+    parts: list[np.ndarray] = [v.u8] * (2 * n)
+    parts[0::2] = lengths
+    parts[1::2] = strings
+    return parts
+
+
+def _data_indices(vt: ValueType, value: Any) -> list[int]:
+    """The indices (within the value's own parts) of the parts that hold the data, as gguf-py gives them."""
+    if vt in _SCALAR_TYPES:
+        return [0]
+    if vt == ValueType.STRING:
+        return [1]
+    et, items, n = value.type, value.items, len(value.items)
+    if et in _SCALAR_TYPES:
+        return list(range(2, 2 + n))
+    if et == ValueType.STRING:
+        return list(range(3, 3 + 2 * n, 2))
+    out: list[int] = []
+    base = 2
+    for inner in items:
+        out.extend(base + i for i in _data_indices(ValueType.ARRAY, inner))
+        base += _part_count(inner)
+    return out
+
+
+def _part_count(a: GGUFArray) -> int:
+    """How many parts an inner array (its element type, count and items) has."""
+    if a.type in _SCALAR_TYPES:
+        return 2 + len(a.items)
+    if a.type == ValueType.STRING:
+        return 2 + 2 * len(a.items)
+    return 2 + sum(_part_count(x) for x in a.items)
+
+
+def _types(vt: ValueType, value: Any) -> list[ValueType]:
+    """The value type, then for an array its element type, and so on down the first element (an empty
+    array stops the list, as in gguf-py)."""
+    if vt != ValueType.ARRAY:
+        return [vt]
+    if not len(value.items):
+        return [vt]
+    first = value.items[0] if value.type == ValueType.ARRAY else None
+    return [vt, *_types(value.type, first)]
+
+
+class _TensorLayout:
+    """Where one tensor's info and data lie in the map: makes its field and data views on demand."""
+
+    __slots__ = ("gt", "start", "t", "view")
+
+    def __init__(self, view: _Views, t: Tensor, gt: GGMLType, start: int):
+        self.view, self.t, self.gt, self.start = view, t, gt, start
+
+    def field(self) -> ReaderField:
+        v, t = self.view, self.t
+        o, ls = t.info_offset, v.length_size
+        n = len(t.name.encode("utf-8", "surrogateescape"))
+        dims_at = o + ls + n + 4
+        dim_type: type[np.generic] = np.uint64 if ls == 8 else np.uint32
+        type_at = dims_at + len(t.dims) * np.dtype(dim_type).itemsize
+        parts = [
+            v.at(o, v.length_type),
+            v.u8[o + ls : o + ls + n],
+            v.at(o + ls + n, np.uint32),
+            v.at(dims_at, dim_type, len(t.dims)),
+            v.at(type_at, np.uint32),
+            v.at(type_at + 4, np.uint64),
+        ]
+        return ReaderField(o, t.name, parts, [1, 3, 4, 5], [])
+
+    def data(self) -> np.ndarray:
+        t, gt, v = self.t, self.gt, self.view
+        shape = tuple(reversed(t.dims))
+        plain = _PLAIN_TENSOR_TYPES.get(gt)
+        if plain is not None:
+            return v.at(self.start, plain, math.prod(t.dims)).reshape(shape)
+        n_bytes = math.prod(t.dims) * gt.type_size // gt.block_size
+        # rows of bytes; a BF16 tensor of no dimension is its one element's bytes (gguf-py cannot read it)
+        shape = (*shape[:-1], shape[-1] // gt.block_size * gt.type_size) if shape else (n_bytes,)
+        return v.u8[self.start : self.start + n_bytes].reshape(shape)

@@ -16,8 +16,8 @@ median, max of the relative error, the full table for the F32 -> Q4_K run). Each
 then opened by our reader and the ``gguf`` package (tensor names and types compared with the
 plan) and checked with the ggml profile. The load average is recorded: the machine is shared.
 
-llama.cpp's ``llama-quantize`` is not run beside it: it is not installable here without
-building llama.cpp from source (no binary wheel of llama-cpp-python for this platform).
+The type names are ``llama-quantize``'s presets (``Q4_K`` is its alias of the ``Q4_K_M`` mix).
+``llama-quantize`` itself is run beside gguf-schema, preset by preset, in ``bench_presets.py``.
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ def child(src: str, dst: str, type_name: str, threads: int | None) -> None:
     baseline_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     baseline_now = _rss_kib()
     start = time.perf_counter()
-    result = requantize(src, dst, type_name, threads=threads)
+    result = requantize(src, dst, type_name, threads=threads, allow_requantize=True, measure=True)
     seconds = time.perf_counter() - start
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     json.dump(

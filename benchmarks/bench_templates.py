@@ -36,6 +36,7 @@ import jinja2  # noqa: E402
 from jinja2.sandbox import ImmutableSandboxedEnvironment  # noqa: E402
 
 from gguf_schema.check import templates  # noqa: E402
+from gguf_schema.check.templates.jinja import generation_extension  # noqa: E402
 
 BENIGN = ROOT / "tests" / "data" / "templates" / "benign"
 PHI3 = ROOT.parent / "shared" / "testdata" / "vocab" / "ggml-vocab-phi-3.gguf"
@@ -56,15 +57,11 @@ def cpu_ms(fn, repeat: int) -> float:
 
 
 def measure(source: str, repeat: int) -> dict:
-    parse_env = jinja2.Environment(
-        extensions=["jinja2.ext.loopcontrols", "jinja2.ext.do", templates._generation_extension()]
-    )
-    runtime_env = ImmutableSandboxedEnvironment(
-        extensions=["jinja2.ext.loopcontrols", templates._generation_extension()]
-    )
+    parse_env = jinja2.Environment(extensions=["jinja2.ext.loopcontrols", "jinja2.ext.do", generation_extension()])
+    runtime_env = ImmutableSandboxedEnvironment(extensions=["jinja2.ext.loopcontrols", generation_extension()])
 
     def audit() -> list:
-        templates._static_findings.cache_clear()
+        templates.clear_cache()
         return templates.audit_template(source)
 
     findings = audit()

@@ -276,12 +276,8 @@ class Tensor:
             data: Any = self.data
             shape = self.shape
         else:
-            nbytes = self.nbytes
-            n_rows = math.prod(self.dims[1:])
-            start, stop = row_range(rows, n_rows)
-            row = nbytes // n_rows if n_rows else 0
-            data = self._bytes(start * row, (stop - start) * row, nbytes)
-            shape, rows = (stop - start, self.dims[0]), None
+            data, n = self._row_bytes(rows)
+            shape, rows = (n, self.dims[0]), None
         return dequantize(
             data,
             t,
@@ -293,9 +289,30 @@ class Tensor:
             out=out,
         )
 
-    def raw(self) -> memoryview:
-        """The tensor's bytes as a read-only memoryview (of the map: no copy; of the fetched bytes for a remote file)."""
-        return self.data.reshape(-1).view(np.uint8).data
+    def raw(self, rows: slice | None = None) -> memoryview:
+        """The tensor's bytes as a read-only memoryview (of the map: no copy; of the fetched bytes for a remote file).
+
+        ``rows``: only the bytes of a contiguous range of rows (the tensor seen as ``(-1, shape[-1])``),
+        read alone from the file, as in :meth:`dequantize`; as stored (the file's byte order).
+
+        >>> import io, numpy as np, gguf_schema
+        >>> buf = io.BytesIO()
+        >>> gguf_schema.save(buf, {}, {"w": np.arange(6, dtype=np.int8).reshape(3, 2)})
+        >>> with gguf_schema.open(buf.getvalue()) as f:
+        ...     bytes(f.tensors["w"].raw(rows=slice(1, 3)))
+        b'\\x02\\x03\\x04\\x05'
+        """
+        if rows is None or not self.dims:
+            return self.data.reshape(-1).view(np.uint8).data
+        return memoryview(self._row_bytes(rows)[0]).cast("B")
+
+    def _row_bytes(self, rows: slice) -> tuple[Any, int]:
+        """The stored bytes of a range of rows, and how many rows they are."""
+        nbytes = self.nbytes
+        n_rows = math.prod(self.dims[1:])
+        start, stop = row_range(rows, n_rows)
+        row = nbytes // n_rows if n_rows else 0
+        return self._bytes(start * row, (stop - start) * row, nbytes), stop - start
 
     def __repr__(self) -> str:
         return f"Tensor({self.name!r}, {self.type_name}, shape={self.shape}, offset={self.offset})"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -26,6 +27,24 @@ IQ_LATTICE = frozenset(
     }
 )
 """The IQ types quantized on a lattice (row quantizers only, importance matrices; tested in test_quantize_iq.py)."""
+
+
+NEWER_GOLDEN = Path(__file__).parent / "data" / "golden"
+"""Golden vectors of a newer ggml, for the quantizers ggml changed after ../shared/golden was made (SOURCES.md there)."""
+
+
+def golden_vectors(folder: Path, name: str) -> dict[str, np.ndarray]:
+    """The golden vectors of type ``name``: ``../shared/golden``'s, with the quantized bytes of a
+    newer ggml (``q``, ``q_imatrix``) in their place where ggml has changed that quantizer."""
+    with np.load(folder / f"{name}.npz") as z:
+        g = {k: z[k] for k in z.files}
+    newer = NEWER_GOLDEN / f"{name}.npz"
+    if newer.is_file():
+        with np.load(newer) as z:
+            assert np.array_equal(z["x"], g["x"]) and np.array_equal(z["imatrix"], g["imatrix"])
+            g.update({k: z[k] for k in ("q", "q_imatrix")})
+            g.pop("q_ref", None)  # the shared reference bytes are the older ggml's
+    return g
 
 
 def open_variant(source: Any, fast: bool = True, **kw: Any) -> gguf_schema.GGUFFile:

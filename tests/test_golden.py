@@ -19,14 +19,19 @@ from gguf_schema.tensors import CODECS, COMPILED_DEQUANTIZE, COMPILED_QUANTIZE, 
 from gguf_schema.tensors.engine import _COMPILED_ROWS
 
 from .conftest import SHARED
+from .helpers import golden_vectors
 
 GOLDEN = SHARED / "golden" / "quants"
 MANIFEST = json.loads((GOLDEN / "manifest.json").read_text()) if (GOLDEN / "manifest.json").is_file() else {}
 
 
-def golden(name: str) -> dict[str, np.ndarray]:
+def golden(name: str, newer: bool = True) -> dict[str, np.ndarray]:
+    """The golden vectors of a type; ``newer``: with the quantized bytes of a newer ggml where it
+    changed the quantizer (tests/data/golden), else ../shared/golden's own (the decoders did not change)."""
     if not MANIFEST:
         pytest.skip("../shared/golden is absent")
+    if newer:
+        return golden_vectors(GOLDEN, name)
     with np.load(GOLDEN / f"{name}.npz") as z:
         return {k: z[k] for k in z.files}
 
@@ -56,7 +61,7 @@ def test_manifest_covers_the_types_we_expect():
 
 @pytest.mark.parametrize("name, engine", engines(TYPES, COMPILED_DEQUANTIZE))
 def test_dequantize_gives_ggmls_floats(name, engine):
-    g = golden(name)
+    g = golden(name, newer=False)
     t = GGMLType[name]
     for q, deq in (("q", "deq"), ("q_imatrix", "deq_imatrix")):
         if q not in g:
@@ -132,3 +137,18 @@ def test_subnormal_rows_quantize_to_ggmls_zero_blocks():
         assert not quantize(row, GGMLType.Q2_0, engine=engine).any()
         q4 = quantize(row, GGMLType.Q4_0, engine=engine).reshape(-1, 18)
         assert (q4[:, 2:] == 0).all()
+
+
+def test_shared_iq1_m_vectors_are_the_older_ggmls():
+    """../shared/golden's IQ1_M bytes come from ggml d99724f2b, before llama.cpp PR #28706 changed
+    IQ1_M's search; we follow the newer ggml (tests/data/golden/IQ1_M.npz): our bytes are the old
+    ones on every row but those where the two ggmls differ (one without, one with an imatrix)."""
+    if not MANIFEST:
+        pytest.skip("../shared/golden is absent")
+    old, new = golden("IQ1_M", newer=False), golden("IQ1_M")
+    for key, imatrix in (("q", None), ("q_imatrix", old["imatrix"])):
+        changed = np.flatnonzero((old[key] != new[key]).any(axis=1))
+        assert len(changed) == 1, (key, changed)
+        got = quantize(old["x"], GGMLType.IQ1_M, imatrix=imatrix)
+        assert np.array_equal(got, new[key])
+        assert np.flatnonzero((got != old[key]).any(axis=1)).tolist() == changed.tolist()

@@ -57,6 +57,7 @@ def test_kernels_are_built_where_a_c_compiler_exists():
         GGMLType.TQ2_0,
         GGMLType.IQ4_NL,
         GGMLType.IQ4_XS,
+        GGMLType.Q2_0,
     }
     assert expected == COMPILED_DEQUANTIZE
     assert (expected - {GGMLType.Q8_K}) | IQ_LATTICE == COMPILED_QUANTIZE

@@ -18,6 +18,7 @@ from gguf_schema.tensors import lattice as lat_mod
 from gguf_schema.tensors.registry import CODECS
 
 from .conftest import SHARED
+from .helpers import NEWER_GOLDEN, golden_vectors
 
 GOLDEN = SHARED / "golden" / "quants"
 MANIFEST = json.loads((GOLDEN / "manifest.json").read_text()) if (GOLDEN / "manifest.json").is_file() else {}
@@ -59,8 +60,7 @@ def test_golden_vectors_give_ggmls_bytes(t, eng):
     need_engine(t, eng)
     if not MANIFEST:
         pytest.skip("../shared/golden is absent")
-    with np.load(GOLDEN / f"{t.name}.npz") as z:
-        g = {k: z[k] for k in z.files}
+    g = golden_vectors(GOLDEN, t.name)
     if "q" in g:
         got = quantize(g["x"], t, engine=eng)
         assert np.array_equal(got, g["q"]), f"q: rows {np.flatnonzero((got != g['q']).any(1)).tolist()}"
@@ -186,8 +186,8 @@ ABORTS = {
     (T.IQ3_S, False): {0, 1, 2},
     (T.IQ3_S, True): {0, 1, 2},
     (T.IQ1_S, True): set(),
-    (T.IQ1_M, False): {0, 1, 2},
-    (T.IQ1_M, True): {1, 2},
+    (T.IQ1_M, False): {2},  # (ggml before llama.cpp PR #28706's prefix sums aborted on rows 0 to 2,
+    (T.IQ1_M, True): set(),  # and 1, 2 with weights: its sums overflowed where these do not)
 }
 W = np.linspace(0.5, 2.0, 512, dtype=np.float32)
 
@@ -255,3 +255,18 @@ def test_neighbour_lists_are_the_nearest_grid_points_by_distance_then_index(name
         assert lat.neighbours_of(lv.tolist()) == expected
     reachable = (top + 1) ** dim
     assert len(lat.offsets) - 1 == reachable - points  # one list per key a search can produce off the grid
+
+
+@pytest.mark.parametrize("eng", ["numpy", "compiled"])
+def test_iq1_m_follows_ggmls_prefix_sum_search(eng):
+    """Rows on which ggml's IQ1_M search before and after llama.cpp PR #28706 give other bytes:
+    both engines give the newer ggml's (tests/data/golden/SOURCES.md)."""
+    need_engine(T.IQ1_M, eng)
+    with np.load(NEWER_GOLDEN / "IQ1_M.npz") as z:
+        g = {k: z[k] for k in z.files}
+    got = quantize(g["search_x_plain"], T.IQ1_M, engine=eng)
+    assert np.array_equal(got, g["search_q_plain"])
+    got = quantize(g["search_x_imatrix"], T.IQ1_M, imatrix=g["search_imatrix"], engine=eng)
+    assert np.array_equal(got, g["search_q_imatrix"])
+    deq = dequantize(got, T.IQ1_M, g["search_x_imatrix"].shape)
+    assert np.array_equal(deq.view(np.uint32), g["search_deq_imatrix"].view(np.uint32))

@@ -1,6 +1,9 @@
 """The quantize command and tools/requantize.py: generated models requantized, byte for byte against
 quantize(dequantize(input)), read back by our reader and the gguf package, checked by the ggml profile;
-fallbacks, overrides, importance matrices, errors that leave the target untouched, the command line."""
+fallbacks, overrides, importance matrices, errors that leave the target untouched, the command line.
+
+Most tests here ask for a single ggml type (a GGMLType: every quantized tensor that type) to test the
+streaming; tests/test_presets.py holds llama-quantize's presets against its own plans and files."""
 
 from __future__ import annotations
 
@@ -22,6 +25,7 @@ from gguf_schema.testing.fixtures import arch_model, random_tensor
 from gguf_schema.tools import requantize as rq
 from gguf_schema.tools.convert import convert
 from gguf_schema.tools.imatrix import load_imatrix
+from gguf_schema.tools.quantplan import llama_order, preset, requires_imatrix
 from gguf_schema.tools.split import split
 from gguf_schema.writer import RawTensor
 
@@ -90,7 +94,7 @@ def _check_output(
     src_path: Path, out: Path, result: rq.RequantizeResult, weights: dict | None = None, gguf_reader: bool = True
 ) -> None:
     with gguf_schema.open(src_path) as src, gguf_schema.open(out) as dst:
-        assert list(dst.tensors) == list(src.tensors)
+        assert list(dst.tensors) == llama_order(src.tensors) == [r.name for r in result.tensors]
         for r in result.tensors:
             got = dst.tensors[r.name]
             assert got.type == r.new_type and got.shape == r.shape
@@ -105,8 +109,7 @@ def _check_output(
             else:
                 assert raw == bytes(src.tensors[r.name].raw()), r.name
                 assert r.rms_error == 0.0
-        ftype = rq.file_type_of(result.type)
-        assert dst.metadata.get("general.file_type") == (int(ftype) if ftype is not None else None)
+        assert dst.metadata.get("general.file_type") == result.file_type
         assert dst.metadata["general.quantization_version"] == 2
         assert dst.metadata["general.name"] == "tiny"
     report = validate(out, "ggml")
@@ -120,8 +123,8 @@ def _check_output(
 # --------------------------------------------------------------------------- types
 
 
-def test_plan_follows_llama_quantize(model):
-    result = rq.requantize(model, model.with_name("unused.gguf"), "Q4_K", dry_run=True)
+def test_single_type_plan(model):
+    result = rq.requantize(model, model.with_name("unused.gguf"), G.Q4_K, dry_run=True)
     assert not model.with_name("unused.gguf").exists()
     by = {r.name: r for r in result.tensors}
     assert {n for n, r in by.items() if r.requested is None} == {
@@ -130,21 +133,23 @@ def test_plan_follows_llama_quantize(model):
         "blk.0.ffn_gate_inp.weight",
         "blk.0.token_count",
     }
-    assert by["blk.0.attn_norm.weight"].reason == "kept: 1-D"
-    assert by["blk.0.ffn_gate_inp.weight"].reason == "kept: ffn_gate_inp.weight"
-    assert by["blk.0.token_count"].reason == "kept: I32 data"
-    assert by["blk.0.attn_v.weight"].reason == "kept: already Q4_K" and not by["blk.0.attn_v.weight"].requantized
+    assert by["blk.0.attn_norm.weight"].why == "kept: 1-D"
+    assert by["blk.0.ffn_gate_inp.weight"].why == "kept: never quantized (ffn_gate_inp.weight)"
+    assert by["blk.0.token_count"].why == "kept: I32 data"
+    assert by["blk.0.attn_v.weight"].why == "Q4_K: every tensor Q4_K; already Q4_K: copied"
+    assert not by["blk.0.attn_v.weight"].requantized
     assert (by["blk.0.ffn_down.weight"].new_type, by["blk.0.ffn_up.weight"].new_type) == (G.Q5_0, G.F16)
-    assert "nor of Q5_0's (32): fallback F16" in by["blk.0.ffn_up.weight"].reason
+    assert "nor Q5_0's (32): fallback F16" in by["blk.0.ffn_up.weight"].why
     assert [r.name for r in result.fallbacks] == ["blk.0.ffn_down.weight", "blk.0.ffn_up.weight"]
+    assert [r.name for r in result.tensors][:2] == ["output.weight", "token_embd.weight"]  # llama-quantize's order
     assert by["output.weight"].nbytes == 16 * 144 and result.file_type == FileType.MOSTLY_Q4_K_M
     assert all(r.rms_error is None for r in result.tensors) and result.dry_run
 
 
-@pytest.mark.parametrize("t", ["Q4_K", "Q8_0", "Q6_K", "IQ4_XS", "Q2_K", "IQ3_XXS", "F16"])
+@pytest.mark.parametrize("t", ["Q4_K", "Q8_0", "Q6_K", "IQ4_XS", "Q2_K", "IQ3_S", "F16"])
 def test_output_is_quantize_of_dequantized_input(model, tmp_path, t):
     out = tmp_path / "out.gguf"
-    result = rq.requantize(model, out, t, tensor_types=["ffn_up=F16"])  # 48 columns: Q8_0 has no fallback
+    result = rq.requantize(model, out, G[t], tensor_types=["ffn_up=F16"], allow_requantize=True, measure=True)
     _check_output(model, out, result)
     assert result.output_bytes == sum(r.nbytes for r in result.tensors)
 
@@ -153,15 +158,17 @@ def test_output_is_quantize_of_dequantized_input(model, tmp_path, t):
 def test_importance_matrix_weights_each_tensor(model, tmp_path, t):
     weights = _imatrix(_tensors())
     out = tmp_path / "out.gguf"
-    result = rq.requantize(model, out, t, imatrix=weights, tensor_types=["ffn_up=F16"])
+    result = rq.requantize(
+        model, out, G[t], imatrix=weights, tensor_types=["ffn_up=F16"], allow_requantize=True, measure=True
+    )
     used = {r.name for r in result.tensors if r.imatrix}
     assert "blk.0.ffn_gate_exps.weight" in used and "output.weight" in used
     _check_output(model, out, result, weights, gguf_reader=False)
     if CODECS[G[t]].needs_imatrix:
         with pytest.raises(GGUFBuildError, match="needs an importance matrix"):
-            rq.requantize(model, tmp_path / "plain.gguf", t, tensor_types=["ffn_up=F16"])
+            rq.requantize(model, tmp_path / "plain.gguf", G[t], tensor_types=["ffn_up=F16"], allow_requantize=True)
         return
-    rq.requantize(model, tmp_path / "plain.gguf", t, tensor_types=["ffn_up=F16"])
+    rq.requantize(model, tmp_path / "plain.gguf", G[t], tensor_types=["ffn_up=F16"], allow_requantize=True)
     with gguf_schema.open(out) as a, gguf_schema.open(tmp_path / "plain.gguf") as b:
         assert bytes(a.tensors["output.weight"].raw()) != bytes(b.tensors["output.weight"].raw())
 
@@ -180,8 +187,8 @@ def test_imatrix_file_gguf_and_missing_entries(model, tmp_path):
     path = tmp_path / "imatrix.gguf"
     path.write_bytes(buf.getvalue())
     out = tmp_path / "out.gguf"
-    result = rq.requantize(model, out, "Q4_K", imatrix=path)
-    assert any("token_embd.weight: no importance weights" in n for n in result.notes)
+    result = rq.requantize(model, out, G.Q4_K, imatrix=path, allow_requantize=True, measure=True)
+    assert any("no importance weights for 1 tensors, quantized without: token_embd.weight" in n for n in result.notes)
     assert not next(r for r in result.tensors if r.name == "token_embd.weight").imatrix
     _check_output(model, out, result, load_imatrix(path), gguf_reader=False)
 
@@ -203,15 +210,17 @@ def test_every_quantize_type(tmp_path, t):
     src = tmp_path / "in.gguf"
     gguf_schema.save(src, META, tensors)
     out = tmp_path / "out.gguf"
-    if CODECS[t].needs_imatrix:
+    p = preset(t, single_types=QUANTIZE_TYPES)
+    if CODECS[t].needs_imatrix or requires_imatrix("blk.0.attn_q.weight", t, p):
         out.write_bytes(b"old")
         with pytest.raises(GGUFBuildError, match="needs an importance matrix"):
-            rq.requantize(src, out, t)
+            rq.requantize(src, out, t, measure=True)
         assert out.read_bytes() == b"old"
-        result = rq.requantize(src, out, t, imatrix=weights)
+        result = rq.requantize(src, out, t, imatrix=weights, measure=True)
     else:
-        result = rq.requantize(src, out, t)
-    assert result.tensors[0].new_type == t and result.tensors[0].requantized
+        result = rq.requantize(src, out, t, measure=True)
+    q = result.tensors[1]
+    assert q.name == "blk.0.attn_q.weight" and q.new_type == t and q.requantized
     _check_output(src, out, result, weights, gguf_reader=False)
 
 
@@ -220,12 +229,22 @@ def test_every_quantize_type(tmp_path, t):
 
 def test_streamed_in_chunks_of_rows(model, tmp_path, monkeypatch):
     """Chunks far smaller than a tensor (and than an expert) give the same bytes and the same errors."""
-    whole = rq.requantize(model, tmp_path / "whole.gguf", "Q4_K", imatrix=_imatrix(_tensors()))
+    whole = rq.requantize(
+        model, tmp_path / "whole.gguf", G.Q4_K, imatrix=_imatrix(_tensors()), allow_requantize=True, measure=True
+    )
     monkeypatch.setattr(rq, "_CHUNK_BYTES", 2 * 256 * 4)
     calls = []
     real = rq.quantize
     monkeypatch.setattr(rq, "quantize", lambda x, *a, **k: calls.append(x.shape) or real(x, *a, **k))
-    small = rq.requantize(model, tmp_path / "small.gguf", "Q4_K", imatrix=_imatrix(_tensors()), threads=1)
+    small = rq.requantize(
+        model,
+        tmp_path / "small.gguf",
+        G.Q4_K,
+        imatrix=_imatrix(_tensors()),
+        threads=1,
+        allow_requantize=True,
+        measure=True,
+    )
     assert max(rows for rows, cols in calls if cols == 256) == 2
     assert calls.count((1, 256)) == 3  # 5 rows per expert: 2 + 2 + 1, three times
     assert (tmp_path / "whole.gguf").read_bytes() == (tmp_path / "small.gguf").read_bytes()
@@ -235,10 +254,10 @@ def test_streamed_in_chunks_of_rows(model, tmp_path, monkeypatch):
 
 def test_split_and_big_endian_inputs(model, tmp_path):
     direct = tmp_path / "direct.gguf"
-    rq.requantize(model, direct, "Q8_0", tensor_types=["ffn_up=F16"])
+    rq.requantize(model, direct, "Q8_0", tensor_types=["ffn_up=F16"], allow_requantize=True)
     shards = split(model, tmp_path / "m", max_tensors=5)
     out = tmp_path / "from_split.gguf"
-    result = rq.requantize(shards[0], out, "Q8_0", tensor_types=["ffn_up=F16"])
+    result = rq.requantize(shards[0], out, "Q8_0", tensor_types=["ffn_up=F16"], allow_requantize=True)
     assert len(shards) == 3 and len(result.tensors) == 12
     with gguf_schema.open(out) as f:
         assert "split.count" not in f.fields and "split.no" not in f.fields
@@ -246,13 +265,13 @@ def test_split_and_big_endian_inputs(model, tmp_path):
     big = tmp_path / "big.gguf"
     convert(model, big, byte_order="big")
     out_big = tmp_path / "from_big.gguf"
-    rq.requantize(big, out_big, "Q8_0", tensor_types=["ffn_up=F16"])
+    rq.requantize(big, out_big, "Q8_0", tensor_types=["ffn_up=F16"], allow_requantize=True)
     assert out_big.read_bytes() == direct.read_bytes()
     fields, tensors = arch_model("llama")  # a vocabulary: string arrays, read lazily, re-encoded for little-endian
     gguf_schema.save(tmp_path / "llama.gguf", fields, tensors)
     convert(tmp_path / "llama.gguf", tmp_path / "llama-be.gguf", byte_order="big")
-    rq.requantize(tmp_path / "llama.gguf", tmp_path / "a.gguf", "Q4_0")
-    rq.requantize(tmp_path / "llama-be.gguf", tmp_path / "b.gguf", "Q4_0")
+    rq.requantize(tmp_path / "llama.gguf", tmp_path / "a.gguf", "Q4_0", allow_requantize=True)
+    rq.requantize(tmp_path / "llama-be.gguf", tmp_path / "b.gguf", "Q4_0", allow_requantize=True)
     assert (tmp_path / "a.gguf").read_bytes() == (tmp_path / "b.gguf").read_bytes()
     with gguf_schema.open(tmp_path / "b.gguf") as f:
         assert f.metadata["tokenizer.ggml.tokens"][:3] == ["<unk>", "<s>", "</s>"]
@@ -263,17 +282,20 @@ def test_overrides_first_match_wins_and_keep_1d(model, tmp_path):
     result = rq.requantize(
         model,
         out,
-        "Q4_K",
+        G.Q4_K,
         tensor_types=[r"blk\.0\.ffn_(down|gate)=Q8_0", "ffn_down=Q6_K", "ffn_up=Q6_K", "nothing_here=Q4_0"],
         keep_1d=False,
+        allow_requantize=True,
+        measure=True,
     )
     by = {r.name: r for r in result.tensors}
     assert by["blk.0.ffn_down.weight"].requested == G.Q8_0 and by["blk.0.ffn_down.weight"].new_type == G.Q8_0
     assert by["blk.0.ffn_gate_exps.weight"].new_type == G.Q8_0
     assert by["blk.0.ffn_up.weight"].requested == G.Q6_K and by["blk.0.ffn_up.weight"].new_type == G.F16
     assert by["output.weight"].new_type == G.Q4_K
-    assert by["blk.0.attn_norm.weight"].reason == "kept: _norm.weight"  # names still keep norms
-    assert by["blk.0.attn_k.bias"].reason == "kept: not a weight"
+    assert by["blk.0.attn_norm.weight"].why == "kept: never quantized (_norm.weight)"  # names still keep norms
+    assert by["blk.0.attn_k.bias"].why == "kept: not a weight"
+    assert by["blk.0.ffn_up.weight"].pattern == "ffn_up" and by["blk.0.ffn_down.weight"].pattern.startswith("blk")
     assert any("'nothing_here' matched no tensor" in n for n in result.notes)
     _check_output(model, out, result, gguf_reader=False)
     one_d = tmp_path / "one_d.gguf"
@@ -298,24 +320,30 @@ def _untouched(target: Path) -> None:
 
 
 def test_row_that_fits_nothing(model, target):
-    with pytest.raises(GGUFBuildError, match="no fallback for Q8_0") as e:
-        rq.requantize(model, target, "Q8_0")
-    assert "blk.0.ffn_up.weight" in str(e.value) and "row of 48" in str(e.value)
+    """A type of blocks over 32 without a fallback: refused, as llama-quantize refuses. (A 32-element
+    type falls back to F16 in llama.cpp: Q8_0 on rows of 48 is F16.)"""
+    with pytest.raises(GGUFBuildError, match="no fallback for NVFP4") as e:
+        rq.requantize(model, target, G.NVFP4, allow_requantize=True)
+    assert "blk.0.ffn_down.weight" in str(e.value) and "rows of 96" in str(e.value)
     _untouched(target)
+    plan = rq.requantize(model, target, "Q8_0", allow_requantize=True, dry_run=True)
+    up = next(r for r in plan.tensors if r.name == "blk.0.ffn_up.weight")
+    assert (up.requested, up.new_type) == (G.Q8_0, G.F16) and "rows of 48 are not whole Q8_0 blocks" in up.why
 
 
-@pytest.mark.parametrize("bad", ["Q9_K", "IQ2_XXS_BAD", 99, "Q4_0_4_4"])
+@pytest.mark.parametrize("bad", ["Q9_K", "IQ2_XXS_BAD", 99, "Q4_0_4_4", "Q4_KM"])
 def test_unknown_type(model, target, bad):
-    with pytest.raises(ValueError, match="cannot requantize to"):
+    with pytest.raises(ValueError, match="the presets are Q1_0, Q2_0, Q4_0, .*, Q4_K_M, .*COPY") as e:
         rq.requantize(model, target, bad)
+    assert "single ggml types: F32" not in str(e.value) and "Q8_K" in str(e.value)
     _untouched(target)
 
 
 def test_imatrix_that_does_not_fit(model, target):
     weights = _imatrix(_tensors())
     weights["output.weight"] = weights["output.weight"][:128]
-    with pytest.raises(GGUFBuildError, match="imatrix of 128 weights does not fit"):
-        rq.requantize(model, target, "Q4_K", imatrix=weights)
+    with pytest.raises(GGUFBuildError, match="imatrix of 128 weights does not fit.*another model"):
+        rq.requantize(model, target, G.Q4_K, imatrix=weights, allow_requantize=True)
     _untouched(target)
 
 
@@ -328,10 +356,10 @@ def test_bad_data_midway_leaves_target(tmp_path, target):
     src = tmp_path / "nan.gguf"
     gguf_schema.save(src, META, tensors)
     with pytest.raises(GGUFBuildError, match=r"row 3, column 7 is nan.*output\.weight"):
-        rq.requantize(src, target, "Q4_K")
+        rq.requantize(src, target, G.Q4_K, allow_requantize=True)
     _untouched(target)
     with pytest.raises(GGUFBuildError, match="I8 needs integer values"):
-        rq.requantize(tmp_path / "nan.gguf", target, "I8")
+        rq.requantize(tmp_path / "nan.gguf", target, "I8", allow_requantize=True)
     _untouched(target)
 
 
@@ -361,18 +389,39 @@ def test_bad_arguments(model, target):
 
 def test_cli_quantize(model, tmp_path):
     out = tmp_path / "out.gguf"
-    r = run_cli("quantize", model, out, "--type", "q4_k", "--tensor-type", "attn_k=Q8_0", "--threads", "2")
+    r = run_cli(
+        "quantize",
+        model,
+        out,
+        "--type",
+        "q4_k",
+        "--tensor-type",
+        "ATTN_K=Q8_0",
+        "--threads",
+        "2",
+        "--allow-requantize",
+        "--measure",
+    )
     assert r.returncode == 0, r
     text = r.stdout.decode()
-    assert "BF16 -> Q8_0" in text and "7 of 12 tensors requantized to Q4_K (2 fell back)" in text
+    assert "BF16 -> Q8_0" in text and "--tensor-type attn_k=Q8_0" in text  # lowercased, as llama-quantize does
+    assert text.splitlines()[-1] == (
+        "Q4_K: 8 of 12 tensors quantized (Q4_K 3, Q6_K 2, Q8_0 2, F16 1); 2 fell back, 1 set by --tensor-type; "
+        "4 copied as they are; tensor data 0.05 MiB -> 0.02 MiB; file type MOSTLY_Q4_K_M"
+    )
     line = next(x for x in text.splitlines() if x.startswith("blk.0.ffn_down.weight"))
-    assert line.split()[1:5] == ["8x96", "F32", "->", "Q5_0"]
+    assert line.split()[1:5] == ["8x96", "F32", "->", "Q8_0"] and line.endswith("fallback Q8_0")
     err = r.stderr.decode()
-    assert "blk.0.ffn_up.weight: row of 48 is not a multiple of the Q4_K block (256)" in err
-    assert "wrote" in err
+    assert "blk.0.ffn_up.weight: Q4_K: the default type; rows of 48 are not whole Q4_K blocks (256)" in err
+    assert "note: the model has no llama.block_count: 1 layers counted from tensor names" in err and "wrote" in err
     with gguf_schema.open(out) as f:
         assert f.tensors["blk.0.attn_k.weight"].type == G.Q8_0 and f.metadata["general.file_type"] == 15
+        assert f.tensors["output.weight"].type == G.Q6_K
     assert run_cli("check", "--profile", "ggml", out).returncode == 0
+    again = tmp_path / "again.gguf"  # llama-quantize's own form: IN OUT TYPE THREADS
+    r = run_cli("quantize", model, again, "Q4_K", "1", "--tensor-type", "attn_k=q8_0", "--allow-requantize")
+    assert r.returncode == 0, r
+    assert again.read_bytes() == out.read_bytes()
 
 
 def test_cli_json_and_dry_run(model, tmp_path):
@@ -380,13 +429,20 @@ def test_cli_json_and_dry_run(model, tmp_path):
     r = run_cli("quantize", model, out, "-t", "Q6_K", "--json", "--dry-run")
     assert r.returncode == 0, r
     record = json.loads(r.stdout)
-    assert record["dry_run"] and record["type"] == "Q6_K" and record["file_type"] == "MOSTLY_Q6_K"
+    assert record["dry_run"] and record["preset"] == "Q6_K" and record["file_type_name"] == "MOSTLY_Q6_K"
     by = {t["name"]: t for t in record["tensors"]}
-    assert by["blk.0.ffn_down.weight"]["new_type"] == "Q8_0" and by["output.weight"]["bytes"] == 16 * 210
+    assert list(by["blk.0.ffn_down.weight"])[:4] == ["name", "from", "to", "why"]
+    assert by["blk.0.ffn_down.weight"]["to"] == "Q8_0" and by["output.weight"]["bytes"] == 16 * 210
+    assert by["blk.0.attn_q.weight"]["from"] == "Q8_0" and by["blk.0.attn_q.weight"]["to"] == "Q6_K"
+    assert b"quantized already (blk.0.attn_q.weight: Q8_0" in r.stderr  # a note in a dry run
     assert not out.exists()
     r = run_cli("quantize", model, out, "-t", "Q6_K", "--json")
+    assert r.returncode == 2 and b"--allow-requantize" in r.stderr and not out.exists()
+    r = run_cli("quantize", model, out, "-t", "Q6_K", "--json", "--allow-requantize", "--measure")
     record = json.loads(r.stdout)
-    assert record["tensors"][-1]["rms_error"] > 0 and record["tensors"][-1]["relative_error"] < 0.05
+    assert record["tensors"][0]["rms_error"] > 0 and record["tensors"][0]["relative_error"] < 0.05
+    r = run_cli("quantize", model, tmp_path / "fast.gguf", "-t", "Q6_K", "--allow-requantize")
+    assert (tmp_path / "fast.gguf").read_bytes() == out.read_bytes() and " - " in r.stdout.decode()
 
 
 def test_cli_legacy_imatrix(model, tmp_path):
@@ -396,25 +452,56 @@ def test_cli_legacy_imatrix(model, tmp_path):
     dat = struct.pack("<ii", 1, len(name)) + name + struct.pack("<ii", 4, w.size) + (w * 4).astype("<f4").tobytes()
     (tmp_path / "imatrix.dat").write_bytes(dat)
     out = tmp_path / "out.gguf"
-    r = run_cli("quantize", model, out, "-t", "Q4_K", "--imatrix", tmp_path / "imatrix.dat", "--json")
+    r = run_cli(
+        "quantize",
+        model,
+        out,
+        "-t",
+        "Q4_K",
+        "--pure",
+        "--imatrix",
+        tmp_path / "imatrix.dat",
+        "--json",
+        "--allow-requantize",
+    )
     assert r.returncode == 0, r
     by = {t["name"]: t for t in json.loads(r.stdout)["tensors"]}
     assert by["output.weight"]["imatrix"] and not by["blk.0.attn_k.weight"]["imatrix"]
-    assert b"blk.0.attn_k.weight: no importance weights in the imatrix" in r.stderr
+    assert b"no importance weights for 5 tensors, quantized without: token_embd.weight, blk.0.attn_k.weight" in r.stderr
     with gguf_schema.open(model) as src, gguf_schema.open(out) as dst:
         assert bytes(dst.tensors["output.weight"].raw()) == _expected(src, "output.weight", G.Q4_K, w)
+        assert dst.metadata["quantize.imatrix.file"] == str(tmp_path / "imatrix.dat")
+        assert dst.metadata["quantize.imatrix.entries_count"] == 1
+        assert "quantize.imatrix.chunks_count" not in dst.metadata  # the file does not say
 
 
-def test_cli_errors(model, target):
+def test_cli_errors(model, target, tmp_path):
     r = run_cli("quantize", model, target, "--type", "Q9")
-    assert r.returncode == 2 and b"cannot quantize to 'Q9'" in r.stderr
+    assert r.returncode == 2 and b"unknown quantization type 'Q9': the presets are Q1_0" in r.stderr
     r = run_cli("quantize", model, target, "--type", "Q4_K", "--tensor-type", "([=Q8_0")
     assert r.returncode == 2 and b"not a regular expression" in r.stderr
-    r = run_cli("quantize", model, target, "--type", "Q8_0")
-    assert r.returncode == 2 and b"no fallback for Q8_0" in r.stderr and b"blk.0.ffn_up.weight" in r.stderr
-    r = run_cli("quantize", model, target, "--type", "Q4_K", "--imatrix", model)
+    r = run_cli("quantize", model, target, "--type", "Q4_K", "--imatrix", model, "--allow-requantize")
     assert r.returncode == 2 and b"not an imatrix file" in r.stderr
-    r = run_cli("quantize", model, target, "--type", "Q4_K", "--tensor-type", "ffn_up=F16", "--strict", "spec")
+    text = tmp_path / "imatrix.txt"
+    text.write_text("blk.0.attn_q.weight 0.5 0.25 1.0\n")
+    r = run_cli("quantize", model, target, "--type", "Q4_K", "--imatrix", text, "--allow-requantize")
+    assert (
+        r.returncode == 2 and b"not an importance matrix file: neither GGUF nor llama-imatrix's legacy form" in r.stderr
+    )
+    r = run_cli("quantize", model, target, "--type", "IQ2_M", "--allow-requantize")
+    assert r.returncode == 2 and b"IQ2_M needs an importance matrix (--imatrix): it was not given" in r.stderr
+    r = run_cli("quantize", model, target, "Q4_K", "--type", "Q8_0")
+    assert r.returncode == 2 and b"two types given" in r.stderr
+    r = run_cli("quantize", model, target, "--include-weights", "a", "--exclude-weights", "b", "-t", "Q8_0")
+    assert r.returncode == 2 and b"not allowed with argument" in r.stderr
+    r = run_cli("quantize", model, target, "--type", "Q4_K", "--override-kv", "a=bool:maybe")
+    assert r.returncode == 2 and b"KEY=TYPE:VALUE" in r.stderr
+    r = run_cli("quantize", model, target, "--type", "Q4_K", "--output-tensor-type", "Q3_K", "--allow-requantize")
+    assert r.returncode == 0  # output.weight has rows of 256
+    target.write_bytes(b"previous contents")
+    r = run_cli(
+        "quantize", model, target, "-t", "Q8_0", "--tensor-type", "ffn_up=F16", "--strict", "spec", "--allow-requantize"
+    )
     assert r.returncode == 2 and b"llama.context_length is missing" in r.stderr  # the tiny model lacks llama keys
     _untouched(target)
     assert isinstance(GGUFBuildError("x"), GGUFError)
@@ -434,8 +521,9 @@ def test_empty_tensors(tmp_path):
         src, META, {"a.weight": np.zeros((0, 256), np.float32), "b.weight": np.zeros((2, 0, 256), np.float32)}
     )
     weights = {"a.weight": np.ones(256, np.float32), "b.weight": np.ones(512, np.float32)}
-    result = rq.requantize(src, tmp_path / "out.gguf", "Q4_K", imatrix=weights)
-    assert [(r.new_type, r.nbytes, r.rms_error) for r in result.tensors] == [(G.Q4_K, 0, 0.0)] * 2
+    result = rq.requantize(src, tmp_path / "out.gguf", G.Q4_K, imatrix=weights, measure=True)
+    # (0, 256) is 1-D to ggml (a dimension of 0 or 1 does not count): kept, as llama-quantize keeps it
+    assert [(r.new_type, r.nbytes, r.rms_error) for r in result.tensors] == [(G.F32, 0, 0.0), (G.Q4_K, 0, 0.0)]
     with gguf_schema.open(tmp_path / "out.gguf") as f:
         assert [t.shape for t in f.tensor_list] == [(0, 256), (2, 0, 256)]
 

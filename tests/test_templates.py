@@ -1,15 +1,20 @@
 """Chat-template audit (gguf_schema.check.templates).
 
-Benign templates (our fixtures, written to exercise what real chat templates do, and the real
-template of a GGUF file in ../shared) give no warning. Every class of bypass is written here as a
-payload that runs a harmless command (it creates a marker file in tmp_path) or reads a marker the
-test planted: each payload is first PROVED live in an unsandboxed ``jinja2.Environment``, then the
-audit must report it at error severity.
+Benign templates (our fixtures, written to exercise what real chat templates do; the corpus of real
+chat templates in tests/data/templates/real, listed with origins and checksums in its SOURCES file;
+the real template of a GGUF file in ../shared) give no finding. Every class of bypass is written here
+as a payload that runs a harmless command (it creates a marker file in tmp_path) or reads a marker
+the test planted: each payload is first PROVED live by an unsandboxed render (in a forked child with
+limits: gguf_schema.testing.live_templates), then the audit must report it at error severity. The
+red team of the newer classes (laundering, captures, NFKC, tokens, render cost) is in
+tests/test_template_tricks.py.
 """
 
 from __future__ import annotations
 
 import datetime
+import hashlib
+import importlib
 import json
 import os
 import re
@@ -22,8 +27,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import gguf_schema
-from gguf_schema.check import templates
-from gguf_schema.check.templates import RULES, TemplateFinding, audit_template, hidden_characters
+from gguf_schema.check.templates import RULES, TemplateFinding, audit_template, hidden_characters, sandbox
+from gguf_schema.check.templates.jinja import generation_extension
+from gguf_schema.testing.live_templates import LiveRenderer
 
 from .conftest import SHARED
 
@@ -31,22 +37,22 @@ jinja2 = pytest.importorskip("jinja2")
 
 BENIGN_DIR = Path(__file__).parent / "data" / "templates" / "benign"
 BENIGN = sorted(BENIGN_DIR.glob("*.jinja"))
+REAL_DIR = Path(__file__).parent / "data" / "templates" / "real"
+SYSPATH_MARKER = "/nonexistent/gguf-audit-syspath-marker"
 
 
 def read_template(path: Path) -> str:
     return path.read_bytes().decode("utf-8")  # bytes: keep CRLF line ends as they are
 
 
-def live_environment() -> jinja2.Environment:
-    """What an unsandboxed runtime does (SGLang before CVE-2026-5760, llama-cpp-python before CVE-2024-34359)."""
-    env = jinja2.Environment(extensions=["jinja2.ext.loopcontrols", "jinja2.ext.do"])
-
-    def raise_exception(message: str) -> None:
-        raise jinja2.TemplateError(message)
-
-    env.globals["raise_exception"] = raise_exception
-    env.globals["strftime_now"] = lambda fmt: datetime.datetime.now().strftime(fmt)
-    return env
+@pytest.fixture(scope="module")
+def live():
+    """What an unsandboxed runtime does (SGLang before CVE-2026-5760, llama-cpp-python before CVE-2024-34359),
+    in a forked child per render, with the marker variable and a marker on sys.path."""
+    if os.name != "posix":
+        pytest.skip("live renders fork (POSIX)")
+    with LiveRenderer(env={"GGUF_AUDIT_MARK": "seen-by-test", "PYTHONPATH": SYSPATH_MARKER}) as renderer:
+        yield renderer
 
 
 def sandbox_environment() -> jinja2.Environment:
@@ -54,7 +60,7 @@ def sandbox_environment() -> jinja2.Environment:
     from jinja2.sandbox import ImmutableSandboxedEnvironment
 
     env = ImmutableSandboxedEnvironment(
-        trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols", templates._generation_extension()]
+        trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols", generation_extension()]
     )
     env.filters["tojson"] = lambda x, ensure_ascii=False, indent=None, separators=None, sort_keys=False: json.dumps(
         x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys
@@ -85,6 +91,7 @@ def test_rule_table_has_stable_ids_and_known_severities():
         assert rule.title and len(rule.description) > 40
     assert RULES["GGUF-T101"].severity == "error"
     assert RULES["GGUF-T301"].severity == "warning"
+    assert RULES["GGUF-T504"].severity == RULES["GGUF-T502"].severity == "error"  # a render that hangs a server
     with pytest.raises(TypeError):
         RULES["GGUF-T999"] = RULES["GGUF-T101"]  # read-only
 
@@ -141,7 +148,7 @@ def test_benign_template_gives_no_findings(path):
 @pytest.mark.parametrize("path", BENIGN, ids=[p.stem for p in BENIGN])
 def test_benign_fixture_is_a_working_template(path):
     """The fixtures are real templates: the transformers-style sandbox renders a chat with them."""
-    context = {**templates._COMMON_CONTEXT, **dict(templates._CONVERSATIONS)["chat"]}
+    context = {**sandbox.COMMON_CONTEXT, **dict(sandbox.CONVERSATIONS)["chat"]}
     out = sandbox_environment().from_string(read_template(path)).render(**context)
     assert "Name three primes." in out
 
@@ -158,11 +165,23 @@ def test_names_from_the_conversation_are_not_flagged():
         "{% for name in props %}{{ props[name]['type'] }}{{ props[name].get('description', '') }}{% endfor %}"
         "{% endfor %}{% set field = 'content' if x else 'reasoning_content' %}{{ messages[0][field] }}"
         "{{ mapping[messages[0].role | lower] }}{{ messages[loop_index + 1] }}"
-        # a JSON-pointer walk: names from the request, looked up on request data, level after level
+    )
+    assert audit_template(source) == []
+
+
+def test_a_request_name_on_what_a_request_name_picked_is_not_proven():
+    # a JSON-pointer walk: the first name is an item of request data; if the request names no key there, Jinja
+    # falls back to an attribute (a method, a type), and the next request name is looked up on that
+    walk = (
         "{% set ns = namespace(node=schema) %}{% for part in ref.split('/') %}{% set ns.node = ns.node[part] %}"
         "{% endfor %}{{ ns.node.type }}"
     )
-    assert audit_template(source) == []
+    assert [(f.rule, f.chain[-3:]) for f in audit_template(walk)] == [
+        (
+            "GGUF-T106",
+            ("line 1: a loop variable over ref.split(…)", "line 1: set part", "line 1: the item name in ns.node[…]"),
+        )
+    ]
 
 
 def test_real_template_of_a_gguf_file_is_clean():
@@ -172,6 +191,52 @@ def test_real_template_of_a_gguf_file_is_clean():
     source = gguf_schema.open(path).metadata["tokenizer.chat_template"]
     assert "message['role']" in source
     assert audit_template(source) == []
+
+
+def _sources() -> dict[str, tuple[str, str]]:
+    rows = {}
+    for line in (REAL_DIR / "SOURCES").read_text(encoding="utf-8").splitlines():
+        if line and not line.startswith("#"):
+            name, digest, origin = line.split("\t")
+            rows[name] = (digest, origin)
+    return rows
+
+
+def test_real_corpus_is_what_its_sources_file_says():
+    rows = _sources()
+    files = sorted(p.name for p in REAL_DIR.glob("*.jinja"))
+    assert files == sorted(rows) and len(files) >= 150
+    for name in files:
+        assert hashlib.sha256((REAL_DIR / name).read_bytes()).hexdigest() == rows[name][0], name
+    origins = " ".join(origin for _, origin in rows.values())
+    for source in (
+        "ggml-org/llama.cpp models/templates",
+        "tests/test-chat-template.cpp",
+        "google/minja",
+        "huggingface/huggingface.js",
+        "chujiezheng/chat_templates",
+        "llama_cpp_python",
+        ".gguf",
+    ):
+        assert source in origins, source
+
+
+def test_real_chat_templates_give_no_findings():
+    """Every real template collected (llama.cpp's and minja's, GGUF files', packages'): no finding at all."""
+    flagged = {}
+    for path in sorted(REAL_DIR.glob("*.jinja")):
+        findings = audit_template(read_template(path))
+        if findings:
+            flagged[path.name] = [(f.rule, f.line, f.message) for f in findings]
+    assert flagged == {}
+
+
+def test_a_dict_key_lookup_on_request_data_is_not_an_attribute_access():
+    # Kimi-K3's real template reads message.get('_xtml_json_block'): an item of a dict, never an attribute
+    source = "{{ msg.get('_private') }}{{ msg['_x'] }}{{ msg._y }}{{ tools[0].get('__meta__', {}).get('_z') }}"
+    assert audit_template(source) == []
+    assert rules_of(audit_template("{{ msg['__class__'] }}")) == {"GGUF-T101"}  # a dunder is an attribute anywhere
+    assert rules_of(audit_template("{{ loop._after }}{{ cycler._x }}")) == {"GGUF-T101"}  # objects' private names
 
 
 # ---------------------------------------------------------------------------------------------
@@ -462,8 +527,12 @@ P = {
         "GGUF-T102",
         context=(("bos_token", "__init__"), ("eos_token", "__globals__")),
     ),
-    "strftime-now": Payload(
-        "{{ cycler[strftime_now('__init__')][strftime_now('__globals__')].os.popen({CMD}).read() }}", "GGUF-T102"
+    "strftime-now": Payload(  # a format without '%' comes back as it is: folded
+        "{{ cycler[strftime_now('__init__')][strftime_now('__globals__')].os.popen({CMD}).read() }}", "GGUF-T101"
+    ),
+    "strftime-now-directives": Payload(
+        "{{ cycler[strftime_now('__init__%%')[:-1]][strftime_now('__globals__')].os.popen({CMD}).read() }}",
+        "GGUF-T102",
     ),
     "captured-block": Payload(
         "{% set a %}__init__{% endset %}{% set b | lower %}__GLOBALS__{% endset %}"
@@ -487,12 +556,12 @@ P = {
     ),
     "cycler-object": Payload(
         "{% set c = cycler('__init__', '__globals__') %}{{ cycler[c.next()][c.next()].os.popen({CMD}).read() }}",
-        "GGUF-T102",
+        "GGUF-T101",
     ),
     "joiner-object": Payload(
         "{% set j = joiner('__init__') %}{% set k = joiner('__globals__') %}{{ j() ~ k() }}"
         "{{ cycler[j()][k()].os.popen({CMD}).read() }}",
-        "GGUF-T102",
+        "GGUF-T101",
     ),
     "dict-fromkeys": Payload(
         "{{ cycler[dict.fromkeys(['__init__']) | first][dict.fromkeys(['__globals__']) | first].os"
@@ -541,12 +610,17 @@ def materialize(payload: Payload, marker: Path) -> str:
     )
 
 
-def request_data(value: object, marker: Path) -> object:
-    """The payload's request (messages, tools) with the marker path and the index of Popen filled in."""
-    import subprocess
+_POPEN_INDEX = (
+    "{% for c in range.__mro__[-1].__subclasses__() %}{% if c.__name__ == 'Popen' %}{{ loop.index0 }}{% endif %}"
+    "{% endfor %}"
+)
 
+
+def request_data(value: object, marker: Path, live: LiveRenderer) -> object:
+    """The payload's request (messages, tools) with the marker path and the index of Popen (in the renderer's
+    process) filled in."""
     if value == "{POPEN}":
-        return object.__subclasses__().index(subprocess.Popen)
+        return int(live.render(_POPEN_INDEX).output)
     if isinstance(value, str):
         return (
             value.replace("{CMDTEXT}", f"touch '{marker}'")
@@ -554,45 +628,50 @@ def request_data(value: object, marker: Path) -> object:
             .replace("{MARK}", "GGUF_AUDIT_MARK")
         )
     if isinstance(value, tuple):
-        return [request_data(v, marker) for v in value]
+        return [request_data(v, marker, live) for v in value]
     if isinstance(value, dict):
-        return {k: request_data(v, marker) for k, v in value.items()}
+        return {k: request_data(v, marker, live) for k, v in value.items()}
     return value
 
 
 @pytest.mark.skipif(os.name != "posix", reason="the payloads run 'touch'")
 @pytest.mark.parametrize("payload_id", list(P))
-def test_payload_runs_unsandboxed_and_audit_reports_it(payload_id, tmp_path, monkeypatch):
+def test_payload_runs_unsandboxed_and_audit_reports_it(payload_id, tmp_path, live):
     payload = P[payload_id]
     marker = tmp_path / "payload-ran"
-    monkeypatch.setenv("GGUF_AUDIT_MARK", "seen-by-test")
-    syspath_marker = str(tmp_path / "syspath-marker")
-    monkeypatch.syspath_prepend(syspath_marker)
     source = materialize(payload, marker)
 
     # 1. the payload is live: an unsandboxed runtime executes it
-    context = {k: request_data(v, marker) for k, v in payload.context}
-    out = live_environment().from_string(source).render(x=True, **context)
+    context = {"x": True, **{k: request_data(v, marker, live) for k, v in payload.context}}
+    result = live.render(source, context)
+    out = result.output
+    assert result.kind == "ok", result
     if payload.proof == "marker":
         assert marker.exists(), out
     elif payload.proof == "env":
         assert "seen-by-test" in out
     elif payload.proof == "syspath":
-        assert syspath_marker in out
+        assert SYSPATH_MARKER in out
     else:
         assert payload.proof.removeprefix("text:") in out
 
-    # 2. the audit, which never runs it, reports it
+    # 2. the audit, which never runs it, reports it, with the chain that made the name
     findings = audit_template(source)
     assert payload.rule in rules_of(findings, "error"), [(f.rule, f.message) for f in findings]
     assert all(f.line == 1 and len(f.excerpt) <= 120 for f in findings if f.rule == payload.rule)
+    assert all(f.chain and f.chain[-1].startswith("line 1: ") for f in findings if f.rule == payload.rule)
 
 
-def test_folded_names_are_named_in_the_message():
-    findings = audit_template("{% set n = '__cla' ~ 'ss__' %}{{ messages[n] }}")
-    assert [(f.rule, f.message) for f in findings] == [
-        ("GGUF-T101", "the item name in messages[…] is '__class__' (built at render time), a Python internal")
+def test_folded_names_are_named_in_the_message_with_their_chain():
+    findings = audit_template("{% set n = '__cla' ~ 'ss__' %}\n{{ messages[n] }}")
+    assert [(f.rule, f.line, f.message) for f in findings] == [
+        ("GGUF-T101", 2, "the item name in messages[…] is '__class__', a Python internal")
     ]
+    assert findings[0].chain == (
+        "line 1: '~' concatenation gives '__class__'",
+        "line 1: set n",
+        "line 2: the item name in messages[…]",
+    )
 
 
 def test_escaped_literal_is_a_warning_of_its_own():
@@ -628,8 +707,8 @@ def test_text_growing_through_recursion_settles_without_false_alarms():
     assert [(f.rule, f.message) for f in audit_template(as_name)] == [
         (
             "GGUF-T102",
-            "the item name in node[…] is computed at render time from text that grows with each call; "
-            "its value cannot be checked",
+            "the item name in node[…] is computed at render time (line 1: parameter indent of macro show); it "
+            "cannot be proven harmless",
         )
     ]
 
@@ -687,19 +766,26 @@ def test_render_errors_of_ordinary_templates_are_not_findings():
 def test_render_bounds_time_and_output():
     spin = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}"
     findings = audit_template(spin, render=True, render_timeout=0.5)
-    assert [(f.rule, f.severity) for f in findings] == [("GGUF-T502", "warning")]
-    assert "did not finish within 0.5 s" in findings[0].message
+    assert [(f.rule, f.severity) for f in findings] == [("GGUF-T502", "error"), ("GGUF-T504", "error")]
+    assert findings[0].message == "sandboxed render (one message conversation) did not finish within 0.5 s"
 
     flood = "{% for i in range(100000) %}{{ 'x' * 100 }}{% endfor %}"
     findings = audit_template(flood, render=True, render_max_output=10_000)
-    assert {f.rule for f in findings} == {"GGUF-T502"}
-    assert "output passed 10000 characters" in findings[0].message
+    assert [f.rule for f in findings] == ["GGUF-T502"]  # ten million characters: the static bound lets it pass
+    assert findings[0].message == "sandboxed render (one message conversation) output passed 10,000 characters"
+
+
+def test_a_refusal_of_the_sandboxs_own_range_limit_is_a_finding():
+    findings = audit_template("{% for i in range(200000) %}{% endfor %}{{ messages[0].content }}", render=True)
+    assert [(f.rule, f.line) for f in findings] == [("GGUF-T502", 1)]
+    assert "was stopped by a limit: Range too big" in findings[0].message
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="the address-space limit is a Linux rlimit")
 def test_render_bounds_memory():
     findings = audit_template("{{ 'x' * 3000000000 }}", render=True, render_memory=512 << 20)
-    assert rules_of(findings) == {"GGUF-T502"}
+    assert rules_of(findings) == {"GGUF-T502", "GGUF-T504"}
+    assert "memory" in next(f.message for f in findings if f.rule == "GGUF-T502")
 
 
 def test_render_refuses_old_jinja(monkeypatch):
@@ -815,7 +901,7 @@ def test_folding_does_not_allocate_or_loop():
         "{{ x['{:>999999999}'.format('a')] }}",
         "{{ x[('ab' * 3000) | replace('a', 'b' * 4000)] }}",
     ):
-        assert rules_of(audit_template(source)) <= {"GGUF-T102"}, source
+        assert rules_of(audit_template(source)) <= {"GGUF-T102", "GGUF-T504"}, source
 
 
 TOKENS = [
@@ -931,3 +1017,74 @@ def test_without_jinja2_the_message_says_what_to_install(monkeypatch):
 def test_findings_carry_the_template_key():
     findings = audit_template("{{ x.__class__ }}", name="tokenizer.chat_template.tool_use")
     assert findings[0].template == "tokenizer.chat_template.tool_use"
+
+
+# ---------------------------------------------------------------------------------------------
+# What the audit costs: bounded by construction (the figures are in benchmarks/results/template_cost.md)
+# ---------------------------------------------------------------------------------------------
+
+
+def test_a_template_larger_than_the_audit_analyses_is_an_error_not_a_long_wait():
+    from gguf_schema.check.templates import MAX_ANALYSED
+
+    source = "{{ cycler.__init__.__globals__.os.popen('id').read() }}\n" * (MAX_ANALYSED // 50)
+    findings = audit_template(source)
+    assert [(f.rule, f.severity) for f in findings if f.rule == "GGUF-T402"] == [("GGUF-T402", "error")]
+    assert f"more than the {MAX_ANALYSED:,} the audit analyses" in next(
+        f.message for f in findings if f.rule == "GGUF-T402"
+    )
+    assert rules_of(findings) == {"GGUF-T104", "GGUF-T402"}  # a text search still names the internals
+
+
+def test_many_zero_width_spaces_are_one_finding():
+    findings = audit_template("{{ messages }}" + "\u200b" * 200_000)
+    assert [(f.rule, f.line, f.column) for f in findings] == [("GGUF-T301", 1, 15)]
+    assert findings[0].message == "200000 hidden characters (zero-width): U+200B ZERO WIDTH SPACE"
+
+
+def test_a_file_of_many_templates_is_audited_within_its_budget(monkeypatch):
+    import io
+
+    import numpy as np
+
+    from gguf_schema import make_field
+
+    file_audit = importlib.import_module("gguf_schema.check.audit")  # the module (its function shares the name)
+
+    buf = io.BytesIO()
+    payload = "{{ cycler.__init__.__globals__.os.popen('id').read() }}"
+    fields = [make_field("general.architecture", "llama")]
+    fields += [make_field(f"tokenizer.chat_template.t{i}", payload + f"{{{{ messages[{i}] }}}}") for i in range(50)]
+    gguf_schema.save(buf, fields, {"w": np.zeros(4, np.float32)})
+    monkeypatch.setattr(file_audit, "TEMPLATE_SECONDS", 1e-9)  # spent by the first template
+    result = file_audit.audit(buf.getvalue())
+    t402 = [f for f in result.findings if f.rule == "GGUF-T402"]
+    assert len(t402) == 1 and t402[0].message.startswith("49 template(s) not analysed")
+    assert result.exit_code == 1
+    first = [f for f in result.findings if f.rule == "GGUF-T101"]
+    assert first and {f.key for f in first} == {"tokenizer.chat_template.t0"}
+
+
+def test_template_findings_of_the_file_audit_carry_their_chain():
+    import io
+
+    from gguf_schema import make_field
+
+    file_audit = importlib.import_module("gguf_schema.check.audit")  # the module (its function shares the name)
+    from gguf_schema.check import to_sarif
+
+    buf = io.BytesIO()
+    template = "{% set n = '__cla' ~ 'ss__' %}\n{{ messages[n] }}"
+    gguf_schema.save(
+        buf, [make_field("general.architecture", "llama"), make_field("tokenizer.chat_template", template)]
+    )
+    result = file_audit.audit(buf.getvalue())
+    (f,) = [f for f in result.findings if f.rule == "GGUF-T101"]
+    assert f.chain == (
+        "line 1: '~' concatenation gives '__class__'",
+        "line 1: set n",
+        "line 2: the item name in messages[…]",
+    )
+    assert f.to_dict()["chain"] == list(f.chain)
+    sarif = to_sarif(result)["runs"][0]["results"]
+    assert next(r for r in sarif if r["ruleId"] == "GGUF-T101")["properties"]["chain"] == list(f.chain)

@@ -40,6 +40,7 @@ into SARIF 2.1.0 for code-scanning dashboards.
 from __future__ import annotations
 
 import os
+import time
 import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -69,6 +70,9 @@ __all__ = [
 ]
 
 TEMPLATE_KEY = "tokenizer.chat_template"
+#: CPU seconds the audit of one file spends on analysing its templates (a file of thousands of distinct
+#: templates gets one GGUF-T402 finding for those past it; the same template twice is analysed once)
+TEMPLATE_SECONDS = 1.0
 _EXCERPT = 80  # characters of a value shown in a finding
 _PEEK = 32  # bytes of an unread region shown in a finding
 _SEVERE = ("error", "warning")
@@ -181,6 +185,8 @@ class AuditFinding:
         excerpt: at most about 80 characters of the value, template line or bytes involved.
         line: for template findings, the 1-based line in the template.
         column: for template findings, the 1-based column when known.
+        chain: for template findings, the steps (with template lines) from where a name or a cost comes from to
+            where it is used.
     """
 
     rule: str
@@ -192,10 +198,13 @@ class AuditFinding:
     excerpt: str = ""
     line: int | None = None
     column: int | None = None
+    chain: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """The finding as JSON-ready data."""
-        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+        out = {k: getattr(self, k) for k in self.__dataclass_fields__}
+        out["chain"] = list(self.chain)
+        return out
 
     def __str__(self) -> str:
         at = f"@{self.offset}" if self.offset is not None else "@-"
@@ -463,6 +472,8 @@ class _Auditor:
     # ---------------------------------------------------------------- templates
 
     def templates(self) -> None:
+        self.template_seconds = TEMPLATE_SECONDS
+        self.unanalysed: list[str] = []
         for fld in self.f.fields.records:
             if not _is_template_name(key_skeleton(fld.key)):
                 continue
@@ -480,9 +491,30 @@ class _Auditor:
             if text is None:
                 continue
             self.template(fld, text)
+        if self.unanalysed:
+            keys = ", ".join(show(k, 40) for k in self.unanalysed[:3]) + (" ..." if len(self.unanalysed) > 3 else "")
+            self.add(
+                "GGUF-T402",
+                f"{len(self.unanalysed):,} template(s) not analysed: the file's templates used up the audit's "
+                f"{TEMPLATE_SECONDS:g} s of CPU for templates ({keys})",
+                key=show(self.unanalysed[0]),
+            )
 
     def template(self, fld: Field, text: str) -> None:
         at = self.value_offset(fld)
+        if self.template_seconds <= 0 and not templates.is_cached(text):
+            self.unanalysed.append(fld.key)
+            for run in templates.hidden.hidden_runs(text, 1):
+                self.add(
+                    "GGUF-T301",
+                    f"hidden characters ({'/'.join(run.kinds)}) in a template not analysed",
+                    key=show(fld.key),
+                    offset=at,
+                    line=run.line,
+                    column=run.column,
+                )
+            return
+        started = time.process_time()
         try:
             found = templates.audit_template(text, name=fld.key, render=self.render)
         except ImportError:
@@ -505,6 +537,7 @@ class _Auditor:
                         fld.key,
                     )
                 )
+        self.template_seconds -= time.process_time() - started
         for t in found:
             self.add(
                 t.rule,
@@ -514,6 +547,7 @@ class _Auditor:
                 excerpt=t.excerpt[: _EXCERPT * 2],
                 line=t.line,
                 column=t.column,
+                chain=t.chain,
             )
 
     # ---------------------------------------------------------------- special tokens
@@ -764,8 +798,8 @@ def to_sarif(reports: Sequence[AuditResult] | AuditResult, *, tool_version: str 
                 "message": {"text": text},
                 "locations": [location],
             }
-            if f.excerpt:
-                result["properties"] = {"excerpt": f.excerpt}
+            if f.excerpt or f.chain:
+                result["properties"] = {"excerpt": f.excerpt, **({"chain": list(f.chain)} if f.chain else {})}
             results.append(result)
     return {
         "$schema": _SARIF_SCHEMA,

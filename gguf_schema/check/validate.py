@@ -1300,6 +1300,7 @@ FILE_TYPE_MAIN: dict[int, GGMLType] = {
     FileType.MOSTLY_MXFP4_MOE: GGMLType.MXFP4,
     FileType.MOSTLY_NVFP4: GGMLType.NVFP4,
     FileType.MOSTLY_Q1_0: GGMLType.Q1_0,
+    FileType.MOSTLY_Q2_0: GGMLType.Q2_0,
 }
 
 

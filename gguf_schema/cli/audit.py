@@ -77,6 +77,8 @@ def _cmd_audit(args: argparse.Namespace) -> int:
             )
             for f in r.findings:
                 print(f"  {f}")
+                if f.chain:
+                    print("    chain: " + " > ".join(f.chain))
             for note in r.notes:
                 print(f"  note: {note}")
     codes = [r.exit_code for r in reports]

@@ -589,6 +589,7 @@ def _cmd_split(args: argparse.Namespace) -> int:
             max_size=args.max_size,
             max_tensors=args.max_tensors,
             no_tensor_first_split=args.no_tensor_first_split,
+            llama_layout=args.llama_layout,
             dry_run=args.dry_run,
             progress=bar.update,
             **open_options(args),
@@ -869,6 +870,11 @@ def register_cli(subparsers: Any) -> None:
         "--no-tensor-first-split",
         action="store_true",
         help="the first shard holds the metadata only, the tensors start in the second (as llama.cpp's gguf-split)",
+    )
+    p.add_argument(
+        "--llama-layout",
+        action="store_true",
+        help="the shards exactly as llama-gguf-split writes them (no split.id, its key order and size rule)",
     )
     p.add_argument("--dry-run", action="store_true", help="print the plan (shards, tensors, sizes); write nothing")
     p.add_argument(

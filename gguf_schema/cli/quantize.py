@@ -1,9 +1,12 @@
-"""The ``quantize`` command: requantize a model file (:func:`gguf_schema.tools.requantize.requantize`), printed.
+"""The ``quantize`` command: quantize a model file as ``llama-quantize`` does (:func:`gguf_schema.tools.requantize.requantize`), printed.
 
-The plan's notes (fallbacks, tensors without importance weights) go to stderr before the write
-starts, the progress bar to stderr while it runs, and the per-tensor table (types, bytes, RMS
-error against the input) to stdout at the end (``--json``: the same as one JSON record).
-Exit codes: 0 written (or planned, with ``--dry-run``), 2 bad input (nothing written).
+``gguf-schema quantize IN OUT --type PRESET`` (or ``IN OUT PRESET [THREADS]``, as
+``llama-quantize`` takes them) with ``llama-quantize``'s options. The plan's notes (fallbacks,
+tensors without importance weights) go to stderr before the write starts, the progress bar to
+stderr while it runs, and the per-tensor table (types, why, bytes, RMS error against the input)
+to stdout at the end (``--json``: the same as one JSON record; with ``--dry-run`` the plan,
+before anything is written). Exit codes: 0 written (or planned, with ``--dry-run``), 2 bad input
+(nothing written).
 
 >>> import argparse
 >>> sub = argparse.ArgumentParser(prog="gguf-schema").add_subparsers()
@@ -15,18 +18,25 @@ Exit codes: 0 written (or planned, with ``--dry-run``), 2 bad input (nothing wri
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from typing import Any
 
 from ..errors import GGUFError
 from ..format.types import GGMLType
-from ..tensors import CODECS, QUANTIZE_TYPES
-from ..tools.requantize import RequantizeResult, TensorReport, parse_tensor_type, requantize
+from ..tensors import QUANTIZE_TYPES
+from ..tools.quantplan import PRESETS, preset
+from ..tools.requantize import RequantizeResult, TensorReport, parse_override_kv, parse_tensor_type, requantize
 from .conventions import EXIT_ERROR, open_options, positive_int, write, write_json
 from .progress import Progress
 
 __all__ = ["register_cli"]
+
+
+def _preset_arg(text: str) -> str:
+    try:
+        return preset(text, single_types=QUANTIZE_TYPES).name
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def _type_arg(text: str) -> GGMLType:
@@ -35,23 +45,41 @@ def _type_arg(text: str) -> GGMLType:
     except (ValueError, TypeError):
         t = None
     if t is None or t not in QUANTIZE_TYPES:
-        raise argparse.ArgumentTypeError(f"cannot quantize to {text!r} (types: {_type_names()})")
+        names = ", ".join(t.name for t in sorted(QUANTIZE_TYPES, key=int))
+        raise argparse.ArgumentTypeError(f"cannot quantize to {text!r} (types: {names})")
     return t
 
 
 def _tensor_type_arg(text: str) -> tuple[str, GGMLType]:
+    pattern, sep, name = text.partition("=")
     try:
-        return parse_tensor_type(text)
+        return parse_tensor_type(pattern.lower() + sep + name)  # llama-quantize lowercases the expression
     except ValueError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
-def _type_names() -> str:
-    return ", ".join(t.name for t in sorted(QUANTIZE_TYPES, key=int))
+def _override_arg(text: str) -> str:
+    try:
+        parse_override_kv(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return text
 
 
-def _needs_imatrix() -> str:
-    return ", ".join(t.name for t in sorted(QUANTIZE_TYPES, key=int) if CODECS[t].needs_imatrix) or "no type"
+def _tensor_types(args: argparse.Namespace) -> list[tuple[str, GGMLType]]:
+    out = list(args.tensor_type or [])
+    for path in args.tensor_type_file or []:
+        try:
+            with open(path, encoding="utf-8") as f:
+                words = f.read().split()
+        except OSError as e:
+            raise ValueError(f"cannot read --tensor-type-file {path!r}: {e.strerror}") from None
+        for word in words:
+            try:
+                out.append(_tensor_type_arg(word))
+            except argparse.ArgumentTypeError as e:
+                raise ValueError(f"{path}: {e}") from None
+    return out
 
 
 def _mib(n: int) -> str:
@@ -71,34 +99,48 @@ def _error(r: TensorReport) -> str:
 
 
 def _table(result: RequantizeResult) -> str:
-    rows = [("tensor", "shape", "type", "bytes", "RMS error (relative)")]
+    rows = [("tensor", "shape", "type", "bytes", "RMS error (relative)", "why")]
     for r in result.tensors:
         types = r.old_type.name if r.new_type == r.old_type else f"{r.old_type.name} -> {r.new_type.name}"
-        rows.append((r.name, _shape(r.shape), types, f"{r.nbytes:,}", _error(r)))
+        rows.append((r.name, _shape(r.shape), types, f"{r.nbytes:,}", _error(r), r.why))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = [
-        "  ".join(
-            c.ljust(w) if i in (0, 1, 2) else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True))
-        )
+        "  ".join(c.rjust(w) if i in (3, 4) else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True)))
         for row in rows
     ]
+    return "\n".join(line.rstrip() for line in lines) + "\n" + summary(result) + "\n"
+
+
+def summary(result: RequantizeResult) -> str:
+    """The last line: what was quantized to what, what was kept, and what chose the types."""
+    quantized = [r for r in result.tensors if r.requantized]
+    counts = ", ".join(f"{t} {n}" for t, n in sorted(result.counts().items(), key=lambda kv: -kv[1]))
+    chosen = []
+    for label, test in (
+        ("fell back", lambda r: r.fell_back),
+        ("set by --tensor-type", lambda r: r.pattern is not None),
+        ("set by --output-tensor-type", lambda r: r.why.startswith("--output-tensor-type")),
+        ("set by --token-embedding-type", lambda r: r.why.startswith("--token-embedding-type")),
+    ):
+        n = sum(1 for r in quantized if test(r))
+        if n:
+            chosen.append(f"{n} {label}")
+    kept = len(result.tensors) - len(quantized)
     planned = " (dry run: nothing written)" if result.dry_run else ""
-    ftype = result.file_type.name if result.file_type is not None else "none"
-    n = sum(r.requantized for r in result.tensors)
-    lines.append(
-        f"{n} of {len(result.tensors)} tensors requantized to {result.type.name} ({len(result.fallbacks)} fell back); "
-        f"tensor data {_mib(result.input_bytes)} -> {_mib(result.output_bytes)}{planned}; file type {ftype}"
+    return (
+        f"{result.preset}: {len(quantized)} of {len(result.tensors)} tensors quantized"
+        f"{f' ({counts})' if counts else ''}{'; ' + ', '.join(chosen) if chosen else ''}; {kept} copied as they are; "
+        f"tensor data {_mib(result.input_bytes)} -> {_mib(result.output_bytes)}; "
+        f"file type {result.file_type_name or 'none'}{planned}"
     )
-    return "\n".join(line.rstrip() for line in lines) + "\n"
 
 
 def _cmd_quantize(args: argparse.Namespace) -> int:
     bars: list[Progress] = []  # made once the plan gives the total
 
     def planned(result: RequantizeResult) -> None:
-        for r in result.tensors:
-            if r.requested is not None and r.new_type != r.requested:
-                print(f"gguf-schema: {r.name}: {r.reason}", file=sys.stderr)
+        for r in result.fallbacks:
+            print(f"gguf-schema: {r.name}: {r.why}", file=sys.stderr)
         for note in result.notes:
             print(f"gguf-schema: note: {note}", file=sys.stderr)
         if not result.dry_run:
@@ -109,14 +151,25 @@ def _cmd_quantize(args: argparse.Namespace) -> int:
             bars[0].update(n)
 
     try:
+        name, threads = _positional(args)
         result = requantize(
             args.input,
             args.output,
-            args.type,
+            name,
             imatrix=args.imatrix,
-            tensor_types=args.tensor_type or (),
+            include_weights=args.include_weights or (),
+            exclude_weights=args.exclude_weights or (),
+            tensor_types=_tensor_types(args),
+            pure=args.pure,
+            output_tensor_type=args.output_tensor_type,
+            token_embedding_type=args.token_embedding_type,
+            leave_output_tensor=args.leave_output_tensor,
+            allow_requantize=args.allow_requantize,
+            keep_split=args.keep_split,
+            override_kv=args.override_kv or (),
             keep_1d=args.keep_1d,
-            threads=args.threads,
+            threads=threads,
+            measure=args.measure,
             dry_run=args.dry_run,
             progress=progress,
             on_plan=planned,
@@ -135,45 +188,107 @@ def _cmd_quantize(args: argparse.Namespace) -> int:
     else:
         write(_table(result))
     if not args.dry_run:
-        print(f"gguf-schema: wrote {os.fspath(args.output)}", file=sys.stderr)
+        for path in result.paths:
+            print(f"gguf-schema: wrote {path}", file=sys.stderr)
     return 0
+
+
+def _positional(args: argparse.Namespace) -> tuple[str, int | None]:
+    """The preset and thread count, from the options or ``llama-quantize``'s positional TYPE [THREADS]."""
+    name = args.type
+    if args.preset is not None:
+        if name is not None and name != args.preset:
+            raise ValueError(f"two types given: --type {name} and {args.preset}")
+        name = args.preset
+    if name is None:
+        raise ValueError(f"no type given (--type PRESET); the presets are {', '.join(p.name for p in PRESETS)}")
+    threads = args.threads
+    if args.nthreads is not None:
+        if threads is not None and threads != args.nthreads:
+            raise ValueError(f"two thread counts given: --threads {threads} and {args.nthreads}")
+        threads = args.nthreads
+    return name, threads
 
 
 def register_cli(subparsers: Any) -> None:
     """Add ``quantize`` to the ``gguf-schema`` command line."""
+    presets = ", ".join(p.name for p in PRESETS)
     p = subparsers.add_parser(
         "quantize",
-        help="requantize a model file to another ggml type (streamed, atomic)",
-        description="Decode every weight matrix of IN (any type) and encode it as TYPE into the new file OUT, "
-        "tensor by tensor in chunks of rows (memory stays bounded), written atomically. Which tensors are "
-        "requantized follows llama-quantize: names ending in 'weight' with two or more dimensions, norms, "
-        "routers and position embeddings excepted. Rows that are not whole blocks of TYPE fall back as in "
-        "llama.cpp (Q4_K -> Q5_0, Q6_K -> Q8_0, IQ/Q2_K/Q3_K -> IQ4_NL ..., then F16). Prints one line per "
-        "tensor with the RMS error of its values against the input. general.file_type and "
-        "general.quantization_version are set.",
+        help="quantize a model file as llama-quantize does (presets Q4_K_M, IQ4_XS ...; streamed, atomic)",
+        description="Quantize IN into the new file OUT under a llama-quantize preset (Q4_K_M, Q5_K_S, IQ3_XS, "
+        "Q8_0 ...), choosing each tensor's type by llama.cpp's rules (layer, role, experts, GQA, output and "
+        "token embeddings, fallbacks for rows that are not whole blocks), with llama-quantize's options: the "
+        "file is llama-quantize's byte for byte. Streamed tensor by tensor in chunks of rows (memory stays "
+        "bounded), written atomically. Also as llama-quantize takes them: IN OUT PRESET [THREADS].",
     )
     p.add_argument("input", metavar="IN", help="the model: a path, a URL, or the first shard of a split model")
-    p.add_argument("output", metavar="OUT", help="the new file (never the input)")
-    p.add_argument("--type", "-t", required=True, type=_type_arg, metavar="TYPE", help=f"ggml type: {_type_names()}")
+    p.add_argument("output", metavar="OUT", help="the new file (never the input); with --keep-split the shards' prefix")
+    p.add_argument("preset", metavar="PRESET", nargs="?", type=_preset_arg, help=argparse.SUPPRESS)
+    p.add_argument("nthreads", metavar="THREADS", nargs="?", type=positive_int, help=argparse.SUPPRESS)
     p.add_argument(
-        "--imatrix",
-        metavar="FILE",
-        help=f"importance matrix from llama-imatrix (GGUF or legacy .dat); required for {_needs_imatrix()}",
+        "--type",
+        "-t",
+        type=_preset_arg,
+        metavar="PRESET",
+        help=f"a llama-quantize preset ({presets}) or its file type number; or any other ggml type "
+        "the library writes (Q8_K, F64 ...): every quantized tensor that type",
+    )
+    p.add_argument("--imatrix", metavar="FILE", help="importance matrix from llama-imatrix (GGUF or legacy .dat)")
+    weights = p.add_mutually_exclusive_group()
+    weights.add_argument(
+        "--include-weights",
+        action="append",
+        metavar="NAME",
+        help="use only the imatrix entries whose name contains NAME",
+    )
+    weights.add_argument(
+        "--exclude-weights",
+        action="append",
+        metavar="NAME",
+        help="do not use the imatrix entries whose name contains NAME",
     )
     p.add_argument(
         "--tensor-type",
         action="append",
         type=_tensor_type_arg,
         metavar="REGEX=TYPE",
-        help="type for the requantized tensors whose name REGEX is found in (repeatable, first match wins)",
+        help="the type of the quantized tensors whose name REGEX (lowercased, as llama-quantize does) is found in "
+        "(repeatable, the first match wins)",
+    )
+    p.add_argument(
+        "--tensor-type-file", action="append", metavar="FILE", help="REGEX=TYPE entries separated by white space"
+    )
+    p.add_argument("--output-tensor-type", type=_type_arg, metavar="TYPE", help="the type of output.weight")
+    p.add_argument("--token-embedding-type", type=_type_arg, metavar="TYPE", help="the type of the token embeddings")
+    p.add_argument("--pure", action="store_true", help="no mix: every quantized tensor the preset's default type")
+    p.add_argument("--leave-output-tensor", action="store_true", help="copy output.weight as it is")
+    p.add_argument(
+        "--allow-requantize",
+        action="store_true",
+        help="quantize tensors that are quantized already (quality suffers; decoding to F32/F16/BF16 is always allowed)",
+    )
+    p.add_argument("--keep-split", action="store_true", help="a split model in, a split model out (the same shards)")
+    p.add_argument(
+        "--override-kv",
+        action="append",
+        type=_override_arg,
+        metavar="KEY=TYPE:VALUE",
+        help="set metadata in the output (TYPE int, float, bool, str; repeatable), as llama-quantize does",
     )
     p.add_argument(
         "--keep-1d",
         action=argparse.BooleanOptionalAction,
         default=True,
-        help="keep 1-D tensors (norms, biases) as they are (default; --no-keep-1d requantizes 1-D weights too)",
+        help="keep 1-D tensors (norms, biases) as they are (default, as llama.cpp; --no-keep-1d quantizes 1-D weights too)",
     )
     p.add_argument("--threads", type=positive_int, metavar="N", help="worker threads (default: the CPUs, at most 8)")
-    p.add_argument("--dry-run", action="store_true", help="print the plan (types and sizes), write nothing")
-    p.add_argument("--json", action="store_true", help="print the per-tensor table as JSON")
+    p.add_argument(
+        "--measure",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="also measure each tensor's RMS error against the input (about a quarter more time for the fastest types)",
+    )
+    p.add_argument("--dry-run", action="store_true", help="print the plan (name, from, to, why, bytes), write nothing")
+    p.add_argument("--json", action="store_true", help="print the plan and results as JSON")
     p.set_defaults(func=_cmd_quantize)

@@ -330,6 +330,7 @@ class FileType(_Code):
     MOSTLY_MXFP4_MOE = 38
     MOSTLY_NVFP4 = 39
     MOSTLY_Q1_0 = 40
+    MOSTLY_Q2_0 = 41
     GUESSED = 1024
 
 

@@ -43,7 +43,15 @@ try:
 except ImportError:  # built without a C compiler (or GGUF_SCHEMA_NO_KERNELS=1): numpy does all the work
     compiled_kernels = None  # type: ignore[assignment]
 
-__all__ = ["COMPILED_DEQUANTIZE", "COMPILED_QUANTIZE", "ENGINES", "compiled_elsewhere", "dequantize", "quantize"]
+__all__ = [
+    "COMPILED_DEQUANTIZE",
+    "COMPILED_QUANTIZE",
+    "ENGINES",
+    "compiled_elsewhere",
+    "dequantize",
+    "error_sums",
+    "quantize",
+]
 
 F32 = np.float32
 _CHUNK_ELEMENTS = 1 << 18
@@ -434,6 +442,27 @@ def quantize(
 
 class _NotFinite(Exception):
     """A chunk of quantizer input holds NaN or an infinity (turned into a ValueError by quantize)."""
+
+
+def error_sums(q: np.ndarray, t: GGMLType | int | str, x: np.ndarray) -> tuple[float, float]:
+    """``(sum((decoded q - x)**2), sum(x**2))`` in float64, for ``q`` the bytes of ``x`` (float32,
+    whole blocks) quantized to ``t``: what a quantization's RMS error is measured from. One pass,
+    decoding in small runs, in the compiled module where it has ``t``'s decoder (no BLAS, so no
+    threads of its own); else decoded whole and summed with numpy.
+
+    >>> x = np.array([[1.0] * 30 + [0.5, 4.0]], np.float32)
+    >>> error_sums(quantize(x, "Q8_0"), "Q8_0", x)
+    (0.0018463730812072754, 46.25)
+    """
+    gt = GGMLType.of(t)
+    x = np.ascontiguousarray(x, dtype=np.float32).reshape(-1)
+    raw = np.ascontiguousarray(q).reshape(-1).view(np.uint8)
+    if compiled_kernels is not None and (gt == GGMLType.F32 or gt in COMPILED_DEQUANTIZE):
+        return compiled_kernels.error_sums(int(gt), raw, x)
+    y = dequantize(raw, gt, (x.size,)).astype(np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        d = y - x
+        return float(np.einsum("i,i->", d, d)), float(np.einsum("i,i->", x, x, dtype=np.float64))
 
 
 def _check_finite(x: np.ndarray) -> None:

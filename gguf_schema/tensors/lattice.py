@@ -33,6 +33,8 @@ row):
 * IQ1_S, IQ1_M. The values of a sub-block (32 or 16) are sorted; every split of the sorted
   values into levels -1 | 0 | 1 is scored exactly (with either shift sign per sub-block, IQ1_M:
   per 8 values), the best split is moved onto the grid, and 3-bit sub-block scales follow.
+  IQ1_M scores its splits from prefix sums per half sub-block, as ggml does since llama.cpp PR
+  #28706 (whose bytes differ from the older search's on a few blocks in 10,000).
 
 **Exactness.** ggml sums element by element in float32, where numpy's ``sum`` adds pairwise: the
 sums here are explicit loops (:func:`_seq_sum`). Every search keeps ggml's tie rule (strict
@@ -790,23 +792,40 @@ _SPLITS16 = np.array([(a, b) for a in range(17) for b in range(a, 17)]).T
 
 def _iq1_m_split_sums(xo: np.ndarray, wo: np.ndarray, first: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """For every split (i1, i2) of 16 sorted values and shift choice k: ``sum w v x`` and
-    ``sum w v v`` added in sorted order, v the value of the level (-1 below i1, 0 below i2, else
-    1) shifted by the element's half's shift (k bit 1: the first 8 values' shift is minus, bit
-    0: the last 8's). xo, wo ``(16, S)`` sorted; first ``(16, S)``: element in the first half.
-    Returns two ``(splits, 4, S)`` arrays."""
+    ``sum w v v``, v the value of the level (-1 below i1, 0 below i2, else 1) shifted by the
+    element's half's shift (k bit 1: the first 8 values' shift is minus, bit 0: the last 8's),
+    as ggml computes them since llama.cpp PR #28706: prefix sums of ``w x`` and ``w`` over the
+    sorted values, per half; the three levels of either shift are a unit apart, so a half's sum is
+    ``T v[2] - P(i1) - P(i2)`` (and ``W v[2]^2 + Pw(i1) c1 + Pw(i2) c2`` for the squares), in
+    ggml's float32 operations. xo, wo ``(16, S)`` sorted; first ``(16, S)``: element in the first
+    half. Returns two ``(splits, 4, S)`` arrays."""
     S = xo.shape[1]
-    k = np.arange(4)
-    minus = np.where(first[:, None, :], (k >> 1)[None, :, None], (k & 1)[None, :, None])  # (16, 4, S)
-    acc_x = np.zeros((17, 17, 4, S), F32)
-    acc_q = np.zeros((17, 17, 4, S), F32)
-    for j in range(16):
-        for g, (lo1, hi1, lo2, hi2) in enumerate(((j + 1, 17, j + 1, 17), (0, j + 1, j + 1, 17), (0, 17, 0, j + 1))):
-            v = _SHIFTED[minus[j], g]  # (4, S): level g's value for each k
-            wv = wo[j] * v
-            acc_x[lo1:hi1, lo2:hi2] += wv * xo[j]
-            acc_q[lo1:hi1, lo2:hi2] += wv * v
+    px = np.zeros((2, 17, S), F32)
+    pw = np.zeros((2, 17, S), F32)
+    wx = wo * xo
+    for j in range(16):  # ggml's sequential float32 sums; the other half's prefix is carried over
+        for h, mine in ((0, first[j]), (1, ~first[j])):
+            px[h, j + 1] = np.where(mine, px[h, j] + wx[j], px[h, j])
+            pw[h, j + 1] = np.where(mine, pw[h, j] + wo[j], pw[h, j])
+    p2, m2 = _X_PLUS[2], _X_MINUS[2]
+    c = {
+        "p": (_X_PLUS[0] * _X_PLUS[0] - _X_PLUS[1] * _X_PLUS[1], _X_PLUS[1] * _X_PLUS[1] - _X_PLUS[2] * _X_PLUS[2]),
+        "m": (
+            _X_MINUS[0] * _X_MINUS[0] - _X_MINUS[1] * _X_MINUS[1],
+            _X_MINUS[1] * _X_MINUS[1] - _X_MINUS[2] * _X_MINUS[2],
+        ),
+    }
     i1, i2 = _SPLITS16
-    return acc_x[i1, i2], acc_q[i1, i2]
+    qx, q2 = {}, {}
+    for h in (0, 1):
+        sx = px[h, i1] + px[h, i2]  # (splits, S)
+        for sign, v2 in (("p", p2), ("m", m2)):
+            qx[h, sign] = px[h, 16] * v2 - sx
+            q2[h, sign] = pw[h, 16] * v2 * v2 + pw[h, i1] * c[sign][0] + pw[h, i2] * c[sign][1]
+    signs = (("p", "p"), ("p", "m"), ("m", "p"), ("m", "m"))  # k = 0..3: the first half's shift, the second's
+    sqx = np.stack([qx[0, a] + qx[1, b] for a, b in signs], axis=1)
+    sq2 = np.stack([q2[0, a] + q2[1, b] for a, b in signs], axis=1)
+    return sqx, sq2
 
 
 def _iq1_m(rows: _Rows, y: np.ndarray) -> None:

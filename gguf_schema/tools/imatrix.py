@@ -13,16 +13,20 @@ Two file forms are read:
   matrix: 1 for a 2-D weight, one per expert for a 3-D one) and a float32 tensor
   ``NAME.counts`` (the number of activations summed, one per row of ``NAME.in_sum2``, or one
   for all of them). Required metadata, as ``llama-quantize`` requires it: ``imatrix.datasets``,
-  ``imatrix.chunk_count`` and ``imatrix.chunk_size``. The weight of column i of row j is
-  ``in_sum2[j, i] / counts[j]`` in float32, or 1.0 where ``counts[j]`` is not positive (a
-  matrix that saw no input, e.g. an expert never routed to). Other tensors (``NAME.in_sum``,
-  the activation sums newer versions add) are ignored.
+  ``imatrix.chunk_count`` and ``imatrix.chunk_size``. Each count is rounded to the nearest
+  integer (halves away from zero), as llama.cpp reads it; the weight of column i of row j is
+  ``in_sum2[j, i] / counts[j]`` in float32, or 1.0 where the count is not positive (a matrix
+  that saw no input, e.g. an expert never routed to). Other tensors (``NAME.in_sum``, the
+  activation sums newer versions add) are ignored.
 * **legacy binary** ``.dat`` (any other first bytes), all little-endian: int32 entry count,
   then per entry int32 name length, the name (UTF-8), int32 ``ncall``, int32 value count,
   that many float32 values; then optionally int32 chunk count, int32 length and the dataset
-  name, which are not needed here. The weights are the values divided by ``ncall`` (float32)
-  when ``ncall`` is positive, else the values. A later entry of the same name replaces an
-  earlier one, as in ``llama-quantize``.
+  name. The weights are the values divided by ``ncall`` (float32) when ``ncall`` is positive,
+  else the values. A later entry of the same name replaces an earlier one, as in
+  ``llama-quantize``. A file that is neither (a text file, say) is refused as such.
+
+:func:`read_imatrix` returns the weights with what ``llama-quantize`` records of the file in the
+model it writes (the datasets, the chunk count); :func:`load_imatrix` the weights alone.
 
 The result maps each weight tensor's name to a flat float32 array: ``cols`` weights for a 2-D
 tensor of numpy shape ``(rows, cols)``, ``n_expert * cols`` for a 3-D one of shape
@@ -48,6 +52,7 @@ from __future__ import annotations
 
 import os
 import struct
+from dataclasses import dataclass, field
 from typing import Union
 
 import numpy as np
@@ -55,11 +60,12 @@ import numpy as np
 from ..errors import GGUFFormatError, GGUFTruncatedError
 from ..format.limits import Limits
 from ..format.opening import open_source
-from ..format.types import GGMLType
+from ..format.types import GGMLType, ValueType
+from ..format.values import GGUFArray
 from ..model import GGUFFile, Tensor
 from ..reader import read as gguf_open
 
-__all__ = ["REQUIRED_KEYS", "load_imatrix", "tensor_weights"]
+__all__ = ["REQUIRED_KEYS", "Imatrix", "load_imatrix", "read_imatrix", "tensor_weights"]
 
 F32 = np.float32
 ImatrixSource = Union[str, "os.PathLike[str]", bytes, bytearray, memoryview]
@@ -67,6 +73,44 @@ ImatrixSource = Union[str, "os.PathLike[str]", bytes, bytearray, memoryview]
 REQUIRED_KEYS = ("imatrix.datasets", "imatrix.chunk_count", "imatrix.chunk_size")
 """Metadata ``llama-quantize`` requires in a GGUF imatrix file."""
 _SUMS, _COUNTS = ".in_sum2", ".counts"
+
+
+@dataclass
+class Imatrix:
+    """An importance matrix file as ``llama-quantize`` reads it.
+
+    Attributes:
+        weights: weight tensor name -> flat float32 per-column weights, sorted by name.
+        datasets: the names of the texts it was computed on (``imatrix.datasets``; the legacy
+            form's one dataset name).
+        chunk_count: how many chunks of text it saw (0 when the file does not say).
+        chunk_size: tokens per chunk (0 for the legacy form).
+        legacy: the file is in the legacy ``.dat`` form.
+    """
+
+    weights: dict[str, np.ndarray]
+    datasets: list[str] = field(default_factory=list)
+    chunk_count: int = 0
+    chunk_size: int = 0
+    legacy: bool = False
+
+
+def read_imatrix(source: ImatrixSource, *, limits: Limits | None = None, mmap: bool = True) -> Imatrix:
+    """Read an importance matrix file (GGUF or legacy ``.dat``, see the module docstring): the
+    weights, and the datasets and chunk count it records. Arguments and errors as :func:`load_imatrix`.
+
+    >>> m = read_imatrix(b"\\x01\\x00\\x00\\x00" b"\\x01\\x00\\x00\\x00w" b"\\x02\\x00\\x00\\x00\\x01\\x00\\x00\\x00"
+    ...                  b"\\x00\\x00\\x80\\x40" b"\\x07\\x00\\x00\\x00" b"\\x04\\x00\\x00\\x00wiki")
+    >>> m.weights, m.datasets, m.chunk_count, m.legacy
+    ({'w': array([2.], dtype=float32)}, ['wiki'], 7, True)
+    """
+    if not isinstance(source, (str, os.PathLike, bytes, bytearray, memoryview)):
+        raise TypeError(f"read_imatrix takes a path or the file's bytes, got {type(source).__name__}")
+    with open_source(source, mmap=mmap) as src:
+        if bytes(src.view(0, min(4, src.size))) != b"GGUF":
+            return _load_legacy(bytes(src.view(0, src.size)), src.name)
+    with gguf_open(source, limits=limits, mmap=mmap) as f:
+        return _load_gguf(f)
 
 
 def load_imatrix(source: ImatrixSource, *, limits: Limits | None = None, mmap: bool = True) -> dict[str, np.ndarray]:
@@ -91,14 +135,13 @@ def load_imatrix(source: ImatrixSource, *, limits: Limits | None = None, mmap: b
     >>> load_imatrix(b"\\x00\\x00\\x00\\x00")
     Traceback (most recent call last):
     gguf_schema.errors.GGUFFormatError: imatrix file holds no entries (count 0) (at offset 0, in <bytes>: imatrix entry count)
+    >>> load_imatrix(b"blk.0.attn_q.weight 0.5 0.25\\n")
+    Traceback (most recent call last):
+    gguf_schema.errors.GGUFFormatError: not an importance matrix file: neither GGUF nor llama-imatrix's legacy form (it starts with 'blk.0.attn_q.weight 0.5 0.25\\n', a text?) (at offset 0, in <bytes>: imatrix entry count)
     """
     if not isinstance(source, (str, os.PathLike, bytes, bytearray, memoryview)):
         raise TypeError(f"load_imatrix takes a path or the file's bytes, got {type(source).__name__}")
-    with open_source(source, mmap=mmap) as src:
-        if bytes(src.view(0, min(4, src.size))) != b"GGUF":
-            return _load_legacy(bytes(src.view(0, src.size)), src.name)
-    with gguf_open(source, limits=limits, mmap=mmap) as f:
-        return _load_gguf(f)
+    return read_imatrix(source, limits=limits, mmap=mmap).weights
 
 
 def tensor_weights(weights: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
@@ -127,7 +170,7 @@ def tensor_weights(weights: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     return w.reshape(n, cols) if len(shape) == 3 else w
 
 
-def _load_gguf(f: GGUFFile) -> dict[str, np.ndarray]:
+def _load_gguf(f: GGUFFile) -> Imatrix:
     where = f.name or "<bytes>"
     if not f.tensor_list:
         raise GGUFFormatError("imatrix file holds no tensors", offset=f.data_offset, path=where)
@@ -166,10 +209,27 @@ def _load_gguf(f: GGUFFile) -> dict[str, np.ndarray]:
                 offset=pair[_COUNTS].info_offset,
             )
         per = sums.reshape(counts.size, -1)
-        c = counts[:, None]
+        with np.errstate(invalid="ignore"):
+            c = _lround(counts)[:, None]  # llama.cpp rounds the counts to integers (std::lround)
         with np.errstate(divide="ignore", invalid="ignore"):
             out[name] = np.where(c > 0, per / np.where(c > 0, c, F32(1)), F32(1)).astype(F32).reshape(-1)
-    return out
+    datasets = f.fields["imatrix.datasets"].value  # used when it is an array of strings, as llama.cpp does
+    strings = isinstance(datasets, GGUFArray) and datasets.type == ValueType.STRING
+    names = [str(d) for d in datasets] if strings else []
+    return Imatrix(out, names, _count(f, "imatrix.chunk_count"), _count(f, "imatrix.chunk_size"))
+
+
+def _lround(counts: np.ndarray) -> np.ndarray:
+    """``std::lround`` of float32 counts (halves away from zero), as float32 again."""
+    r = np.floor(np.abs(counts.astype(np.float64)) + 0.5) * np.sign(counts)
+    return r.astype(F32)
+
+
+def _count(f: GGUFFile, key: str) -> int:
+    v = f.fields[key].value
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not 0 <= int(v) < 2**32:
+        raise GGUFFormatError(f"{key} must be a UINT32, got {v!r}", path=f"{f.name or '<bytes>'}: {key}", value=v)
+    return int(v)
 
 
 def _f32_values(t: Tensor, where: str) -> np.ndarray:
@@ -185,7 +245,26 @@ def _f32_values(t: Tensor, where: str) -> np.ndarray:
     return np.asarray(t.data, dtype=F32).reshape(-1)
 
 
-def _load_legacy(data: bytes, name: str | None) -> dict[str, np.ndarray]:
+def _is_text(head: str) -> bool:
+    return all(c.isprintable() or c in "\t\r\n" for c in head)
+
+
+def _not_imatrix(data: bytes, where: str) -> GGUFFormatError:
+    head = data[:32].decode("utf-8", "replace")
+    text = ", a text?" if _is_text(head) else ""
+    return GGUFFormatError(
+        f"not an importance matrix file: neither GGUF nor llama-imatrix's legacy form (it starts with {head!r}{text})",
+        offset=0,
+        path=f"{where}: imatrix entry count",
+        value=data[:4],
+    )
+
+
+_MIN_ENTRY = 12
+"""The fewest bytes a legacy entry takes: its name length, call count and value count."""
+
+
+def _load_legacy(data: bytes, name: str | None) -> Imatrix:
     where = name or "<bytes>"
     pos = 0
 
@@ -193,7 +272,7 @@ def _load_legacy(data: bytes, name: str | None) -> dict[str, np.ndarray]:
         nonlocal pos
         if pos + n > len(data):
             raise GGUFTruncatedError(
-                f"imatrix {what} needs {n} bytes, {len(data) - pos} left", offset=pos, path=f"{where}: {what}"
+                f"{what} needs {n} bytes, {len(data) - pos} left", offset=pos, path=f"{where}: {what}"
             )
         start = pos
         pos += n
@@ -210,10 +289,16 @@ def _load_legacy(data: bytes, name: str | None) -> dict[str, np.ndarray]:
             path=f"{where}: imatrix entry count",
             value=n_entries,
         )
+    if n_entries > len(data) or (
+        n_entries * _MIN_ENTRY > len(data) - 4 and _is_text(data[:32].decode("utf-8", "replace"))
+    ):
+        raise _not_imatrix(data, where)  # more entries than the file could hold: not this format
     out: dict[str, np.ndarray] = {}
     for i in range(n_entries):
         entry = f"imatrix entry {i}"
         length = int32(f"{entry} name length")
+        if i == 0 and length > len(data) - pos:
+            raise _not_imatrix(data, where)
         if length < 0:
             raise GGUFFormatError(
                 f"{entry}: negative name length {length}",
@@ -246,4 +331,12 @@ def _load_legacy(data: bytes, name: str | None) -> dict[str, np.ndarray]:
         if ncall > 0:
             values = values / F32(ncall)
         out[key] = values
-    return dict(sorted(out.items()))
+    # then, optionally, the chunk count and the dataset's name (a shorter tail is ignored, as llama.cpp does)
+    chunks, datasets = 0, []
+    if len(data) - pos >= 4:
+        chunks = max(0, int32("imatrix chunk count"))
+        if len(data) - pos >= 4:
+            length = int32("imatrix dataset name length")
+            if 0 < length <= len(data) - pos:
+                datasets.append(data[pos : pos + length].split(b"\0")[0].decode("utf-8", "replace"))
+    return Imatrix(dict(sorted(out.items())), datasets, chunks, 0, legacy=True)

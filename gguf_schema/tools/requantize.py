@@ -1,52 +1,45 @@
-"""Requantizing a model file: every weight matrix decoded to float32 and encoded again as another ggml type, streamed.
+"""Quantizing a model file as ``llama-quantize`` does: its presets, options and files, streamed.
 
-:func:`requantize` reads a model (a file, a URL, or the first shard of a split model), decides
-a type for every tensor, and writes a new file through the one assembler
-(:func:`gguf_schema.writer.write_file`, atomic for a path). It works in two steps:
+:func:`requantize` reads a model (a file, a URL, or the first shard of a split model), chooses a
+type for every tensor by llama.cpp's rules for the preset asked (``Q4_K_M``, ``IQ4_XS``,
+``Q8_0`` ...: :mod:`gguf_schema.tools.quantplan` holds the rules), and writes the new file (or,
+with ``keep_split``, one shard per input shard) through the one assembler
+(:func:`gguf_schema.writer.write_file`, atomic). Given the same input and options, the file is
+``llama-quantize``'s byte for byte: the same tensors in the same order (by layer, then name),
+the same bytes in each (ggml's quantizers, repeated bit for bit), the same metadata in the same
+order (``general.quantization_version``, ``general.file_type``, the ``--override-kv`` keys and
+the ``quantize.imatrix.*`` keys appended). It works in two steps:
 
-1. **Planning** (:func:`plan_requantize`), before anything is written: every tensor's new
-   type, the fallback for each tensor whose rows do not split into the type's blocks, the
-   importance weights of each tensor. Bad input (a type that cannot be written, a row length
-   no fallback fits, an importance matrix that lacks a tensor a type needs it for or does not
-   fit it, an override pattern that is not a regular expression) fails here, and the target
-   is never touched.
-2. **Streaming**: each tensor to requantize is decoded a few MiB of rows at a time
+1. **Planning** (:func:`plan_requantize`), before anything is read of the tensors' data: every
+   tensor's type and why, its importance weights. Bad input (an unknown preset, a row no type
+   fits, a preset that needs an importance matrix without one, an importance matrix for another
+   model or of the wrong size, a tensor already quantized without ``allow_requantize``) fails
+   here, and the target is never touched.
+2. **Streaming**: each tensor to quantize is decoded a few MiB of rows at a time
    (:meth:`gguf_schema.model.Tensor.dequantize` with ``rows``), encoded
-   (:func:`gguf_schema.tensors.quantize`, with the tensor's importance weights), decoded again
-   to measure the error, and handed to the writer; memory stays around one chunk per thread,
-   whatever the size of the tensor. Other tensors are copied as they are.
+   (:func:`gguf_schema.tensors.quantize`, with the tensor's importance weights), and handed to
+   the writer; memory stays around one chunk per thread, whatever the size of the tensor. With
+   ``measure=True`` the RMS error against the input is measured on the way. Other tensors are
+   copied as they are.
 
-Which tensors are requantized follows ``llama-quantize`` (llama.cpp ``src/llama-quant.cpp``):
-a tensor is requantized when its name ends in ``weight``, it has two or more dimensions (see
-``keep_1d``), it holds numbers of a float or quantized type, and its name contains none of
-:data:`KEEP_NAMES` (norms, expert routers, position embeddings, token types, a few small
-per-architecture matrices). A tensor already of the chosen type is copied, not re-encoded.
-
-A row (``shape[-1]`` elements) that is not a whole number of the type's blocks falls back as
-llama.cpp falls back (:data:`FALLBACK`): the 256-element K-quants and IQ types to a 32-element
-type of similar size (Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0, Q2_K/Q3_K/IQ* -> IQ4_NL,
-TQ1_0/TQ2_0 -> Q4_0), and that to F16 if it does not fit either. Types llama.cpp has no
-fallback for (Q4_0, Q8_0, MXFP4 ...) refuse such a row: choose a type for that tensor with
-``tensor_types``.
-
-The new file keeps the input's metadata (the split keys removed), with
-``general.quantization_version`` = 2 and ``general.file_type`` the :class:`FileType` of the
-type (:func:`file_type_of`; removed when there is none, e.g. for Q8_K). It is little-endian,
-GGUF version 3, its alignment the input's.
+A single ggml type that is not one of ``llama-quantize``'s names (``Q8_K``, ``F64``, ``I8`` ...)
+or given as a :class:`GGMLType` is this library's extension: every quantized tensor that type, as
+``--pure`` does (no ``general.file_type`` where llama.cpp has none).
 
 >>> import os, tempfile, numpy as np, gguf_schema
 >>> d = tempfile.mkdtemp()
 >>> rng = np.random.default_rng(0)
->>> gguf_schema.save(os.path.join(d, "in.gguf"), {"general.architecture": "llama"},
+>>> gguf_schema.save(os.path.join(d, "in.gguf"), {"general.architecture": "llama", "llama.block_count": np.uint32(1)},
 ...                  {"blk.0.ffn_up.weight": rng.standard_normal((8, 256)).astype(np.float32),
 ...                   "blk.0.ffn_down.weight": rng.standard_normal((8, 96)).astype(np.float32),
 ...                   "blk.0.ffn_norm.weight": np.ones(256, np.float32)})
->>> result = requantize(os.path.join(d, "in.gguf"), os.path.join(d, "out.gguf"), "Q4_K")
->>> [(r.name, r.new_type.name, r.reason) for r in result.tensors]  # doctest: +NORMALIZE_WHITESPACE
-[('blk.0.ffn_up.weight', 'Q4_K', None),
- ('blk.0.ffn_down.weight', 'Q5_0', 'row of 96 is not a multiple of the Q4_K block (256): fallback Q5_0'),
- ('blk.0.ffn_norm.weight', 'F32', 'kept: 1-D')]
->>> round(result.tensors[0].relative_error, 2), result.file_type.name
+>>> result = requantize(os.path.join(d, "in.gguf"), os.path.join(d, "out.gguf"), "Q4_K_M", measure=True)
+>>> [(r.name, r.new_type.name, r.why) for r in result.tensors]  # doctest: +NORMALIZE_WHITESPACE
+[('blk.0.ffn_down.weight', 'Q8_0', 'Q4_K_M: ffn_down: Q6_K in the first and last eighth of the layers and every third
+   between; rows of 96 are not whole Q6_K blocks (256): fallback Q8_0'),
+ ('blk.0.ffn_norm.weight', 'F32', 'kept: 1-D'),
+ ('blk.0.ffn_up.weight', 'Q4_K', 'Q4_K_M: the default type')]
+>>> round(result.tensors[2].relative_error, 2), result.file_type_name
 (0.07, 'MOSTLY_Q4_K_M')
 >>> with gguf_schema.open(os.path.join(d, "out.gguf")) as f:
 ...     f.metadata["general.file_type"], f.tensors["blk.0.ffn_up.weight"].type.name
@@ -55,17 +48,18 @@ GGUF version 3, its alignment the input's.
 
 from __future__ import annotations
 
+import collections
 import functools
 import math
 import os
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Union
 
 import numpy as np
 
-from ..durable import refuse_overwriting_inputs
+from ..durable import atomic_replace_set, refuse_overwriting_inputs
 from ..errors import GGUFBuildError
 from ..format.limits import Limits
 from ..format.source import is_url
@@ -73,18 +67,21 @@ from ..format.types import FileType, GGMLType, ValueType, tensor_nbytes
 from ..format.values import Field, make_field
 from ..model import GGUFFile, Tensor
 from ..reader import read
-from ..tensors import CODECS, QUANTIZE_TYPES, dequantize, quantize
+from ..tensors import CODECS, QUANTIZE_TYPES, quantize
+from ..tensors.engine import error_sums
 from ..writer import PlannedTensor, Progress, plan_tensor, write_file
-from .imatrix import load_imatrix, tensor_weights
-from .split import SPLIT_KEYS, SplitModel, open_model
+from . import quantplan
+from .imatrix import Imatrix, read_imatrix, tensor_weights
+from .quantplan import FALLBACK, PlanOptions, Preset
+from .split import SPLIT_KEYS, SplitModel, open_model, shard_name
 
 __all__ = [
     "FALLBACK",
-    "KEEP_NAMES",
     "QUANTIZATION_VERSION",
     "RequantizeResult",
     "TensorReport",
     "file_type_of",
+    "parse_override_kv",
     "parse_tensor_type",
     "plan_requantize",
     "requantize",
@@ -92,96 +89,55 @@ __all__ = [
 
 PathLike = Union[str, "os.PathLike[str]"]
 Model = GGUFFile | SplitModel
-ImatrixArg = Union[str, "os.PathLike[str]", bytes, Mapping[str, np.ndarray], None]
+ImatrixArg = Union[str, "os.PathLike[str]", bytes, Imatrix, Mapping[str, np.ndarray], None]
+TypeArg = GGMLType | FileType | int | str
+Override = str | tuple[str, ValueType, Any]
 
 QUANTIZATION_VERSION = 2
 """``general.quantization_version`` of the files written (ggml's ``GGML_QNT_VERSION``)."""
 
-T = GGMLType
-FALLBACK: dict[GGMLType, GGMLType] = {
-    **{t: T.Q4_0 for t in (T.TQ1_0, T.TQ2_0)},
-    **{
-        t: T.IQ4_NL
-        for t in (T.IQ2_XXS, T.IQ2_XS, T.IQ2_S, T.IQ3_XXS, T.IQ3_S, T.IQ1_S, T.IQ1_M, T.Q2_K, T.Q3_K, T.IQ4_XS)
-    },
-    T.Q4_K: T.Q5_0,
-    T.Q5_K: T.Q5_1,
-    T.Q6_K: T.Q8_0,
-}
-"""The type a tensor falls back to when its rows are not whole blocks of the chosen type (llama.cpp's
-choice); when that does not fit either, F16. Types not listed have no fallback."""
-
-KEEP_NAMES = (
-    "_norm.weight",
-    "ffn_gate_inp.weight",
-    "altup",
-    "laurel",
-    "per_layer_model_proj",
-    "position_embd.weight",
-    "pos_embd.weight",
-    "token_types.weight",
-    "ssm_conv1d.weight",
-    "shortconv.conv.weight",
-    "time_mix_first.weight",
-    "time_mix_w0.weight",
-    "time_mix_w1.weight",
-    "time_mix_w2.weight",
-    "time_mix_v0.weight",
-    "time_mix_v1.weight",
-    "time_mix_v2.weight",
-    "time_mix_a0.weight",
-    "time_mix_a1.weight",
-    "time_mix_a2.weight",
-    "time_mix_g1.weight",
-    "time_mix_g2.weight",
-    "time_mix_decay_w1.weight",
-    "time_mix_decay_w2.weight",
-    "time_mix_lerp_fused.weight",
-    "attn_rel_b.weight",
+IMATRIX_KEYS = (
+    "quantize.imatrix.file",
+    "quantize.imatrix.dataset",
+    "quantize.imatrix.entries_count",
+    "quantize.imatrix.chunks_count",
 )
-"""Name parts of tensors that are never requantized, as ``llama-quantize`` keeps them: norms, MoE
-routers, Gemma-3n's small AltUp/Laurel/per-layer matrices, position embeddings and BERT token
-types, Mamba/LFM2 convolutions, RWKV's small time-mix matrices, T5's relative position bias."""
+"""The keys ``llama-quantize`` adds when it uses an importance matrix: its path (as given), its
+first dataset, how many entries were used, how many chunks of text it saw."""
 
-_FILE_TYPES: dict[GGMLType, FileType] = {
-    T.F32: FileType.ALL_F32,
-    T.F16: FileType.MOSTLY_F16,
-    T.Q3_K: FileType.MOSTLY_Q3_K_M,
-    T.Q4_K: FileType.MOSTLY_Q4_K_M,
-    T.Q5_K: FileType.MOSTLY_Q5_K_M,
-    T.MXFP4: FileType.MOSTLY_MXFP4_MOE,
-}
-del T
+_LLAMA_STRING = 127
+"""The most bytes ``llama-quantize`` keeps of a string it writes (its ``kv_override`` buffer)."""
 
 _CHUNK_BYTES = 4 * 2**20
 """Float32 bytes decoded and encoded per step and thread: the working set of a tensor's stream."""
 
+_DEFAULT_ALIGNMENT = 32
+
 
 def file_type_of(t: GGMLType | int | str) -> FileType | None:
-    """The ``general.file_type`` of a file whose tensors are mostly of type ``t``, as llama.cpp's
-    loader names it (K-quants as their _M mixes), or None where llama.cpp has none.
+    """The ``general.file_type`` of a file of type ``t`` written by ``llama-quantize`` under the
+    preset of that name, or for a type without one, llama.cpp's file type of that name (None
+    where llama.cpp has none).
 
     >>> file_type_of("Q4_K").name, file_type_of("Q8_0").name, file_type_of("Q8_K")
     ('MOSTLY_Q4_K_M', 'MOSTLY_Q8_0', None)
     """
-    gt = GGMLType.of(t)
-    if gt in _FILE_TYPES:
-        return _FILE_TYPES[gt]
-    return FileType.__members__.get(f"MOSTLY_{gt.name}")
+    return quantplan.preset(GGMLType.of(t)).file_type
 
 
 def parse_tensor_type(text: str) -> tuple[str, GGMLType]:
     """``REGEX=TYPE`` (as ``llama-quantize --tensor-type`` takes it) -> ``(REGEX, GGMLType)``.
 
     The regular expression is searched for anywhere in a tensor's name (``attn_v`` matches
-    ``blk.0.attn_v.weight``); the last ``=`` separates the type. Raises ``ValueError`` for a
-    missing ``=``, a bad expression or a type that cannot be written.
+    ``blk.0.attn_v.weight``); the first ``=`` separates the type, as in ``llama-quantize``.
+    Raises ``ValueError`` for a missing ``=``, a bad expression or a type that cannot be written.
+    (``llama-quantize`` lowercases the expression first; the command line does too.)
 
     >>> parse_tensor_type(r"blk\\.[0-3]\\.ffn_down=q6_k")
     ('blk\\\\.[0-3]\\\\.ffn_down', <GGMLType.Q6_K: 14>)
     """
-    pattern, sep, name = text.rpartition("=")
-    if not sep or not pattern:
+    pattern, sep, name = text.partition("=")
+    if not sep or not pattern or not name:
         raise ValueError(f"a tensor type is REGEX=TYPE, got {text!r}")
     try:
         re.compile(pattern)
@@ -197,25 +153,59 @@ def _writable_type(t: GGMLType | int | str) -> GGMLType:
         gt = None
     if gt is None or gt not in QUANTIZE_TYPES:
         names = ", ".join(x.name for x in sorted(QUANTIZE_TYPES, key=int))
-        raise ValueError(f"cannot requantize to {t!r}: the types are {names}")
+        raise ValueError(f"cannot quantize to {t!r}: the types are {names}")
     return gt
+
+
+def parse_override_kv(text: str) -> tuple[str, ValueType, Any]:
+    """``KEY=TYPE:VALUE`` (as ``llama-quantize --override-kv`` takes it, TYPE ``int``, ``float``,
+    ``bool`` or ``str``) -> ``(key, value type, value)`` as ``llama-quantize`` writes it: an int as
+    a UINT32 of its absolute value, a float as FLOAT32, a string of at most 127 bytes.
+
+    >>> parse_override_kv("general.name=str:tiny"), parse_override_kv("llama.expert_count=int:-8")
+    (('general.name', <ValueType.STRING: 8>, 'tiny'), ('llama.expert_count', <ValueType.UINT32: 4>, 8))
+    >>> parse_override_kv("a.b=bool:yes")
+    Traceback (most recent call last):
+    ValueError: a metadata override is KEY=TYPE:VALUE with TYPE int, float, bool (true or false) or str, got 'a.b=bool:yes'
+    """
+    key, sep, rest = text.partition("=")
+    kind, colon, value = rest.partition(":")
+    bad = ValueError(
+        f"a metadata override is KEY=TYPE:VALUE with TYPE int, float, bool (true or false) or str, got {text!r}"
+    )
+    if not sep or not colon or not key or len(key.encode()) >= 128:
+        raise bad
+    if kind == "int":
+        m = re.match(r"\s*([+-]?\d+)", value)  # C's atol: the leading integer, 0 without one
+        n = int(m.group(1)) if m else 0
+        return key, ValueType.UINT32, abs(max(min(n, 2**63 - 1), -(2**63 - 1))) & 0xFFFFFFFF
+    if kind == "float":
+        m = re.match(r"\s*[+-]?(\d+\.?\d*([eE][+-]?\d+)?|\.\d+([eE][+-]?\d+)?|inf(inity)?|nan)", value, re.I)
+        return key, ValueType.FLOAT32, float(np.float32(float(m.group(0)) if m else 0.0))
+    if kind == "bool" and value in ("true", "false"):
+        return key, ValueType.BOOL, value == "true"
+    if kind == "str" and len(value.encode("utf-8", "surrogateescape")) <= _LLAMA_STRING:
+        return key, ValueType.STRING, value
+    raise bad
 
 
 @dataclass
 class TensorReport:
-    """One tensor of a requantization: its plan, then what writing it measured.
+    """One tensor of a quantization: its plan, then what writing it measured.
 
     Attributes:
         name, shape: the tensor's name and numpy shape (outermost first).
         old_type: its type in the input.
         new_type: its type in the output.
         requested: the type chosen for it before any fallback (None for a tensor kept as it is).
-        reason: why it is kept, or why it fell back (None when it simply became ``requested``).
+        why: why it gets ``new_type`` (the rule, the option, the fallback).
         imatrix: whether importance weights went into its quantizer.
         nbytes: bytes of its data in the output.
+        shard: the output file it is in (0 unless ``keep_split``).
+        pattern: the ``tensor_types`` expression that chose its type (None: none did).
         rms_error: root mean square of (output decoded - input decoded) over the tensor, in
-            float32 terms (0.0 for a tensor copied as it is; None until written).
-        rms_input: root mean square of the input's values (None until written).
+            float32 terms (0.0 for a tensor copied as it is; None until written, or not measured).
+        rms_input: root mean square of the input's values (None until written, or not measured).
     """
 
     name: str
@@ -223,9 +213,11 @@ class TensorReport:
     old_type: GGMLType
     new_type: GGMLType
     requested: GGMLType | None
-    reason: str | None
+    why: str
     imatrix: bool
     nbytes: int
+    shard: int = 0
+    pattern: str | None = None
     rms_error: float | None = None
     rms_input: float | None = None
 
@@ -233,6 +225,11 @@ class TensorReport:
     def requantized(self) -> bool:
         """Whether the tensor is decoded and encoded again (else copied byte for byte)."""
         return self.requested is not None and self.new_type != self.old_type
+
+    @property
+    def fell_back(self) -> bool:
+        """Whether the tensor got another type than the one chosen for it (its rows did not fit)."""
+        return self.requested is not None and self.new_type != self.requested
 
     @property
     def relative_error(self) -> float | None:
@@ -244,16 +241,18 @@ class TensorReport:
         return self.rms_error / self.rms_input
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready record."""
+        """A JSON-ready record: ``name``, ``from``, ``to``, ``why`` first."""
         return {
             "name": self.name,
+            "from": self.old_type.name,
+            "to": self.new_type.name,
+            "why": self.why,
             "shape": list(self.shape),
-            "old_type": self.old_type.name,
-            "new_type": self.new_type.name,
             "requested": self.requested.name if self.requested is not None else None,
-            "reason": self.reason,
+            "requantized": self.requantized,
             "imatrix": self.imatrix,
             "bytes": self.nbytes,
+            "shard": self.shard,
             "rms_error": self.rms_error,
             "rms_input": self.rms_input,
             "relative_error": self.relative_error,
@@ -265,24 +264,34 @@ class RequantizeResult:
     """What :func:`requantize` did (or, with ``dry_run``, would do).
 
     Attributes:
-        type: the type asked for.
-        file_type: the ``general.file_type`` written (None: the key was removed).
-        tensors: one :class:`TensorReport` per tensor, in file order.
+        preset: the preset's name (``Q4_K_M``; a single type's name for a single-type run).
+        type: the preset's default tensor type.
+        file_type: the ``general.file_type`` written (None: the key was removed). ``COPY`` of a
+            file without one writes llama.cpp's guess, with the GUESSED flag (1024) set.
+        tensors: one :class:`TensorReport` per tensor, in the order written.
         notes: things worth saying that are not errors (an override pattern that matched
-            nothing, a tensor without importance weights, a removed file type).
+            nothing, tensors without importance weights, a removed file type).
         input_bytes: the size of the input's tensor data.
         header_bytes: the size of the input's header (metadata and tensor infos, up to its data
             section): the output's is about the same.
         dry_run: True when nothing was written.
+        paths: the files written (or to be written), one per shard.
+        metadata: the keys set on top of the input's (quantization version, file type,
+            overrides, importance matrix), in the order written.
+        key_types: the value type of each of ``metadata`` (UINT32 where not given).
     """
 
+    preset: str
     type: GGMLType
-    file_type: FileType | None
+    file_type: int | None
     tensors: list[TensorReport]
     notes: list[str] = field(default_factory=list)
     input_bytes: int = 0
     header_bytes: int = 0
     dry_run: bool = False
+    paths: list[str] = field(default_factory=list)
+    metadata: dict[str, Any] = field(default_factory=dict)
+    key_types: dict[str, ValueType] = field(default_factory=dict)
 
     @property
     def output_bytes(self) -> int:
@@ -292,147 +301,343 @@ class RequantizeResult:
     @property
     def fallbacks(self) -> list[TensorReport]:
         """The tensors that got another type than the one chosen for them."""
-        return [r for r in self.tensors if r.requested is not None and r.new_type != r.requested]
+        return [r for r in self.tensors if r.fell_back]
+
+    @property
+    def file_type_name(self) -> str | None:
+        """``general.file_type`` by name (``MOSTLY_Q4_K_M``; ``MOSTLY_F16|GUESSED`` for a guess)."""
+        if self.file_type is None:
+            return None
+        guessed = self.file_type & int(FileType.GUESSED)
+        base = self.file_type & ~int(FileType.GUESSED)
+        name = FileType(base).name if base in FileType._value2member_map_ else str(base)
+        return f"{name}|GUESSED" if guessed else name
+
+    def counts(self) -> dict[str, int]:
+        """How many tensors of each output type are quantized (decoded and encoded again)."""
+        return dict(collections.Counter(r.new_type.name for r in self.tensors if r.requantized))
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready record."""
         return {
+            "preset": self.preset,
             "type": self.type.name,
-            "file_type": self.file_type.name if self.file_type is not None else None,
+            "file_type": self.file_type,
+            "file_type_name": self.file_type_name,
             "dry_run": self.dry_run,
+            "paths": list(self.paths),
             "input_bytes": self.input_bytes,
             "output_bytes": self.output_bytes,
+            "metadata": {k: v for k, v in self.metadata.items()},
             "notes": list(self.notes),
             "tensors": [r.to_dict() for r in self.tensors],
         }
 
 
+# --------------------------------------------------------------------------- importance matrices
+
+
+@dataclass
+class _Weights:
+    """The importance matrix a run uses: the entries left after ``include``/``exclude`` and the keys it records."""
+
+    by_name: dict[str, np.ndarray]
+    keys: list[tuple[str, ValueType, Any]]
+
+
+def _clip(text: str) -> str:
+    """At most 127 bytes of ``text``, as ``llama-quantize`` keeps them (never half a character)."""
+    raw = text.encode("utf-8", "surrogateescape")[:_LLAMA_STRING]
+    return raw.decode("utf-8", "ignore")
+
+
+def _imatrix(
+    imatrix: ImatrixArg,
+    include: Sequence[str],
+    exclude: Sequence[str],
+    reading: dict[str, Any],
+) -> _Weights | None:
+    if imatrix is None:
+        return None
+    if include and exclude:
+        raise ValueError("include_weights and exclude_weights cannot be used together (as in llama-quantize)")
+    path = os.fspath(imatrix) if isinstance(imatrix, (str, os.PathLike)) else None
+    if isinstance(imatrix, Imatrix):
+        m = imatrix
+    elif isinstance(imatrix, Mapping):
+        m = Imatrix(dict(imatrix))
+    elif isinstance(imatrix, (str, os.PathLike, bytes, bytearray, memoryview)):
+        m = read_imatrix(imatrix, **reading)
+    else:
+        raise TypeError(
+            f"imatrix must be a path, the file's bytes, an Imatrix or a mapping, got {type(imatrix).__name__}"
+        )
+    weights = {k: np.asarray(v, dtype=np.float32) for k, v in m.weights.items()}
+    weights = {k: v for k, v in weights.items() if not any(x in k for x in exclude)}
+    if include:
+        weights = {k: v for k, v in weights.items() if any(x in k for x in include)}
+    for name, w in weights.items():
+        bad = np.flatnonzero(~np.isfinite(w))
+        if bad.size:
+            raise GGUFBuildError(
+                f"the importance matrix holds a non-finite value for {name} (weight {bad[0]} is {w[bad[0]]})",
+                path=f"imatrix entry {name!r}",
+                value=float(w[bad[0]]),
+            )
+    if not weights:
+        return _Weights({}, [])
+    keys: list[tuple[str, ValueType, Any]] = []
+    if path is not None:
+        keys.append((IMATRIX_KEYS[0], ValueType.STRING, _clip(path)))
+    if m.datasets:
+        keys.append((IMATRIX_KEYS[1], ValueType.STRING, _clip(m.datasets[0])))
+    keys.append((IMATRIX_KEYS[2], ValueType.UINT32, len(weights)))
+    if m.chunk_count > 0:
+        keys.append((IMATRIX_KEYS[3], ValueType.UINT32, m.chunk_count))
+    return _Weights(weights, keys)
+
+
 # --------------------------------------------------------------------------- planning
 
 
-def _is_float_data(t: GGMLType) -> bool:
-    return t.quantized or t in (GGMLType.F32, GGMLType.F16, GGMLType.BF16, GGMLType.F64)
+def _order(model: Model, keep_split: bool) -> list[tuple[Tensor, int]]:
+    """The tensors in the order ``llama-quantize`` processes and writes them, with the shard each goes to."""
+    if keep_split and isinstance(model, SplitModel):
+        return [(t, i) for i, s in enumerate(model.shards) for t in sorted(s.tensor_list, key=lambda t: t.offset)]
+    by_name: dict[str, Tensor] = {}
+    for t in model.tensor_list:
+        if t.name in by_name:  # llama.cpp's loader refuses such a model too
+            raise GGUFBuildError(f"tensor {t.name!r} occurs twice", path=f"tensor {t.name!r}", value=t.name)
+        by_name[t.name] = t
+    return [(by_name[n], 0) for n in quantplan.llama_order(by_name)]
 
 
-def _keep_reason(t: Tensor, keep_1d: bool) -> str | None:
-    """Why a tensor stays as it is (None: it is requantized)."""
-    gt = t.known_type()
-    if not _is_float_data(gt):
-        return f"kept: {gt.name} data"
-    if len(t.dims) == 0:
-        return "kept: a scalar"
-    if len(t.dims) == 1 and keep_1d:
-        return "kept: 1-D"
-    if not t.name.endswith("weight"):
-        return "kept: not a weight"
-    for part in KEEP_NAMES:
-        if part in t.name:
-            return f"kept: {part}"
-    return None
+def _metadata_view(model: Model, overrides: Sequence[tuple[str, ValueType, Any]]) -> Mapping[str, Any]:
+    """The metadata llama.cpp's loader sees: the model's, with the overrides on top."""
+    return collections.ChainMap({k: v for k, _, v in overrides}, model.metadata)  # type: ignore[arg-type]
 
 
-def _fitting_type(t: Tensor, want: GGMLType) -> tuple[GGMLType, str | None]:
-    """The type a tensor gets when ``want`` is chosen for it, with the reason for a fallback."""
-    row = t.dims[0] if t.dims else 1
-    if row % want.block_size == 0:
-        return want, None
-    why = f"row of {row} is not a multiple of the {want.name} block ({want.block_size})"
-    fallback = FALLBACK.get(want)
-    if fallback is None:
-        raise GGUFBuildError(
-            f"{why}, and llama.cpp has no fallback for {want.name}: choose a type for it with "
-            f"--tensor-type / tensor_types (F16, BF16 and F32 fit any row)",
-            path=f"tensor {t.name!r}",
-            value=row,
-        )
-    if row % fallback.block_size == 0:
-        return fallback, f"{why}: fallback {fallback.name}"
-    return GGMLType.F16, f"{why}, nor of {fallback.name}'s ({fallback.block_size}): fallback F16"
-
-
-def _load_weights(imatrix: ImatrixArg, reading: dict[str, Any]) -> Mapping[str, np.ndarray] | None:
-    if imatrix is None:
-        return None
-    if isinstance(imatrix, Mapping):
-        return imatrix
-    return load_imatrix(imatrix, **reading)
+def _overrides(override_kv: Iterable[Override]) -> list[tuple[str, ValueType, Any]]:
+    out = []
+    for o in override_kv:
+        if isinstance(o, str):
+            out.append(parse_override_kv(o))
+        else:
+            key, vt, value = o
+            out.append((key, ValueType(vt), make_field(key, value, vt).value))
+    return out
 
 
 def plan_requantize(
     model: Model,
-    type: GGMLType | int | str,
+    type: TypeArg,
     *,
-    imatrix: Mapping[str, np.ndarray] | None = None,
+    imatrix: Imatrix | Mapping[str, np.ndarray] | None = None,
     tensor_types: Iterable[tuple[str, GGMLType | int | str] | str] = (),
+    pure: bool = False,
+    output_tensor_type: GGMLType | int | str | None = None,
+    token_embedding_type: GGMLType | int | str | None = None,
+    leave_output_tensor: bool = False,
+    allow_requantize: bool = False,
+    keep_split: bool = False,
+    override_kv: Iterable[Override] = (),
+    include_weights: Sequence[str] = (),
+    exclude_weights: Sequence[str] = (),
     keep_1d: bool = True,
+    dry_run: bool = False,
 ) -> tuple[RequantizeResult, dict[str, np.ndarray]]:
-    """Decide every tensor's type for :func:`requantize`, writing nothing.
+    """Decide every tensor's type for :func:`requantize`, reading no tensor data.
 
     Args:
         model: an open file or split model.
-        type, tensor_types, keep_1d: as in :func:`requantize`.
-        imatrix: importance weights by tensor name (:func:`gguf_schema.tools.imatrix.load_imatrix`).
+        type, tensor_types, pure, output_tensor_type, token_embedding_type, leave_output_tensor,
+            allow_requantize, keep_split, override_kv, include_weights, exclude_weights, keep_1d:
+            as in :func:`requantize`.
+        imatrix: an :class:`~gguf_schema.tools.imatrix.Imatrix`, or importance weights by tensor name.
+        dry_run: a missing importance matrix is a note, not an error (as ``llama-quantize --dry-run``).
 
     Returns:
-        The result (without errors measured) and the importance weights of each tensor that gets them.
+        The result (without errors measured; ``paths`` empty) and the importance weights of each
+        tensor that gets them.
 
     Raises:
-        ValueError: a type that cannot be written, a bad override.
-        GGUFBuildError: a row no type fits, a type that needs an importance matrix without one
-            (or without an entry for the tensor), importance weights that do not fit a tensor.
+        ValueError: an unknown preset or type, a bad override.
+        GGUFBuildError: see :func:`requantize`.
         GGUFFormatError: a tensor of an unknown or removed type.
     """
-    target = _writable_type(type)
-    overrides = [parse_tensor_type(o) if isinstance(o, str) else (o[0], _writable_type(o[1])) for o in tensor_types]
-    compiled = [(re.compile(p), p, t) for p, t in overrides]
-    matched: set[str] = set()
+    p = _preset(type)
+    weights = _imatrix(imatrix, include_weights, exclude_weights, {})
+    return _plan(
+        model,
+        p,
+        weights,
+        _options(tensor_types, pure, output_tensor_type, token_embedding_type, leave_output_tensor, keep_1d, weights),
+        allow_requantize=allow_requantize,
+        keep_split=keep_split,
+        overrides=_overrides(override_kv),
+        dry_run=dry_run,
+    )
+
+
+def _preset(type: TypeArg) -> Preset:
+    if isinstance(type, GGMLType):
+        _writable_type(type)
+    return quantplan.preset(type, single_types=QUANTIZE_TYPES)
+
+
+def _options(
+    tensor_types: Iterable[tuple[str, GGMLType | int | str] | str],
+    pure: bool,
+    output_tensor_type: GGMLType | int | str | None,
+    token_embedding_type: GGMLType | int | str | None,
+    leave_output_tensor: bool,
+    keep_1d: bool,
+    weights: _Weights | None,
+) -> PlanOptions:
+    overrides = tuple(
+        parse_tensor_type(o) if isinstance(o, str) else (o[0], _writable_type(o[1])) for o in tensor_types
+    )
+    for pattern, _ in overrides:
+        try:
+            re.compile(pattern)
+        except re.error as e:
+            raise ValueError(f"{pattern!r} is not a regular expression: {e}") from None
+    return PlanOptions(
+        pure=pure,
+        output_tensor_type=_writable_type(output_tensor_type) if output_tensor_type is not None else None,
+        token_embedding_type=_writable_type(token_embedding_type) if token_embedding_type is not None else None,
+        tensor_types=overrides,
+        leave_output_tensor=leave_output_tensor,
+        has_imatrix=weights is not None and bool(weights.by_name),
+        keep_1d=keep_1d,
+    )
+
+
+def _plan(
+    model: Model,
+    p: Preset,
+    weights: _Weights | None,
+    options: PlanOptions,
+    *,
+    allow_requantize: bool,
+    keep_split: bool,
+    overrides: list[tuple[str, ValueType, Any]],
+    dry_run: bool,
+) -> tuple[RequantizeResult, dict[str, np.ndarray]]:
+    order = _order(model, keep_split)
+    for t, _ in order:
+        t.known_type()  # an unknown or removed type is an error here
+    metadata = _metadata_view(model, overrides)
+    facts, notes = quantplan.ModelFacts.of(metadata, (t.name for t, _ in order))
+    choices = quantplan.plan_types(((t.name, t.dims, t.known_type()) for t, _ in order), p, facts, options)
+    by_name = weights.by_name if weights is not None and weights.by_name else None
     reports: list[TensorReport] = []
-    weights: dict[str, np.ndarray] = {}
-    notes: list[str] = []
-    input_bytes = 0
-    for t in model.tensor_list:
+    used: dict[str, np.ndarray] = {}
+    lacking: list[str] = []
+    needs: list[TensorReport] = []
+    for (t, shard), c in zip(order, choices, strict=True):
         old = t.known_type()
-        input_bytes += t.nbytes
-        keep = _keep_reason(t, keep_1d)
-        if keep is not None:
-            reports.append(TensorReport(t.name, t.shape, old, old, None, keep, False, t.nbytes))
+        r = TensorReport(
+            t.name, t.shape, old, c.type, c.requested, c.why, False, tensor_nbytes(c.type, t.dims), shard, c.pattern
+        )
+        reports.append(r)
+        if c.requested is not None and old == c.type:
+            r.why += f"; already {old.name}: copied"
+        codec = CODECS[c.type]
+        needed = c.requested is not None and (quantplan.requires_imatrix(t.name, c.type, p) or codec.needs_imatrix)
+        if needed and (by_name is None or (r.requantized and t.name not in by_name)):
+            needs.append(r)
+        if not r.requantized or codec.quantize_rows is None or by_name is None:
             continue
-        want = target
-        for rx, pattern, over in compiled:
-            if rx.search(t.name):
-                want = over
-                matched.add(pattern)
-                break
-        new, reason = _fitting_type(t, want)
-        if new == old:
-            reason = f"kept: already {old.name}" if reason is None else f"{reason}; kept: already {old.name}"
-        codec = CODECS[new]
-        uses_weights = new != old and codec.quantize_rows is not None
-        w = imatrix.get(t.name) if imatrix is not None and uses_weights else None
-        if new != old and codec.needs_imatrix and w is None:
-            has = "has no entry for it" if imatrix is not None else "was not given (--imatrix)"
+        w = by_name.get(t.name)
+        if w is None:
+            lacking.append(t.name)
+            continue
+        try:
+            used[t.name] = tensor_weights(w, t.shape if len(t.shape) <= 3 else t.shape[-1:])
+        except ValueError as e:
+            if quantplan.role_of(t.name) == quantplan.Role.TOKEN_EMBD:  # llama-quantize quantizes it without
+                notes.append(f"{t.name}: {e}: quantized without importance weights")
+                continue
             raise GGUFBuildError(
-                f"{new.name} needs an importance matrix, and the importance matrix {has}",
-                path=f"tensor {t.name!r}",
-                value=new.name,
-            )
-        if imatrix is not None and uses_weights and w is None:
-            notes.append(f"{t.name}: no importance weights in the imatrix: quantized to {new.name} without them")
-        if w is not None:
-            try:
-                weights[t.name] = tensor_weights(w, t.shape)
-            except ValueError as e:
-                raise GGUFBuildError(str(e), path=f"tensor {t.name!r}", value=int(np.asarray(w).size)) from None
-        nbytes = tensor_nbytes(new, t.dims)
-        reports.append(TensorReport(t.name, t.shape, old, new, want, reason, w is not None, nbytes))
-    for _rx, pattern, _t in compiled:
-        if pattern not in matched:
-            notes.append(f"--tensor-type {pattern!r} matched no tensor that is requantized")
-    ftype = file_type_of(target)
-    if ftype is None:
-        notes.append(f"llama.cpp has no file type for {target.name}: general.file_type removed")
+                f"{e} (an importance matrix for another model?)", path=f"tensor {t.name!r}", value=int(w.size)
+            ) from None
+        r.imatrix = True
+    if by_name is not None and lacking and not any(t.name in by_name for t, _ in order):
+        raise GGUFBuildError(
+            f"the importance matrix is not for this model: it names none of its tensors, and has no entry for "
+            f"the {len(lacking)} it would be used for ({_names(lacking)}); its entries are {_names(sorted(by_name))}",
+            value=len(lacking),
+        )
+    _check_imatrix_needs(needs, p, by_name is not None, dry_run, notes)
+    _check_requantize(reports, allow_requantize, dry_run, notes)
+    if lacking:
+        notes.append(f"no importance weights for {len(lacking)} tensors, quantized without: {_names(lacking)}")
+    for pattern, _ in options.tensor_types:
+        if not any(r.pattern == pattern for r in reports):
+            notes.append(f"--tensor-type {pattern!r} matched no tensor that is quantized")
+    if weights is not None and not weights.by_name:
+        notes.append("the importance matrix has no entries left (include/exclude): not used")
+    file_type = _file_type(p, metadata, [r.old_type for r in reports])
+    if file_type is None:
+        notes.append(f"llama.cpp has no file type for {p.name}: general.file_type removed")
+    keys: dict[str, Any] = {"general.quantization_version": QUANTIZATION_VERSION}
+    if file_type is not None:
+        keys["general.file_type"] = file_type
+    for k, _, v in overrides + (weights.keys if weights is not None else []):
+        keys.pop(k, None)
+        keys[k] = v
     head = model.shards[0] if isinstance(model, SplitModel) else model
-    return RequantizeResult(target, ftype, reports, notes, input_bytes, head.data_offset), weights
+    input_bytes = sum(t.nbytes for t, _ in order)
+    types = {k: vt for k, vt, _ in overrides + (weights.keys if weights is not None else [])}
+    result = RequantizeResult(
+        p.name, p.default, file_type, reports, notes, input_bytes, head.data_offset, metadata=keys, key_types=types
+    )
+    return result, used
+
+
+def _names(names: Sequence[str], most: int = 6) -> str:
+    shown = ", ".join(names[:most])
+    return shown + (f" and {len(names) - most} more" if len(names) > most else "")
+
+
+def _check_imatrix_needs(needs: list[TensorReport], p: Preset, given: bool, dry_run: bool, notes: list[str]) -> None:
+    if not needs:
+        return
+    what = "has no entry for" if given else "was not given, and is needed for"
+    text = (
+        f"{p.name} needs an importance matrix (--imatrix): it {what} {len(needs)} tensors "
+        f"({_names([f'{r.name} -> {r.new_type.name}' for r in needs])})"
+    )
+    if dry_run:  # as llama-quantize --dry-run: the plan, and a warning
+        notes.append(text + ": the quantization itself will refuse to run")
+        return
+    raise GGUFBuildError(text, path=f"tensor {needs[0].name!r}", value=needs[0].new_type.name)
+
+
+def _check_requantize(reports: list[TensorReport], allow: bool, dry_run: bool, notes: list[str]) -> None:
+    if allow:
+        return
+    quantized = [r for r in reports if r.requantized and r.old_type.quantized and r.new_type.quantized]
+    if not quantized:
+        return
+    text = (
+        f"{len(quantized)} tensors are quantized already ({_names([f'{r.name}: {r.old_type.name}' for r in quantized])}): "
+        "quantizing them again loses quality; allow it with --allow-requantize (allow_requantize=True), "
+        "or start from a float model"
+    )
+    if dry_run:  # as llama-quantize --dry-run: the plan (the quantization itself refuses)
+        notes.append(text)
+        return
+    raise GGUFBuildError(text, path=f"tensor {quantized[0].name!r}", value=quantized[0].old_type.name)
+
+
+def _file_type(p: Preset, metadata: Mapping[str, Any], types: Sequence[GGMLType]) -> int | None:
+    if p.copy:
+        stored: Any = metadata.get("general.file_type")
+        ok = isinstance(stored, (int, np.integer)) and not isinstance(stored, bool) and 0 <= int(stored) < 2**32
+        return quantplan.guessed_file_type(types, int(stored) if ok else None)
+    return int(p.file_type) if p.file_type is not None else None
 
 
 # --------------------------------------------------------------------------- streaming
@@ -445,7 +650,7 @@ def _cpu_count() -> int:
         return os.cpu_count() or 1
 
 
-def _stream(t: Tensor, report: TensorReport, weights: np.ndarray | None, threads: int) -> Iterator[Any]:
+def _stream(t: Tensor, report: TensorReport, weights: np.ndarray | None, threads: int, measure: bool) -> Iterator[Any]:
     """The requantized bytes of tensor ``t`` in chunks of rows, measuring the error as they go."""
     new = report.new_type
     cols = t.dims[0]
@@ -463,26 +668,36 @@ def _stream(t: Tensor, report: TensorReport, weights: np.ndarray | None, threads
                 q = quantize(x, new, imatrix=w, threads=threads)
             except ValueError as e:
                 raise GGUFBuildError(str(e), path=f"tensor {t.name!r}", value=new.name) from None
-            y = dequantize(q, new, x.shape, threads=threads)
-            with np.errstate(over="ignore", invalid="ignore"):
-                d = (y - x).reshape(-1).astype(np.float64)
-                err += float(d @ d)
-                d = x.reshape(-1).astype(np.float64, copy=False)
-                total += float(d @ d)
+            if measure:
+                chunk_err, chunk_total = error_sums(q, new, x)
+                err, total = err + chunk_err, total + chunk_total
             yield q.reshape(-1).data
-    n = max(1, t.n_elements)
-    report.rms_error = math.sqrt(err / n)
-    report.rms_input = math.sqrt(total / n)
+    if measure:
+        n = max(1, t.n_elements)
+        report.rms_error = math.sqrt(err / n)
+        report.rms_input = math.sqrt(total / n)
 
 
-def _copied(t: Tensor, report: TensorReport) -> PlannedTensor:
+def _copied(t: Tensor, report: TensorReport, measure: bool) -> PlannedTensor:
+    """A tensor copied as it is: a little-endian one read a few MiB of rows at a time (a
+    big-endian one converted by the writer, whole)."""
     planned = plan_tensor(t.name, t, "little")
-    chunks = planned.chunks
+    if t.byte_order == "little" and t.dims:
+        rows = math.prod(t.dims[1:])
+        step = max(1, _CHUNK_BYTES // max(1, t.nbytes // rows)) if rows else 1
+
+        def chunks() -> Iterator[Any]:
+            for a in range(0, rows, step):
+                yield t.raw(rows=slice(a, min(rows, a + step)))
+
+        planned.chunks = chunks
+    stream = planned.chunks
 
     def measured() -> Iterator[Any]:
-        yield from chunks()
-        report.rms_error = 0.0
-        report.rms_input = _rms_of(t)
+        yield from stream()
+        if measure:
+            report.rms_error = 0.0
+            report.rms_input = _rms_of(t)
 
     planned.chunks = measured
     return planned
@@ -491,30 +706,53 @@ def _copied(t: Tensor, report: TensorReport) -> PlannedTensor:
 def _rms_of(t: Tensor) -> float | None:
     """RMS of a copied tensor's values (None for integer data, which is not a number in this sense)."""
     gt = t.known_type()
-    if not _is_float_data(gt) or t.n_elements == 0:
-        return None if not _is_float_data(gt) else 0.0
+    numbers = gt.quantized or gt in (GGMLType.F32, GGMLType.F16, GGMLType.BF16, GGMLType.F64)
+    if not numbers:
+        return None
+    if t.n_elements == 0:
+        return 0.0
     total = 0.0
     rows = math.prod(t.dims[1:]) if t.dims else 1
     step = max(1, _CHUNK_BYTES // (4 * max(t.dims[0] if t.dims else 1, 1)))
     for a in range(0, rows, step):
-        x = t.dequantize(rows=slice(a, min(rows, a + step))).reshape(-1).astype(np.float64)
-        total += float(np.dot(x, x))
+        x = t.dequantize(rows=slice(a, min(rows, a + step)))
+        total += error_sums(x, GGMLType.F32, x)[1]
     return math.sqrt(total / t.n_elements)
 
 
+_LLAMA_SPLIT_KEYS = ("split.no", "split.count", "split.tensors.count")
+
+
 def _fields(model: Model, result: RequantizeResult) -> list[Field]:
-    replaced = {"general.quantization_version", "general.file_type", *SPLIT_KEYS}
-    fields = [f for f in model.fields.records if f.key not in replaced]
-    fields.append(make_field("general.quantization_version", QUANTIZATION_VERSION, ValueType.UINT32))
-    if result.file_type is not None:
-        fields.append(make_field("general.file_type", int(result.file_type), ValueType.UINT32))
+    """The output's metadata: the input's (the split keys removed), then each key set, removed
+    first where the input has it (as ggml's ``gguf_set_val_*`` does: the key moves to the end)."""
+    types = result.key_types
+    set_keys = set(result.metadata) | {"general.file_type"}  # removed when there is none
+    fields = [f for f in model.fields.records if f.key not in set_keys and f.key not in SPLIT_KEYS]
+    for key, value in result.metadata.items():
+        vt = types.get(key, ValueType.UINT32)
+        fields.append(make_field(key, value, vt))
     return fields
 
 
-def _refuse_input_as_output(model: Model, target: PathLike) -> None:
-    """The output must be a new file: never one of the input's files (the check every writing command shares)."""
-    paths = model.paths if isinstance(model, SplitModel) else [model.name]
-    refuse_overwriting_inputs([target], [p for p in paths if p is not None], command="quantize")
+def _split_fields(no: int, count: int, total: int) -> list[Field]:
+    if count < 2:
+        return []
+    return [
+        make_field("split.no", no, ValueType.UINT16),
+        make_field("split.count", count, ValueType.UINT16),
+        make_field("split.tensors.count", total, ValueType.INT32),
+    ]
+
+
+def _outputs(dst: PathLike, n_split: int, keep_split: bool) -> list[str]:
+    """The output paths: ``dst``, or with ``keep_split`` (as ``llama-quantize``) the shard names of
+    ``dst`` without its ``.gguf`` (one shard too is named ``-00001-of-00001.gguf``)."""
+    path = os.fspath(dst)
+    if not keep_split:
+        return [path]
+    prefix = path[: -len(".gguf")] if path.endswith(".gguf") else path
+    return [shard_name(prefix, i, n_split) for i in range(n_split)]
 
 
 def _open(src: PathLike, storage_options: Mapping[str, Any] | None, reading: dict[str, Any]) -> Model:
@@ -535,60 +773,93 @@ def _open(src: PathLike, storage_options: Mapping[str, Any] | None, reading: dic
 def requantize(
     src: PathLike,
     dst: PathLike,
-    type: GGMLType | int | str,
+    type: TypeArg,
     *,
     imatrix: ImatrixArg = None,
     tensor_types: Iterable[tuple[str, GGMLType | int | str] | str] = (),
+    pure: bool = False,
+    output_tensor_type: GGMLType | int | str | None = None,
+    token_embedding_type: GGMLType | int | str | None = None,
+    leave_output_tensor: bool = False,
+    allow_requantize: bool = False,
+    keep_split: bool = False,
+    override_kv: Iterable[Override] = (),
+    include_weights: Sequence[str] = (),
+    exclude_weights: Sequence[str] = (),
     keep_1d: bool = True,
     threads: int | None = None,
+    measure: bool = False,
     dry_run: bool = False,
     progress: Progress | None = None,
     storage_options: Mapping[str, Any] | None = None,
     on_plan: Callable[[RequantizeResult], None] | None = None,
     limits: Limits | None = None,
     mmap: bool = True,
+    sync: bool = True,
 ) -> RequantizeResult:
-    """Write ``src`` requantized to ``type`` as ``dst`` (see the module docstring for the rules).
+    """Write ``src`` quantized under preset ``type`` as ``dst``, as ``llama-quantize`` does (see the module docstring).
 
     Args:
         src: the model: a path, a URL (read through fsspec with ``storage_options``), or the
-            first shard of a split model (all shards are read; the output is one file).
+            first shard of a split model (all shards are read).
         dst: the path of the new file, written atomically (a failed run leaves whatever was
-            there untouched). It may not be the input.
-        type: the ggml type of the requantized tensors: any of
-            :data:`~gguf_schema.tensors.QUANTIZE_TYPES` (a :class:`GGMLType`, id or name).
+            there untouched). It may not be the input. With ``keep_split``, the shards'
+            prefix (``dst`` without ``.gguf``).
+        type: a preset name as ``llama-quantize`` takes it (``"Q4_K_M"``, ``"IQ3_XS"``,
+            ``"Q8_0"``, ``"COPY"`` ..., any case: :data:`~gguf_schema.tools.quantplan.PRESETS`),
+            its file type number, or a single ggml type (a :class:`GGMLType`, or the name of one
+            that is not a preset: every quantized tensor that type).
         imatrix: importance weights: an imatrix file (GGUF or legacy ``.dat``, a path or its
-            bytes) or a mapping tensor name -> weights as
-            :func:`~gguf_schema.tools.imatrix.load_imatrix` returns it. Each tensor whose
-            quantizer uses weights gets its entry; a tensor without one is quantized without
-            (a note), unless its type needs one (IQ1_S, IQ2_XXS, IQ2_XS: ``Codec.needs_imatrix``):
-            then it is an error.
-        tensor_types: overrides ``(REGEX, TYPE)`` or ``"REGEX=TYPE"``: a tensor requantized
-            whose name the first matching expression is found in gets that type instead
-            (then its fallback, if its rows do not fit).
-        keep_1d: keep 1-D tensors as they are (default, as llama.cpp does: norms and biases
-            stay F32). False requantizes 1-D weights too, under the same name rules (norms are
-            still kept by name).
+            bytes), an :class:`~gguf_schema.tools.imatrix.Imatrix`, or a mapping tensor name ->
+            weights. Entries are used as ``llama-quantize`` uses them; a path is recorded in
+            ``quantize.imatrix.file`` as given.
+        tensor_types: ``(REGEX, TYPE)`` or ``"REGEX=TYPE"`` (``--tensor-type``): a quantized tensor
+            whose name the first matching expression is found in gets that type (then its
+            fallback, if its rows do not fit).
+        pure: no mix: every quantized tensor the preset's default type (``--pure``).
+        output_tensor_type: the type of ``output.weight`` (and of tied token embeddings).
+        token_embedding_type: the type of the token embeddings.
+        leave_output_tensor: copy ``output.weight`` as it is.
+        allow_requantize: quantize tensors that are quantized already (else refused, as
+            ``llama-quantize`` refuses; decoding them to F32, F16 or BF16 is always allowed).
+        keep_split: a split model in, a split model out: each output shard holds the tensors of
+            the input shard of the same number (``--keep-split``).
+        override_kv: ``"KEY=TYPE:VALUE"`` strings (``--override-kv``) or ``(key, ValueType,
+            value)``: metadata set in the output (and seen by the rules: a changed head count
+            changes the plan, as in ``llama-quantize``).
+        include_weights, exclude_weights: use only the imatrix entries whose name contains one
+            of these, or all but those (not both).
+        keep_1d: keep 1-D tensors as they are (llama.cpp always does); False quantizes 1-D
+            weights too, under the same name rules.
         threads: worker threads for decoding and encoding (default: the CPUs, at most 8);
             each works on its own chunk of rows, so memory grows by about 4 MiB per thread.
-        dry_run: plan only: check everything and return the plan, writing nothing.
+            ``threads=1`` uses one CPU.
+        measure: also measure each tensor's RMS error against its input (decodes each chunk
+            once more, in one pass with the comparison: about a quarter more time for the
+            fastest types; off by default, as ``llama-quantize`` measures nothing).
+        dry_run: plan only: check everything and return the plan, writing nothing (a missing
+            importance matrix is then a note, as in ``llama-quantize --dry-run``).
         progress: called with the number of bytes written, as they are written.
         storage_options: fsspec options for a URL.
-        on_plan: called with the plan once it is complete, before anything is written (the
-            command line prints fallbacks and sizes the progress bar there).
+        on_plan: called with the plan once it is complete, before anything is written.
         limits: resource limits for reading the model and a GGUF imatrix file, as in
             :func:`gguf_schema.open`.
         mmap: ``False``: nothing is mapped (a split model's shards and an imatrix file are read
             with positioned reads too; a single local model file always is).
+        sync: fsync the new file(s) before they replace the old ones (as :func:`gguf_schema.save`);
+            False is faster, and a power cut right after may leave an incomplete file.
 
     Returns:
         A :class:`RequantizeResult`; after a write, each tensor's RMS error against its input.
 
     Raises:
-        ValueError: an unknown type or bad override, bad ``threads``.
-        GGUFBuildError: input the plan refuses (see :func:`plan_requantize`), output = input,
-            data that cannot be stored in the type (NaN or infinity in a block type, values
-            out of an integer type's range): the target is left as it was.
+        ValueError: an unknown preset or type (the message lists the presets), a bad override,
+            bad ``threads``, ``include_weights`` with ``exclude_weights``.
+        GGUFBuildError: input the plan refuses: a row no type fits, a preset that needs an
+            importance matrix without one (or without an entry for a tensor), an importance
+            matrix for another model or of the wrong size, tensors quantized already without
+            ``allow_requantize``, output = input; data that cannot be stored in the type (NaN or
+            infinity in a block type): the target is left as it was.
         GGUFFormatError, GGUFIOError: an unreadable model or imatrix file.
     """
     if threads is None:
@@ -597,40 +868,108 @@ def requantize(
         raise ValueError(f"threads must be a positive int or None, got {threads!r}")
     else:
         workers = threads
-    target = _writable_type(type)
+    p = _preset(type)
     if is_url(os.fspath(dst)):
         raise ValueError(f"the output must be a local path, got the URL {os.fspath(dst)!r}")
     reading: dict[str, Any] = {"limits": limits, "mmap": mmap}
-    weights_by_name = _load_weights(imatrix, reading)
+    weights = _imatrix(imatrix, include_weights, exclude_weights, reading)
+    options = _options(
+        tensor_types, pure, output_tensor_type, token_embedding_type, leave_output_tensor, keep_1d, weights
+    )
+    overrides = _overrides(override_kv)
     model = _open(src, storage_options, reading)
     try:
-        _refuse_input_as_output(model, dst)
-        result, weights = plan_requantize(
-            model, target, imatrix=weights_by_name, tensor_types=tensor_types, keep_1d=keep_1d
+        inputs = [x for x in (model.paths if isinstance(model, SplitModel) else [model.name]) if x is not None]
+        if not keep_split:
+            refuse_overwriting_inputs([os.fspath(dst)], inputs, command="quantize")
+        result, used = _plan(
+            model,
+            p,
+            weights,
+            options,
+            allow_requantize=allow_requantize,
+            keep_split=keep_split,
+            overrides=overrides,
+            dry_run=dry_run,
         )
+        n_split = max((r.shard for r in result.tensors), default=0) + 1 if keep_split else 1
+        if keep_split and isinstance(model, SplitModel):
+            n_split = max(n_split, len(model.shards))
+        result.paths = _outputs(dst, n_split, keep_split)
         result.dry_run = dry_run
+        refuse_overwriting_inputs(result.paths, inputs, command="quantize")
         if on_plan is not None:
             on_plan(result)
         if dry_run:
             return result
-        planned: list[PlannedTensor] = []
-        for t, report in zip(model.tensor_list, result.tensors, strict=True):
-            if report.requantized:
-                planned.append(
-                    PlannedTensor(
-                        t.name,
-                        int(report.new_type),
-                        tuple(t.dims),
-                        report.nbytes,
-                        functools.partial(_stream, t, report, weights.get(t.name), workers),
-                    )
-                )
-            else:
-                planned.append(_copied(t, report))
-        source = model.shards[0] if isinstance(model, SplitModel) else model
-        write_file(
-            dst, _fields(model, result), planned, version=3, byte_order="little", progress=progress, source=source
-        )
+        _write(model, result, used, workers, measure, progress, sync)
         return result
     finally:
         model.close()
+
+
+def _write(
+    model: Model,
+    result: RequantizeResult,
+    used: dict[str, np.ndarray],
+    workers: int,
+    measure: bool,
+    progress: Progress | None,
+    sync: bool,
+) -> None:
+    tensors = {t.name: t for t in model.tensor_list}
+    n = len(result.paths)
+    shards: list[list[PlannedTensor]] = [[] for _ in range(n)]
+    for report in result.tensors:
+        t = tensors[report.name]
+        if report.requantized:
+            planned = PlannedTensor(
+                t.name,
+                int(report.new_type),
+                tuple(t.dims),
+                report.nbytes,
+                functools.partial(_stream, t, report, used.get(t.name), workers, measure),
+            )
+        else:
+            planned = _copied(t, report, measure)
+        shards[report.shard].append(planned)
+    head = model.shards[0] if isinstance(model, SplitModel) else model
+    fields = _fields(model, result)
+    alignment = [f for f in fields if f.key == "general.alignment"][:1]
+    if alignment and _alignment_value(alignment[0]) == _DEFAULT_ALIGNMENT:
+        alignment = []  # llama-quantize writes no key in the other shards; 32 is the default
+
+    def writer(i: int) -> Callable[[Any], None]:
+        shard_fields = (fields if i == 0 else alignment) + _split_fields(i, n, len(result.tensors))
+
+        def write(stream: Any) -> None:
+            write_file(
+                stream,
+                shard_fields,
+                shards[i],
+                version=3,
+                byte_order="little",
+                progress=progress,
+                source=head if i == 0 else None,
+            )
+
+        return write
+
+    if n == 1:
+        write_file(
+            result.paths[0],
+            fields + _split_fields(0, 1, len(result.tensors)),
+            shards[0],
+            version=3,
+            byte_order="little",
+            progress=progress,
+            source=head,
+            sync=sync,
+        )
+    else:
+        atomic_replace_set([(path, writer(i)) for i, path in enumerate(result.paths)], sync=sync)
+
+
+def _alignment_value(f: Field) -> int | None:
+    v = f.value
+    return int(v) if isinstance(v, (int, np.integer)) and not isinstance(v, bool) else None

@@ -12,6 +12,15 @@ The layout is llama.cpp's ``gguf-split`` convention (``reference/conventions.md`
   the source file and the plan, so that :func:`open_split` can tell shards of different splits
   apart (llama.cpp ignores the key; :func:`merge` drops it).
 
+``llama_layout=True`` writes the shards exactly as llama.cpp's ``llama-gguf-split`` writes them,
+byte for byte (so that both tools' outputs can be compared): no ``split.id``, the split keys in
+its order (``split.no``, ``split.tensors.count``, ``split.count``: it sets the count last), the
+other shards without ``general.alignment``, and a shard closed when its tensor data alone (each
+tensor padded to 32 bytes; the headers do not count) would pass ``max_size``. ``llama-gguf-split``
+writes 32-byte alignment only, so this layout needs a model of that alignment; where
+``llama-gguf-split`` refuses (a first tensor larger than ``max_size``) the tensor gets a shard of
+its own.
+
 A set of shards is written as a set (:func:`gguf_schema.durable.atomic_replace_set`): every
 shard goes to a temporary file first, and only when all of them are complete and on disk are
 they renamed into place. A split killed before that leaves no new shard; one killed during the
@@ -82,6 +91,7 @@ SPLIT_ID_KEY = "split.id"
 #: :data:`SPLIT_ID_KEY`): a merge, or anything that makes one file of a split model, drops them
 SPLIT_KEYS = ("split.no", "split.count", "split.tensors.count", SPLIT_ID_KEY)
 _ALL_SPLIT_KEYS = SPLIT_KEYS
+_LLAMA_ALIGNMENT = 32
 
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(I?B?)\s*$", re.IGNORECASE)
 _SHARD_RE = re.compile(r"^(?P<prefix>.*)-(?P<no>\d{5})-of-(?P<count>\d{5})\.gguf$")
@@ -116,12 +126,14 @@ def shard_name(prefix: str, index: int, count: int) -> str:
     return f"{prefix}-{index + 1:05d}-of-{count:05d}.gguf"
 
 
-def _split_fields(no: int, count: int, total: int, split_id: str | None = None) -> list[Field]:
+def _split_fields(no: int, count: int, total: int, split_id: str | None = None, llama: bool = False) -> list[Field]:
     fields = [
         make_field("split.no", no, ValueType.UINT16),
         make_field("split.count", count, ValueType.UINT16),
         make_field("split.tensors.count", total, ValueType.INT32),
     ]
+    if llama:  # llama-gguf-split sets split.count again at the end: the key moves last
+        fields = [fields[0], fields[2], fields[1]]
     if split_id is not None:
         fields.append(make_field(SPLIT_ID_KEY, split_id, ValueType.STRING))
     return fields
@@ -133,13 +145,17 @@ def plan_split(
     max_size: int | None = None,
     max_tensors: int | None = None,
     no_tensor_first_split: bool = False,
+    llama_layout: bool = False,
 ) -> list[list[Tensor]]:
     """Group the tensors of ``f`` into shards, in order (see the module docstring for the rule).
 
     ``no_tensor_first_split``: the first shard holds the metadata only (as llama.cpp's
     ``gguf-split --no-tensor-first-split``); the tensors start in the second.
+    ``llama_layout``: ``llama-gguf-split``'s rule for ``max_size`` (tensor data only).
     """
-    return [group for group, _ in _plan(f, max_size, max_tensors, no_tensor_first_split, True)]
+    return [
+        group for group, _ in _plan(f, max_size, max_tensors, no_tensor_first_split, not llama_layout, llama_layout)
+    ]
 
 
 #: the length of ``split.id``'s value (hex digits)
@@ -147,9 +163,14 @@ _ID_LEN = 16
 
 
 def _plan(
-    f: GGUFFile, max_size: int | None, max_tensors: int | None, no_tensor_first_split: bool, with_id: bool
+    f: GGUFFile,
+    max_size: int | None,
+    max_tensors: int | None,
+    no_tensor_first_split: bool,
+    with_id: bool,
+    llama: bool = False,
 ) -> list[tuple[list[Tensor], int]]:
-    """The shards' tensors, and each shard's exact file size."""
+    """The shards' tensors, and each shard's exact file size (``llama``: llama-gguf-split's layout and rule)."""
     if max_size is None and max_tensors is None:
         raise GGUFBuildError("give a maximum shard size or a maximum number of tensors per shard")
     if max_tensors is not None and max_tensors < 1:
@@ -164,12 +185,18 @@ def _plan(
         dup = next(n for n in names if names.count(n) > 1)
         raise GGUFFormatError(f"tensor name {dup!r} occurs twice: a split model needs unique names", value=dup)
     align = f.alignment
+    if llama and (align != _LLAMA_ALIGNMENT or f.byte_order != "little" or f.version != 3):
+        raise GGUFBuildError(
+            f"llama-gguf-split's layout is little-endian GGUF v3 aligned to {_LLAMA_ALIGNMENT}: this model is "
+            f"{f.byte_order}-endian v{f.version} aligned to {align}",
+            value=align,
+        )
     variant: dict[str, Any] = {"version": f.version, "byte_order": f.byte_order}
     fixed = len(header_bytes([], [], padding=b"", data_size=0, **variant))  # magic, version and the two counts
     split_kv = encoded_size(_split_fields(0, 1, 0, "0" * _ID_LEN if with_id else None), **variant)
     first_kv = encoded_size([x for x in f.fields.records if x.key not in _ALL_SPLIT_KEYS], **variant) + split_kv
     other_kv = split_kv
-    if "general.alignment" in f.fields:
+    if "general.alignment" in f.fields and not llama:
         other_kv += encoded_size([f.fields["general.alignment"]], **variant)
 
     def size(kv: int, infos: int, data: int) -> int:
@@ -183,7 +210,10 @@ def _plan(
         current = shards[-1][0]
         kv = first_kv if len(shards) == 1 else other_kv
         grown = size(kv, infos + info, align_offset(data, align) + nbytes)
-        full = (max_tensors is not None and len(current) >= max_tensors) or (max_size is not None and grown > max_size)
+        measured = align_offset(data, align) + align_offset(nbytes, align) if llama else grown  # gguf-split: data only
+        full = (max_tensors is not None and len(current) >= max_tensors) or (
+            max_size is not None and measured > max_size
+        )
         if (current and full) or (no_tensor_first_split and len(shards) == 1):
             infos = data = 0
             kv = other_kv
@@ -255,8 +285,9 @@ def _make_plan(
     max_tensors: int | None,
     no_tensor_first_split: bool,
     identity: bool,
+    llama: bool = False,
 ) -> tuple[SplitPlan, list[list[Tensor]]]:
-    planned = _plan(f, max_size, max_tensors, no_tensor_first_split, identity)
+    planned = _plan(f, max_size, max_tensors, no_tensor_first_split, identity, llama)
     n = len(planned)
     if n > 65535:
         raise GGUFBuildError(f"{n} shards needed: split.count is a UINT16 (at most 65535)", value=n)
@@ -286,6 +317,7 @@ def split_plan(
     no_tensor_first_split: bool = False,
     dry_run: bool = False,
     identity: bool = True,
+    llama_layout: bool = False,
     progress: Progress | None = None,
     storage_options: StorageOptions = None,
     limits: Limits | None = None,
@@ -294,7 +326,8 @@ def split_plan(
     """Split ``source`` (a path or URL) into shards named ``<prefix>-0000i-of-0000n.gguf``; return the plan.
 
     Like :func:`split`, which returns the paths only. ``dry_run``: plan only, write nothing.
-    ``identity``: write ``split.id`` in every shard. The returned plan's ``warnings`` say what
+    ``identity``: write ``split.id`` in every shard. ``llama_layout``: the shards exactly as
+    ``llama-gguf-split`` writes them (see the module docstring; no ``split.id``). The returned plan's ``warnings`` say what
     the caller should tell the user (this library prints nothing). Refuses (before writing
     anything) a shard name that is the source. ``limits`` and ``mmap``: how the source is read,
     as in :func:`gguf_schema.open`.
@@ -312,7 +345,8 @@ def split_plan(
     """
     src = os.fspath(source)
     with read(src, storage_options=storage_options, limits=limits, mmap=mmap) as f:
-        plan, groups = _make_plan(f, src, prefix, max_size, max_tensors, no_tensor_first_split, identity)
+        identity = identity and not llama_layout
+        plan, groups = _make_plan(f, src, prefix, max_size, max_tensors, no_tensor_first_split, identity, llama_layout)
         refuse_overwriting_inputs(plan.paths, [src], command="split")
         if dry_run:
             return plan
@@ -322,10 +356,10 @@ def split_plan(
         if total > 2**31 - 1:  # pragma: no cover - not a real file
             raise GGUFBuildError(f"{total} tensors do not fit in split.tensors.count (INT32)", value=total)
         base = [x for x in f.fields.records if x.key not in _ALL_SPLIT_KEYS]
-        alignment = [x for x in base if x.key == "general.alignment"][:1]
+        alignment = [] if llama_layout else [x for x in base if x.key == "general.alignment"][:1]
 
         def writer(i: int, group: list[Tensor]) -> Any:
-            fields = (base if i == 0 else alignment) + _split_fields(i, n, total, plan.split_id)
+            fields = (base if i == 0 else alignment) + _split_fields(i, n, total, plan.split_id, llama_layout)
             planned = [plan_tensor(t.name, t, f.byte_order, kernel_copy=True) for t in group]
 
             def write(stream: IO[bytes]) -> None:
@@ -346,6 +380,7 @@ def split(
     progress: Progress | None = None,
     storage_options: StorageOptions = None,
     no_tensor_first_split: bool = False,
+    llama_layout: bool = False,
     limits: Limits | None = None,
     mmap: bool = True,
 ) -> list[str]:
@@ -355,6 +390,7 @@ def split(
     :class:`~gguf_schema.errors.GGUFBuildError` when neither limit is given, more than 65535
     shards would be needed, or a shard would be written over the source. ``storage_options``
     are those of a URL's fsspec backend; ``limits`` and ``mmap`` as in :func:`gguf_schema.open`.
+    ``llama_layout``: the shards exactly as ``llama-gguf-split`` writes them.
     :func:`split_plan` also returns the plan and warnings.
     """
     return split_plan(
@@ -363,6 +399,7 @@ def split(
         max_size=max_size,
         max_tensors=max_tensors,
         no_tensor_first_split=no_tensor_first_split,
+        llama_layout=llama_layout,
         progress=progress,
         storage_options=storage_options,
         limits=limits,

@@ -270,6 +270,7 @@ void dq_iq4_nl(const uint8_t *restrict q, float *restrict y, Py_ssize_t nb);
 void dq_iq4_xs(const uint8_t *restrict q, float *restrict y, Py_ssize_t nb);
 void dq_tq1_0(const uint8_t *restrict q, float *restrict y, Py_ssize_t nb);
 void dq_tq2_0(const uint8_t *restrict q, float *restrict y, Py_ssize_t nb);
+void dq_q2_0(const uint8_t *restrict q, float *restrict y, Py_ssize_t nb);
 void f16_to_f32(const uint8_t *restrict src, float *restrict y, Py_ssize_t n);
 void bf16_to_f32(const uint8_t *restrict src, float *restrict y, Py_ssize_t n);
 
@@ -282,6 +283,7 @@ void q_q8_0(const float *restrict x, uint8_t *restrict b, Py_ssize_t nb);
 void q_q8_1(const float *restrict x, uint8_t *restrict b, Py_ssize_t nb);
 void q_tq1_0(const float *restrict x, uint8_t *restrict b, Py_ssize_t nb);
 void q_tq2_0(const float *restrict x, uint8_t *restrict b, Py_ssize_t nb);
+void q_q2_0(const float *restrict x, uint8_t *restrict b, Py_ssize_t nb);
 void f32_to_f16(const float *restrict x, uint8_t *restrict dst, Py_ssize_t n);
 void f32_to_bf16(const float *restrict x, uint8_t *restrict dst, Py_ssize_t n);
 

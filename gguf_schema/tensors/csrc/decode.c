@@ -257,6 +257,14 @@ WIDE void dq_tq2_0(const uint8_t *restrict q, float *restrict y, Py_ssize_t nb) 
     }
 }
 
+/* Q2_0 {d, qs[16]}: element j is (bits 2(j % 4) of qs[j / 4]) - 1, times d. */
+WIDE void dq_q2_0(const uint8_t *restrict q, float *restrict y, Py_ssize_t nb) {
+    for (Py_ssize_t i = 0; i < nb; i++, q += 18, y += 64) {
+        const float d = half_at(q);
+        for (int j = 0; j < 64; j++) y[j] = (float)((int)((q[2 + j / 4] >> (2 * (j % 4))) & 3) - 1) * d;
+    }
+}
+
 /* IQ4_NL / IQ4_XS: 4-bit indices into ggml's non-linear table kvalues_iq4nl. */
 static const int8_t KVALUES_IQ4NL[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
 

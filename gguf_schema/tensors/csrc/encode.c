@@ -234,6 +234,24 @@ void q_tq2_0(const float *restrict x, uint8_t *restrict b, Py_ssize_t nb) {
     }
 }
 
+/* Q2_0 {d, qs[16]} (ggml's quantize_row_q2_0_ref): d = max |x|; level round(x / d) + 1 clamped to
+ * [0, 3], element j in bits 2(j % 4) of qs[j / 4]. */
+void q_q2_0(const float *restrict x, uint8_t *restrict b, Py_ssize_t nb) {
+    for (Py_ssize_t i = 0; i < nb; i++, x += 64, b += 18) {
+        const float d = abs_max(x, 64), id = inverse(d);
+        wr16(b, f32_to_half(d));
+        for (int j = 0; j < 16; j++) {
+            unsigned v = 0;
+            for (int k = 0; k < 4; k++) {
+                const int r = round_int(x[4 * j + k] * id); /* INT_MIN for what overflows, as ggml's cast */
+                const int q = r < -1 ? 0 : r > 2 ? 3 : r + 1;
+                v |= (unsigned)q << (2 * k);
+            }
+            b[2 + j] = (uint8_t)v;
+        }
+    }
+}
+
 /* Element-wise: float32 -> F16 and BF16 */
 
 WIDE static void f32_to_f16_c(const float *restrict x, uint8_t *restrict dst, Py_ssize_t n) {

@@ -726,47 +726,42 @@ static int iq1_s_block(const lattice *lat, const float *xbl, const float *qw, ui
     return 0;
 }
 
-/* IQ1_M's split search for one sub-block of 16 in sorted order: every (i1, i2), with the four
- * shift choices k (bit 1: the first 8 elements' shift is minus, bit 0: the last 8's), sums added
- * in sorted order as ggml adds them. Sums over j < i1 and i1 <= j < i2 are shared between splits
- * (the same additions in the same order); the rest is added per split. */
+/* IQ1_M's split search for one sub-block of 16 in sorted order, as ggml does it since llama.cpp
+ * PR #28706 (not byte-identical to the search before it): prefix sums of w*x and w over the sorted
+ * elements, kept per half of the sub-block (each half has its own shift sign); since the three
+ * levels of either shift are a unit apart, a split's sum is T*v[2] - P(i1) - P(i2) per half. Every
+ * (i1, i2), each of the four shift choices k (bit 1: the first 8 elements' shift is minus, bit 0:
+ * the last 8's), in ggml's order and float32 operations. */
 static void iq1_m_search(const float *xb, const float *w, const int *order, float *scale, int *b1, int *b2, int *bk) {
-    float tqx[16][3][4], tq2[16][3][4]; /* the terms of sorted element j at level g for each k */
+    float px[2][17], pw[2][17];
+    px[0][0] = px[1][0] = 0.0f;
+    pw[0][0] = pw[1][0] = 0.0f;
     for (int j = 0; j < 16; j++) {
-        const int i = order[j];
-        for (int g = 0; g < 3; g++)
-            for (int k = 0; k < 4; k++) {
-                const int minus = i < 8 ? k >> 1 : k & 1;
-                const float v = minus ? X_MINUS[g] : X_PLUS[g];
-                tqx[j][g][k] = w[i] * v * xb[i];
-                tq2[j][g][k] = w[i] * v * v;
-            }
+        const int i = order[j], h = i < 8 ? 0 : 1;
+        px[h][j + 1] = px[h][j] + w[i] * xb[i];
+        px[1 - h][j + 1] = px[1 - h][j];
+        pw[h][j + 1] = pw[h][j] + w[i];
+        pw[1 - h][j + 1] = pw[1 - h][j];
     }
+    const float txs[2] = {px[0][16], px[1][16]}, tws[2] = {pw[0][16], pw[1][16]};
+    const float p2 = X_PLUS[2], m2 = X_MINUS[2];
+    const float cp1 = X_PLUS[0] * X_PLUS[0] - X_PLUS[1] * X_PLUS[1];
+    const float cp2 = X_PLUS[1] * X_PLUS[1] - X_PLUS[2] * X_PLUS[2];
+    const float cm1 = X_MINUS[0] * X_MINUS[0] - X_MINUS[1] * X_MINUS[1];
+    const float cm2 = X_MINUS[1] * X_MINUS[1] - X_MINUS[2] * X_MINUS[2];
     float best = -FLT_MAX;
-    float p0x[4] = {0, 0, 0, 0}, p0q[4] = {0, 0, 0, 0};
-    for (int i1 = 0; i1 <= 16; i1++) {
-        if (i1 > 0)
-            for (int k = 0; k < 4; k++) {
-                p0x[k] += tqx[i1 - 1][0][k];
-                p0q[k] += tq2[i1 - 1][0][k];
-            }
-        float p1x[4], p1q[4];
-        memcpy(p1x, p0x, sizeof p1x);
-        memcpy(p1q, p0q, sizeof p1q);
+    for (int i1 = 0; i1 <= 16; i1++)
         for (int i2 = i1; i2 <= 16; i2++) {
-            if (i2 > i1)
-                for (int k = 0; k < 4; k++) {
-                    p1x[k] += tqx[i2 - 1][1][k];
-                    p1q[k] += tq2[i2 - 1][1][k];
-                }
-            float sx[4], sq[4];
-            memcpy(sx, p1x, sizeof sx);
-            memcpy(sq, p1q, sizeof sq);
-            for (int j = i2; j < 16; j++)
-                for (int k = 0; k < 4; k++) {
-                    sx[k] += tqx[j][2][k];
-                    sq[k] += tq2[j][2][k];
-                }
+            float qxp[2], qxm[2], q2p[2], q2m[2];
+            for (int h = 0; h < 2; h++) {
+                const float sx = px[h][i1] + px[h][i2];
+                qxp[h] = txs[h] * p2 - sx;
+                qxm[h] = txs[h] * m2 - sx;
+                q2p[h] = tws[h] * p2 * p2 + pw[h][i1] * cp1 + pw[h][i2] * cp2;
+                q2m[h] = tws[h] * m2 * m2 + pw[h][i1] * cm1 + pw[h][i2] * cm2;
+            }
+            const float sx[4] = {qxp[0] + qxp[1], qxp[0] + qxm[1], qxm[0] + qxp[1], qxm[0] + qxm[1]};
+            const float sq[4] = {q2p[0] + q2p[1], q2p[0] + q2m[1], q2m[0] + q2p[1], q2m[0] + q2m[1]};
             for (int k = 0; k < 4; k++)
                 if (sq[k] > 0 && sx[k] * sx[k] > best * sq[k]) {
                     *scale = sx[k] / sq[k];
@@ -776,7 +771,6 @@ static void iq1_m_search(const float *xb, const float *w, const int *order, floa
                     *bk = k;
                 }
         }
-    }
 }
 
 /* IQ1_M: sub-blocks of 16, a shift sign per 8, 3-bit sub-block scales, the f16 scale in the top

@@ -1,0 +1,245 @@
+"""Chat templates: what a GGUF file's Jinja programs could reach and what rendering them can cost, found by reading them.
+
+A GGUF file carries programs. ``tokenizer.chat_template`` (and the named variants
+``tokenizer.chat_template.<name>``) is Jinja source that inference runtimes render, and some
+render it without a sandbox: there a template reaches Python internals through attribute lookups
+(``cycler.__init__.__globals__.os``) and runs commands. Scanners that grep the source for
+``__class__`` are bypassed by names built at render time (``'__cla' ~ 'ss__'``,
+``'%c%c' | format(95, 95)``, ``dict(__class__=1) | first``, numbers turned to text and edited...).
+This package audits one template, by concern:
+
+* :mod:`.interpreter` parses nothing itself: it interprets Jinja's own syntax tree abstractly
+  over :mod:`.values` (what each value is PROVEN to be), folding constants with :mod:`.folding`.
+  Every attribute or item lookup, ``.get()`` key and attribute parameter of a filter is accepted
+  only when its name is proven safe; everything else is a finding with the chain of steps that
+  made the name (``GGUF-T101``, ``T102``, ``T103``, ``T106``);
+* :mod:`.cost` bounds what a render can cost (loop trips, string growth, macro recursion and
+  fan-out) on a representative request (``GGUF-T504``);
+* :mod:`.sandbox` optionally renders sample conversations in Jinja's immutable sandbox, in a child
+  process (:mod:`.worker`) with time, memory and output bounds (``GGUF-T501``, ``T502``, ``T503``);
+* :mod:`.hidden` finds invisible and direction-changing characters (``GGUF-T301``, ``T302``);
+* :mod:`.jinja` holds the environments (parsing, folding, the runtime-like sandbox);
+* :mod:`.rules` the rule table and findings.
+
+Jinja2 is an optional dependency (``pip install 'gguf-schema[audit]'``); only
+:func:`audit_template` needs it.
+
+>>> findings = audit_template("{{ cycler.__init__.__globals__.os.popen('id').read() }}")
+>>> [(f.rule, f.severity, f.line) for f in findings]
+[('GGUF-T101', 'error', 1), ('GGUF-T101', 'error', 1), ('GGUF-T101', 'error', 1)]
+>>> print(findings[0].message)
+attribute '__init__' of cycler (a Jinja global) is a Python internal
+>>> audit_template("{% for m in messages %}{{ m['role'] ~ ': ' ~ m['content'] }}{% endfor %}")
+[]
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Mapping
+from types import MappingProxyType
+
+from . import cost, sandbox
+from .hidden import T301, HiddenCharacter, count_runs, hidden_characters, report_hidden, split_lines
+from .interpreter import T104, Analysis, Budget, alarm_words
+from .jinja import escaped_ascii, parse, require_jinja
+from .rules import Findings, Rule, Severity, TemplateFinding, capped, declared, rule
+
+__all__ = [
+    "MAX_ANALYSED",
+    "RULES",
+    "HiddenCharacter",
+    "Rule",
+    "Severity",
+    "TemplateFinding",
+    "audit_template",
+    "hidden_characters",
+]
+
+T105 = rule(
+    "GGUF-T105",
+    "warning",
+    "escaped-literal",
+    "A string literal writes plain ASCII characters with escape sequences (\\x5f, \\u005f, octal, \\N{...}): a way "
+    "to hide names from text searches.",
+)
+T401 = rule(
+    "GGUF-T401", "warning", "syntax-error", "Jinja cannot parse the template (the runtime cannot render it either)."
+)
+T402 = rule(
+    "GGUF-T402",
+    "error",
+    "not-analysed",
+    "The template was not analysed (it is larger than the audit analyses, it nests too deeply, or its analysis "
+    "ran past the audit's time budget), so nothing can be said about what it reaches: treat it as hostile. Real "
+    "chat templates are a few kilobytes.",
+)
+
+#: Every rule of the template audit, by id.
+RULES: Mapping[str, Rule] = MappingProxyType(declared())
+
+#: The longest template (in characters) the audit parses and analyses; a longer one is GGUF-T402 (real chat
+#: templates are under 20,000 characters; Jinja's own parser needs about a second for 1 MiB).
+MAX_ANALYSED = 256 * 1024
+#: CPU seconds one template's analysis may take before it is reported as not analysed.
+ANALYSIS_SECONDS = 1.0
+MAX_PER_RULE = 100
+_MORE_RUNS = 100_000  # hidden-character runs counted past the cap
+
+
+def _lexical(lines: list[str], findings: Findings, where: str) -> None:
+    """What a text search can still say of a template that is not analysed: the internal words it spells."""
+    n = 0
+    for i, text in enumerate(lines, 1):
+        for w in dict.fromkeys(alarm_words(text)):
+            n += 1
+            if n > MAX_PER_RULE:
+                findings.more(T104, 1)
+                continue
+            findings.add(T104, f"{where} spells {w!r}, a Python internal or command runner", i, needle=w)
+
+
+def analyse(source: str, name: str, seconds: float = ANALYSIS_SECONDS) -> list[TemplateFinding]:
+    """Every static finding of one template (no render), within ``seconds`` of CPU for the analysis."""
+    jinja2 = require_jinja()
+    lines = split_lines(source)
+    findings = Findings(lines, name)
+    report_hidden(source, lines, findings, MAX_PER_RULE)
+    if len(findings) > MAX_PER_RULE:
+        findings.more(T301, count_runs(source, MAX_PER_RULE + 1, _MORE_RUNS))
+    if len(source) > MAX_ANALYSED:
+        findings.add(
+            T402,
+            f"the template is {len(source):,} characters long, more than the {MAX_ANALYSED:,} the audit analyses",
+        )
+        _lexical(lines, findings, "the unanalysed source")
+        return findings.result(MAX_PER_RULE)
+    try:
+        tree, strings = parse(source, name)
+    except jinja2.TemplateSyntaxError as e:
+        line = e.lineno if e.lineno and 0 < e.lineno <= len(lines) else None
+        findings.add(T401, f"Jinja cannot parse the template: {str(e.message)[:200]}", line)
+        _lexical(lines, findings, "the unparsed source")
+        return findings.result(MAX_PER_RULE)
+    except RecursionError:
+        findings.add(T402, "the template nests too deeply for Jinja's parser")
+        _lexical(lines, findings, "the unparsed source")
+        return findings.result(MAX_PER_RULE)
+
+    for line, raw in strings:
+        hidden = escaped_ascii(raw)
+        if hidden:
+            findings.add(T105, f"string literal writes {hidden[:40]!r} with escape sequences", line, needle="\\")
+
+    from jinja2 import nodes
+
+    deadline = time.process_time() + seconds
+    analysis = Analysis(nodes, findings, deadline)
+    try:
+        analysis.run(tree)
+    except RecursionError:
+        findings.add(
+            T402, "the template nests too deeply for the audit to follow; nothing is known about what it reaches"
+        )
+        _lexical(lines, findings, "the source")
+    except Budget:
+        findings.add(
+            T402, f"the analysis ran past its budget of {seconds:g} s of CPU; nothing is known about what it reaches"
+        )
+        _lexical(lines, findings, "the source")
+        return findings.result(MAX_PER_RULE)
+    try:
+        cost.check(tree, findings, nodes, deadline)  # one budget for both analyses
+    except (RecursionError, cost.Budget):
+        findings.add(T402, "the render cost of the template could not be bounded within the audit's budget")
+    return findings.result(MAX_PER_RULE)
+
+
+_CACHE: dict[str, tuple[TemplateFinding, ...]] = {}
+_CACHE_CHARS = 8 << 20  # characters of template source the cache may hold
+_cached_chars = 0
+
+
+def _static_findings(source: str) -> tuple[TemplateFinding, ...]:
+    """Everything but the render, by source (cached, least recently used first out: models, and the named
+    templates of one file, repeat templates; the key a template came from is set on the findings afterwards)."""
+    global _cached_chars
+    hit = _CACHE.pop(source, None)
+    if hit is None:
+        hit = tuple(analyse(source, ""))
+        _cached_chars += len(source)
+    _CACHE[source] = hit
+    while _cached_chars > _CACHE_CHARS and len(_CACHE) > 1:
+        oldest = next(iter(_CACHE))
+        _cached_chars -= len(oldest)
+        del _CACHE[oldest]
+    return hit
+
+
+def is_cached(source: str) -> bool:
+    """Whether the static findings of ``source`` are at hand (auditing it again costs nothing)."""
+    return source in _CACHE
+
+
+def clear_cache() -> None:
+    """Forget the findings of the templates audited so far (benchmarks time cold audits)."""
+    global _cached_chars
+    _CACHE.clear()
+    _cached_chars = 0
+
+
+def audit_template(
+    source: str,
+    *,
+    name: str = "tokenizer.chat_template",
+    render: bool = False,
+    render_timeout: float = 5.0,
+    render_max_output: int = 1 << 20,
+    render_memory: int = 1 << 30,
+) -> list[TemplateFinding]:
+    """Audit one chat template (Jinja source) for ways to reach Python internals and for render cost, without
+    running it.
+
+    Args:
+        source: the template text (e.g. ``metadata["tokenizer.chat_template"]``).
+        name: the metadata key it came from; copied into each finding.
+        render: also render sample conversations (one message and several, tools present and absent, the
+            generation prompt on and off, a thinking turn) in Jinja's ``ImmutableSandboxedEnvironment`` with
+            the helpers runtimes provide, in a child process bounded by ``render_timeout`` seconds for each
+            conversation, ``render_memory`` bytes of address space and ``render_max_output`` characters of
+            output. The sandbox's refusals (``GGUF-T501``) and any render past a bound or stopped by one of the
+            sandbox's own limits (``GGUF-T502``) are findings; ordinary errors such as missing variables are
+            not. This adds a child process: a few tenths of a second.
+
+    Returns:
+        The findings in rule order, then line order (at most 100 of one rule, then one finding that counts
+        the rest); empty for a clean template.
+
+    Raises:
+        ImportError: Jinja2 is not installed (``pip install 'gguf-schema[audit]'``).
+        TypeError: ``source`` is not a str.
+
+    >>> [f.rule for f in audit_template("{% set n = '__cla' ~ 'ss__' %}{{ messages[n] }}")]
+    ['GGUF-T101']
+    >>> [f.rule for f in audit_template("{{ x[(lipsum|string)[18] * 2 ~ 'class' ~ (lipsum|string)[18] * 2] }}")]
+    ['GGUF-T102']
+    >>> [(f.rule, f.line) for f in audit_template("{% if x %}\\n{{ y }\\n")]
+    [('GGUF-T401', 2)]
+    """
+    if isinstance(source, (bytes, bytearray)):
+        raise TypeError("audit_template needs the template as str; decode the bytes as UTF-8 first")
+    if not isinstance(source, str):
+        raise TypeError(f"audit_template needs the template as str, not {type(source).__name__}")
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a str, not {type(name).__name__}")
+    require_jinja()
+    findings = [dataclasses.replace(f, template=name) for f in _static_findings(source)]
+    if render:
+        findings = capped(
+            findings
+            + sandbox.render(source, split_lines(source), name, render_timeout, render_max_output, render_memory),
+            name,
+            MAX_PER_RULE,
+        )
+    return findings

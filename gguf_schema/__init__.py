@@ -30,6 +30,7 @@ from .errors import (
     GGUFError,
     GGUFFileNotFoundError,
     GGUFFormatError,
+    GGUFInstallWarning,
     GGUFIOError,
     GGUFKeyError,
     GGUFLimitError,
@@ -47,11 +48,27 @@ from .format.types import FileType, GGMLType, ValueType
 from .format.values import BoolByte, Field, GGUFArray, LazyStrings, make_field
 from .model import Fields, GGUFFile, Metadata, Tensor
 from .reader import read
+from .tensors.engine import compiled_elsewhere as _compiled_elsewhere
 from .tools.scan import ScanRecord, scan, scan_file
 from .tools.split import SplitModel, open_split
 from .writer import RawTensor, save
 
 __version__ = "0.1.0"
+
+_installed = _compiled_elsewhere()
+if _installed is not None:  # once, at import: the library never prints, it warns
+    import os as _os
+    import warnings as _warnings
+
+    _warnings.warn(
+        GGUFInstallWarning(
+            f"gguf_schema was imported from the source tree {_os.path.dirname(__file__)}, which has no compiled "
+            f"kernels, not from the installed copy {_installed}, which has them (Python puts the current folder "
+            "first on its import path): the numpy kernels give the same results, more slowly. Start Python outside "
+            "the clone, or build the kernels in the clone with: pip install -e ."
+        ),
+        stacklevel=2,
+    )
 
 
 def open(
@@ -116,6 +133,7 @@ __all__ = [
     "GGUFFileNotFoundError",
     "GGUFFormatError",
     "GGUFIOError",
+    "GGUFInstallWarning",
     "GGUFKeyError",
     "GGUFLimitError",
     "GGUFPermissionError",

@@ -45,6 +45,12 @@ they come from):
 
 ``sync=False`` (everywhere) skips the fsyncs: faster, and a power cut may then lose the change
 (never the old file, for replacements; in-place edits keep their journal either way).
+
+Interrupts: the moments that decide a file's fate (the renames of :func:`atomic_replace_set`,
+the journal, write and commit of :func:`write_in_place`, a recovery) hold back Ctrl-C (SIGINT, in
+the main thread) until they are done, so an interrupt never lands between a commit and the record
+of it; :func:`recording` lists what each write did to its target (:class:`WriteRecord`), which is
+how the command line tells the truth about a file after Ctrl-C.
 """
 
 from __future__ import annotations
@@ -55,8 +61,10 @@ import errno
 import hashlib
 import os
 import secrets
+import signal
 import struct
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -67,6 +75,7 @@ from .errors import (
     GGUFChangedError,
     GGUFError,
     GGUFFileNotFoundError,
+    GGUFIOError,
     GGUFPermissionError,
     os_error,
 )
@@ -81,6 +90,7 @@ __all__ = [
     "FileLock",
     "Journal",
     "PendingFiles",
+    "WriteRecord",
     "atomic_replace",
     "atomic_replace_set",
     "can_clone",
@@ -94,6 +104,7 @@ __all__ = [
     "locked_open",
     "read_only_reason",
     "real_path",
+    "recording",
     "recover",
     "refuse_overwriting_inputs",
     "remove_stale_temporaries",
@@ -135,6 +146,82 @@ def real_path(path: PathLike) -> str:
     True
     """
     return os.path.realpath(os.fspath(path))
+
+
+# --------------------------------------------------------------------------- what writes did, and interrupts
+
+
+@dataclass
+class WriteRecord:
+    """What a write did to one target (see :func:`recording`).
+
+    Attributes:
+        path: the target's real path (absolute, symbolic links resolved).
+        existed: whether the target existed when the write began.
+        committed: whether the change reached the target (renamed over it, or an in-place edit's
+            journal deleted): set in the same uninterruptible step as the commit itself.
+    """
+
+    path: str
+    existed: bool
+    committed: bool = False
+
+
+_RECORDS: contextvars.ContextVar[list[WriteRecord] | None] = contextvars.ContextVar(
+    "gguf_schema_write_records", default=None
+)
+
+
+@contextlib.contextmanager
+def recording() -> Iterator[list[WriteRecord]]:
+    """Within this block, every write records what it did to its target in the list yielded, one
+    :class:`WriteRecord` per target, in order: the command line reads it after an interrupt to say
+    truthfully whether each file changed.
+
+    >>> import os, tempfile, numpy as np, gguf_schema
+    >>> p = os.path.join(tempfile.mkdtemp(), "m.gguf")
+    >>> with recording() as writes:
+    ...     gguf_schema.save(p, {"general.name": "m"}, {"w": np.ones(4, np.float32)})
+    >>> [(os.path.basename(w.path), w.existed, w.committed) for w in writes]
+    [('m.gguf', False, True)]
+    """
+    records: list[WriteRecord] = []
+    token = _RECORDS.set(records)
+    try:
+        yield records
+    finally:
+        _RECORDS.reset(token)
+
+
+def _record(path: str, existed: bool) -> WriteRecord:
+    """A record of a write beginning on ``path`` (kept only inside :func:`recording`)."""
+    record = WriteRecord(real_path(path), existed)
+    records = _RECORDS.get()
+    if records is not None:
+        records.append(record)
+    return record
+
+
+@contextlib.contextmanager
+def _interrupts_held() -> Iterator[None]:
+    """Hold back SIGINT (Ctrl-C) while the block runs, then deliver it: a commit and its record are
+    one step that an interrupt cannot split. Only the main thread receives signals in Python; in
+    other threads, or where the handler cannot be changed, the block runs as it is."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    pending: list[int] = []
+    try:
+        previous = signal.signal(signal.SIGINT, lambda signum, frame: pending.append(signum))
+    except (ValueError, OSError):  # pragma: no cover - no signals here (an embedded interpreter)
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if pending:
+            signal.raise_signal(signal.SIGINT)  # as if it arrived now: the caller's handler decides
 
 
 # --------------------------------------------------------------------------- atomic replacement
@@ -322,6 +409,8 @@ class PendingFiles:
                 raise os_error(e, path) from None
             _may_replace(path, self._olds[-1])
             remove_stale_temporaries(path)
+        # what each target becomes, for an interrupt to tell (:func:`recording`)
+        self._records = [_record(path, old is not None) for path, old in zip(self.targets, self._olds, strict=True)]
         # per file: an open descriptor (None once closed), the temporary's name (None while unnamed), its stream
         self._done: list[tuple[int | None, str | None, IO[bytes] | None] | None] = [None] * len(self.targets)
         self._finished = [False] * len(self.targets)
@@ -372,24 +461,26 @@ class PendingFiles:
             self.finish(i)
         current = self.targets[0] if self.targets else ""
         try:
-            for i, path in enumerate(self.targets):
-                current = path
-                fd, named, _ = self._done[i]  # type: ignore[misc]
-                if named is None and fd is not None:  # unnamed (O_TMPFILE): give it a name only now the set is complete
-                    named = _tmp_name(path)
-                    _link_unnamed(fd, named)
-                    self._done[i] = (fd, named, None)
-            for i, path in enumerate(self.targets):
-                current = path
-                fd, named, _ = self._done[i]  # type: ignore[misc]
-                assert named is not None
-                _check_expected(path)
-                os.replace(named, path)
-                self._done[i] = (fd, None, None)
-            if self.sync:
-                for folder in dict.fromkeys(os.path.dirname(p) for p in self.targets):
-                    current = folder
-                    fsync_dir(folder)
+            with _interrupts_held():  # the set appears whole (or a rename fails): Ctrl-C waits for it
+                for i, path in enumerate(self.targets):
+                    current = path
+                    fd, named, _ = self._done[i]  # type: ignore[misc]
+                    if named is None and fd is not None:  # unnamed (O_TMPFILE): named only now the set is complete
+                        named = _tmp_name(path)
+                        _link_unnamed(fd, named)
+                        self._done[i] = (fd, named, None)
+                for i, path in enumerate(self.targets):
+                    current = path
+                    fd, named, _ = self._done[i]  # type: ignore[misc]
+                    assert named is not None
+                    _check_expected(path)
+                    os.replace(named, path)
+                    self._records[i].committed = True
+                    self._done[i] = (fd, None, None)
+                if self.sync:
+                    for folder in dict.fromkeys(os.path.dirname(p) for p in self.targets):
+                        current = folder
+                        fsync_dir(folder)
         except OSError as e:
             raise os_error(e, current) from e
         self.committed = True
@@ -441,12 +532,20 @@ def _open_temporary(folder: str, path: str, access: int = os.O_WRONLY) -> tuple[
             return os.open(folder, tmpfile | access | _O_CLOEXEC, 0o666), None
         except OSError as e:
             if e.errno not in (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL, errno.ENOENT):
-                raise os_error(e, folder) from None
+                raise _temporary_error(e, path) from None
     name = _tmp_name(path)
     try:
         return os.open(name, access | os.O_CREAT | os.O_EXCL | _O_CLOEXEC, 0o666), name
     except OSError as e:
-        raise os_error(e, name) from None
+        raise _temporary_error(e, path) from None
+
+
+def _temporary_error(e: OSError, path: str) -> GGUFIOError:
+    """An error creating the temporary file beside ``path``, named after ``path``: the user asked for
+    that file; our temporary's name means nothing to them."""
+    error = os_error(e, path)
+    folder = os.path.dirname(path) or "."
+    return type(error)(f"{error.reason}: cannot create a file in {folder}", path=path, errno=error.errno)
 
 
 # --------------------------------------------------------------------------- copies and clones
@@ -843,6 +942,22 @@ def write_in_place(
     st = os.fstat(fd)
     if offset + length > st.st_size:
         raise GGUFChangedError("the file ended early while it was being edited", path=path)
+    written = _record(path, True)
+    with _interrupts_held():  # journal, write, commit: one step that Ctrl-C waits for (a header's worth)
+        _journalled_write(fd, path, offset, length, new_at, st, sync, written)
+
+
+def _journalled_write(
+    fd: int,
+    path: str,
+    offset: int,
+    length: int,
+    new_at: Callable[[int, int], Any],
+    st: os.stat_result,
+    sync: bool,
+    written: WriteRecord,
+) -> None:
+    """:func:`write_in_place` once the span is known: journal, write, commit (``written`` records the commit)."""
     jpath = journal_path(path)
     folder = os.path.dirname(jpath)
     try:
@@ -894,6 +1009,7 @@ def write_in_place(
                     os.close(jfd)
         raise
     os.unlink(jpath)  # the commit point
+    written.committed = True
     if sync:
         fsync_dir(folder)
 
@@ -1004,8 +1120,11 @@ def _recover_locked(path: PathLike, fd: int) -> str | None:
                 said.append(f"removed {jpath}: the interrupted edit had not changed the file yet ({why})")
             elif state == CHANGED:
                 wfd = _reopen_for_writing(fd, path)
+                restored = _record(real_path(path), True)
                 try:
-                    _restore(wfd, jfd, record, jpath)
+                    with _interrupts_held():  # the saved bytes back, then the journal gone: one step for Ctrl-C
+                        _restore(wfd, jfd, record, jpath)
+                        restored.committed = True
                 finally:
                     if wfd != fd:
                         os.close(wfd)

@@ -40,6 +40,7 @@ __all__ = [
     "GGUFFileNotFoundError",
     "GGUFFormatError",
     "GGUFIOError",
+    "GGUFInstallWarning",
     "GGUFKeyError",
     "GGUFLimitError",
     "GGUFPermissionError",
@@ -316,6 +317,13 @@ def os_error(e: OSError, path: str | None = None) -> GGUFIOError:
 class GGUFDocumentError(GGUFError, ValueError):
     """A document given as the GGUF specification states none of its structure (no enum, struct,
     key list, architecture or rule): there is nothing to audit."""
+
+
+class GGUFInstallWarning(UserWarning):
+    """The installation is not what it seems: e.g. ``gguf_schema`` was imported from a source tree
+    without its compiled kernels while an installed copy has them (Python started in a clone's root
+    after ``pip install .`` puts the clone first on its path). Results are the same, only slower;
+    the message says where each copy is and what to do."""
 
 
 class GGUFWarning(UserWarning):

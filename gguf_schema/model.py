@@ -18,6 +18,8 @@ F32 (2, 3) (3, 2) [3.0, 4.0, 5.0] 15.0
 from __future__ import annotations
 
 import contextlib
+import difflib
+import itertools
 import math
 from collections.abc import Callable, Iterator, Mapping, MutableMapping, Sequence
 from typing import Any, Protocol
@@ -35,6 +37,10 @@ from .tensors.engine import _row_range as row_range  # the engine's reading of `
 __all__ = ["Fields", "GGUFFile", "Metadata", "Storage", "Tensor"]
 
 _MAX_SPAN = int(np.iinfo(np.intp).max)
+#: bytes per piece when a tensor is read as a stream (:meth:`Tensor.chunks`)
+CHUNK_BYTES = 16 * 2**20
+#: the most stored keys compared with a missing one to suggest what was meant
+_MAX_SUGGESTION_KEYS = 10_000
 #: the most dimensions a numpy array can have (64 since numpy 2.0, 32 before)
 _MAX_NDIM = 64 if int(np.__version__.split(".")[0]) >= 2 else 32
 
@@ -47,6 +53,8 @@ class Storage(Protocol):
     closed: bool
 
     def view(self, offset: int, nbytes: int) -> Any: ...
+
+    def release(self, offset: int, nbytes: int) -> None: ...
 
     def fileno(self) -> int | None: ...
 
@@ -193,6 +201,54 @@ class Tensor:
                 path=f"tensor {self.name!r}",
                 value=nbytes,
             ) from None
+
+    def chunks(self, size: int = CHUNK_BYTES) -> Iterator[Any]:
+        """The tensor's bytes as stored, in pieces of at most ``size`` bytes (whole blocks, or whole
+        elements for plain types, so each piece can be converted on its own), read one at a time.
+
+        Streaming a tensor this way keeps memory flat whatever its size: a piece of a file read with
+        positioned or ranged reads is a copy of just those bytes; a piece of a mapped file is a
+        zero-copy view, and once the next piece is asked for, the pages behind it are released from
+        this process's resident memory (:meth:`release_pages`). Convert, split, merge, export and
+        diff read tensors this way.
+
+        >>> import io, numpy as np, gguf_schema
+        >>> buf = io.BytesIO()
+        >>> gguf_schema.save(buf, {}, {"w": np.arange(10, dtype=np.float32)})
+        >>> with gguf_schema.open(buf.getvalue()) as f:
+        ...     [bytes(c) for c in f.tensors["w"].chunks(16)][-1] == np.arange(8, 10, dtype=np.float32).tobytes()
+        True
+        """
+        t = self.known_type()
+        nbytes = self.nbytes
+        unit = t.type_size if t.quantized else t.numpy_dtype.itemsize  # type: ignore[union-attr]
+        step = max(unit, size - size % unit)
+        for start in range(0, nbytes, step):
+            count = min(step, nbytes - start)
+            yield self._bytes(start, count, nbytes)
+            self.release_pages(start, count)
+
+    def file_range(self) -> tuple[int, int, int] | None:
+        """``(descriptor, offset, nbytes)`` of the tensor's bytes in the local file open behind it, for a
+        copy inside the kernel (``copy_file_range``); None when it is not in an open local file."""
+        storage = self._storage
+        fd = storage.fileno() if storage is not None and not storage.closed else None
+        return None if fd is None else (fd, self.offset, self.nbytes)
+
+    def release_pages(self, start: int = 0, nbytes: int | None = None) -> None:
+        """Say that bytes ``[start, start + nbytes)`` of the tensor (default: all of it) are done with.
+
+        For a mapped file their pages leave this process's resident memory (they stay in the operating
+        system's page cache, and touching them again maps them again: views taken before stay valid);
+        for other files nothing happens. A long sequential read (a copy, a hash) calls it behind its cursor
+        so its resident memory stays flat instead of growing to the size of the file.
+        """
+        storage = self._storage
+        if storage is None or storage.closed:
+            return
+        total = self.nbytes
+        count = total - start if nbytes is None else nbytes
+        storage.release(self.offset + start, max(0, min(count, total - start)))
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         """``np.asarray(tensor)``: the data (:attr:`data`; quantized types as their raw blocks)."""
@@ -342,10 +398,25 @@ class Fields(Mapping[str, Field]):
         self.modified = True
         return new
 
+    def near(self, key: str, n: int = 3) -> list[str]:
+        """Up to ``n`` stored keys that look like ``key`` (a typo's likely meaning), closest first.
+
+        >>> Fields([make_field("llama.context_length", 1), make_field("general.name", "x")]).near("llama.context_lenght")
+        ['llama.context_length']
+        """
+        keys = list(itertools.islice(self._first, _MAX_SUGGESTION_KEYS))  # a hostile file of 800,000 keys costs no more
+        return difflib.get_close_matches(key, keys, n=n, cutoff=0.85)
+
+    def missing(self, key: str) -> GGUFKeyError:
+        """The error for ``key`` not being here, naming the stored keys it may have meant."""
+        near = self.near(key)
+        hint = f" (did you mean {' or '.join(repr(k) for k in near)}?)" if near else ""
+        return GGUFKeyError(f"no metadata key {key!r}{hint}", value=key)
+
     def delete(self, key: str) -> None:
         """Remove every pair with ``key``; :class:`~gguf_schema.errors.GGUFKeyError` if there is none."""
         if key not in self._first:
-            raise GGUFKeyError(f"no metadata key {key!r}", value=key)
+            raise self.missing(key)
         self._records[:] = [f for f in self._records if f.key != key]
         self._reindex()
         self.modified = True
@@ -353,7 +424,7 @@ class Fields(Mapping[str, Field]):
     def rename(self, old: str, new: str) -> None:
         """Rename a key, keeping its position, type and value."""
         if old not in self._first:
-            raise GGUFKeyError(f"no metadata key {old!r}", value=old)
+            raise self.missing(old)
         if new in self._first and new != old:
             raise GGUFKeyError(f"metadata key {new!r} exists already", value=new)
         self._records[:] = [Field(new, f.type, f.value) if f.key == old else f for f in self._records]
@@ -531,6 +602,45 @@ class GGUFFile:
     def fileno(self) -> int | None:
         """The descriptor of the open file behind the map, if there is one."""
         return self.storage.fileno() if self.storage is not None else None
+
+    def truncation(self) -> tuple[int, list[str]]:
+        """``(bytes missing, names of the tensors cut)``: how much of the tensor data the tensor infos
+        declare lies past the end of the file (``(0, [])`` for a whole file). Tensors of an unknown
+        type have no size to check.
+
+        >>> import io, numpy as np, gguf_schema
+        >>> buf = io.BytesIO()
+        >>> gguf_schema.save(buf, {}, {"a": np.zeros(8, np.float32), "b": np.zeros(8, np.float32)})
+        >>> gguf_schema.open(buf.getvalue()[:-20]).truncation()
+        (20, ['b'])
+        """
+        end, cut = self.file_size, []
+        need = end
+        for t in self._tensor_list:
+            try:
+                stop = t.offset + t.nbytes
+            except GGUFFormatError:  # unknown type: no size to check
+                continue
+            if stop > end:
+                cut.append(t.name)
+                need = max(need, stop)
+        return need - end, cut
+
+    def require_whole(self, doing: str) -> None:
+        """Raise :class:`~gguf_schema.errors.GGUFTruncatedError` if the file is truncated
+        (:meth:`truncation`): what would be written from it (``doing``) would be truncated too, or fail
+        halfway."""
+        missing, cut = self.truncation()
+        if cut:
+            names = ", ".join(cut[:5]) + (f" and {len(cut) - 5} more" if len(cut) > 5 else "")
+            raise GGUFTruncatedError(
+                f"the file is truncated: {missing:,} bytes of tensor data are missing ({len(cut)} of "
+                f"{len(self._tensor_list)} tensors affected: {names}); {doing} would not be whole, so nothing was "
+                "written",
+                offset=self.file_size,
+                path=self.name,
+                value=missing,
+            )
 
     def close(self) -> None:
         """Close the file. Tensor views already taken stay valid (the map is freed when they are)."""

@@ -31,6 +31,7 @@ import contextlib
 import contextvars
 import gc
 import io
+import mmap
 import os
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -74,6 +75,8 @@ __all__ = [
 
 #: bytes copied per write when streaming tensor data
 CHUNK = 16 * 2**20
+#: ``madvise`` advice that drops pages from the resident set (None where the platform has none)
+_DONTNEED: int | None = getattr(mmap, "MADV_DONTNEED", None) if hasattr(mmap.mmap, "madvise") else None
 
 Progress = Callable[[int], None]
 """A progress callback: called with the number of bytes just written (the CLI draws a bar from it)."""
@@ -93,12 +96,23 @@ _DTYPE_TYPES = {
 
 @dataclass(frozen=True)
 class RawTensor:
-    """Tensor bytes with an explicit ggml type: quantized blocks, BF16 bits, or any type.
+    """Tensor bytes with an explicit ggml type: quantized blocks, BF16 bits, or any type, given whole
+    or as a stream.
 
     Attributes:
         type: the ggml type (a :class:`GGMLType`, its id or its name).
         shape: numpy shape, outermost first (``shape[-1]`` must be a multiple of the block size).
-        data: the bytes (bytes-like or numpy array).
+        data: the bytes, in one of these forms:
+
+            * bytes-like or a numpy array (a ``numpy.memmap`` too: it is read a piece at a time and
+              its pages are released behind the writer, so a memmap of any size costs little memory);
+            * an iterable of pieces (bytes-like or numpy arrays, of any sizes that add up to the
+              tensor's size), consumed once, when the tensor is written;
+            * a callable returning such an iterable, called when the tensor is written (so a file
+              can be written again from the same object).
+
+            Streamed pieces are written one at a time and dropped: a tensor never has to be whole in
+            memory (:func:`save` writes a 10 GB model in the memory of one piece).
         byte_order: the byte order ``data`` is in (default little, as ggml and quantizers write
             blocks); a file of the other order gets every block's multi-byte fields swapped.
     """
@@ -125,17 +139,32 @@ class TensorInfo:
 
 @dataclass
 class PlannedTensor:
-    """A tensor on its way into a file: its info record and where its bytes come from.
+    """A tensor on its way into a file: its info record and where its bytes come from (the input of
+    :func:`write_file`, the one assembler; :func:`plan_tensor` makes one from an array, a
+    :class:`RawTensor` or a tensor of an open file).
 
-    ``chunks()`` yields the bytes in the target's byte order; ``offset`` is None until laid out.
+    Attributes:
+        name: the tensor's name.
+        type: the ggml type id (``int(GGMLType.F16)``).
+        dims: dimensions as stored, innermost first (a numpy shape reversed).
+        nbytes: the size of its data in bytes (``tensor_nbytes(type, dims)``).
+        chunks: called once when the tensor is written; returns an iterable of pieces (bytes-like
+            or numpy arrays) in the target's byte order that add up to ``nbytes``. Each piece is
+            written and dropped before the next is asked for.
+        offset: the data's offset relative to the data section, or None to be laid out (aligned,
+            after the tensor before it).
+        source: a tensor of an open file whose bytes are exactly these (same byte order): they are
+            then copied inside the kernel where both files allow it (``copy_file_range``: no page of
+            either file passes through this process), else read from ``chunks``.
     """
 
     name: str
     type: int
     dims: tuple[int, ...]
     nbytes: int
-    chunks: Callable[[], Iterator[Any]] = field(repr=False)
+    chunks: Callable[[], Iterable[Any]] = field(repr=False)
     offset: int | None = None
+    source: Tensor | None = field(default=None, repr=False)
 
     def info(self) -> TensorInfo:
         assert self.offset is not None
@@ -669,9 +698,15 @@ def _nesting(a: Any) -> int:
 # --------------------------------------------------------------------------- tensor sources
 
 
-def plan_tensor(name: str, t: TensorLike, byte_order: str, offset: int | None = None) -> PlannedTensor:
+def plan_tensor(
+    name: str, t: TensorLike, byte_order: str, offset: int | None = None, *, kernel_copy: bool = False
+) -> PlannedTensor:
     """A :class:`PlannedTensor` for a numpy array, a :class:`RawTensor` or a :class:`Tensor` of an open
-    file, its bytes converted to ``byte_order`` as they are streamed."""
+    file, its bytes converted to ``byte_order`` as they are streamed.
+
+    ``kernel_copy``: a tensor of an open local file whose bytes go out unchanged is copied inside the
+    kernel where both files allow it (:attr:`PlannedTensor.source`), instead of read through ``chunks``
+    (which a caller may wrap, e.g. to measure the data as it passes)."""
     if not isinstance(name, str):
         raise GGUFBuildError(f"a tensor name must be a str, got {type(name).__name__}", value=name)
     where = f"tensor {name!r}"
@@ -683,8 +718,9 @@ def plan_tensor(name: str, t: TensorLike, byte_order: str, offset: int | None = 
             int(gt),
             tuple(t.dims),
             nbytes,
-            lambda: _converted(t.data.reshape(-1), gt, t.byte_order, byte_order),
+            lambda: _swapped(t.chunks(CHUNK), gt, t.byte_order, byte_order),  # a piece at a time, pages released
             offset,
+            t if kernel_copy and (t.byte_order == byte_order or _unit(gt) == 1) else None,
         )
     if isinstance(t, RawTensor):
         try:
@@ -705,15 +741,39 @@ def plan_tensor(name: str, t: TensorLike, byte_order: str, offset: int | None = 
                 path=where,
                 value=shape,
             ) from None
-        raw = (
-            np.frombuffer(t.data, np.uint8) if not isinstance(t.data, np.ndarray) else t.data.reshape(-1).view(np.uint8)
-        )
-        if raw.size != nbytes:
+        data = t.data
+        if isinstance(data, np.ndarray) or _bytes_like(data):
+            size = data.nbytes if isinstance(data, np.ndarray) else memoryview(data).nbytes
+            if size != nbytes:
+                raise GGUFBuildError(
+                    f"{gt.name} tensor of shape {shape} takes {nbytes} bytes, {size} given", path=where, value=size
+                )
+            whole = data
+
+            def pieces() -> Iterable[Any]:
+                return _array_pieces(whole) if isinstance(whole, np.ndarray) else [whole]
+
+        elif callable(data):
+            pieces = data
+        elif isinstance(data, Iterable):
+            given = data
+
+            def pieces() -> Iterable[Any]:
+                return given
+        else:
             raise GGUFBuildError(
-                f"{gt.name} tensor of shape {shape} takes {nbytes} bytes, {raw.size} given", path=where, value=raw.size
+                "RawTensor data must be bytes-like, a numpy array, an iterable of pieces or a callable returning one, "
+                f"got {type(data).__name__}",
+                path=where,
+                value=type(data).__name__,
             )
         return PlannedTensor(
-            name, int(gt), tuple(reversed(shape)), nbytes, lambda: _converted(raw, gt, t.byte_order, byte_order), offset
+            name,
+            int(gt),
+            tuple(reversed(shape)),
+            nbytes,
+            lambda: _swapped(_counted(pieces(), nbytes, where), gt, t.byte_order, byte_order),
+            offset,
         )
     if isinstance(t, np.ndarray):
         gt = _DTYPE_TYPES.get(t.dtype.newbyteorder("="))  # type: ignore[assignment]
@@ -723,7 +783,7 @@ def plan_tensor(name: str, t: TensorLike, byte_order: str, offset: int | None = 
                 path=where,
                 value=str(t.dtype),
             )
-        arr = t if t.flags.c_contiguous else t.copy(order="C")  # (ascontiguousarray would make a 0-d array 1-d)
+        arr = t
         src_order = (
             "big"
             if arr.dtype.byteorder == ">" or (arr.dtype.byteorder == "=" and np.little_endian is False)
@@ -734,7 +794,7 @@ def plan_tensor(name: str, t: TensorLike, byte_order: str, offset: int | None = 
             int(gt),
             tuple(reversed(arr.shape)),
             arr.nbytes,
-            lambda: _converted(arr.reshape(-1), gt, src_order, byte_order),
+            lambda: _swapped(_array_pieces(arr), gt, src_order, byte_order),
             offset,
         )
     raise GGUFBuildError(
@@ -744,15 +804,111 @@ def plan_tensor(name: str, t: TensorLike, byte_order: str, offset: int | None = 
     )
 
 
-def _converted(data: np.ndarray, t: GGMLType, src_order: str, dst_order: str) -> Iterator[Any]:
-    """A tensor's bytes in chunks, in ``dst_order``: the one place tensor data changes byte order
-    (every multi-byte field of every block swapped, byte arrays left alone: :func:`gguf_schema.tensors.byteswap`)."""
-    raw = np.ascontiguousarray(data).reshape(-1).view(np.uint8)
-    swap = src_order != dst_order and (t.type_size > 1 if t.quantized else t.numpy_dtype.itemsize > 1)  # type: ignore[union-attr]
-    step = CHUNK - CHUNK % (t.type_size if t.quantized else t.numpy_dtype.itemsize)  # type: ignore[union-attr]
-    mv = raw.data
-    for a in range(0, raw.size, step):
-        yield byteswap(raw[a : a + step], t, src_order, dst_order) if swap else mv[a : a + step]
+def _unit(t: GGMLType) -> int:
+    """Bytes of the smallest piece of ``t`` that converts on its own: a block, or an element."""
+    return t.type_size if t.quantized else t.numpy_dtype.itemsize  # type: ignore[union-attr]
+
+
+def _swapped(pieces: Iterable[Any], t: GGMLType, src_order: str, dst_order: str) -> Iterator[Any]:
+    """A tensor's pieces in ``dst_order``: the one place tensor data changes byte order (every
+    multi-byte field of every block swapped, byte arrays left alone: :func:`gguf_schema.tensors.byteswap`).
+    Pieces that cut a block are joined with the next, so any piece sizes convert."""
+    unit = _unit(t)
+    if src_order == dst_order or unit == 1:
+        yield from pieces
+        return
+    carry = np.empty(0, np.uint8)
+    for piece in pieces:
+        raw = _as_bytes(piece)
+        if carry.size:
+            raw = np.concatenate([carry, raw])
+        cut = raw.size - raw.size % unit
+        carry = raw[cut:].copy()
+        if cut:
+            yield byteswap(raw[:cut], t, src_order, dst_order)
+    if carry.size:  # a piece that ends inside a block: the size check names it
+        yield carry
+
+
+def _as_bytes(piece: Any) -> np.ndarray:
+    """A piece of tensor data as a flat ``uint8`` array (no copy where it is contiguous)."""
+    if isinstance(piece, np.ndarray):
+        return np.ascontiguousarray(piece).reshape(-1).view(np.uint8)
+    return np.frombuffer(piece, np.uint8)
+
+
+def _bytes_like(data: Any) -> bool:
+    return isinstance(data, (bytes, bytearray, memoryview))
+
+
+def _array_pieces(arr: np.ndarray) -> Iterator[Any]:
+    """An array's bytes in C order, in contiguous pieces of about :data:`CHUNK` bytes: never a copy of the
+    whole array (a non-contiguous one is copied a piece at a time); a memmap's pages are released behind."""
+    if arr.ndim == 0:
+        yield np.ascontiguousarray(arr).reshape(-1).view(np.uint8)
+        return
+    if arr.flags.c_contiguous:
+        flat = arr.reshape(-1).view(np.uint8)
+        step = max(arr.itemsize, CHUNK - CHUNK % arr.itemsize)
+        for a in range(0, flat.size, step):
+            piece = flat[a : a + step]
+            yield piece.data
+            _release_mapped(arr, piece)
+        return
+    per_row = arr[0].nbytes if len(arr) else 0
+    if per_row > CHUNK:  # one index of the first axis is itself large: go one level down
+        for sub in arr:
+            yield from _array_pieces(sub)
+        return
+    rows = max(1, CHUNK // per_row) if per_row else len(arr)
+    for a in range(0, len(arr), rows):
+        yield np.ascontiguousarray(arr[a : a + rows]).reshape(-1).view(np.uint8).data
+
+
+def _release_mapped(arr: np.ndarray, piece: np.ndarray) -> None:
+    """For a ``numpy.memmap`` that shares its file (modes r, r+, w+: never ``c``, whose private changes
+    dropping the pages would lose), let the pages of ``piece`` go from the resident memory."""
+    owner = arr
+    while not isinstance(owner, np.memmap) and isinstance(owner.base, np.ndarray):
+        owner = owner.base
+    mm = getattr(owner, "_mmap", None)
+    if not isinstance(owner, np.memmap) or getattr(owner, "mode", "c") == "c" or mm is None or _DONTNEED is None:
+        return
+    try:
+        base = np.frombuffer(mm, np.uint8, count=1).ctypes.data  # where the map starts
+        start = piece.ctypes.data - base
+        end = start + piece.nbytes
+        start -= start % mmap.PAGESIZE
+        end -= end % mmap.PAGESIZE
+        if 0 <= start < end <= len(mm):
+            mm.madvise(_DONTNEED, start, end - start)
+    except (ValueError, OSError, TypeError, AttributeError):  # a hint only
+        return
+
+
+def _counted(pieces: Iterable[Any], nbytes: int, where: str) -> Iterator[Any]:
+    """The pieces of a streamed tensor, refused as soon as they give more than ``nbytes`` bytes, or
+    at their end when they gave fewer."""
+    done = 0
+    for piece in pieces:
+        if not (isinstance(piece, np.ndarray) or _bytes_like(piece)):
+            raise GGUFBuildError(
+                f"a piece of tensor data must be bytes-like or a numpy array, got {type(piece).__name__}",
+                path=where,
+                value=type(piece).__name__,
+            )
+        done += piece.nbytes if isinstance(piece, np.ndarray) else memoryview(piece).nbytes
+        if done > nbytes:
+            raise GGUFBuildError(f"tensor data gave more than the {nbytes} bytes it takes", path=where, value=done)
+        yield piece
+    if done != nbytes:
+        again = (
+            " (an iterator gives its pieces once: if an earlier write consumed it, give a callable that returns a "
+            "new one)"
+            if done == 0 and iter(pieces) is pieces
+            else ""
+        )
+        raise GGUFBuildError(f"tensor data gave {done} bytes, {nbytes} expected{again}", path=where, value=done)
 
 
 class TensorStream:
@@ -780,15 +936,25 @@ class TensorStream:
         pos = 0
         for p in self.planned:
             stream.write(bytes((p.offset or 0) - pos))
+            pos = (p.offset or 0) + p.nbytes
+            where = p.source.file_range() if p.source is not None else None
+            if where is not None and where[2] == p.nbytes and _copy_in_kernel(where[0], stream, where[1], p.nbytes):
+                continue
             written = 0
             for chunk in p.chunks():
-                stream.write(chunk)
-                written += chunk.nbytes if isinstance(chunk, memoryview) else len(chunk)
+                n = chunk.nbytes if isinstance(chunk, (memoryview, np.ndarray)) else len(chunk)
+                if written + n > p.nbytes:
+                    raise GGUFBuildError(
+                        f"tensor data gave more than the {p.nbytes} bytes it takes",
+                        path=f"tensor {p.name!r}",
+                        value=written + n,
+                    )
+                stream.write(chunk if not isinstance(chunk, np.ndarray) else _as_bytes(chunk).data)
+                written += n
             if written != p.nbytes:
                 raise GGUFBuildError(
                     f"tensor data gave {written} bytes, {p.nbytes} expected", path=f"tensor {p.name!r}", value=written
                 )
-            pos = (p.offset or 0) + p.nbytes
         stream.write(bytes(self.size - pos))
 
 
@@ -805,21 +971,28 @@ class DataCopy:
         src = self.f.fileno()
         if src is not None and _copy_in_kernel(src, stream, start, size):
             return
+        storage = self.f.storage
         for a in range(start, start + size, CHUNK):
-            stream.write(self.f.view(a, min(CHUNK, start + size - a)))
+            n = min(CHUNK, start + size - a)
+            stream.write(self.f.view(a, n))
+            if storage is not None:
+                storage.release(a, n)  # a mapped source: the pages behind leave the resident memory
 
 
 def _copy_in_kernel(fd: int, stream: Any, offset: int, count: int) -> bool:
     """Copy ``count`` bytes of file ``fd`` from ``offset`` to the end of ``stream`` inside the kernel, if both ends allow it."""
     copy = getattr(os, "copy_file_range", None)
-    moved = getattr(stream, "moved", None)
-    if copy is None or moved is None:
+    moved = getattr(stream, "moved", None)  # a progress counter to tell, if there is one
+    if copy is None:
         return False
     try:
         out = stream.fileno()
-    except (AttributeError, OSError, ValueError):
+        stream.flush()
+        here = stream.tell()
+    except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
         return False
-    stream.flush()
+    if os.lseek(out, 0, os.SEEK_CUR) != here:  # a stream that does not write at its descriptor's position
+        return False
     done = 0
     try:
         while done < count:
@@ -833,8 +1006,9 @@ def _copy_in_kernel(fd: int, stream: Any, offset: int, count: int) -> bool:
         return False
     if done != count:
         raise GGUFBuildError(f"source ended after {done} of {count} bytes of tensor data", value=done)
-    stream.seek(0, os.SEEK_END)
-    moved(count)
+    stream.seek(here + count)
+    if moved is not None:
+        moved(count)
     return True
 
 

@@ -277,11 +277,11 @@ def test_growing_edits_rewrite_the_file_and_keep_tensor_bytes(gemma_copy: Path, 
     before = tensor_hashes(gemma_copy)
     template = tmp_path / "chat.jinja"
     template.write_bytes("{% for m in messages %}<start>{{ m['content'] }}\n{% endfor %}ü".encode())
-    r = run("set-file", gemma_copy, "tokenizer.chat_template", template)
+    r = run("set-file", gemma_copy, "tokenizer.chat_template", template, "--add")
     assert r.returncode == 0
     assert (
         r.stderr.decode()
-        == f"set tokenizer.chat_template from {template}: {gemma_copy} (rewritten, 253,113,152 bytes)\n"
+        == f"set tokenizer.chat_template from {template} (a new key): {gemma_copy} (rewritten, 253,113,152 bytes)\n"
     )
     with gguf_schema.open(gemma_copy) as f:
         assert f.fields["tokenizer.chat_template"].value.encode() == template.read_bytes()
@@ -293,7 +293,7 @@ def test_growing_edits_rewrite_the_file_and_keep_tensor_bytes(gemma_copy: Path, 
 def test_set_rename_delete_on_a_file_with_tensors(demo: Path) -> None:
     before = tensor_hashes(demo)
     assert run("set", demo, "llama.context_length", "8192").returncode == 0
-    assert run("set", demo, "my.ratio", "0.25", "--type", "float64").returncode == 0
+    assert run("set", demo, "my.ratio", "0.25", "--type", "float64", "--add").returncode == 0
     assert run("rename", demo, "general.name", "general.basename").returncode == 0
     assert run("delete", demo, "tokenizer.ggml.scores").returncode == 0
     with gguf_schema.open(demo) as f:
@@ -321,9 +321,9 @@ def test_edits_with_output_leave_the_original_alone(demo: Path, tmp_path: Path) 
 
 def test_set_keeps_the_stored_type_or_takes_the_given_one(demo: Path) -> None:
     assert run("set", demo, "demo.uint8", "7").returncode == 0
-    assert run("set", demo, "new.list", '["x", "y"]').returncode == 0
-    assert run("set", demo, "new.ids", "[1, 2, 300]", "--type", "array[uint16]").returncode == 0
-    assert run("set", demo, "new.big", "0x1_0000_0000".replace("_", "")).returncode == 0
+    assert run("set", demo, "new.list", '["x", "y"]', "--add").returncode == 0
+    assert run("set", demo, "new.ids", "[1, 2, 300]", "--type", "array[uint16]", "--add").returncode == 0
+    assert run("set", demo, "new.big", "0x1_0000_0000".replace("_", ""), "--add").returncode == 0
     assert run("set", demo, "demo.bool", "false").returncode == 0
     with gguf_schema.open(demo) as f:
         assert (f.fields["demo.uint8"].type.name, f.metadata["demo.uint8"]) == ("UINT8", 7)
@@ -340,7 +340,10 @@ def test_bad_edits_exit_2_and_change_nothing(demo: Path) -> None:
             ["set", demo, "demo.uint8", "256"],
             "gguf-schema: error: 256 does not fit in UINT8 (range 0..255) (in key 'demo.uint8')\n",
         ),
-        (["set", demo, "demo.uint8", "abc"], "gguf-schema: error: UINT8 needs an integer, got 'abc'\n"),
+        (
+            ["set", demo, "demo.uint8", "abc"],
+            "gguf-schema: error: UINT8 needs an integer, got 'abc' (in key 'demo.uint8')\n",
+        ),
         (["set", demo, "k", "1", "--type", "uint7"], None),
         (["delete", demo, "absent.key"], "gguf-schema: error: no metadata key 'absent.key'\n"),
         (
@@ -410,6 +413,25 @@ def test_split_then_merge_reproduces_gemma(gemma: Path, tmp_path: Path) -> None:
             assert len(s.fields.records) == (37 if i == 0 else 4)
             if len(s.tensor_list) > 1:
                 assert s.file_size <= 100_000_000
+    # issue 28: split's own shards failed check (E050, E052; the first shard E057 on file_type) and scan
+    # marked them all rejected: each shard is checked as a shard, the first with its model's tensors
+    whole = json.loads(run("check", "--json", gemma).stdout)["reports"][0]
+    r = run("check", "--json", tmp_path / names[0])
+    reports = json.loads(r.stdout)["reports"]
+    assert [Path(x["path"]).name for x in reports] == names
+    assert [f["rule"] for f in reports[0]["findings"]] == [f["rule"] for f in whole["findings"]]
+    assert [x["ok"] for x in reports] == [whole["ok"], True, True] and r.returncode == (0 if whole["ok"] else 1)
+    r = run("scan", "--json", *(tmp_path / n for n in names))
+    records = json.loads(r.stdout)
+    assert [(x["split_no"], x["split_count"], x["name"]) for x in records] == [
+        (0, 3, "Gemma 3 270m"),
+        (1, 3, None),
+        (2, 3, None),
+    ]
+    assert [x["verdicts"]["spec"] for x in records] == [whole["ok"], True, True]
+    assert all(x["verdicts"]["ggml"] for x in records)
+    r = run("scan", tmp_path / names[1])
+    assert ", shard 2 of 3, - -, file type -, " in r.stdout.decode() and "None" not in r.stdout.decode()
     merged = tmp_path / "merged.gguf"
     assert run("merge", tmp_path / names[0], merged).returncode == 0
     assert _sha(merged) == _sha(gemma)
@@ -569,6 +591,95 @@ def test_dump_into_a_closed_pipe_is_quiet() -> None:
     r = subprocess.run(cmd, shell=True, capture_output=True)
     assert r.stdout == b"GGUF v3, l"
     assert r.stderr == b""
+
+
+def test_set_of_a_key_that_is_not_there_is_refused_with_near_matches(demo: Path) -> None:
+    # issue 28: a typo in a key silently added a new key and rewrote the whole file
+    original = demo.read_bytes()
+    r = run("set", demo, "llama.context_lenght", "4096")
+    assert r.returncode == 2 and demo.read_bytes() == original
+    assert r.stderr.decode() == (
+        "gguf-schema: error: no metadata key 'llama.context_lenght' (did you mean 'llama.context_length'?): nothing "
+        f"was written (pass --add to add it as a new key) (in {demo})\n"
+    )
+    r = run("set-file", demo, "general.nmae", demo)
+    assert r.returncode == 2 and b"(did you mean 'general.name'?): nothing was written" in r.stderr
+    r = run("set", demo, "unrelated.key", "1")
+    assert r.returncode == 2 and b"no metadata key 'unrelated.key': nothing was written (pass --add" in r.stderr
+    assert demo.read_bytes() == original
+    r = run("set", demo, "llama.context_lenght", "4096", "--add")
+    assert r.returncode == 0 and "\nset llama.context_lenght (a new key): " in r.stderr.decode()
+    r = run("set", demo, "llama.context_length", "4096", "--add")  # --add on a key that is there: a plain set
+    assert r.returncode == 0 and "\nset llama.context_length: " in r.stderr.decode()
+    with gguf_schema.open(demo) as f:
+        assert f.metadata["llama.context_lenght"] == 4096 and f.metadata["llama.context_length"] == 4096
+
+
+def _set_on_a_terminal(path: Path, answer: bytes) -> tuple[int, bytes]:
+    """``gguf-schema set PATH llama.context_lenght 4096`` with stdin and stderr on a terminal, answering ``answer``."""
+    master, slave = pty.openpty()
+    try:
+        p = subprocess.Popen(
+            [sys.executable, "-m", "gguf_schema", "set", str(path), "llama.context_lenght", "4096"],
+            stdin=slave,
+            stderr=slave,
+            stdout=subprocess.PIPE,
+        )
+        seen = b""
+        while b"[y/N]" not in seen and select.select([master], [], [], 20)[0]:
+            seen += os.read(master, 4096)
+        os.write(master, answer)
+        code = p.wait(timeout=30)
+        while select.select([master], [], [], 0.2)[0]:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            seen += chunk
+    finally:
+        os.close(master)
+        os.close(slave)
+    return code, seen
+
+
+def test_set_of_a_new_key_asks_on_a_terminal(demo: Path) -> None:
+    original = demo.read_bytes()
+    code, seen = _set_on_a_terminal(demo, b"n\n")
+    text = seen.decode().replace("\r\n", "\n")
+    assert code == 2 and demo.read_bytes() == original
+    assert (
+        f"gguf-schema: {demo} has no key 'llama.context_lenght' (did you mean 'llama.context_length'?); "
+        "add it as a new key? [y/N] " in text
+    )
+    assert "nothing was written (pass --add to add it as a new key)" in text
+    code, seen = _set_on_a_terminal(demo, b"y\n")
+    assert code == 0 and b"set llama.context_lenght (a new key): " in seen
+    with gguf_schema.open(demo) as f:
+        assert f.metadata["llama.context_lenght"] == 4096
+
+
+def test_set_refuses_a_type_name_that_is_not_one(demo: Path) -> None:
+    original = demo.read_bytes()
+    r = run("set", demo, "llama.context_length", "4096", "--type", "FLOAT")
+    assert r.returncode == 2 and demo.read_bytes() == original
+    assert r.stderr.decode() == (
+        "gguf-schema: error: unknown value type 'FLOAT' (did you mean float32 or float64?); the value types are "
+        "uint8, int8, uint16, int16, uint32, int32, float32, bool, string, uint64, int64, float64, and arrays as "
+        "array[TYPE]\n"
+    )
+
+
+def test_a_value_of_the_wrong_kind_names_the_key(demo: Path) -> None:
+    r = run("set", demo, "llama.context_length", "eight")
+    assert r.returncode == 2
+    assert (
+        r.stderr.decode()
+        == "gguf-schema: error: UINT32 needs an integer, got 'eight' (in key 'llama.context_length')\n"
+    )
+    r = run("set", demo, "general.name", "[1,", "--type", "array[uint8]")
+    assert r.returncode == 2 and r.stderr.decode().endswith("(in key 'general.name')\n")
 
 
 @pytest.mark.parametrize("text, value", [("007", 7), ("010", 10), ("08", 8), ("0x10", 16), ("-0", 0)])

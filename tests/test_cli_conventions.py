@@ -127,7 +127,7 @@ def test_set_file_reads_a_number_into_a_numeric_key_as_set_does(small: Path, tmp
 def test_set_file_stores_text_exactly_in_a_string_key(small: Path, tmp_path: Path) -> None:
     raw = b"{% for m in messages %}\xff{{ m }}\n{% endfor %}\n"
     (tmp_path / "t.jinja").write_bytes(raw)
-    assert run("set-file", small, "tokenizer.chat_template", tmp_path / "t.jinja").returncode == 0
+    assert run("set-file", small, "tokenizer.chat_template", tmp_path / "t.jinja", "--add").returncode == 0
     assert run("set-file", small, "general.architecture", tmp_path / "t.jinja").returncode == 0
     with gguf_schema.open(small) as f:
         for key in ("tokenizer.chat_template", "general.architecture"):
@@ -258,10 +258,10 @@ def test_edits_warn_in_place_and_when_rewriting(small: Path) -> None:
 
 def test_cli_prints_warnings_with_rule_ids_and_strict_refuses(small: Path) -> None:
     before = small.read_bytes()
-    r = run("set", small, "", "1", "--strict", "ggml")
+    r = run("set", small, "", "1", "--strict", "ggml", "--add")
     assert (r.returncode, r.stderr.decode()) == (2, "gguf-schema: error: GGUF-E022: empty key (at offset 105)\n")
     assert small.read_bytes() == before
-    r = run("set", small, "bad\nkey", "1", "--strict", "ggml")  # the key syntax is a spec rule, not ggml's
+    r = run("set", small, "bad\nkey", "1", "--strict", "ggml", "--add")  # the key syntax is a spec rule, not ggml's
     assert r.returncode == 0 and r.stderr.decode().startswith(
         "gguf-schema: warning: [GGUF-E020] key 'bad\\nkey' is not ASCII lower_snake_case segments"
     )
@@ -460,3 +460,39 @@ def test_get_raw_writes_the_stored_bytes_unchanged(odd: Path) -> None:
     assert (r.returncode, r.stdout) == (0, "caf\u00e9 \u4e2d\u6587 ".encode() + b"\xc3(")
     r = run("get", odd, key)  # text output: the byte that is not UTF-8 escaped visibly
     assert r.stdout == "caf\u00e9 \u4e2d\u6587 ".encode() + b"\\xc3(\n"
+
+
+# ---------------------------------------------------------------- issue 28: one error prefix, reading options
+
+
+def test_every_error_has_the_one_prefix(tmp_path: Path) -> None:
+    for args, words in (
+        (["set"], "the following arguments are required: FILE, KEY, VALUE"),
+        (["estimate", tmp_path / "m.gguf", "--batch", "x"], "argument --batch: needs a whole number >= 1, got 'x'"),
+        (["audit"], "audit: give at least one FILE_OR_URL (or --rules)"),
+        (["info", tmp_path / "absent.gguf"], f"No such file or directory (in {tmp_path / 'absent.gguf'})"),
+    ):
+        r = run(*args)
+        lines = r.stderr.decode().splitlines()
+        assert r.returncode == 2 and lines[-1] == f"gguf-schema: error: {words}", args
+        assert not any(": error:" in line and not line.startswith("gguf-schema: error: ") for line in lines)
+
+
+@pytest.mark.parametrize("command", ["demo", "generate", "rules", "audit-spec"])
+def test_commands_that_read_no_gguf_file_take_no_reading_options(command: str, tmp_path: Path) -> None:
+    rest = {"demo": [], "generate": [tmp_path], "rules": [], "audit-spec": [tmp_path / "spec.md"]}[command]
+    r = run(command, "--help")
+    assert r.returncode == 0 and b"--limit" not in r.stdout and b"--no-mmap" not in r.stdout
+    assert b"--storage-option" not in r.stdout
+    r = run("--no-mmap", command, *rest)
+    assert r.returncode == 2
+    assert (
+        r.stderr.decode().splitlines()[-1]
+        == f"gguf-schema: error: {command} reads no GGUF file, so --no-mmap does not apply"
+    )
+    r = run("--limit", "max_keys=2", "--storage-option", "anon=true", command, *rest)
+    assert r.stderr.decode().splitlines()[-1] == (
+        f"gguf-schema: error: {command} reads no GGUF file, so --limit and --storage-option do not apply"
+    )
+    r = run(command, *rest, "--limit", "max_keys=2")
+    assert r.returncode == 2 and b"unrecognized arguments: --limit max_keys=2" in r.stderr

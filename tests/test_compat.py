@@ -63,7 +63,9 @@ def _parts_record(parts: list[np.ndarray]) -> tuple:
 
 def _same(a: Any, b: Any) -> bool:
     """Equal values; floats compared as their repr where they differ (NaN equals itself, -0.0 differs from 0.0)."""
-    return (a == b and repr(a) == repr(b)) if isinstance(a, float) else (a == b or repr(a) == repr(b))
+    if isinstance(a, float):  # (NaN != NaN: equal here when both are NaN, as the docstring says)
+        return (a == b or (a != a and b != b)) and repr(a) == repr(b)
+    return a == b or repr(a) == repr(b)
 
 
 def assert_same_reading(theirs: Any, ours: compat.GGUFReader) -> None:

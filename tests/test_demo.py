@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
+import tempfile
+from pathlib import Path
 
 import gguf_schema
 from gguf_schema import ValueType
@@ -26,6 +29,23 @@ def test_demo_command_writes_reads_proves_the_round_trip_and_validates(tmp_path)
         assert [t.type.name for t in f.tensors.values()] == ["F32", "F16", "Q8_0", "I32", "F32"]
 
 
-def test_demo_command_default_output_is_demo_gguf_in_the_current_folder(tmp_path):
+def test_demo_command_by_default_writes_in_a_new_temporary_folder_and_says_where(tmp_path):
+    # run from a clone, the README's `gguf-schema demo` must leave nothing in the working tree (issue 28)
     r = subprocess.run([sys.executable, "-m", "gguf_schema", "demo"], capture_output=True, text=True, cwd=tmp_path)
-    assert r.returncode == 0 and (tmp_path / "demo.gguf").stat().st_size == 4544
+    assert r.returncode == 0, r.stderr
+    assert list(tmp_path.iterdir()) == []
+    written = Path(r.stdout.split(":", 1)[0].removeprefix("wrote "))
+    try:
+        assert written.name == "demo.gguf" and written.parent.name.startswith("gguf-schema-demo-")
+        assert written.parent.parent == Path(tempfile.gettempdir()) and written.stat().st_size == 4544
+    finally:
+        shutil.rmtree(written.parent)
+
+
+def test_demo_help_says_what_it_does():
+    r = subprocess.run([sys.executable, "-m", "gguf_schema", "demo", "--help"], capture_output=True, text=True)
+    text = " ".join(r.stdout.split())
+    assert r.returncode == 0
+    assert "Write demo.gguf, a small llama-style model with all 13 metadata value types" in text
+    assert "prove the round trip" in text and "Exit 0 when all of that holds, 1 otherwise" in text
+    assert "--limit" not in text and "--no-mmap" not in text and "--storage-option" not in text

@@ -28,3 +28,19 @@ def test_the_pages_exist_and_link():
 def test_relative_links_name_files_of_the_repository(page):
     missing = [t for t in relative_links(page) if not (page.parent / t.split("#", 1)[0]).exists()]
     assert not missing, f"{page.relative_to(REPO)} links to missing files: {missing}"
+
+
+def test_ci_runs_the_readmes_two_commands_as_written():
+    # .ci/run reads both commands from the README (after their markers) and runs them in one fresh clone
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    for marker, command in (
+        ("<!-- ci:install-command -->", "pip install . && gguf-schema demo"),
+        ("<!-- ci:test-command -->", "pip install -e '.[test]' && python -m pytest -q"),
+    ):
+        after = readme.split(marker, 1)[1].lstrip("\n")
+        assert after.startswith(f"```sh\n{command}\n```"), marker
+    ci = (REPO / ".ci" / "run").read_text(encoding="utf-8")
+    assert 'git clone -q --no-hardlinks "$repo" "$clone"' in ci
+    assert ci.index('run_step "newest: install and demo" "$install_cmd"') < ci.index(
+        'run_step "newest: tests" "$test_cmd"'
+    )

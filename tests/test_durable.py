@@ -4,6 +4,7 @@ together, and outputs that would overwrite an input. Writers are killed for real
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import signal
@@ -24,6 +25,7 @@ from gguf_schema.errors import (
     GGUFBuildError,
     GGUFChangedError,
     GGUFError,
+    GGUFFileNotFoundError,
     GGUFPermissionError,
     GGUFTruncatedError,
 )
@@ -293,3 +295,21 @@ def test_outputs_are_named_alike_positionally_or_with_o(model: Path, tmp_path: P
             main([str(a) for a in args])
         assert info.value.code == 2 and message in capsys.readouterr().err
     assert sorted(os.listdir(tmp_path)) == ["be.gguf", "le.gguf", "m.gguf"]
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs Linux's /proc")
+def test_an_error_names_the_users_path_not_our_temporary(tmp_path: Path) -> None:
+    # issue 28: where no temporary file can be made (here /proc, which takes no new files: O_TMPFILE is refused
+    # and the named temporary fails), the error named `.y.gguf.gguf-tmp-PID-XXXX`, a file the user never asked for
+    src = tmp_path / "x.gguf"
+    gguf_schema.save(src, {"general.name": "x"}, {"w": np.ones(4, np.float32)})
+    with pytest.raises(GGUFFileNotFoundError) as e:
+        gguf_schema.open(src).save("/proc/y.gguf")
+    assert str(e.value) == "No such file or directory: cannot create a file in /proc (in /proc/y.gguf)"
+    assert e.value.errno == errno.ENOENT and e.value.filename == "/proc/y.gguf"
+    r = run_cli("convert", src, "/proc/y.gguf")  # the real command, in a process
+    assert r.returncode == 2
+    assert (
+        r.stderr == b"gguf-schema: error: No such file or directory: cannot create a file in /proc (in /proc/y.gguf)\n"
+    )
+    assert b"gguf-tmp" not in r.stderr

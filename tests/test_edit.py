@@ -125,11 +125,14 @@ def test_header_bytes_is_the_prefix_of_the_file(demo: Path) -> None:
 
 def test_parse_type_names() -> None:
     assert parse_type("UINT64") == (ValueType.UINT64, None)
-    assert parse_type("str") == (ValueType.STRING, None)
+    assert parse_type("string") == (ValueType.STRING, None)
     assert parse_type("array:int8") == (ValueType.ARRAY, ValueType.INT8)
     assert parse_type("ARRAY[STRING]") == (ValueType.ARRAY, ValueType.STRING)
     with pytest.raises(GGUFBuildError, match="unknown value type 'u99'"):
         parse_type("u99")
+    for guess in ("FLOAT", "float", "str", "int", "double"):  # not type names: refused, never guessed (issue 28)
+        with pytest.raises(GGUFBuildError, match=f"unknown value type '{guess}'.*; the value types are uint8, int8"):
+            parse_type(guess)
 
 
 def test_parse_value_text_guesses_and_converts() -> None:

@@ -490,11 +490,44 @@ def test_cli_estimate_errors_exit_2(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert main(["estimate", str(p)]) == 2
     assert "gguf-schema: error: metadata key 'llama.block_count' is missing" in capsys.readouterr().err
     p = _file(tmp_path)
-    assert main(["estimate", str(p), "--cache-type-v", "q4_k"]) == 2
+    with pytest.raises(SystemExit) as exit_:
+        main(["estimate", str(p), "--cache-type-v", "q4_k"])
+    assert exit_.value.code == 2
     assert (
-        "gguf-schema estimate: error: cache_type_v 'q4_k' is not a cache type llama.cpp accepts"
+        "gguf-schema: error: argument --cache-type-v: 'q4_k' is not a cache type llama.cpp accepts"
         in capsys.readouterr().err
     )
+
+
+def test_cli_estimate_errors_name_the_flags_not_the_api(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # issue 28: "pass flash_attn=True" is the API's wording; the command line names its flags
+    p = _file(tmp_path)
+    assert main(["estimate", str(p), "--cache-type-v", "q8_0", "--no-flash-attn"]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        "gguf-schema: error: --cache-type-v q8_0 is a quantized cache type, which llama.cpp allows only with flash "
+        "attention: leave out --no-flash-attn, or choose f32, f16 or bf16\n"
+    )
+    for flag, value, words in (
+        ("--ctx", "-1", "argument --ctx: needs a whole number >= 0, got '-1'"),
+        ("--batch", "0", "argument --batch: needs a whole number >= 1, got '0'"),
+        ("--gpu-layers", "-2", "argument --gpu-layers: needs a whole number >= -1, got '-2'"),
+        ("--parallel", "300", "argument --parallel: needs a whole number from 1 to 256, got '300'"),
+    ):
+        with pytest.raises(SystemExit):
+            main(["estimate", str(p), flag, value])
+        assert f"gguf-schema: error: {words}\n" in capsys.readouterr().err
+
+
+def test_cli_estimate_says_where_the_layers_go_in_words(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    p = _file(tmp_path, tensors=_tensors(), embd=64, heads=4, kv=4)
+    assert main(["estimate", str(p)]) == 0
+    out = capsys.readouterr().out
+    assert "input layer -> CPU; repeating layers -> CPU (all 4; none on the GPU); output layer -> CPU" in out
+    assert "0 of 4" not in out and "blk.4 on" not in out
+    assert main(["estimate", str(p), "--gpu-layers", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "repeating layers: 2 of 4 -> GPU (blk.2 to blk.3), the other 2 -> CPU; output layer -> GPU" in out
 
 
 def test_cli_estimate_help(capsys: pytest.CaptureFixture[str]) -> None:

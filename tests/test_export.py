@@ -305,7 +305,7 @@ def test_cli_export(src: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert f"wrote {out}: {len(QUANTIZED)} tensors as bf16 ({os.path.getsize(out):,} bytes)" in err
     assert {v["dtype"] for v in raw_tensors(out).values()} == {"BF16"}
     assert main(["export", str(src), str(src)]) == 2
-    assert "gguf-schema export: error: refusing to write the export over its source" in capsys.readouterr().err
+    assert "gguf-schema: error: refusing to write the export over its source" in capsys.readouterr().err
     assert main(["export", str(tmp_path / "absent.gguf"), str(out)]) == 2
     assert "No such file or directory" in capsys.readouterr().err
 

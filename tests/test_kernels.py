@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
 import sysconfig
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -269,3 +272,43 @@ def test_portable_c_paths_equal_numpy(tmp_path):
         out = np.zeros((len(x), t.row_nbytes(512)), np.uint8)
         portable.quantize_rows(int(t), x, out, 512, imatrix)
         assert np.array_equal(out, quantize(x, t, imatrix=imatrix, engine="numpy")), t.name
+
+
+def _copy_package(to: Path, with_kernels: bool) -> None:
+    src = Path(gguf_schema.__file__).parent
+    ignore = shutil.ignore_patterns("__pycache__", *([] if with_kernels else ["*.so", "*.pyd"]))
+    shutil.copytree(src, to / "gguf_schema", ignore=ignore)
+
+
+@pytest.mark.skipif(not COMPILED_DEQUANTIZE, reason="no compiled kernels in this installation")
+def test_a_source_tree_without_kernels_that_hides_the_installed_copy_warns_once(tmp_path: Path) -> None:
+    # issue 28: `pip install .` in a clone, then Python started in the clone's root imports the clone's own
+    # folder (first on the path), which has no compiled kernels: silently slower. Here: a clone (sources and
+    # setup.py, no kernels) and an installed copy with kernels on PYTHONPATH, as site-packages would be.
+    clone, site = tmp_path / "clone", tmp_path / "site"
+    _copy_package(clone, with_kernels=False)
+    (clone / "setup.py").write_text("# the clone's build script\n")
+    _copy_package(site, with_kernels=True)
+    code = (
+        "import warnings; warnings.simplefilter('default')\n"
+        "import gguf_schema, gguf_schema.tensors.engine as e\n"
+        "print(gguf_schema.__file__, e.compiled_kernels is None)\n"
+        "import importlib; importlib.import_module('gguf_schema.tensors')\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(site)}
+    env.pop("GGUF_SCHEMA_NO_KERNELS", None)
+    r = subprocess.run([sys.executable, "-c", code], cwd=clone, env=env, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == [str(clone / "gguf_schema" / "__init__.py"), "True"]
+    warned = [line for line in r.stderr.splitlines() if "GGUFInstallWarning" in line]
+    assert len(warned) == 1
+    assert (
+        f"GGUFInstallWarning: gguf_schema was imported from the source tree {clone / 'gguf_schema'}, which has no "
+        f"compiled kernels, not from the installed copy {site / 'gguf_schema'}, which has them" in warned[0]
+    )
+    # started elsewhere, the installed copy is imported: no warning; nor with the kernels switched off on purpose
+    r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert r.returncode == 0 and r.stdout.split()[1] == "False" and "GGUFInstallWarning" not in r.stderr
+    env["GGUF_SCHEMA_NO_KERNELS"] = "1"
+    r = subprocess.run([sys.executable, "-c", code], cwd=clone, env=env, capture_output=True, text=True)
+    assert r.returncode == 0 and "GGUFInstallWarning" not in r.stderr

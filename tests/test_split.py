@@ -18,6 +18,7 @@ from gguf_schema.errors import GGUFBuildError, GGUFFormatError
 from gguf_schema.tools.split import merge, open_split, parse_size, plan_split, shard_paths, split, split_plan
 
 from .conftest import demo_bytes
+from .helpers import run_cli
 
 
 @pytest.fixture
@@ -258,3 +259,76 @@ def test_a_split_killed_between_its_renames_is_detected_and_cleaned_by_the_next(
     assert paths == old and not [n for n in os.listdir(tmp_path) if ".gguf-tmp-" in n]
     with open_split(paths[0]) as m:
         assert float(m.tensors["blk.5.w"].data[0, 0]) == 5.0
+
+
+def test_merge_of_a_file_that_is_not_split_is_refused(model: Path, tmp_path: Path) -> None:
+    # issue 28: `merge` of a plain file silently wrote a copy of it
+    with pytest.raises(GGUFBuildError, match="not a split model .it has no split.count key.: there is nothing"):
+        merge(model, tmp_path / "copy.gguf")
+    assert not (tmp_path / "copy.gguf").exists()
+    r = run_cli("merge", model, tmp_path / "copy.gguf")
+    assert r.returncode == 2 and not (tmp_path / "copy.gguf").exists()
+    assert r.stderr.decode() == (
+        "gguf-schema: error: not a split model (it has no split.count key): there is nothing to merge, and nothing "
+        f"was written (to copy a file, use convert) (in {model})\n"
+    )
+
+
+def _quantized_model(path: Path) -> Path:
+    """A llama-style model whose file type says mostly Q4_K, with a first tensor that is not Q4_K."""
+    from gguf_schema.tensors import quantize
+
+    w = np.sin(np.arange(2 * 256, dtype=np.float32)).reshape(2, 256)
+    gguf_schema.save(
+        path,
+        {
+            "general.architecture": "llama",
+            "general.quantization_version": np.uint32(2),
+            "general.file_type": np.uint32(15),  # MOSTLY_Q4_K_M: mostly Q4_K
+        },
+        {
+            "output_norm.weight": np.ones(256, np.float32),
+            "blk.0.ffn_up.weight": gguf_schema.RawTensor("Q4_K", (2, 256), quantize(w, "Q4_K")),
+            "blk.1.ffn_up.weight": gguf_schema.RawTensor("Q4_K", (2, 256), quantize(w, "Q4_K")),
+        },
+    )
+    return path
+
+
+def test_shards_are_checked_as_shards_and_a_first_shard_stands_for_its_model(tmp_path: Path) -> None:
+    # issue 28: split's own shards failed check: later shards E050 (no architecture) and E052 (quantized tensors
+    # without quantization_version), a first shard without the main type E057
+    from gguf_schema.check import validate
+
+    src = _quantized_model(tmp_path / "q.gguf")
+    paths = split(src, str(tmp_path / "q"), max_tensors=1)
+    model_rules = {"GGUF-E050", "GGUF-E052", "GGUF-E057"}  # (the test models lack llama's required keys: E054)
+    rules = lambda r: [f.rule for f in r.errors if f.rule in model_rules]  # noqa: E731
+    assert rules(validate(src)) == []
+    assert [rules(validate(p)) for p in paths] == [[], [], []]  # E057 is not known without the model
+    with open_split(paths[0]) as m:
+        assert rules(validate(m.shards[0], model=m)) == []
+    broken = tmp_path / "b.gguf"  # the model itself is wrong: the first shard says so, with its model
+    gguf_schema.save(
+        broken,
+        {"general.architecture": "llama", "general.file_type": np.uint32(15)},
+        {"a": np.ones(256, np.float32), "b": gguf_schema.RawTensor("Q4_0", (1, 32), bytes(18))},
+    )
+    bpaths = split(broken, str(tmp_path / "b"), max_tensors=1)
+    with open_split(bpaths[0]) as m:
+        assert rules(validate(m.shards[0], model=m)) == ["GGUF-E052", "GGUF-E057"]
+    assert rules(validate(bpaths[1])) == []  # a later shard is not asked for the model's metadata
+    r = run_cli("check", "--json", paths[0])
+    assert [rep["path"] for rep in json.loads(r.stdout)["reports"]] == paths
+    r = run_cli("scan", *paths)  # shards marked as such; a later shard's absent name is "-", never "None"
+    lines = r.stdout.decode().splitlines()
+    assert r.returncode == 0 and "None" not in r.stdout.decode() and "spec:rejected" not in lines[1] + lines[2]
+    assert lines[1].startswith(f"{paths[1]}: ") and ", shard 2 of 3, - -, file type -, 1 tensors (Q4_Kx1)" in lines[1]
+    r = run_cli("audit", paths[0], paths[2])  # the first shard stands for its model; no shard twice
+    assert r.returncode == 0 and r.stdout.decode().count(": clean") == 3
+    os.rename(paths[1], tmp_path / "away.gguf")
+    r = run_cli("check", paths[0])
+    lines = r.stdout.decode().splitlines()
+    assert r.returncode == 2 and lines[0].startswith(f"{paths[0]}: rejected under profile spec (7 errors")
+    assert f"{paths[0]}: unreadable under profile spec (1 errors, 0 warnings)" in lines
+    assert f"the split model it starts cannot be read: shard 2 of 3 is missing: {paths[1]}" in lines[-1]

@@ -18,7 +18,8 @@ when ``read_gaps`` is set, the small padding ranges are fetched) and reports :cl
   type flagged: ``GGUF-A104``), through the template audit (``GGUF-T*`` rules);
 * invisible or direction-changing characters in special tokens (``GGUF-A201``);
 * bytes no loader reads: trailing data (``GGUF-A301``), gaps between tensors (``GGUF-A302``),
-  non-zero padding (``GGUF-A303``), overlapping tensors (``GGUF-A304``), and tensor data that ggml
+  non-zero padding (``GGUF-A303``), overlapping tensors (``GGUF-A304``), a file that ends before the
+  tensor data it declares (``GGUF-A305``, an error), and tensor data that ggml
   reads at other offsets than a whole-key reader (``GGUF-A401``); tensor names with a NUL (``GGUF-A105``).
 
 :data:`AUDIT_RULES` lists them all (the template rules included); :func:`to_sarif` turns reports
@@ -142,6 +143,13 @@ _FILE_RULES = (
         "warning",
         "overlapping-tensors",
         "Two tensors' data ranges overlap: writing one changes the other, and their sizes do not add up.",
+    ),
+    Rule(
+        "GGUF-A305",
+        "error",
+        "truncated",
+        "The file ends before the tensor data it declares: loaders fail on it (or, reading lazily, fail when they "
+        "reach the missing bytes), while tools that read only the header find nothing wrong.",
     ),
     Rule(
         "GGUF-A401",
@@ -686,6 +694,17 @@ class _Auditor:
                 end, end_name = off + n, tname
         data_end = base + end if spans else f.metadata_end
         size = f.file_size
+        cut = [tname for off, n, tname in spans if base + off + n > size]
+        if cut:
+            names = ", ".join(show(x) for x in cut[:5]) + (f" and {len(cut) - 5} more" if len(cut) > 5 else "")
+            self.add(
+                "GGUF-A305",
+                f"the file ends at byte {size:,}, {data_end - size:,} bytes before the end of the tensor data it "
+                f"declares: {len(cut)} of {len(f.tensor_list)} tensors cut or missing ({names})",
+                key=show(cut[0]),
+                offset=size,
+                length=data_end - size,
+            )
         if data_end >= size:
             return
         padded_end = base + ggml_pad(end, a) if spans else ggml_pad(f.metadata_end, a)

@@ -41,7 +41,7 @@ import numpy as np
 
 from ..errors import GGUFError, GGUFValidationError, shorten
 from ..format.types import GGML_TYPE_COUNT, FileType, GGMLType, ValueType, tensor_nbytes
-from ..format.values import BoolByte, Field, GGUFArray
+from ..format.values import BoolByte, Field, GGUFArray, LazyStrings
 from ..model import GGUFFile, Tensor
 from ..reader import read
 from .loader import GGML_MAX_NAME, LoaderView
@@ -55,6 +55,7 @@ __all__ = [
     "Rule",
     "check",
     "require",
+    "split_place",
     "validate",
 ]
 
@@ -485,13 +486,29 @@ class Report:
 # --------------------------------------------------------------------------- entry points
 
 
-def validate(file_or_path: Any, profile: str = "spec", *, storage_options: Mapping[str, Any] | None = None) -> Report:
+def validate(
+    file_or_path: Any,
+    profile: str = "spec",
+    *,
+    storage_options: Mapping[str, Any] | None = None,
+    model: Any = None,
+) -> Report:
     """Check a GGUF file against a profile's rules and return every finding.
 
     Args:
         file_or_path: an open :class:`~gguf_schema.model.GGUFFile`, a path, a URL, bytes, or a binary file object.
         profile: ``"spec"``, ``"ggml"`` or ``"lenient"``.
         storage_options: for a URL, the options of its fsspec backend (credentials, endpoints).
+        model: when the file is the first shard of a split model, that model
+            (:func:`gguf_schema.open_split`, or anything with a ``tensor_list``): the rules about the
+            model's tensors (``GGUF-E052`` quantization version, ``GGUF-E057`` file type) then look at
+            every shard's.
+
+    A shard of a split model (``split.count`` > 1) is checked as a shard: a later shard holds only
+    the split keys, so the rules about the model's metadata (architecture, required keys,
+    tokenizer, file type) are not asked of it (its first shard holds that metadata); the first
+    shard is checked for them, and for the rules about the model's tensors only with ``model``
+    (without it ``GGUF-E057`` cannot be known and is not reported).
 
     Never raises for a bad file: a file that cannot be opened gives a ``GGUF-E001`` finding.
 
@@ -505,28 +522,28 @@ def validate(file_or_path: Any, profile: str = "spec", *, storage_options: Mappi
     if profile not in PROFILES:
         raise ValueError(f"unknown profile {profile!r} (choose from {', '.join(PROFILES)})")
     if isinstance(file_or_path, GGUFFile):
-        return _Checker(file_or_path, profile).run()
+        return _Checker(file_or_path, profile, model).run()
     path = (
         os.fspath(file_or_path) if isinstance(file_or_path, (str, os.PathLike)) else getattr(file_or_path, "name", None)
     )
     path = path if isinstance(path, str) else None
     try:
-        f = read(file_or_path, storage_options=storage_options)
+        f = read(file_or_path, storage_options=storage_options, lazy=True)  # strings checked in their bytes
     except GGUFError as e:
         return _unreadable(path, profile, e.offset, e.path, e.value, str(e))
     with f:
-        report = _Checker(f, profile).run()
+        report = _Checker(f, profile, model).run()
         report.path = path
         return report
 
 
-def check(path_or_bytes: Any, profile: str = "spec") -> Report:
+def check(path_or_bytes: Any, profile: str = "spec", *, model: Any = None) -> Report:
     """Same as :func:`validate`: the name the ``check`` command uses.
 
     >>> check(b"GGUF\\x09\\x00\\x00\\x00", "lenient").findings[0].rule
     'GGUF-E001'
     """
-    return validate(path_or_bytes, profile)
+    return validate(path_or_bytes, profile, model=model)
 
 
 def require(f: GGUFFile, profile: str) -> GGUFFile:
@@ -575,16 +592,50 @@ def _unreadable(
 # --------------------------------------------------------------------------- the checks
 
 
+def split_place(f: GGUFFile) -> tuple[int, int] | None:
+    """``(split.no, split.count)`` of a shard of a split model (llama.cpp's ``gguf-split`` keys, with
+    ``split.count`` > 1); None for a file that is not one.
+
+    >>> import io, gguf_schema
+    >>> buf = io.BytesIO()
+    >>> gguf_schema.save(buf, {"split.no": 1, "split.count": 3})
+    >>> split_place(gguf_schema.open(buf.getvalue()))
+    (1, 3)
+    """
+    no, count = f.fields.get("split.no"), f.fields.get("split.count")
+    if count is None or not count.type.is_integer or count.value < 2:
+        return None
+    if no is not None and not no.type.is_integer:
+        return None
+    return (int(no.value) if no is not None else 0), int(count.value)
+
+
+def _invalid_strings(items: Any) -> list[int]:
+    """The indices of the strings of an array that are not valid UTF-8; an undecoded (lazy) array is
+    checked in its stored bytes, without making a Python string of each item."""
+    if isinstance(items, LazyStrings):
+        return items.invalid_utf8()
+    if not items or not _SURROGATES.search("".join(items)):
+        return []
+    return [i for i, s in enumerate(items) if _SURROGATES.search(s)]
+
+
 class _Checker:
     """Runs the checks of one profile over one open file and collects findings."""
 
-    def __init__(self, f: GGUFFile, profile: str):
+    def __init__(self, f: GGUFFile, profile: str, model: Any = None):
         self.f = f
         self.profile = profile
         self.findings: list[Finding] = []
         self.ls = 4 if f.version == 1 else 8  # bytes of a stored length/count
         self.size = f.file_size
         self.view = LoaderView(f)
+        self.shard = split_place(f)
+        # the tensors of the model this file stands for: its own, every shard's (a first shard with its
+        # model), or None (a first shard alone: the model's tensors are not known)
+        self.model_tensors: list[Tensor] | None = (
+            f.tensor_list if self.shard is None else (list(model.tensor_list) if model is not None else None)
+        )
 
     @cached_property
     def key_list(self) -> list[str]:
@@ -608,9 +659,12 @@ class _Checker:
             self.ggml_layout()
         if p == SPEC:
             self.offsets_aligned()
-            self.standard_keys()
-            self.tokenizer()
-            self.file_type()
+            if self.shard is not None and self.shard[0] > 0:  # a later shard: the model's metadata is in the first
+                self.key_types()
+            else:
+                self.standard_keys()
+                self.tokenizer()
+                self.file_type()
             self.padding()
         return Report(self.f.name, p, self.findings)
 
@@ -769,8 +823,7 @@ class _Checker:
                     int(raw[i]),
                     f"bool array item stored as byte {int(raw[i])} ({bad.size} such items)",
                 )
-        elif arr.type == ValueType.STRING and arr.items and _SURROGATES.search("".join(arr.items)):
-            bad_items = [i for i, s in enumerate(arr.items) if _SURROGATES.search(s)]
+        elif arr.type == ValueType.STRING and (bad_items := _invalid_strings(arr.items)):
             i = bad_items[0]
             at = self.item_offset(fld, i) if top else offset
             self.add(
@@ -1115,7 +1168,8 @@ class _Checker:
                     arch,
                     f"architecture {shorten(arch)} is not one the spec names",
                 )
-        quantized = [t for t in self.f.tensor_list if isinstance(t.type, GGMLType) and t.type.quantized]
+        tensors = self.model_tensors if self.model_tensors is not None else self.f.tensor_list
+        quantized = [t for t in tensors if isinstance(t.type, GGMLType) and t.type.quantized]
         if quantized and "general.quantization_version" not in fields:
             self.add(
                 "GGUF-E052",
@@ -1124,7 +1178,18 @@ class _Checker:
                 None,
                 f"general.quantization_version is missing but tensor {shorten(quantized[0].name)} is {quantized[0].type_name}",
             )
-        types = key_types(spec)
+        self.key_types()
+        if arch is not None:
+            for key in required_keys(spec).get(arch, []):
+                if key not in fields:
+                    self.add(
+                        "GGUF-E054", None, key, None, f"{key} is missing (required for architecture {shorten(arch)})"
+                    )
+
+    def key_types(self) -> None:
+        """GGUF-E053: each standardized key the file holds has its specified type."""
+        fields = self.f.fields
+        types = key_types(load_spec())
         templates = {k[len(_LLM) :]: v for k, v in types.items() if k.startswith(_LLM)}
         typed = _typed_keys(self.key_text, types, templates, fields)
         for fld in fields.records:
@@ -1136,12 +1201,6 @@ class _Checker:
                 self.add(
                     "GGUF-E053", self.value_offset(fld), fld.key, have, f"{fld.key} is {have}, the spec says {want}"
                 )
-        if arch is not None:
-            for key in required_keys(spec).get(arch, []):
-                if key not in fields:
-                    self.add(
-                        "GGUF-E054", None, key, None, f"{key} is missing (required for architecture {shorten(arch)})"
-                    )
 
     def tokenizer(self) -> None:
         fields = self.f.fields
@@ -1184,8 +1243,9 @@ class _Checker:
         if v not in spec_values.values():
             self.add("GGUF-W002", at, fld.key, v, f"general.file_type {v} is not in the spec's table")
         main = FILE_TYPE_MAIN.get(v)
-        present = {t.type for t in self.f.tensor_list}
-        if main is not None and self.f.tensor_list and main not in present:
+        tensors = self.model_tensors  # None: a first shard alone, whose model's tensors are not known
+        present = {t.type for t in tensors or ()}
+        if main is not None and tensors and main not in present:
             names = ", ".join(sorted(x.name if isinstance(x, GGMLType) else str(x) for x in present))
             self.add(
                 "GGUF-E057",

@@ -30,19 +30,21 @@ about how a remote file is read (a server without range requests) is printed on 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
+import signal
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NoReturn
 
-from .. import __version__
+from .. import __version__, durable
 from ..check.validate import PROFILES
 from ..errors import GGUFError
 from ..writer import strict_writes
 from . import audit, check, commands, generate, model_commands, quantize, scan
-from .conventions import EXIT_ERROR, add_open_options, library_warnings, output_streams
+from .conventions import EXIT_ERROR, EXIT_INTERRUPTED, add_open_options, error, library_warnings, output_streams, write
 
 __all__ = ["build_parser", "main", "parse_storage_option"]
 
@@ -54,6 +56,9 @@ COMMAND_MODULES = (generate, commands, model_commands, check, scan, quantize, au
 WRITING_COMMANDS = ("build", "set", "set-file", "delete", "rename", "convert", "split", "merge", "quantize")
 #: commands whose output file is positional: ``-o/--output`` is accepted in its place
 POSITIONAL_OUTPUT = ("build", "convert", "merge", "split", "export")
+#: commands that read no GGUF file of the user's: the reading options (``--limit``, ``--no-mmap``,
+#: ``--storage-option``) are not offered by them, and given before them are a usage error
+NO_GGUF_INPUT = ("demo", "generate", "rules", "audit-spec")
 
 _STORAGE_HELP = (
     "option for the fsspec backend of URLs (credentials, endpoints), repeatable: "
@@ -79,8 +84,18 @@ dump, tensors, get: output printed, a warning names the missing bytes and tensor
 Results go to stdout; notes, warnings ("gguf-schema: warning: [RULE] ...") and progress to stderr."""
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with the one error prefix of the command line: usage errors print the usage, then
+    ``gguf-schema: error: ...``, and exit 2 (argparse's own would say ``gguf-schema set: error:``)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        error(message)
+        raise SystemExit(EXIT_ERROR)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="gguf-schema",
         description="Inspect, check, edit and convert GGUF model files.",
         epilog=EPILOG,
@@ -99,11 +114,13 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in COMMAND_MODULES:
         module.register_cli(sub)
-    for command in sub.choices.values():  # also accepted after the command
+    for name, command in sub.choices.items():
         if command.epilog is None:
             command.epilog = EPILOG
             command.formatter_class = argparse.RawDescriptionHelpFormatter
-        add_open_options(command, suppress=True)
+        if name in NO_GGUF_INPUT:
+            continue
+        add_open_options(command, suppress=True)  # also accepted after the command
         command.add_argument(
             "--storage-option",
             dest="storage_after",
@@ -158,14 +175,51 @@ class _NoteHandler(logging.Handler):
 
 def _error(message: str) -> None:
     with output_streams():
-        print(f"gguf-schema: error: {message}", file=sys.stderr)
+        error(message)
+
+
+def _reading_options_apply(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """The reading options given before a command that reads no GGUF file are a usage error."""
+    if args.command not in NO_GGUF_INPUT:
+        return
+    given = [
+        flag
+        for flag, present in (
+            ("--limit", args.limit_before),
+            ("--no-mmap", args.no_mmap),
+            ("--storage-option", args.storage_before),
+        )
+        if present
+    ]
+    if given:
+        names = given[0] if len(given) == 1 else ", ".join(given[:-1]) + " and " + given[-1]
+        parser.error(f"{args.command} reads no GGUF file, so {names} {'does' if len(given) == 1 else 'do'} not apply")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line with ``argv`` (default: ``sys.argv[1:]``); returns the exit code."""
+    """Run the command line with ``argv`` (default: ``sys.argv[1:]``); returns the exit code.
+
+    Ctrl-C (``KeyboardInterrupt``) at any moment ends the command with one line on stderr that
+    says what became of each file it was writing, and exit status 130: ``gguf-schema: interrupted;
+    FILE unchanged`` (or ``FILE not written``, or ``FILE changed: the edit had committed`` when the
+    interrupt came after the commit). The writes record each commit in the same uninterruptible
+    step as the commit itself (:func:`gguf_schema.durable.recording`), so the line is always true.
+    """
+    given: list[argparse.Namespace] = []
+    with durable.recording() as writes:
+        try:
+            return _main(argv, given)
+        except KeyboardInterrupt:
+            _interrupted(given[0] if given else None, writes)
+            return EXIT_INTERRUPTED
+
+
+def _main(argv: Sequence[str] | None, given: list[argparse.Namespace]) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    given.append(args)
     _resolve_output(parser, args)
+    _reading_options_apply(parser, args)
     options = (args.storage_before or []) + getattr(args, "storage_after", [])
     args.storage_options = dict(options) or None
     library_log = logging.getLogger("gguf_schema")
@@ -192,3 +246,88 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         library_log.removeHandler(notes)
         library_log.setLevel(level)
+
+
+# --------------------------------------------------------------------------- Ctrl-C
+
+#: commands that change the file they are given (an interrupted one "had committed" its edit)
+EDIT_COMMANDS = ("set", "set-file", "delete", "rename", "recover")
+
+
+def _interrupted(args: argparse.Namespace | None, writes: list[durable.WriteRecord]) -> None:
+    """The one line printed after Ctrl-C (a second Ctrl-C meanwhile cannot cut it short)."""
+    try:
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    except (ValueError, OSError):  # not the main thread: signals go elsewhere anyway
+        previous = None
+    try:
+        with contextlib.suppress(Exception):  # nothing may turn the report into a traceback
+            sys.stdout.flush()
+        with contextlib.suppress(Exception), output_streams():
+            write(interrupted_line(args, writes) + "\n", sys.stderr)
+            sys.stderr.flush()
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+
+
+def interrupted_line(args: argparse.Namespace | None, writes: Sequence[durable.WriteRecord]) -> str:
+    """What became of the files a command was writing when it was interrupted, in one line.
+
+    >>> from gguf_schema.durable import WriteRecord
+    >>> ns = argparse.Namespace(command="set", file="m.gguf", output=None)
+    >>> interrupted_line(ns, [WriteRecord(os.path.realpath("m.gguf"), True, False)])
+    'gguf-schema: interrupted; m.gguf unchanged'
+    >>> interrupted_line(ns, [WriteRecord(os.path.realpath("m.gguf"), True, True)])
+    'gguf-schema: interrupted; m.gguf changed: the edit had committed'
+    >>> interrupted_line(argparse.Namespace(command="info", file="m.gguf"), [])
+    'gguf-schema: interrupted; nothing was written'
+    """
+    command = getattr(args, "command", None)
+    spelled = _paths_as_given(args)
+    states: dict[str, tuple[bool, bool]] = {}  # path -> (existed, committed), in order
+    for w in writes:
+        existed, committed = states.get(w.path, (w.existed, False))
+        states[w.path] = (existed, committed or w.committed)
+    if not states:
+        for path in _declared_targets(args):
+            states[os.path.realpath(path)] = (os.path.exists(path), False)
+    if not states:
+        return "gguf-schema: interrupted; nothing was written"
+    what = "edit" if command in EDIT_COMMANDS else "write"
+    words = {
+        (True, True): f"changed: the {what} had committed",
+        (False, True): "written: the write had committed",
+        (True, False): "unchanged",
+        (False, False): "not written",
+    }
+    groups: dict[tuple[bool, bool], list[str]] = {}
+    for path, state in states.items():
+        groups.setdefault(state, []).append(spelled.get(path, path))
+    parts = []
+    for state, names in groups.items():
+        shown = ", ".join(names) if len(names) <= 3 else f"{names[0]} and {len(names) - 1} other files"
+        parts.append(f"{shown} {words[state]}")
+    return "gguf-schema: interrupted; " + "; ".join(parts)
+
+
+def _paths_as_given(args: argparse.Namespace | None) -> dict[str, str]:
+    """Real path (symbolic links resolved, as writes record them) -> the path as the user typed it, for
+    the files named on the command line."""
+    out: dict[str, str] = {}
+    for name in ("file", "output", "first_shard", "files"):
+        value = getattr(args, name, None)
+        for p in value if isinstance(value, list) else [value]:
+            if isinstance(p, str) and p and "://" not in p:
+                out.setdefault(os.path.realpath(p), p)
+    return out
+
+
+def _declared_targets(args: argparse.Namespace | None) -> list[str]:
+    """The file a command would write, as its arguments name it (before any write began)."""
+    if args is None or args.command in NO_GGUF_INPUT or args.command == "split":
+        return []
+    if args.command in EDIT_COMMANDS:
+        return [getattr(args, "output", None) or args.file] if args.command != "recover" else list(args.files)
+    output = getattr(args, "output", None)
+    return [output] if isinstance(output, str) else []

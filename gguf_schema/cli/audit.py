@@ -7,30 +7,50 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from typing import Any
 
 from ..check.audit import AUDIT_RULES, AuditResult, audit, to_sarif
+from ..check.validate import split_place
 from ..errors import GGUFError
-from .conventions import open_file, write_json
+from ..tools.split import open_split
+from .conventions import EXIT_ERROR, error, open_file, open_options, write_json
 
 __all__ = ["register_cli"]
 
 
-def _audit(args: argparse.Namespace, src: str) -> AuditResult:
-    """``audit`` of a file opened as the global options say (limits, mmap, storage options)."""
+def _audit(args: argparse.Namespace, src: str) -> list[AuditResult]:
+    """The audit of ``src`` opened as the global options say (limits, mmap, storage options): one report,
+    or, for the first shard of a split model (which stands for its model: a loader reads every shard),
+    one per shard; a set that cannot be assembled adds an unreadable report saying why."""
     try:
         f = open_file(args, src, lazy=True)
     except GGUFError as e:
-        return AuditResult(src, readable=False, error=str(e))
+        return [AuditResult(src, readable=False, error=str(e))]
     with f:
         result = audit(f, render=args.render, read_gaps=True if args.read_gaps else None)
-    result.source = src
-    return result
+        result.source = src
+        place = split_place(f)
+    if place is None or place[0] != 0:
+        return [result]
+    try:
+        model = open_split(src, lazy=True, **open_options(args))
+    except GGUFError as e:
+        return [result, AuditResult(src, readable=False, error=f"the split model it starts cannot be read: {e}")]
+    with model:
+        results = [result]
+        for shard, shard_path in zip(model.shards[1:], model.paths[1:], strict=True):
+            later = audit(shard, render=args.render, read_gaps=True if args.read_gaps else None)
+            later.source = shard_path
+            results.append(later)
+        return results
 
 
 def _cmd_audit(args: argparse.Namespace) -> int:
-    reports = [_audit(args, src) for src in args.files]
+    reports: list[AuditResult] = []
+    for src in args.files:
+        done = {r.source for r in reports if r.readable}
+        if src not in done:  # a shard already audited with its first shard
+            reports += [r for r in _audit(args, src) if r.source not in done]
     fmt = "json" if args.json else args.format
     if args.sarif is not None:
         if args.sarif == "-":
@@ -78,8 +98,8 @@ def register_cli(subparsers: Any) -> None:
         help="audit untrusted GGUF files: shadowed keys, chat templates, hidden characters, unread bytes",
         description=(
             "Audit GGUF files (paths or URLs; of a URL only the header is fetched) for what their loader will run "
-            "and what hides from other tools. Exit status: 0 nothing at warning or above, 1 findings, "
-            "2 a file could not be read."
+            "and what hides from other tools. The first shard of a split model stands for its model: every shard "
+            "is audited. Exit status: 0 nothing at warning or above, 1 findings, 2 a file could not be read."
         ),
     )
     p.add_argument("files", nargs="*", metavar="FILE_OR_URL")
@@ -102,6 +122,6 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.rules:
         return _cmd_audit_rules(args)
     if not args.files:
-        print("gguf-schema audit: error: give at least one FILE_OR_URL (or --rules)", file=sys.stderr)
-        return 2
+        error("audit: give at least one FILE_OR_URL (or --rules)")
+        return EXIT_ERROR
     return _cmd_audit(args)

@@ -7,34 +7,59 @@ differences, 1 differences, 2 unreadable document or one that states no part of 
 from __future__ import annotations
 
 import argparse
-import sys
+import os
 from pathlib import Path
 from typing import Any
 
 from ..check.spec_audit import audit_spec
-from ..check.validate import PROFILES, RULES, Finding, Report, validate
+from ..check.validate import PROFILES, RULES, Finding, Report, split_place, validate
 from ..errors import GGUFError
-from .conventions import open_file, write_json
+from ..tools.split import open_split
+from .conventions import EXIT_ERROR, error, open_file, open_options, write_json
 
 
-def _validate(args: argparse.Namespace, path: str) -> Report:
-    """``validate`` of a file opened as the global options say (limits, mmap, storage options)."""
+def _validate(args: argparse.Namespace, path: str) -> list[Report]:
+    """The reports of ``path`` opened as the global options say (limits, mmap, storage options): one,
+    or, for the first shard of a split model (which stands for its model), one per shard, the first
+    checked with the model's tensors; a set that cannot be assembled adds a report saying why."""
     try:
-        f = open_file(args, path)
+        f = open_file(args, path, lazy=True)  # strings are checked in their stored bytes, never all decoded
     except GGUFError as e:
         found = Finding("GGUF-E001", "error", e.offset, e.path, None, f"cannot read the file: {e}")
-        return Report(path, args.profile, [found], readable=False)
+        return [Report(path, args.profile, [found], readable=False)]
     with f:
-        report = validate(f, args.profile)
-    report.path = path
-    return report
+        place = split_place(f)
+        if place is None or place[0] != 0:
+            report = validate(f, args.profile)
+            report.path = path
+            return [report]
+        try:
+            model = open_split(path, lazy=True, **open_options(args))
+        except GGUFError as e:
+            alone = validate(f, args.profile)
+            alone.path = path
+            why = Finding(
+                "GGUF-E001", "error", e.offset, e.path, None, f"the split model it starts cannot be read: {e}"
+            )
+            return [alone, Report(path, args.profile, [why], readable=False)]
+    with model:
+        reports = []
+        for i, (shard, shard_path) in enumerate(zip(model.shards, model.paths, strict=True)):
+            report = validate(shard, args.profile, model=model if i == 0 else None)
+            report.path = shard_path
+            reports.append(report)
+        return reports
 
 
 __all__ = ["register_cli"]
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
-    reports = [_validate(args, path) for path in args.files]
+    reports: list[Report] = []
+    for path in args.files:
+        done = {os.path.abspath(r.path) for r in reports if r.path is not None and r.readable}
+        if os.path.abspath(path) not in done:  # a shard already checked with its first shard
+            reports += [r for r in _validate(args, path) if r.path is None or os.path.abspath(r.path) not in done]
     if args.json:
         write_json({"profile": args.profile, "reports": [r.to_dict() for r in reports]}, indent=2)
     else:
@@ -74,7 +99,9 @@ def _register_check(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "check",
         help="check GGUF files against the spec, ggml's reader, or readability",
-        description="Check GGUF files. Exit status: 0 clean, 1 error findings, 2 a file could not be read.",
+        description="Check GGUF files. The first shard of a split model stands for its model: every shard is "
+        "checked, the rules about the model's metadata and tensors on the first, each later shard as a shard. "
+        "Exit status: 0 clean, 1 error findings, 2 a file could not be read.",
     )
     p.add_argument("--profile", choices=PROFILES, default="spec", help="which rules to apply (default: spec)")
     p.add_argument("--json", action="store_true", help="print the reports as JSON")
@@ -90,11 +117,11 @@ def _cmd_audit(args: argparse.Namespace) -> int:
     try:
         text = Path(args.spec).read_text(encoding="utf-8")
     except OSError as e:
-        print(f"gguf-schema: error: {e.strerror or e}: {args.spec}", file=sys.stderr)
-        return 2
+        error(f"{e.strerror or e}: {args.spec}")
+        return EXIT_ERROR
     except UnicodeDecodeError as e:
-        print(f"gguf-schema: error: {args.spec} is not UTF-8 text ({e.reason} at byte {e.start})", file=sys.stderr)
-        return 2
+        error(f"{args.spec} is not UTF-8 text ({e.reason} at byte {e.start})")
+        return EXIT_ERROR
     report = audit_spec(text)
     if args.json:
         write_json({"document": args.spec, **report.to_dict()}, indent=2)

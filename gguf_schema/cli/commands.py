@@ -32,7 +32,7 @@ from .. import durable
 from ..errors import GGUFBuildError, GGUFError, GGUFFormatError, GGUFKeyError
 from ..format.source import is_url
 from ..format.types import FileType, ValueType
-from ..format.values import Field
+from ..format.values import Field, LazyStrings
 from ..model import GGUFFile
 from ..tools import convert as convert_mod
 from ..tools import diff as diff_mod
@@ -40,11 +40,14 @@ from ..tools import edit, jsonio
 from ..tools import split as split_mod
 from .conventions import (
     EXIT_TRUNCATED,
+    error,
     open_file,
     open_options,
     positive_int,
     read_options,
     truncation,
+    visible,
+    warn,
     warn_truncated,
     write,
     write_json,
@@ -147,7 +150,7 @@ def _info_data(f: GGUFFile, path: str) -> dict[str, Any]:
         model["hparams"] = {
             k: md[f"{arch}.{k}"]
             for k in _ARCH_KEYS
-            if f"{arch}.{k}" in md and not isinstance(md[f"{arch}.{k}"], (list, np.ndarray))
+            if f"{arch}.{k}" in md and not isinstance(md[f"{arch}.{k}"], (list, np.ndarray, LazyStrings))
         }
         data["model"] = model
     if "tokenizer.ggml.model" in md or "tokenizer.ggml.tokens" in f.fields:
@@ -244,7 +247,7 @@ def _done(f: GGUFFile, path: str) -> int:
 
 
 def _cmd_info(args: argparse.Namespace) -> int:
-    with _open(args) as f:
+    with _open(args, lazy=True) as f:  # a vocabulary is counted, never decoded
         data = _info_data(f, args.file)
         if args.json:
             write_json(data)
@@ -348,7 +351,7 @@ def _cmd_tensors(args: argparse.Namespace) -> int:
 def _cmd_get(args: argparse.Namespace) -> int:
     with _open(args) as f:
         if args.key not in f.fields:
-            raise GGUFKeyError(f"no metadata key {args.key!r}", path=args.file, value=args.key)
+            raise f.fields.missing(args.key).replace(path=args.file)
         fld = f.fields[args.key]
         if args.json:
             write_json(jsonio.field_json(fld), indent=None)
@@ -405,7 +408,7 @@ def _report_edit(what: str, result: edit.EditResult, args: argparse.Namespace | 
             },
             indent=None,
         )
-        return 0
+        return _edited_truncated(result)
     if result.in_place:
         how = f"in place, {_num(result.bytes_written)} header bytes changed"
     elif result.cloned:
@@ -413,32 +416,99 @@ def _report_edit(what: str, result: edit.EditResult, args: argparse.Namespace | 
     else:
         how = f"rewritten, {_num(result.bytes_written)} bytes"
     print(f"{what}: {result.path} ({how})", file=sys.stderr)
-    return 0
+    return _edited_truncated(result)
+
+
+def _edited_truncated(result: edit.EditResult) -> int:
+    """An edit does not repair a truncated file: say so, exit 3 (the edit itself was made)."""
+    if not result.missing_bytes:
+        return 0
+    warn(
+        f"{result.path} is truncated: {result.missing_bytes:,} bytes of tensor data are missing (the edit was made; "
+        "the file is as incomplete as before)"
+    )
+    return EXIT_TRUNCATED
+
+
+def _new_key_allowed(args: argparse.Namespace) -> bool:
+    """Whether ``set``/``set-file`` may add ``args.key`` as a new key: yes with ``--add``; for a key
+    that is not in the file, on a terminal the user is asked; otherwise the edit is refused (a typo
+    in a key must not silently add one and rewrite the file)."""
+    if args.add:
+        return True
+    with open_file(args, args.file, lazy=True) as f:
+        if args.key in f.fields:
+            return False  # not new: nothing to allow (a key deleted meanwhile is refused by the edit)
+        near = f.fields.near(args.key)
+    hint = f" (did you mean {' or '.join(repr(k) for k in near)}?)" if near else ""
+    if _interactive():
+        sys.stderr.write(
+            visible(f"gguf-schema: {args.file} has no key {args.key!r}{hint}; add it as a new key? [y/N] ")
+        )
+        sys.stderr.flush()
+        answer = sys.stdin.readline().strip().lower()
+        if answer in ("y", "yes"):
+            return True
+    raise GGUFKeyError(
+        f"no metadata key {args.key!r}{hint}: nothing was written (pass --add to add it as a new key)",
+        path=args.file,
+        value=args.key,
+    )
+
+
+def _interactive() -> bool:
+    """Whether the user can be asked a question: standard input and standard error are terminals."""
+    try:
+        return sys.stdin.isatty() and sys.stderr.isatty()
+    except (AttributeError, ValueError, OSError):
+        return False
+
+
+def _refuse_new_key(f: GGUFFile, args: argparse.Namespace, allowed: bool, added: list[bool]) -> None:
+    """Inside the edit (under the lock): a key that is not there may only be added when allowed
+    (``added`` records whether it was new)."""
+    added[:] = [args.key not in f.fields]
+    if added[0] and not allowed:
+        raise f.fields.missing(args.key).replace(
+            reason=f"no metadata key {args.key!r}: nothing was written (pass --add to add it as a new key)",
+            path=args.file,
+        )
+
+
+def _value_for(key: str, text: str, vt: ValueType | None, et: ValueType | None) -> Any:
+    """``text`` read as a value of type ``vt`` for ``key``; an error names the key."""
+    try:
+        return parse_value_text(text, vt, et)[1]
+    except GGUFBuildError as e:
+        raise e.replace(path=f"key {key!r}") from None
 
 
 def _cmd_set(args: argparse.Namespace) -> int:
     vt, et = parse_type(args.type) if args.type else (None, None)
+    allowed, added = _new_key_allowed(args), [False]
 
     def apply(f: GGUFFile) -> None:
+        _refuse_new_key(f, args, allowed, added)
         t, e = vt, et
         if t is None and args.key in f.fields:
             old = f.fields[args.key]
             t, e = old.type, old.element_type
-        _, value = parse_value_text(args.value, t, e)
-        f.set(args.key, value, t, e)
+        f.set(args.key, _value_for(args.key, args.value, t, e), t, e)
 
     with Progress(file_size(args.file), "write") as bar:
         result = edit.edit_file(
             args.file, apply, output=args.output, progress=bar.update, in_place=args.in_place, **read_options(args)
         )
-    return _report_edit(f"set {args.key}", result, args, key=args.key)
+    return _report_edit(f"set {args.key}" + (" (a new key)" if added[0] else ""), result, args, key=args.key)
 
 
 def _cmd_set_file(args: argparse.Namespace) -> int:
     with open(args.path, "rb") as fh:
         text = fh.read().decode("utf-8", "surrogateescape")  # the bytes kept exactly
+    allowed, added = _new_key_allowed(args), [False]
 
     def apply(f: GGUFFile) -> None:
+        _refuse_new_key(f, args, allowed, added)
         old = f.fields.get(args.key)
         if old is None or old.type == ValueType.STRING:
             f.set(args.key, text, ValueType.STRING)
@@ -457,7 +527,9 @@ def _cmd_set_file(args: argparse.Namespace) -> int:
         result = edit.edit_file(
             args.file, apply, output=args.output, progress=bar.update, in_place=args.in_place, **read_options(args)
         )
-    return _report_edit(f"set {args.key} from {args.path}", result, args, key=args.key)
+    return _report_edit(
+        f"set {args.key} from {args.path}" + (" (a new key)" if added[0] else ""), result, args, key=args.key
+    )
 
 
 def _cmd_delete(args: argparse.Namespace) -> int:
@@ -552,13 +624,16 @@ def _cmd_recover(args: argparse.Namespace) -> int:
     for path in args.files:
         try:
             done = durable.recover(path)
-            with open_file(args, path) as f:  # it must read again
+            with open_file(args, path, lazy=True) as f:  # it must read again
                 state = f"it reads: {len(f.fields)} keys, {len(f.tensor_list)} tensors"
+                cut = warn_truncated(f, path)
         except GGUFError as e:
-            print(f"gguf-schema: error: {path}: {e}", file=sys.stderr)
+            error(f"{path}: {e}")
             status = 2
             continue
         write(f"{path}: {done or 'no interrupted edit to recover'}; {state}\n")
+        if cut and status == 0:
+            status = EXIT_TRUNCATED
     return status
 
 
@@ -594,9 +669,13 @@ def _cmd_diff(args: argparse.Namespace) -> int:
     try:
         b = split_mod.open_model(args.b, **options)
         try:
-            total = 0 if args.no_data else sum(t.nbytes for t in a.tensor_list if t.name in b.tensors) * 2
+            cut = [warn_truncated(m, p) for m, p in ((a, args.a), (b, args.b))]
+            data = not args.no_data and not any(cut)
+            if any(cut) and not args.no_data:
+                warn("tensor data not compared: a file is truncated (types and shapes are)")
+            total = 0 if not data else sum(t.nbytes for t in a.tensor_list if t.name in b.tensors) * 2
             with Progress(total, "hashing") as bar:
-                found = diff_mod.diff(a, b, data=not args.no_data, progress=bar.update)
+                found = diff_mod.diff(a, b, data=data, progress=bar.update)
             records = (
                 [
                     {
@@ -616,17 +695,23 @@ def _cmd_diff(args: argparse.Namespace) -> int:
             b.close()
     finally:
         a.close()
+    truncated = EXIT_TRUNCATED if any(cut) else None
     if args.json:
         write_json({"equal": not found, "differences": records})
-        return 1 if found else 0
+        return truncated or (1 if found else 0)
     if not found:
         print("no differences in header, metadata or tensors")
-        return 0
+        return truncated or 0
     write("\n".join(str(d) for d in found) + "\n")
-    return 1
+    return truncated or 1
 
 
 # --------------------------------------------------------------------------- registration
+
+_ADD_HELP = (
+    "KEY is a new key: add it (without --add a key that is not in FILE is refused, naming the keys it may have "
+    "meant; on a terminal you are asked)"
+)
 
 
 def register_cli(subparsers: Any) -> None:
@@ -714,8 +799,10 @@ def register_cli(subparsers: Any) -> None:
         "set",
         _cmd_set,
         "set a metadata key (tensor data is never loaded)",
-        "Set metadata KEY to VALUE. An existing key keeps its stored type unless --type is given; a new key's "
-        "type is guessed (true/false, integer, decimal number, JSON list, else string). Arrays are JSON lists. "
+        "Set metadata KEY to VALUE. An existing key keeps its stored type unless --type is given. A key that is "
+        "not in FILE is added only with --add (or when you say so on a terminal): a typo is refused, with the keys "
+        "it may have meant; a new key's type is guessed (true/false, integer, decimal number, JSON list, else "
+        "string). Arrays are JSON lists. "
         "The file is changed in place when its header keeps its size, else rewritten through a temporary "
         "file; tensor bytes are copied unchanged.",
     )
@@ -723,19 +810,22 @@ def register_cli(subparsers: Any) -> None:
     p.add_argument("key", metavar="KEY")
     p.add_argument("value", metavar="VALUE")
     p.add_argument("--type", metavar="T", help=f"value type: {types}")
+    p.add_argument("--add", action="store_true", help=_ADD_HELP)
     output(p)
 
     p = add(
         "set-file",
         _cmd_set_file,
         "set a key to the contents of a file (e.g. a chat template)",
-        "Set metadata KEY to the contents of PATH. A new key or a STRING key stores the bytes exactly as a "
+        "Set metadata KEY to the contents of PATH (a key that is not in FILE only with --add, as `set`). A new "
+        "key or a STRING key stores the bytes exactly as a "
         "STRING; a key of another type keeps its type, the text read as `set` reads a value (a number for "
         "UINT32, a JSON list for an ARRAY), or the edit is refused.",
     )
     p.add_argument("file", metavar="FILE")
     p.add_argument("key", metavar="KEY")
     p.add_argument("path", metavar="PATH")
+    p.add_argument("--add", action="store_true", help=_ADD_HELP)
     output(p)
 
     p = add("delete", _cmd_delete, "remove a metadata key")

@@ -11,6 +11,7 @@ Exit codes (all commands):
 3     the file was read but is truncated: its tensor data runs past the end of the file
       (``info``, ``dump``, ``tensors``, ``get``: the output is printed, and a warning on stderr
       names the bytes missing and the tensors affected)
+130   interrupted (Ctrl-C): one line on stderr says what became of each file being written
 ====  ======================================================================================
 
 Output encoding: results go to stdout, notes, warnings and progress to stderr. Text that the
@@ -45,7 +46,7 @@ from typing import Any, TextIO
 
 import numpy as np
 
-from ..errors import GGUFBuildError, GGUFFormatError, GGUFWarning
+from ..errors import GGUFBuildError, GGUFWarning
 from ..format.limits import Limits
 from ..model import GGUFFile
 from ..reader import read
@@ -53,8 +54,10 @@ from ..tools.split import parse_size
 
 __all__ = [
     "ESCAPE_ERRORS",
+    "EXIT_INTERRUPTED",
     "EXIT_TRUNCATED",
     "add_open_options",
+    "error",
     "library_warnings",
     "open_file",
     "open_options",
@@ -72,6 +75,8 @@ __all__ = [
 ]
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR, EXIT_TRUNCATED = 0, 1, 2, 3
+#: the exit status after Ctrl-C (128 + SIGINT, as shells report it)
+EXIT_INTERRUPTED = 130
 
 #: the name of the codec error handler that shows what an output cannot carry (registered on import)
 ESCAPE_ERRORS = "gguf-schema-visible"
@@ -261,6 +266,12 @@ def open_file(args: argparse.Namespace, path: str, *, lazy: bool = False) -> GGU
 # --------------------------------------------------------------------------- reporting
 
 
+def error(message: str) -> None:
+    """An error line on stderr: ``gguf-schema: error: ...``, the one prefix of every command's errors
+    (usage errors included)."""
+    write(f"gguf-schema: error: {message}\n", sys.stderr)
+
+
 def warn(message: str) -> None:
     """A warning line on stderr: ``gguf-schema: warning: ...`` (above a progress bar being drawn)."""
     line = f"gguf-schema: warning: {message}"
@@ -289,23 +300,19 @@ def library_warnings() -> Iterator[None]:
         yield
 
 
-def truncation(f: GGUFFile) -> tuple[int, list[str]]:
-    """``(bytes missing, names of the tensors whose data runs past the end)`` of an open file."""
-    end, cut = f.file_size, []
-    need = end
-    for t in f.tensor_list:
-        try:
-            stop = t.offset + t.nbytes
-        except GGUFFormatError:  # unknown type: no size to check
-            continue
-        if stop > end:
-            cut.append(t.name)
-            need = max(need, stop)
-    return need - end, cut
+def truncation(f: Any) -> tuple[int, list[str]]:
+    """``(bytes missing, names of the tensors whose data runs past the end)`` of an open file, or of
+    every shard of a split model."""
+    shards = getattr(f, "shards", None)
+    if shards is None:
+        missing, cut = f.truncation()
+        return int(missing), list(cut)
+    parts = [s.truncation() for s in shards]
+    return sum(m for m, _ in parts), [name for _, names in parts for name in names]
 
 
-def warn_truncated(f: GGUFFile, path: str) -> bool:
-    """Warn (on stderr) when ``f`` is truncated; returns whether it is."""
+def warn_truncated(f: Any, path: str) -> bool:
+    """Warn (on stderr) when ``f`` (an open file, or a split model) is truncated; returns whether it is."""
     missing, cut = truncation(f)
     if not cut:
         return False

@@ -23,10 +23,11 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import GGUFError
-from ..tools.estimate import CACHE_TYPES, Estimate, estimate
+from ..format.types import GGMLType
+from ..tools.estimate import CACHE_TYPES, MAX_SEQUENCES, Estimate, estimate
 from ..tools.export import DTYPES, export_safetensors
 from ..tools.split import open_model
-from .conventions import open_options, write, write_json
+from .conventions import EXIT_ERROR, EXIT_TRUNCATED, error, open_options, warn_truncated, write, write_json
 from .progress import Progress
 
 __all__ = ["register_cli"]
@@ -44,8 +45,8 @@ def _argument_errors(fn: Handler) -> Handler:
         except ValueError as e:
             if isinstance(e, GGUFError):  # a bad file: main prints it
                 raise
-            print(f"gguf-schema {args.command}: error: {e}", file=sys.stderr)
-            return 2
+            error(str(e))
+            return EXIT_ERROR
 
     return run
 
@@ -121,8 +122,36 @@ def estimate_text(e: Estimate, path: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _int_at_least(low: int, high: int | None = None) -> Callable[[str], int]:
+    """An argparse ``type``: a whole number in ``[low, high]``, refused in the flag's own words."""
+
+    def parse(text: str) -> int:
+        try:
+            n = int(text, 10)
+        except ValueError:
+            n = None
+        if n is None or n < low or (high is not None and n > high):
+            bound = f"a whole number >= {low}" if high is None else f"a whole number from {low} to {high}"
+            raise argparse.ArgumentTypeError(f"needs {bound}, got {text!r}")
+        return n
+
+    return parse
+
+
+def _cache_type_arg(text: str) -> str:
+    if text.strip().lower() not in CACHE_TYPES:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a cache type llama.cpp accepts: {', '.join(CACHE_TYPES)}")
+    return text.strip().lower()
+
+
 @_argument_errors
 def _cmd_estimate(args: argparse.Namespace) -> int:
+    if args.no_flash_attn and GGMLType.of(args.cache_type_v).quantized:
+        error(
+            f"--cache-type-v {args.cache_type_v} is a quantized cache type, which llama.cpp allows only with flash "
+            "attention: leave out --no-flash-attn, or choose f32, f16 or bf16"
+        )
+        return EXIT_ERROR
     model = open_model(args.file, lazy=True, **open_options(args))
     try:
         e = estimate(
@@ -138,13 +167,14 @@ def _cmd_estimate(args: argparse.Namespace) -> int:
             swa_full=args.swa_full,
             kv_unified=args.kv_unified,
         )
+        if args.json:
+            write_json(e.to_dict())
+        else:
+            write(estimate_text(e, args.file))
+        # the weights are sized from the tensor infos; a file without all their bytes would not load
+        return EXIT_TRUNCATED if warn_truncated(model, args.file) else 0
     finally:
         model.close()
-    if args.json:
-        write_json(e.to_dict())
-    else:
-        write(estimate_text(e, args.file))
-    return 0
 
 
 @_argument_errors
@@ -178,21 +208,40 @@ def register_cli(subparsers: Any) -> None:
         "Compute buffers and driver overhead are not estimated. A first shard stands for its split model.",
     )
     p.add_argument("file", metavar="FILE")
-    p.add_argument("--ctx", type=int, metavar="N", help="context size in tokens (default: the model's context_length)")
-    p.add_argument("--batch", type=int, default=512, metavar="N", help="logical batch size (default 512)")
-    p.add_argument("--ubatch", type=int, default=512, metavar="N", help="physical batch size (default 512)")
     p.add_argument(
-        "--cache-type-k", default="f16", metavar="T", help=f"K cache type: {', '.join(CACHE_TYPES)} (default f16)"
+        "--ctx",
+        type=_int_at_least(0),
+        metavar="N",
+        help="context size in tokens (default, or 0: the model's context_length)",
     )
-    p.add_argument("--cache-type-v", default="f16", metavar="T", help="V cache type (default f16)")
+    p.add_argument("--batch", type=_int_at_least(1), default=512, metavar="N", help="logical batch size (default 512)")
+    p.add_argument(
+        "--ubatch", type=_int_at_least(1), default=512, metavar="N", help="physical batch size (default 512)"
+    )
+    p.add_argument(
+        "--cache-type-k",
+        type=_cache_type_arg,
+        default="f16",
+        metavar="T",
+        help=f"K cache type: {', '.join(CACHE_TYPES)} (default f16)",
+    )
+    p.add_argument(
+        "--cache-type-v", type=_cache_type_arg, default="f16", metavar="T", help="V cache type (default f16)"
+    )
     p.add_argument(
         "--gpu-layers",
-        type=int,
+        type=_int_at_least(-1),
         default=0,
         metavar="N",
         help="layers offloaded to the GPU, the output layer first (llama.cpp's -ngl; -1: all; default 0)",
     )
-    p.add_argument("--parallel", type=int, default=1, metavar="N", help="sequences decoded in parallel (default 1)")
+    p.add_argument(
+        "--parallel",
+        type=_int_at_least(1, MAX_SEQUENCES),
+        default=1,
+        metavar="N",
+        help=f"sequences decoded in parallel (default 1, at most {MAX_SEQUENCES})",
+    )
     p.add_argument("--no-flash-attn", action="store_true", help="size the cache for attention without flash attention")
     p.add_argument("--swa-full", action="store_true", help="full-size cache for sliding-window layers")
     p.add_argument("--kv-unified", action="store_true", help="one KV stream shared by all sequences")

@@ -38,9 +38,10 @@ def _line(r: ScanRecord) -> str:
         return f"{r.path}: unreadable: {r.error_type}: {r.error}"
     verdicts = " ".join(f"{p}:{'ok' if ok else 'rejected'}" for p, ok in r.verdicts.items())
     types = ",".join(f"{t}x{n}" for t, n in r.type_histogram.items()) or "-"
+    shard = f" shard {r.split_no + 1} of {r.split_count}," if r.split_no is not None else ""
     return (
-        f"{r.path}: {r.size:,} bytes, v{r.version} {r.byte_order}, {r.architecture or '-'}"
-        f" {r.name!r}, file type {r.file_type or '-'}, {r.tensor_count} tensors ({types}),"
+        f"{r.path}: {r.size:,} bytes, v{r.version} {r.byte_order},{shard} {r.architecture or '-'}"
+        f" {repr(r.name) if r.name is not None else '-'}, file type {r.file_type or '-'}, {r.tensor_count} tensors ({types}),"
         f" {_human(r.parameter_count)} parameters, vocabulary {r.vocab_size if r.vocab_size is not None else '-'},"
         f" {verdicts}"
     )

@@ -7,6 +7,7 @@ prefixed; a leading zero is allowed (``007`` is 7), as people type numbers.
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 from typing import Any
@@ -17,7 +18,6 @@ from ..format.values import GGUFArray, coerce_value
 
 __all__ = ["parse_type", "parse_value_text"]
 
-_TYPE_ALIASES = {"str": "STRING", "float": "FLOAT32", "double": "FLOAT64", "int": "INT32", "uint": "UINT32"}
 _ARRAY_RE = re.compile(r"^array\s*(?:\[\s*([A-Za-z0-9_]+)\s*\]|:\s*([A-Za-z0-9_]+))?$", re.IGNORECASE)
 
 
@@ -37,14 +37,24 @@ def parse_type(text: str) -> tuple[ValueType, ValueType | None]:
 
 
 def _scalar_type(text: str) -> ValueType:
-    name = _TYPE_ALIASES.get(text.strip().lower(), text.strip().upper())
-    try:
+    """A scalar value type by its exact name (any case): ``FLOAT`` or ``int`` are not types, and are
+    refused with the valid names (a guess would store a width the user did not choose).
+
+    >>> _scalar_type("FLOAT")
+    Traceback (most recent call last):
+    ...
+    gguf_schema.errors.GGUFBuildError: unknown value type 'FLOAT' (did you mean float32 or float64?); the value types are uint8, int8, uint16, int16, uint32, int32, float32, bool, string, uint64, int64, float64, and arrays as array[TYPE]
+    """
+    name = text.strip().upper()
+    if name in ValueType.__members__ and name != "ARRAY":
         return ValueType[name]
-    except KeyError:
-        names = ", ".join(t.name.lower() for t in ValueType)
-        raise GGUFBuildError(
-            f"unknown value type {text!r} (one of: {names}; arrays as array[TYPE])", value=text
-        ) from None
+    names = [t.name.lower() for t in ValueType if t != ValueType.ARRAY]
+    near = sorted(difflib.get_close_matches(text.strip().lower(), names, n=2, cutoff=0.6), key=names.index)
+    hint = f" (did you mean {' or '.join(near)}?)" if near else ""
+    raise GGUFBuildError(
+        f"unknown value type {text!r}{hint}; the value types are {', '.join(names)}, and arrays as array[TYPE]",
+        value=text,
+    )
 
 
 _NUMBER_RE = re.compile(r"^[+-]?(\d+\.?\d*([eE][+-]?\d+)?|\.\d+([eE][+-]?\d+)?)$")

@@ -989,23 +989,30 @@ class ArrayItems(Construct):
                 stream.write(obj.raw)  # unchanged strings go back exactly as they were read
                 return obj
             pack = self.length.pack
-            parts = []
-            for i, s in enumerate(obj):
-                try:
-                    b = s.encode("utf-8", "surrogateescape")
-                except (AttributeError, UnicodeEncodeError):
-                    raise GGUFBuildError(
-                        "a STRING array item must be a UTF-8 encodable str", path=where(f"{path}[{i}]"), value=s
-                    ) from None
-                parts.append(pack(len(b)))
-                parts.append(b)
-            stream.write(b"".join(parts))
+            items = obj if isinstance(obj, (list, tuple)) else list(obj)
+            for start in range(0, len(items), _STRING_BATCH):  # memory: one batch, not one object per string
+                parts = []
+                for i, s in enumerate(items[start : start + _STRING_BATCH], start):
+                    try:
+                        b = s.encode("utf-8", "surrogateescape")
+                    except (AttributeError, UnicodeEncodeError):
+                        raise GGUFBuildError(
+                            "a STRING array item must be a UTF-8 encodable str", path=where(f"{path}[{i}]"), value=s
+                        ) from None
+                    parts.append(pack(len(b)))
+                    parts.append(b)
+                stream.write(b"".join(parts))
         elif vt == ValueType.ARRAY:
             for i, a in enumerate(obj):
                 self.nested._build(a, stream, context, f"{path}[{i}]")
         else:
             stream.write(numeric_bytes(obj, vt, self.byte_order, path))
         return obj
+
+
+#: strings of an array encoded and written at a time: building a vocabulary of millions costs one
+#: batch of per-string objects, never one per string of the whole array
+_STRING_BATCH = 1 << 16
 
 
 def numeric_bytes(items: Any, vt: ValueType, byte_order: str, path: str | None) -> bytes:

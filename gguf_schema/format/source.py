@@ -179,6 +179,11 @@ class Source:
         """The file's size now (a local file may have been truncated or grown since it was opened)."""
         return self.size
 
+    def release(self, offset: int, nbytes: int) -> None:
+        """A hint that bytes ``[offset, offset + nbytes)`` are done with (a stream has moved past them):
+        a mapped source lets their pages go from the process's resident memory; others do nothing."""
+        return None
+
     def release_pages(self) -> None:
         """Say that the bytes read so far are not needed for a while: a map gives its pages back to the
         system (they are read again from the file if touched), so that they stop counting in this
@@ -274,6 +279,19 @@ class MappedSource(_LocalFile):
     def _read(self, offset: int, nbytes: int) -> Any:
         return memoryview(self._data)[offset : offset + nbytes]
 
+    def release(self, offset: int, nbytes: int) -> None:
+        """``madvise(MADV_DONTNEED)`` over the whole pages of ``[offset, offset + nbytes)``: they leave the
+        resident memory; the map is shared and read-only, so nothing is lost (the next touch reads
+        them again from the page cache) and views already handed out stay valid."""
+        if self._map is None or _DONTNEED is None or nbytes <= 0:
+            return
+        start = offset - offset % mmap.PAGESIZE
+        end = min(offset + nbytes, self.size)
+        end -= end % mmap.PAGESIZE
+        if end > start:
+            with contextlib.suppress(OSError, ValueError):  # a hint: never an error
+                self._map.madvise(_DONTNEED, start, end - start)
+
     def release_pages(self) -> None:
         if self._map is not None and hasattr(self._map, "madvise") and hasattr(mmap, "MADV_DONTNEED"):
             with contextlib.suppress(OSError, ValueError):
@@ -287,6 +305,9 @@ class MappedSource(_LocalFile):
         self._data = b""
         super().close()
 
+
+#: ``madvise`` advice that drops pages from the resident set (None where the platform has none)
+_DONTNEED: int | None = getattr(mmap, "MADV_DONTNEED", None) if hasattr(mmap.mmap, "madvise") else None
 
 #: the first read of a header that is not mapped; it grows as the parser needs (see RangeSource)
 FIRST_READ = 2 * 2**20

@@ -372,6 +372,8 @@ def _infer_element_type(items: Any) -> ValueType:
             "or an explicit element type",
             value=items,
         )
+    if set(map(type, items)) == {str}:  # the common case (vocabularies), without a call per item
+        return ValueType.STRING
     kinds = {infer_type(x) for x in items}
     if kinds <= {ValueType.STRING}:
         return ValueType.STRING
@@ -482,9 +484,10 @@ def _coerce_items(items: Any, et: ValueType) -> Any:
         if isinstance(items, LazyStrings):
             return items
         out = list(items)
-        for i, s in enumerate(out):
-            if not isinstance(s, str):
-                raise GGUFBuildError(f"item [{i}] of a STRING array is a {type(s).__name__}", value=s)
+        if set(map(type, out)) != {str}:  # (a check per item in C; the loop only for subclasses and errors)
+            for i, s in enumerate(out):
+                if not isinstance(s, str):
+                    raise GGUFBuildError(f"item [{i}] of a STRING array is a {type(s).__name__}", value=s)
         return out
     if et == ValueType.ARRAY:
         return [_coerce_array(x, None) for x in items]

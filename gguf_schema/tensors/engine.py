@@ -43,7 +43,15 @@ try:
 except ImportError:  # built without a C compiler (or GGUF_SCHEMA_NO_KERNELS=1): numpy does all the work
     compiled_kernels = None  # type: ignore[assignment]
 
-__all__ = ["COMPILED_DEQUANTIZE", "COMPILED_QUANTIZE", "ENGINES", "dequantize", "error_sums", "quantize"]
+__all__ = [
+    "COMPILED_DEQUANTIZE",
+    "COMPILED_QUANTIZE",
+    "ENGINES",
+    "compiled_elsewhere",
+    "dequantize",
+    "error_sums",
+    "quantize",
+]
 
 F32 = np.float32
 _CHUNK_ELEMENTS = 1 << 18
@@ -73,6 +81,45 @@ _COMPILED_BLOCKS: frozenset[GGMLType] = _compiled_types(3)
 _COMPILED_ROWS: frozenset[GGMLType] = _compiled_types(4)
 COMPILED_QUANTIZE: frozenset[GGMLType] = _COMPILED_BLOCKS | _COMPILED_ROWS
 """Types whose quantizer is compiled in this installation (empty if ``_kernels`` was not built)."""
+
+
+def compiled_elsewhere() -> str | None:
+    """Where another copy of ``gguf_schema`` with the compiled kernels is, when this copy has none
+    because it was imported from a source tree: Python started in a clone's root after
+    ``pip install .`` imports the clone's folder (first on the import path), not the installed copy.
+    None in every other case (kernels present, not a source tree, ``GGUF_SCHEMA_NO_KERNELS=1``,
+    no other copy). :mod:`gguf_schema` warns with :class:`~gguf_schema.errors.GGUFInstallWarning`
+    when this is not None; the numpy kernels give the same results, more slowly."""
+    import importlib.machinery
+    import sys
+
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # .../gguf_schema
+    source_tree = os.path.isfile(os.path.join(os.path.dirname(here), "setup.py"))
+    if compiled_kernels is not None or not source_tree or os.environ.get("GGUF_SCHEMA_NO_KERNELS") == "1":
+        return None
+    root = os.path.dirname(here)
+    for finder in sys.meta_path:
+        try:
+            if finder is importlib.machinery.PathFinder:
+                others = [p for p in sys.path if os.path.abspath(p or os.curdir) != root]
+                spec = importlib.machinery.PathFinder.find_spec("gguf_schema", others)
+            else:
+                spec = finder.find_spec("gguf_schema", None)
+        except Exception:  # an odd finder must not stop the import of this package
+            continue
+        folders = [] if spec is None else list(spec.submodule_search_locations or [])
+        for folder in folders:
+            if os.path.abspath(folder) == here:
+                continue
+            kernels = os.path.join(folder, "tensors")
+            if any(
+                os.path.isfile(os.path.join(kernels, "_kernels" + suffix))
+                for suffix in importlib.machinery.EXTENSION_SUFFIXES
+            ):
+                return os.path.abspath(folder)
+    return None
+
+
 ENGINES = ("auto", "numpy", "compiled")
 """Values of the ``engine`` argument: compiled kernels where built, numpy only, compiled only."""
 

@@ -57,7 +57,8 @@ def convert(
         limits: resource limits for reading ``source``, as in :func:`gguf_schema.open`.
         mmap: map a local ``source`` (default) or read it with positioned reads (``False``).
 
-    Raises :class:`~gguf_schema.errors.GGUFError` for an unreadable source, a tensor of an
+    Raises :class:`~gguf_schema.errors.GGUFError` for an unreadable source, a truncated one
+    (:class:`~gguf_schema.errors.GGUFTruncatedError`: its copy would be truncated too), a tensor of an
     unknown or removed type, or an invalid byte order or version.
     """
     if byte_order not in (None, "little", "big"):
@@ -66,6 +67,7 @@ def convert(
         raise ValueError(f"version must be 1, 2 or 3, got {version!r}")
     refuse_overwriting_inputs([target], [source], command="convert")
     with read(source, storage_options=storage_options, limits=limits, mmap=mmap) as f:
+        f.require_whole("the converted file")  # a truncated source would give a truncated copy
         for t in f.tensor_list:  # fail before writing anything if a tensor cannot be converted
             if byte_order not in (None, f.byte_order):
                 t.nbytes  # noqa: B018 - raises GGUFFormatError for an unknown or removed type

@@ -88,12 +88,15 @@ class EditResult:
             whole file for a copy).
         cloned: True when a new file was made as a clone of the old one (cheap on filesystems with
             reflinks), the changed span written into it, and renamed over the old one.
+        missing_bytes: bytes of tensor data the file declares past its end (0 for a whole file): the
+            edit does not repair a truncated file, and this says it is one.
     """
 
     path: str
     in_place: bool
     bytes_written: int
     cloned: bool = False
+    missing_bytes: int = 0
 
 
 def edit_file(
@@ -155,7 +158,8 @@ def edit_file(
         with read(src, lazy=True, limits=limits, mmap=mmap) as f:
             edit(f)
             save_file(f, out, progress=progress, sync=sync)
-        return EditResult(out, False, os.path.getsize(out))
+            missing = f.truncation()[0]
+        return EditResult(out, False, os.path.getsize(out), missing_bytes=missing)
     real = real_path(src)
     with (
         locked_open(real, write=True, timeout=lock_timeout) as (fd, st),
@@ -163,6 +167,7 @@ def edit_file(
         read(source, lazy=True, limits=limits) as f,
     ):
         old_alignment = f.alignment
+        missing = f.truncation()[0]
         edit(f)
         if f.alignment == old_alignment:
             layout: dict[str, Any] = dict(
@@ -180,17 +185,19 @@ def edit_file(
                     check_same_file(real, (st.st_dev, st.st_ino))
                     span = _changed_span(fd, new)
                     if span is None:
-                        return EditResult(src, True, 0)
+                        return EditResult(src, True, 0, missing_bytes=missing)
                     first, last = span
                     if in_place if in_place is not None else not can_clone(real):
                         write_in_place(fd, real, first, new.read_at, length=last - first, sync=sync)
-                        return EditResult(src, True, last - first)
+                        return EditResult(src, True, last - first, missing_bytes=missing)
                     with expect_same_file(real, st):  # re-checked just before the rename
                         cloned = _replace_patched(fd, real, new, first, last, sync, progress)
-                    return EditResult(src, False, last - first if cloned else st.st_size, cloned=cloned)
+                    return EditResult(
+                        src, False, last - first if cloned else st.st_size, cloned=cloned, missing_bytes=missing
+                    )
         with expect_same_file(real, st):  # re-checked just before the rename
             save_file(f, real, progress=progress, sync=sync)  # the lock on the old file is held until then
-    return EditResult(src, False, os.path.getsize(real))
+    return EditResult(src, False, os.path.getsize(real), missing_bytes=missing)
 
 
 def _held_source(fd: int, name: str, mmap: bool) -> MappedSource | PositionedSource:

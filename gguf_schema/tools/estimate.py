@@ -62,7 +62,16 @@ import numpy as np
 from ..errors import GGUFFormatError, GGUFKeyError
 from ..format.types import GGMLType
 
-__all__ = ["CACHE_TYPES", "NOT_ESTIMATED", "Estimate", "KVLayer", "RecurrentLayer", "WeightGroup", "estimate"]
+__all__ = [
+    "CACHE_TYPES",
+    "MAX_SEQUENCES",
+    "NOT_ESTIMATED",
+    "Estimate",
+    "KVLayer",
+    "RecurrentLayer",
+    "WeightGroup",
+    "estimate",
+]
 
 #: cache types llama.cpp accepts for ``--cache-type-k`` / ``--cache-type-v``
 CACHE_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")
@@ -77,7 +86,8 @@ NOT_ESTIMATED = (
     "growth of the output buffer when a batch asks for more than one token's logits per sequence",
 )
 
-_MAX_SEQ = 256  # llama.cpp's LLAMA_MAX_SEQ
+MAX_SEQUENCES = 256  # llama.cpp's LLAMA_MAX_SEQ: the most sequences decoded in parallel
+_MAX_SEQ = MAX_SEQUENCES
 _PAD = 256  # llama.cpp pads the context and the SWA cache to 256 cells
 
 #: recurrent architectures (llama.cpp's llm_arch_is_recurrent) and their state family
@@ -746,19 +756,31 @@ def _weights(tensors: Iterable[Any], n_layer_all: int, device: Any) -> tuple[tup
     if tied and out_dev == "GPU":
         embd = next(t for t in tensors if t.name == "token_embd.weight")
         out.append(WeightGroup("output (tied)", "GPU", embd.nbytes, 1))
-    layers_gpu = [g for g in out if g.name.startswith("layer ") and g.device == "GPU"]
     text = (
         f"sum of tensor sizes (elements / block size x bytes per block): input layer -> CPU; "
-        f"{len(layers_gpu)} of {n_layer_all} repeating layers -> GPU (blk.{_first_gpu_layer(n_layer_all, device)} on); "
-        f"output layer -> {out_dev}"
+        f"{_layers_placed(n_layer_all, device)}; output layer -> {out_dev}"
         + ("; tied output: a copy of token_embd.weight on the GPU" if tied and out_dev == "GPU" else "")
     )
     return tuple(out), text
 
 
-def _first_gpu_layer(n_layer_all: int, device: Any) -> int:
-    """The first layer on the GPU (``n_layer_all`` when none is)."""
-    return next((il for il in range(n_layer_all) if device(il) == "GPU"), n_layer_all)
+def _layers_placed(n_layer_all: int, device: Any) -> str:
+    """Where the repeating layers go, in words.
+
+    >>> _layers_placed(18, lambda il: "CPU"), _layers_placed(2, lambda il: "GPU")
+    ('repeating layers -> CPU (all 18; none on the GPU)', 'repeating layers -> GPU (all 2)')
+    >>> _layers_placed(18, lambda il: "GPU" if il >= 12 else "CPU")
+    'repeating layers: 6 of 18 -> GPU (blk.12 to blk.17), the other 12 -> CPU'
+    """
+    on_gpu = [il for il in range(n_layer_all) if device(il) == "GPU"]
+    if not on_gpu:
+        return f"repeating layers -> CPU (all {n_layer_all}; none on the GPU)"
+    if len(on_gpu) == n_layer_all:
+        return f"repeating layers -> GPU (all {n_layer_all})"
+    first, last = on_gpu[0], on_gpu[-1]
+    span = f"blk.{first}" if first == last else f"blk.{first} to blk.{last}"
+    rest = n_layer_all - len(on_gpu)
+    return f"repeating layers: {len(on_gpu)} of {n_layer_all} -> GPU ({span}), the other {rest} -> CPU"
 
 
 def _vocab_size(metadata: Mapping[str, Any], keys: _Keys) -> int:

@@ -181,6 +181,9 @@ def _export(
     sync: bool,
 ) -> ExportResult:
     st_name, out_type = DTYPES[dtype]
+    for shard in getattr(model, "shards", None) or [model]:
+        if hasattr(shard, "require_whole"):
+            shard.require_whole("the export")
     chosen = [t for t in model.tensor_list if pattern is None or pattern.search(t.name)]
     if pattern is not None and not chosen:
         raise ValueError(f"no tensor name matches {pattern.pattern!r}")
@@ -273,12 +276,16 @@ def _chunks(p: _Planned, out_type: GGMLType) -> Iterator[memoryview]:
     cols = shape[-1]
     rows = math.prod(shape[:-1])
     step = max(1, _CHUNK_ELEMENTS // max(cols, 1))
-    stored = t.data.reshape(rows, -1) if p.copy else None
+    row_bytes = t.nbytes // rows if rows else 0
+    if p.copy:  # stored as it goes out: the bytes, a run of rows at a time (pages released behind)
+        gt = t.known_type()
+        dtype = gt.numpy_dtype.newbyteorder("<" if t.byte_order == "little" else ">")
+        for piece in t.chunks(max(1, step * row_bytes)):
+            yield _le(np.frombuffer(piece, dtype))
+        return
     for a in range(0, rows, step):
-        if stored is not None:
-            yield _le(stored[a : a + step])
-        else:
-            yield _encode(t.dequantize(rows=slice(a, a + step)), out_type)
+        yield _encode(t.dequantize(rows=slice(a, a + step)), out_type)
+        t.release_pages(a * row_bytes, min(step, rows - a) * row_bytes)  # behind the cursor: resident memory stays flat
 
 
 def _le(a: np.ndarray) -> memoryview:

@@ -469,6 +469,13 @@ def build(
     )
     own = tensors_from is not None and not isinstance(tensors_from, GGUFFile)
     src = read(tensors_from, storage_options=storage_options, limits=limits, mmap=mmap) if own else tensors_from
+    if src is not None:
+        try:
+            src.require_whole("the built file")
+        except BaseException:
+            if own:
+                src.close()
+            raise
     variant: dict[str, Any] = {
         "version": model.version,
         "byte_order": model.byte_order,

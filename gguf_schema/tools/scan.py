@@ -38,6 +38,7 @@ distributes it; with Dask (``pip install 'gguf-schema[dask]'``)::
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import glob
 import os
@@ -48,12 +49,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..check import PROFILES, check
+from ..check.validate import split_place
 from ..errors import GGUFDependencyError, GGUFError, GGUFFormatError, shorten
 from ..format.limits import Limits
 from ..format.source import is_url
 from ..format.types import FileType
 from ..model import GGUFFile
 from ..reader import read
+from .split import open_split
 
 __all__ = ["THREADS", "ScanRecord", "expand", "scan", "scan_file", "write_parquet"]
 
@@ -76,6 +79,10 @@ class ScanRecord:
         parameter_count: elements of all tensors.
         type_histogram: tensor type name -> number of tensors of that type.
         vocab_size: tokens in ``tokenizer.ggml.tokens``.
+        split_no, split_count: for a shard of a split model, its place (``split.no``, 0-based) and the
+            number of shards; None for a file that is not split. A shard is checked as a shard (a
+            later one holds no model metadata of its own), and the first shard with every shard's
+            tensors when the others are found beside it.
         verdicts: profile -> True when the file breaks no error rule of the profile (empty when
             the file could not be reached at all: an I/O error says nothing about its content).
         failed_rules: profile -> the ids of the error rules the file breaks (``GGUF-E001`` for a
@@ -101,6 +108,8 @@ class ScanRecord:
     failed_rules: dict[str, list[str]] = field(default_factory=dict)
     error: str | None = None
     error_type: str | None = None
+    split_no: int | None = None
+    split_count: int | None = None
 
     @property
     def readable(self) -> bool:
@@ -124,11 +133,20 @@ def _file_type(value: Any) -> str | None:
         return str(value)
 
 
-def _record(path: str, f: GGUFFile, profiles: Sequence[str]) -> ScanRecord:
+def _record(path: str, f: GGUFFile, profiles: Sequence[str], options: Mapping[str, Any]) -> ScanRecord:
     md = f.metadata
     tokens = f.fields.get("tokenizer.ggml.tokens")
     histogram = Counter(t.type_name for t in f.tensor_list)
-    reports = {p: check(f, p) for p in profiles}
+    place = split_place(f)
+    model: Any = None
+    if place is not None and place[0] == 0:  # a first shard: checked with its model's tensors, if found
+        with contextlib.suppress(GGUFError, OSError):
+            model = open_split(path, lazy=True, **options)
+    try:
+        reports = {p: check(f, p, model=model) for p in profiles}
+    finally:
+        if model is not None:
+            model.close()
     return ScanRecord(
         path=path,
         size=f.file_size,
@@ -145,6 +163,8 @@ def _record(path: str, f: GGUFFile, profiles: Sequence[str]) -> ScanRecord:
         vocab_size=len(tokens.value) if tokens is not None and hasattr(tokens.value, "__len__") else None,
         verdicts={p: r.ok for p, r in reports.items()},
         failed_rules={p: list(dict.fromkeys(x.rule for x in r.errors)) for p, r in reports.items()},
+        split_no=place[0] if place is not None else None,
+        split_count=place[1] if place is not None else None,
     )
 
 
@@ -168,8 +188,9 @@ def scan_file(
         raise ValueError(f"profiles must be a list of {', '.join(PROFILES)}; got {profiles!r}")
     name = os.fspath(path)
     try:
-        with read(name, lazy=True, storage_options=storage_options, limits=limits, mmap=mmap) as f:
-            return _record(name, f, profiles)
+        options: dict[str, Any] = {"storage_options": storage_options, "limits": limits, "mmap": mmap}
+        with read(name, lazy=True, **options) as f:
+            return _record(name, f, profiles, options)
     except GGUFFormatError as e:  # the file is there and is not a readable GGUF file
         return ScanRecord(
             path=name,
@@ -288,6 +309,8 @@ def write_parquet(records: Iterable[ScanRecord], target: str | os.PathLike[str])
             ("failed_rules", pa.map_(pa.string(), pa.list_(pa.string()))),
             ("error", pa.string()),
             ("error_type", pa.string()),
+            ("split_no", pa.int32()),
+            ("split_count", pa.int32()),
         ]
     )
     rows = [r.to_dict() for r in records]

@@ -350,6 +350,7 @@ def split_plan(
         refuse_overwriting_inputs(plan.paths, [src], command="split")
         if dry_run:
             return plan
+        f.require_whole("its shards")
         n = len(groups)
         total = len(f.tensor_list)
         if total > 2**31 - 1:  # pragma: no cover - not a real file
@@ -359,7 +360,7 @@ def split_plan(
 
         def writer(i: int, group: list[Tensor]) -> Any:
             fields = (base if i == 0 else alignment) + _split_fields(i, n, total, plan.split_id, llama_layout)
-            planned = [plan_tensor(t.name, t, f.byte_order) for t in group]
+            planned = [plan_tensor(t.name, t, f.byte_order, kernel_copy=True) for t in group]
 
             def write(stream: IO[bytes]) -> None:
                 write_file(stream, fields, planned, version=f.version, byte_order=f.byte_order, progress=progress)
@@ -660,6 +661,8 @@ def merge(
     first shard's metadata without the split keys, then every tensor in shard order, copied byte for byte).
 
     The output is written atomically; it may not be one of the shards (refused before anything is written).
+    A file that is not split (no ``split.count``) is refused with a
+    :class:`~gguf_schema.errors.GGUFBuildError`: merging it would only copy it.
     ``limits`` and ``mmap``: how the shards are read, as in :func:`gguf_schema.open`.
     """
     first = os.fspath(first_shard)
@@ -668,8 +671,16 @@ def merge(
     refuse_overwriting_inputs([target], inputs, command="merge")
     with open_split(first_shard, storage_options=storage_options, **reading) as model:
         refuse_overwriting_inputs([target], model.paths, command="merge")
+        if "split.count" not in model.fields:
+            raise GGUFBuildError(
+                "not a split model (it has no split.count key): there is nothing to merge, and nothing was "
+                "written (to copy a file, use convert)",
+                path=first,
+            )
+        for shard in model.shards:
+            shard.require_whole("the merged file")
         fields = [x for x in model.fields.records if x.key not in _ALL_SPLIT_KEYS]
-        planned = [plan_tensor(t.name, t, model.byte_order) for t in model.tensor_list]
+        planned = [plan_tensor(t.name, t, model.byte_order, kernel_copy=True) for t in model.tensor_list]
         write_file(target, fields, planned, version=model.version, byte_order=model.byte_order, progress=progress)
 
 

@@ -99,8 +99,8 @@ READERS: dict[str, tuple[str, str, str, dict[str, str]]] = {
         SLOW,
     ),
     "gguf-schema reference schema (construct's Array)": (
-        "from gguf_schema.testing.reference import read_reference",
-        "f = read_reference(PATH); f.close()",
+        "from gguf_schema.reader import read_with; from gguf_schema.format.schema import gguf_schema as plain",
+        "f = read_with(plain, PATH); f.close()",
         "del f",
         {},
     ),

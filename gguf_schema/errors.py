@@ -13,6 +13,9 @@ message of a few hundred bytes.
 What is written but breaks a validation rule is a :class:`GGUFWarning` (a ``UserWarning``
 carrying the rule id), not an error, unless the writer is asked to be strict.
 
+A disagreement between two of the library's own paths (its bug, not the file's) is a
+:class:`GGUFInternalError`, also under the root but never a :class:`GGUFFormatError`.
+
 Argument mistakes (a bad engine name, a negative thread count, a wrong shape) are the caller's,
 not the file's: they raise plain ``ValueError`` or ``TypeError``, never a :class:`GGUFError`.
 
@@ -41,6 +44,7 @@ __all__ = [
     "GGUFFormatError",
     "GGUFIOError",
     "GGUFInstallWarning",
+    "GGUFInternalError",
     "GGUFKeyError",
     "GGUFLimitError",
     "GGUFPermissionError",
@@ -142,6 +146,16 @@ class GGUFLimitError(GGUFFormatError):
 
 class GGUFBuildError(GGUFError, ValueError):
     """A value cannot be written as GGUF (wrong type, out of range, inconsistent tensor)."""
+
+
+class GGUFInternalError(GGUFError, RuntimeError):
+    """A bug of this library, not a fault of the file: two of its own paths disagree about the same bytes
+    (the fast layer of the schema and the declared struct it replaces).
+
+    Under the one root, so that ``except GGUFError`` still catches everything the library raises, but
+    beside the bad-file errors (not a :class:`GGUFFormatError`): a file that triggers it is worth a bug
+    report with the file attached.
+    """
 
 
 class GGUFRoundTripError(GGUFError, ValueError):

@@ -627,7 +627,7 @@ class _Checker:
         self.f = f
         self.profile = profile
         self.findings: list[Finding] = []
-        self.ls = 4 if f.version == 1 else 8  # bytes of a stored length/count
+        self.ls = f.variant.size_t  # bytes of a stored length/count
         self.size = f.file_size
         self.view = LoaderView(f)
         self.shard = split_place(f)

@@ -12,7 +12,7 @@ from typing import Any
 from ..check.audit import AUDIT_RULES, AuditResult, audit, to_sarif
 from ..check.validate import split_place
 from ..errors import GGUFError
-from ..tools.split import open_split
+from ..shards import open_split
 from .conventions import EXIT_ERROR, error, open_file, open_options, write_json
 
 __all__ = ["register_cli"]

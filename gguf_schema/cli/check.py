@@ -14,7 +14,7 @@ from typing import Any
 from ..check.spec_audit import audit_spec
 from ..check.validate import PROFILES, RULES, Finding, Report, split_place, validate
 from ..errors import GGUFError
-from ..tools.split import open_split
+from ..shards import open_split
 from .conventions import EXIT_ERROR, error, open_file, open_options, write_json
 
 

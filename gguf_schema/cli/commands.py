@@ -28,11 +28,11 @@ from typing import Any
 
 import numpy as np
 
-from .. import durable
+from .. import durable, shards
 from ..errors import GGUFBuildError, GGUFError, GGUFFormatError, GGUFKeyError
-from ..format.source import is_url
 from ..format.types import FileType, ValueType
 from ..format.values import Field, LazyStrings
+from ..io.source import is_url
 from ..model import GGUFFile
 from ..tools import convert as convert_mod
 from ..tools import diff as diff_mod
@@ -612,7 +612,7 @@ def _cmd_merge(args: argparse.Namespace) -> int:
     if local:
         durable.refuse_overwriting_inputs([out], [args.first_shard], command="merge")
     options = open_options(args)
-    total = sum(file_size(p) for p in split_mod.shard_paths(args.first_shard, **options)) if local else 0
+    total = sum(file_size(p) for p in shards.shard_paths(args.first_shard, **options)) if local else 0
     with Progress(total, "merge") as bar:
         split_mod.merge(args.first_shard, out, progress=bar.update, **options)
     print(f"wrote {out} ({_num(os.path.getsize(out))} bytes)", file=sys.stderr)
@@ -665,9 +665,9 @@ def _side(model: Any, d: diff_mod.Difference) -> Any:
 
 def _cmd_diff(args: argparse.Namespace) -> int:
     options = open_options(args)
-    a = split_mod.open_model(args.a, **options)
+    a = shards.open_model(args.a, **options)
     try:
-        b = split_mod.open_model(args.b, **options)
+        b = shards.open_model(args.b, **options)
         try:
             cut = [warn_truncated(m, p) for m, p in ((a, args.a), (b, args.b))]
             data = not args.no_data and not any(cut)

@@ -24,9 +24,9 @@ from typing import Any
 
 from ..errors import GGUFError
 from ..format.types import GGMLType
+from ..shards import open_model
 from ..tools.estimate import CACHE_TYPES, MAX_SEQUENCES, Estimate, estimate
 from ..tools.export import DTYPES, export_safetensors
-from ..tools.split import open_model
 from .conventions import EXIT_ERROR, EXIT_TRUNCATED, error, open_options, warn_truncated, write, write_json
 from .progress import Progress
 

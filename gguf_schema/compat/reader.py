@@ -339,7 +339,7 @@ class GGUFReader:
         # where ggml and gguf-py put the data section: also past the end of a file without tensors
         # whose padding was left out (our reader says where the file ends)
         self.data_offset = align_offset(f.metadata_end, f.alignment)
-        self._view = _Views(self.data, self.byte_order, 4 if f.version == 1 else 8)
+        self._view = _Views(self.data, self.byte_order, f.variant.size_t)
         self.fields: OrderedDict[str, ReaderField] = OrderedDict()
         size = self._view.size
         count_size = self._view.length_size  # v1 stored the counts as uint32

@@ -24,10 +24,10 @@ from typing import IO, Any
 from construct import Construct, ConstructError, Container
 
 from ..errors import GGUFBuildError, GGUFError, GGUFFormatError, GGUFLimitError, os_error
+from ..io.source import ByteReader
 from .limits import Limits, ensure_recursion_headroom
 from .nodes import where
 from .schema import GGUFSchema
-from .source import ByteReader
 
 __all__ = ["Sink", "build", "parse"]
 

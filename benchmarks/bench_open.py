@@ -327,7 +327,7 @@ def bench_scaling(sizes: list[int], repeat: int) -> list[str]:
 
 
 def _compiled() -> str:
-    code = "import gguf_schema.format.nodes as n; print(n.compiled_scan is not None)"
+    code = "import gguf_schema.format.fast.walk as w; print(w.compiled_scan is not None)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     return "built" if out.stdout.strip() == "True" else "NOT built (every row runs the Python loops)"
 

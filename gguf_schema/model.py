@@ -28,6 +28,7 @@ import numpy as np
 
 from .errors import GGUFError, GGUFFormatError, GGUFKeyError, GGUFTruncatedError
 from .format import keys as K
+from .format.layout import InfoOffsets, PairOffsets
 from .format.nodes import DataSection
 from .format.schema import alignment_of
 from .format.types import GGMLType, ValueType, tensor_nbytes, type_name
@@ -534,6 +535,16 @@ class GGUFFile:
         self._header_view: memoryview | None = None
 
     # ---------------------------------------------------------------- reading
+
+    def pair_offsets(self, field: Field) -> PairOffsets | None:
+        """Where the parts of ``field``'s pair are stored (key, value type, value, array items), from the
+        start the parse recorded; None for a pair made in memory (it has no place in the file yet)."""
+        return None if field.offset is None else PairOffsets.of(self.variant, field.offset, field.key)
+
+    def info_offsets(self, tensor: Tensor) -> InfoOffsets:
+        """Where the parts of ``tensor``'s info are stored (name, dimensions, type, offset), from the start
+        the parse recorded."""
+        return InfoOffsets.of(self.variant, tensor.info_offset, tensor.name, len(tensor.dims))
 
     @property
     def variant(self) -> Variant:

@@ -399,15 +399,13 @@ class _Auditor:
         remote = name is not None and is_url(name)
         self.read_gaps = (not remote) if read_gaps is None else read_gaps
         self.report = AuditResult(name)
-        self.ls = f.variant.size_t
 
     def add(self, rule: str, message: str, **kw: Any) -> None:
         self.report.findings.append(AuditFinding(rule, AUDIT_RULES[rule].severity, message, **kw))
 
     def value_offset(self, fld: Field) -> int | None:
-        if fld.offset is None:
-            return None
-        return fld.offset + self.ls + len(fld.key.encode("utf-8", "surrogateescape")) + 4
+        at = self.f.pair_offsets(fld)
+        return None if at is None else at.value
 
     def run(self) -> AuditResult:
         self.keys()

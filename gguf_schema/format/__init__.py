@@ -7,6 +7,7 @@ what parses a file. The rest of this package is what the schema is made of or ne
 |---|---|
 | ``variant.py`` | ``Variant``: byte order and version, and what the layout derives from them (once) |
 | ``keys.py`` | the metadata keys the library itself uses, each named once |
+| ``layout.py`` | where each part of a stored record lies (from the record starts the parse records) |
 | ``types.py`` | the code tables: ``ValueType``, ``GGMLType``, ``FileType`` |
 | ``schema.py`` | the spec's structs (the plain schema, which reads every file by itself) |
 | ``nodes.py`` | our plain construct nodes: bounded reads that raise our errors |

@@ -1,7 +1,7 @@
 """Reading: ``open()`` a GGUF file and get a :class:`~gguf_schema.model.GGUFFile` of typed fields and lazy tensors.
 
 Data flows one way: the source's bytes (:mod:`gguf_schema.io.source`) are parsed by the
-schema (:mod:`gguf_schema.format.schema`, through the error boundary of
+schema (:mod:`gguf_schema.format.schema`, accelerated by :mod:`gguf_schema.format.fast`, through the error boundary of
 :mod:`gguf_schema.format.boundary`); the parsed records become
 :class:`~gguf_schema.format.values.Field` and :class:`~gguf_schema.model.Tensor` objects here.
 Tensor data is never read while opening: :attr:`Tensor.data` is a zero-copy, read-only numpy
@@ -60,6 +60,9 @@ def read(
     storage_options: Mapping[str, Any] | None = None,
 ) -> GGUFFile:
     """Open a GGUF file: a path, URL, bytes-like object or binary file object.
+
+    The internal primitive :func:`gguf_schema.open` is made of; users (and the command line) call
+    ``gguf_schema.open``, which adds validation profiles (``strict=``) and split models (``split=True``).
 
     Metadata and tensor infos are parsed at once; tensor data is not read. Raises
     :class:`~gguf_schema.errors.GGUFError` (and nothing else) for a file that cannot be read:

@@ -71,6 +71,7 @@ class ArrayItems(StringWalk, Construct):
         self.item_type = item_type
         self.count = count
         self.byte_order = byte_order = variant.byte_order
+        self.big = variant.big
         self.length = variant.struct("N")
         self.nested = nested
         self.head = variant.struct("IN")  # an inner array's type, len

@@ -28,17 +28,17 @@ __all__ = ["StringWalk", "compiled_scan"]
 
 class StringWalk:
     """The string walks of an array body whose stored length is ``self.length`` (a ``struct.Struct``)
-    in ``self.byte_order``."""
+    (big-endian when ``self.big``)."""
 
     length: struct.Struct
-    byte_order: str
+    big: bool
 
     def _parse_strings(self, r: ByteReader, n: int, limits: Limits, path: str) -> list[str]:
         """Decode ``n`` strings (invalid UTF-8 kept as surrogate escapes): compiled, or :meth:`walk_strings`."""
         if compiled_scan is None:
             return self.walk_strings(r, n, limits, path)
         stopped, at, items = compiled_scan.decode(
-            r.data, r.pos, n, self.length.size, self.byte_order == "big", min(limits.max_string_length, _U64_MAX)
+            r.data, r.pos, n, self.length.size, self.big, min(limits.max_string_length, _U64_MAX)
         )
         if items is None:
             self.string_error(r, stopped, n, at, limits.max_string_length, path)
@@ -59,7 +59,7 @@ class StringWalk:
                 r.pos,
                 n,
                 self.length.size,
-                self.byte_order == "big",
+                self.big,
                 min(limits.max_string_length, _U64_MAX),
                 STRIDE,
             )

@@ -138,3 +138,31 @@ def test_variant_derives_the_layout_once(order, version, endian, size_t, length)
 def test_variant_refuses_what_does_not_exist(bad):
     with pytest.raises(ValueError):
         Variant.of(*bad)
+
+
+def test_the_library_never_changes_the_recursion_limit():
+    """Writing and reading the deepest nesting the reader follows (MAX_SAFE_DEPTH) fits the default limit;
+    the plain schema, past what the limit lets it follow, ends in a GGUFLimitError."""
+    import io
+    import sys
+
+    from gguf_schema.format.limits import MAX_SAFE_DEPTH
+    from gguf_schema.testing.fuzz import nested_array_file
+
+    from .helpers import read_reference
+
+    before = sys.getrecursionlimit()
+    inner = gguf_schema.GGUFArray(gguf_schema.ValueType.UINT8, np.array([7], np.uint8))
+    for _ in range(MAX_SAFE_DEPTH - 1):
+        inner = gguf_schema.GGUFArray(gguf_schema.ValueType.ARRAY, [inner])
+    buf = io.BytesIO()
+    gguf_schema.save(buf, {"deep": inner})
+    deepest = gguf_schema.Limits(max_depth=MAX_SAFE_DEPTH)
+    with gguf_schema.open(buf.getvalue(), limits=deepest) as f:
+        value = f.fields["deep"].value
+        for _ in range(MAX_SAFE_DEPTH - 1):
+            value = value.items[0]
+        assert value.items.tolist() == [7]
+    with pytest.raises(gguf_schema.GGUFLimitError):
+        read_reference(nested_array_file(MAX_SAFE_DEPTH), limits=deepest)
+    assert sys.getrecursionlimit() == before

@@ -42,7 +42,7 @@ from construct import Computed, Const, Construct, Container, LazyBound, Rebuild,
 
 from ..errors import GGUFFormatError, GGUFTruncatedError
 from . import keys as K
-from .limits import DEFAULT_LIMITS, Limits, ensure_recursion_headroom
+from .limits import DEFAULT_LIMITS, Limits
 from .nodes import (
     AlignmentPadding,
     ArrayValue,
@@ -172,7 +172,6 @@ class GGUFSchema:
         string arrays undecoded. Raises our errors only for malformed input (see
         :mod:`gguf_schema.format.boundary` for the translation of anything else)."""
         limits = limits or DEFAULT_LIMITS
-        ensure_recursion_headroom(limits.max_depth)
         # _root=None: construct's outermost struct would otherwise keep itself as its context's root,
         # a cycle through every parsed value, so a file dropped would wait for the cyclic GC
         return self.gguf_file_t.parse_stream(

@@ -203,7 +203,14 @@ class ArrayItems(StringWalk, Construct):
         return out
 
     def _build(self, obj: Any, stream: Any, context: Any, path: str) -> Any:
-        vt = evaluate(self.item_type, context)
+        return self.build_items(evaluate(self.item_type, context), obj, stream, context, path)
+
+    def build_items(self, vt: ValueType, obj: Any, stream: Any, context: Any, path: str) -> Any:
+        """Write the items ``obj`` of an array of ``vt``. Arrays of arrays are written here, one Python
+        frame per level of nesting (construct's declared ``gguf_array_t`` takes five), so that writing
+        the deepest nesting a reader follows needs no more than the interpreter's default recursion limit;
+        an inner array this cannot write as plainly (not a GGUFArray, a count the length field cannot hold)
+        goes through the declared struct, which raises the exact error."""
         if vt == ValueType.STRING:
             if isinstance(obj, LazyStrings) and obj.length_format == self.length.format:
                 stream.write(obj.raw)  # unchanged strings go back exactly as they were read
@@ -223,8 +230,18 @@ class ArrayItems(StringWalk, Construct):
                     parts.append(b)
                 stream.write(b"".join(parts))
         elif vt == ValueType.ARRAY:
+            head = self.head.pack
             for i, a in enumerate(obj):
-                self.nested._build(a, stream, context, f"{path}[{i}]")
+                inner = f"{path}[{i}]"
+                try:
+                    if type(a) is not GGUFArray or not isinstance(a.type, ValueType):
+                        raise struct.error
+                    header = head(a.type, len(a.items))
+                except struct.error:
+                    self.nested._build(a, stream, context, inner)
+                    continue
+                stream.write(header)
+                self.build_items(a.type, a.items, stream, context, f"{inner} -> array")
         else:
             stream.write(numeric_bytes(obj, vt, self.byte_order, path))
         return obj

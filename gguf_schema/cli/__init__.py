@@ -57,13 +57,12 @@ from typing import NoReturn
 from .. import GGUFError, __version__, durable
 from ..writer import strict_writes
 from . import audit, check, edit, estimate, files, generate, inspect, quantize, scan
-from .command import Command, Family, Trait
+from .command import Command, Family, HelpFormatter, Trait
 from .conventions import (
     EPILOG,
     EXIT_ERROR,
     EXIT_INTERRUPTED,
     EXIT_OK,
-    STORAGE_OPTION_HELP,
     add_open_options,
     error,
     library_warnings,
@@ -107,18 +106,10 @@ def build_parser() -> argparse.ArgumentParser:
         prog="gguf-schema",
         description="Inspect, check, edit and convert GGUF model files.",
         epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=HelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"gguf-schema {__version__}")
     add_open_options(parser)
-    parser.add_argument(
-        "--storage-option",
-        dest="storage_before",
-        action="append",
-        type=parse_storage_option,
-        metavar="KEY=VALUE",
-        help=STORAGE_OPTION_HELP,
-    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for family in FAMILIES:
         family.add_to(sub)

@@ -14,7 +14,7 @@ import json
 
 from .. import GGUFError, open_split
 from .. import open as open_gguf
-from ..check.audit import AUDIT_RULES, AuditResult, audit, to_sarif
+from ..check import AUDIT_RULES, AuditResult, audit, to_sarif
 from ..check.validate import split_place
 from .command import Family, Trait, arg
 from .conventions import EXIT_ERROR, EXIT_OK, error, open_options, write_json

@@ -17,8 +17,8 @@ from pathlib import Path
 
 from .. import GGUFError, open_split
 from .. import open as open_gguf
-from ..check.spec_audit import audit_spec
-from ..check.validate import PROFILES, RULES, Finding, Report, split_place, validate
+from ..check import PROFILES, RULES, Finding, Report, audit_spec, validate
+from ..check.validate import split_place
 from .command import Family, Trait, arg
 from .conventions import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK, error, open_options, write_json
 

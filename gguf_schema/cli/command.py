@@ -42,15 +42,13 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import GGUFError
 from ..check import PROFILES
-from ..errors import GGUFError
 from .conventions import (
     EPILOG,
     EXIT_ERROR,
-    STORAGE_OPTION_HELP,
     add_open_options,
     error,
-    parse_storage_option,
 )
 
 __all__ = [
@@ -59,6 +57,7 @@ __all__ = [
     "Exclusive",
     "Family",
     "Handler",
+    "HelpFormatter",
     "Output",
     "Trait",
     "arg",
@@ -70,6 +69,16 @@ __all__ = [
 
 #: a command's handler: the parsed arguments in, the exit code out (one of ``conventions.EXIT_*``)
 Handler = Callable[[argparse.Namespace], int]
+
+
+class HelpFormatter(argparse.HelpFormatter):
+    """argparse's help layout, but text laid out in lines already (the exit status epilog) is kept
+    as it is; a description of one paragraph is wrapped to the terminal."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        if "\n" in text:
+            return "".join(indent + line for line in text.splitlines(keepends=True))
+        return super()._fill_text(text, width, indent)
 
 
 class Trait(enum.Flag):
@@ -115,7 +124,9 @@ class Output:
 
     def add_to(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("output", metavar=self.metavar, nargs="?", default=None)
-        parser.add_argument("-o", "--output", dest="output_option", metavar=self.metavar, help="the output file")
+        parser.add_argument(
+            "-o", "--output", dest="output_option", metavar=self.metavar, help=f"{self.metavar} given as an option"
+        )
 
 
 def arg(*flags: str, **options: Any) -> Arg:
@@ -170,21 +181,12 @@ class Command:
             help=self.help,
             description=self.description or self.help[0].upper() + self.help[1:] + ".",
             epilog=EPILOG,
-            formatter_class=argparse.RawDescriptionHelpFormatter,
+            formatter_class=HelpFormatter,
         )
         for a in self.arguments:
             a.add_to(p)
         if Trait.READS in self.traits:
-            add_open_options(p, suppress=True)  # the global reading options, also accepted after the command
-            p.add_argument(
-                "--storage-option",
-                dest="storage_after",
-                action="append",
-                type=parse_storage_option,
-                default=argparse.SUPPRESS,
-                metavar="KEY=VALUE",
-                help=STORAGE_OPTION_HELP,
-            )
+            add_open_options(p, after_command=True)  # the global reading options, also accepted after the command
         if Trait.WRITES in self.traits:
             p.add_argument(
                 "--strict",

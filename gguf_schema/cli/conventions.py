@@ -62,7 +62,6 @@ __all__ = [
     "EXIT_INTERRUPTED",
     "EXIT_OK",
     "EXIT_TRUNCATED",
-    "STORAGE_OPTION_HELP",
     "add_open_options",
     "count",
     "error",
@@ -98,9 +97,10 @@ EXIT_INTERRUPTED = 130
 
 #: the end of every command's ``--help``
 EPILOG = """\
-exit status: 0 success; 1 findings or differences (check, diff, audit-spec, tensors --filter);
-2 unreadable input, a refused write (--strict) or a usage error; 3 the file is truncated (info,
-dump, tensors, get: output printed, a warning names the missing bytes and tensors).
+exit status: 0 success; 1 findings or differences (check, audit, diff, audit-spec,
+tensors --filter); 2 unreadable input, a refused write (--strict) or a usage error;
+3 the file is truncated (info, dump, tensors, get: output printed, a warning names the missing
+bytes and tensors); 130 interrupted (a line on stderr says what became of each file written).
 Results go to stdout; notes, warnings ("gguf-schema: warning: [RULE] ...") and progress to stderr."""
 
 #: the name of the codec error handler that shows what an output cannot carry (registered on import)
@@ -264,13 +264,6 @@ def positive_int(text: str) -> int:
     return n
 
 
-#: the help of ``--storage-option`` (before the command, and after a command that reads files)
-STORAGE_OPTION_HELP = (
-    "option for the fsspec backend of URLs (credentials, endpoints), repeatable: "
-    "VALUE is JSON when it parses as JSON, else text (e.g. anon=true, token=hf_xxx)"
-)
-
-
 def parse_storage_option(text: str) -> tuple[str, Any]:
     """``KEY=VALUE`` of ``--storage-option`` -> ``(KEY, VALUE)``, VALUE read as JSON when it parses as
     JSON, else kept as text."""
@@ -283,25 +276,38 @@ def parse_storage_option(text: str) -> tuple[str, Any]:
         return key.strip(), value
 
 
-def add_open_options(parser: argparse.ArgumentParser, *, suppress: bool = False) -> None:
-    """``--limit NAME=VALUE`` (repeatable) and ``--no-mmap``: accepted before and after the command."""
-    default: Any = argparse.SUPPRESS if suppress else None
+def add_open_options(parser: argparse.ArgumentParser, *, after_command: bool = False) -> None:
+    """The reading options, ``--limit NAME=VALUE`` (repeatable), ``--no-mmap`` and
+    ``--storage-option KEY=VALUE`` (repeatable): on the main parser (before the command) and, with
+    ``after_command``, on the parser of a command that reads files (each kept apart, both read by
+    :func:`open_options`)."""
+    unset: Any = argparse.SUPPRESS  # given after the command only when given there
     parser.add_argument(
         "--limit",
-        dest="limit_after" if suppress else "limit_before",
+        dest="limit_after" if after_command else "limit_before",
         action="append",
         type=parse_limit,
-        default=default,
+        default=unset if after_command else None,
         metavar="NAME=VALUE",
         help=f"a resource limit for reading files, repeatable (NAME: {', '.join(Limits.names())}; "
         "VALUE: 1000, 1e6, 64M, 1GiB)",
     )
     parser.add_argument(
         "--no-mmap",
-        dest="no_mmap_after" if suppress else "no_mmap",
+        dest="no_mmap_after" if after_command else "no_mmap",
         action="store_true",
-        default=argparse.SUPPRESS if suppress else False,
+        default=unset if after_command else False,
         help="read files with positioned reads instead of mapping them",
+    )
+    parser.add_argument(
+        "--storage-option",
+        dest="storage_after" if after_command else "storage_before",
+        action="append",
+        type=parse_storage_option,
+        default=unset if after_command else None,
+        metavar="KEY=VALUE",
+        help="option for the fsspec backend of URLs (credentials, endpoints), repeatable: "
+        "VALUE is JSON when it parses as JSON, else text (e.g. anon=true, token=hf_xxx)",
     )
 
 

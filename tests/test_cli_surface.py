@@ -91,3 +91,28 @@ def test_every_help_page_renders_with_the_exit_status_epilog() -> None:
 if __name__ == "__main__":
     json.dump(surface(), sys.stdout, indent=1, sort_keys=True)
     sys.stdout.write("\n")
+
+
+def test_each_writing_command_names_the_files_it_writes() -> None:
+    """What Ctrl-C reports on before a write began: the files as the arguments name them."""
+    parser = build_parser()
+    for argv, files in (
+        (["set", "m.gguf", "k", "1"], ["m.gguf"]),
+        (["set", "m.gguf", "k", "1", "-o", "n.gguf"], ["n.gguf"]),
+        (["delete", "m.gguf", "k"], ["m.gguf"]),
+        (["rename", "m.gguf", "a", "b", "-o", "n.gguf"], ["n.gguf"]),
+        (["set-file", "m.gguf", "k", "t.txt"], ["m.gguf"]),
+        (["recover", "a.gguf", "b.gguf"], ["a.gguf", "b.gguf"]),
+        (["convert", "m.gguf", "be.gguf"], ["be.gguf"]),
+        (["build", "m.json", "m.gguf"], ["m.gguf"]),
+        (["merge", "m-00001-of-00002.gguf", "m.gguf"], ["m.gguf"]),
+        (["export", "m.gguf", "m.safetensors"], ["m.safetensors"]),
+        (["quantize", "m.gguf", "q.gguf", "Q4_K_M"], ["q.gguf"]),
+        (["split", "m.gguf", "part", "--max-tensors", "2"], []),  # a prefix: the shards are named by the plan
+        (["info", "m.gguf"], []),
+        (["demo", "-o", "d.gguf"], []),
+    ):
+        args = parser.parse_args(argv)
+        assert COMMANDS[args.command].targets(args) == files, argv
+    edits = {n for n, c in COMMANDS.items() if Trait.EDITS in c.traits}
+    assert edits == {"set", "set-file", "delete", "rename", "recover"}

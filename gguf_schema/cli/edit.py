@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from .. import GGUFBuildError, GGUFError, GGUFFile, GGUFKeyError, ValueType, durable
@@ -74,6 +75,15 @@ _ADD = arg(
 )
 
 _TYPES = ", ".join(t.name.lower() for t in ValueType if t != ValueType.ARRAY) + ", array[TYPE]"
+
+
+def _edit(args: argparse.Namespace, operation: Callable[..., EditResult], *operands: Any) -> EditResult:
+    """``operation(FILE, *operands)`` (an edit of :mod:`gguf_schema.tools.edit`) as the edit options
+    say (``-o``, ``--no-in-place``, the reading options), with a progress bar."""
+    with Progress(file_size(args.file), "write") as bar:
+        return operation(
+            args.file, *operands, output=args.output, progress=bar.update, in_place=args.in_place, **read_options(args)
+        )
 
 
 def _report_edit(what: str, result: EditResult, args: argparse.Namespace | None = None, **data: Any) -> int:
@@ -195,10 +205,7 @@ def _cmd_set(args: argparse.Namespace) -> int:
             t, e = old.type, old.element_type
         f.set(args.key, _value_for(args.key, args.value, t, e), t, e)
 
-    with Progress(file_size(args.file), "write") as bar:
-        result = edit_file(
-            args.file, apply, output=args.output, progress=bar.update, in_place=args.in_place, **read_options(args)
-        )
+    result = _edit(args, edit_file, apply)
     return _report_edit(f"set {args.key}" + (" (a new key)" if added[0] else ""), result, args, key=args.key)
 
 
@@ -238,10 +245,7 @@ def _cmd_set_file(args: argparse.Namespace) -> int:
             ) from None
         f.set(args.key, value, old.type, old.element_type)
 
-    with Progress(file_size(args.file), "write") as bar:
-        result = edit_file(
-            args.file, apply, output=args.output, progress=bar.update, in_place=args.in_place, **read_options(args)
-        )
+    result = _edit(args, edit_file, apply)
     return _report_edit(
         f"set {args.key} from {args.path}" + (" (a new key)" if added[0] else ""), result, args, key=args.key
     )
@@ -257,10 +261,7 @@ def _cmd_set_file(args: argparse.Namespace) -> int:
     targets=edited_file,
 )
 def _cmd_delete(args: argparse.Namespace) -> int:
-    with Progress(file_size(args.file), "write") as bar:
-        result = delete_key(
-            args.file, args.key, output=args.output, progress=bar.update, in_place=args.in_place, **read_options(args)
-        )
+    result = _edit(args, delete_key, args.key)
     return _report_edit(f"deleted {args.key}", result, args, key=args.key)
 
 
@@ -275,16 +276,7 @@ def _cmd_delete(args: argparse.Namespace) -> int:
     targets=edited_file,
 )
 def _cmd_rename(args: argparse.Namespace) -> int:
-    with Progress(file_size(args.file), "write") as bar:
-        result = rename_key(
-            args.file,
-            args.old,
-            args.new,
-            output=args.output,
-            progress=bar.update,
-            in_place=args.in_place,
-            **read_options(args),
-        )
+    result = _edit(args, rename_key, args.old, args.new)
     return _report_edit(f"renamed {args.old} to {args.new}", result, args, old=args.old, new=args.new)
 
 

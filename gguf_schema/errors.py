@@ -148,6 +148,11 @@ class GGUFRoundTripError(GGUFError, ValueError):
     """A file cannot be rebuilt byte for byte (and the caller asked for exactness)."""
 
 
+class GGUFInternalError(GGUFError, RuntimeError):
+    """A bug in gguf-schema itself (a state its own code should never reach), never the file's or
+    the caller's fault: please report it."""
+
+
 class GGUFKeyError(GGUFError, KeyError):
     """A metadata key or tensor name that is not there (also a ``KeyError``)."""
 

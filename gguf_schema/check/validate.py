@@ -44,7 +44,7 @@ from ..format.types import GGML_TYPE_COUNT, FileType, GGMLType, ValueType, tenso
 from ..format.values import BoolByte, Field, GGUFArray, LazyStrings
 from ..model import GGUFFile, Tensor
 from ..reader import read
-from .loader import GGML_MAX_NAME, LoaderView
+from .ggml_view import GGML_MAX_NAME, GGMLView
 from .spec_audit import load_spec
 
 __all__ = [
@@ -629,7 +629,7 @@ class _Checker:
         self.findings: list[Finding] = []
         self.ls = 4 if f.version == 1 else 8  # bytes of a stored length/count
         self.size = f.file_size
-        self.view = LoaderView(f)
+        self.view = GGMLView(f)
         self.shard = split_place(f)
         # the tensors of the model this file stands for: its own, every shard's (a first shard with its
         # model), or None (a first shard alone: the model's tensors are not known)

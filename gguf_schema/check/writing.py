@@ -2,8 +2,8 @@
 writer (:mod:`gguf_schema.writer`) puts it on disk.
 
 Every write (``save``, ``GGUFFile.save``, metadata edits, convert, split, merge, build) passes
-the header it is about to write through :func:`check_before_write`, registered with the writer
-on import. The header is read back and checked with the rules of :mod:`.validate` (not a copy):
+the header it is about to write through :func:`check_before_write`, which the package
+(``gguf_schema/__init__.py``) hands to the writer (:func:`gguf_schema.writer.register_header_check`). The header is read back and checked with the rules of :mod:`.validate` (not a copy):
 
 * by default, each error of the ``ggml`` profile (what llama.cpp's loader would refuse: empty or
   repeated keys, nested arrays, names of 64 bytes or more, more than 4 dimensions ...) and of the
@@ -42,7 +42,6 @@ from typing import IO
 
 from ..errors import GGUFError, GGUFValidationError, GGUFWarning
 from ..reader import read
-from ..writer import register_header_check
 from .validate import GGML, PROFILES, SPEC, Finding, Report, _Checker
 
 __all__ = ["DATA_RULES", "VARIANT_RULES", "check_before_write", "findings_before_write"]
@@ -104,6 +103,3 @@ def _caller_level() -> int:
     while frame is not None and frame.f_globals.get("__name__", "").startswith("gguf_schema."):
         frame, level = frame.f_back, level + 1  # type: ignore[assignment]
     return level
-
-
-register_header_check(check_before_write)

@@ -57,8 +57,7 @@ from ..format.schema import alignment_of
 from ..format.types import GGMLType, ValueType
 from ..format.values import Field, GGUFArray, make_field
 from ..tools.split import SPLIT_KEYS, shard_name
-from ..writer import CHUNK, PlannedTensor, TensorStream, check_header, encoded_size, header_bytes
-from ..writer import TensorInfo as InfoRecord
+from ..writer import CHUNK, PlannedTensor, TensorRecord, TensorStream, check_header, encoded_size, header_bytes
 from .constants import GGUF_DEFAULT_ALIGNMENT, GGMLQuantizationType, GGUFEndian, GGUFValueType
 from .quants import quant_shape_from_byte_shape
 
@@ -497,7 +496,7 @@ class GGUFWriter:
             )
         infos, offset = [], 0
         for name, ti in tensors.items():
-            infos.append(InfoRecord(name, int(ti.dtype), tuple(int(d) for d in reversed(ti.shape)), offset))
+            infos.append(TensorRecord(name, int(ti.dtype), tuple(int(d) for d in reversed(ti.shape)), offset))
             offset += self.ggml_pad(ti.nbytes, self.data_alignment)
         head = header_bytes(fields, infos, version=3, byte_order=self._byte_order, padding=b"", data_size=0)
         check_header(head)

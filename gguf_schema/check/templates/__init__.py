@@ -44,13 +44,13 @@ from . import cost, sandbox
 from .hidden import T301, HiddenCharacter, count_runs, hidden_characters, report_hidden, split_lines
 from .interpreter import T104, Analysis, Budget, alarm_words
 from .jinja import escaped_ascii, parse, require_jinja
-from .rules import Findings, Rule, Severity, TemplateFinding, capped, declared, rule
+from .rules import AuditRule, Findings, Severity, TemplateFinding, capped, declared, rule
 
 __all__ = [
     "MAX_ANALYSED",
     "RULES",
+    "AuditRule",
     "HiddenCharacter",
-    "Rule",
     "Severity",
     "TemplateFinding",
     "audit_template",
@@ -77,7 +77,7 @@ T402 = rule(
 )
 
 #: Every rule of the template audit, by id.
-RULES: Mapping[str, Rule] = MappingProxyType(declared())
+RULES: Mapping[str, AuditRule] = MappingProxyType(declared())
 
 #: The longest template (in characters) the audit parses and analyses; a longer one is GGUF-T402 (real chat
 #: templates are under 20,000 characters; Jinja's own parser needs about a second for 1 MiB).

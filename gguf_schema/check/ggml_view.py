@@ -11,7 +11,7 @@ ggml looks for the tensor data.
 This module owns that view, computed from an opened :class:`~gguf_schema.model.GGUFFile` and the
 offsets the reader recorded (no second parser):
 
-* :class:`LoaderView` -- keys as C strings (:meth:`LoaderView.find`, :attr:`LoaderView.shadows`),
+* :class:`GGMLView` -- keys as C strings (:meth:`GGMLView.find`, :attr:`GGMLView.shadows`),
   the alignment ggml reads and whether it accepts it, the offset where ggml's data section starts,
   and each tensor as ggml describes it (:class:`GGMLTensor`: name cut at its first NUL, the four
   int64 dimensions, the element count and byte size in ggml's own wrapping arithmetic);
@@ -29,7 +29,7 @@ The ``ggml`` validation profile (:mod:`.validate`) and the file audit (:mod:`.au
 >>> gguf_schema.save(buf, [make_field("general.alignment\\0x", 64, ValueType.UINT32),
 ...                        make_field("general.alignment", 32, ValueType.UINT32)])
 >>> with gguf_schema.open(buf.getvalue()) as f:
-...     view = LoaderView(f)
+...     view = GGMLView(f)
 ...     print(f.alignment, view.alignment, repr(view.alignment_field.key), len(view.shadows))
 32 64 'general.alignment\\x00x' 1
 """
@@ -52,7 +52,7 @@ __all__ = [
     "GGML_MAX_DIMS",
     "GGML_MAX_NAME",
     "GGMLTensor",
-    "LoaderView",
+    "GGMLView",
     "Shadow",
     "TensorColumns",
     "c_string",
@@ -285,7 +285,7 @@ class TensorColumns:
         return cls(n_dims, ne, type_id, block_size, type_size, small, elements, nbytes, sized, stored_offset)
 
 
-class LoaderView:
+class GGMLView:
     """What ggml's reader (and llama.cpp's loader above it) sees in an opened file.
 
     Built from the records and offsets the reader kept; nothing is parsed again and no tensor data

@@ -21,7 +21,8 @@ import pytest
 
 import gguf_schema
 from gguf_schema.check.ggml_view import GGMLView, TensorColumns
-from gguf_schema.check.validate import PROFILES, _Checker, validate
+from gguf_schema.check.validate import PROFILES, validate
+from gguf_schema.check.validate.core import Checker
 from gguf_schema.format.types import GGMLType, ValueType, tensor_nbytes
 from gguf_schema.format.values import make_field
 from gguf_schema.testing.malformed import ggml_edge_cases, malformed_cases, many_tensors_file
@@ -46,7 +47,7 @@ def per_tensor(monkeypatch: pytest.MonkeyPatch) -> None:
         )
 
     monkeypatch.setattr(TensorColumns, "of", classmethod(untrusted))
-    monkeypatch.setattr(_Checker, "suspects", lambda self, fine: self.f.tensor_list)
+    monkeypatch.setattr(Checker, "suspects", lambda self, fine: self.f.tensor_list)
 
 
 def assert_same(data: bytes, monkeypatch: pytest.MonkeyPatch) -> list[list[tuple[Any, ...]]]:

@@ -1,6 +1,7 @@
-"""Checking files: validation profiles (:mod:`.validate`), the audit of untrusted files (:mod:`.audit`, over ggml's
-view of a file: :mod:`.ggml_view`), chat templates (:mod:`.templates`) and the audit of the spec text against the
-schema (:mod:`.spec_audit`).
+"""Checking files, one module or package per concern: validation profiles (:mod:`.validate`: its rules declared
+beside their checks, by concern), the check before every write (:mod:`.writing`, which the package root hands to
+the writer), the audit of untrusted files (:mod:`.audit`, over ggml's view of a file: :mod:`.ggml_view`), chat
+templates (:mod:`.templates`) and the audit of the spec text against the schema (:mod:`.spec_audit`).
 
 >>> import io, gguf_schema
 >>> buf = io.BytesIO()

@@ -76,6 +76,7 @@ from .errors import (
     GGUFChangedError,
     GGUFError,
     GGUFFileNotFoundError,
+    GGUFInternalError,
     GGUFIOError,
     GGUFPermissionError,
     os_error,
@@ -426,7 +427,8 @@ class PendingFiles:
                 raise os_error(e, path) from e
             stream = os.fdopen(fd, "wb", closefd=False)
             entry = self._done[i] = (fd, named, stream)
-        assert entry[2] is not None, "the temporary was finished already"
+        if entry[2] is None:
+            raise ValueError(f"file {i} of the set is finished already: its temporary cannot be opened again")
         return entry[2]
 
     def finish(self, i: int) -> None:
@@ -437,7 +439,8 @@ class PendingFiles:
         fd, named, stream = self._done[i]  # type: ignore[misc]
         path = self.targets[i]
         try:
-            assert stream is not None and fd is not None
+            if not (stream is not None and fd is not None):
+                raise GGUFInternalError("stream is not None and fd is not None does not hold")
             stream.flush()
             stream.close()
             _keep_identity(fd, self._olds[i])
@@ -471,7 +474,8 @@ class PendingFiles:
                 for i, path in enumerate(self.targets):
                     current = path
                     fd, named, _ = self._done[i]  # type: ignore[misc]
-                    assert named is not None
+                    if named is None:
+                        raise GGUFInternalError("named is not None does not hold")
                     ident = self._expected.get(path)
                     if ident is not None:
                         check_same_file(path, ident)

@@ -41,6 +41,7 @@ __all__ = [
     "GGUFFormatError",
     "GGUFIOError",
     "GGUFInstallWarning",
+    "GGUFInternalError",
     "GGUFKeyError",
     "GGUFLimitError",
     "GGUFPermissionError",

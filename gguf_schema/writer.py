@@ -42,7 +42,7 @@ import numpy as np
 from construct import Container
 
 from .durable import atomic_replace
-from .errors import GGUFBuildError
+from .errors import GGUFBuildError, GGUFInternalError
 from .format import boundary
 from .format.boundary import Sink
 from .format.nodes import DataSection, Verbatim, align_offset
@@ -167,7 +167,8 @@ class PlannedTensor:
     source: Tensor | None = field(default=None, repr=False)
 
     def info(self) -> TensorRecord:
-        assert self.offset is not None
+        if self.offset is None:
+            raise GGUFInternalError("self.offset is not None does not hold")
         return TensorRecord(self.name, self.type, self.dims, self.offset)
 
 
@@ -527,7 +528,8 @@ class HeaderSpool:
             self._file.write(self._memory.getbuffer())
             self._memory = None
         target = self._memory if self._memory is not None else self._file
-        assert target is not None
+        if target is None:
+            raise GGUFInternalError("target is not None does not hold")
         target.write(b)
         self.size += n
         return n
@@ -536,7 +538,8 @@ class HeaderSpool:
         """The header's bytes ``[offset, offset + n)`` (fewer at its end)."""
         if self._memory is not None:
             return bytes(self._memory.getbuffer()[offset : offset + n])
-        assert self._file is not None
+        if self._file is None:
+            raise GGUFInternalError("self._file is not None does not hold")
         self._file.flush()
         return os.pread(self._file.fileno(), n, offset)
 
@@ -548,7 +551,8 @@ class HeaderSpool:
         if self._memory is not None:
             check_header(self._memory.getvalue(), strict)
             return
-        assert self._file is not None
+        if self._file is None:
+            raise GGUFInternalError("self._file is not None does not hold")
         self._file.flush()
         self._file.seek(0)
         check_header(self._file, strict)

@@ -49,7 +49,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import GGUFError
+from ..errors import GGUFError, GGUFInternalError
 from ..format.limits import Limits
 from ..format.source import is_url
 from ..format.types import GGMLType, ValueType, tensor_nbytes
@@ -649,7 +649,8 @@ class _Auditor:
             )
         if f.tensor_list and view.alignment is not None and view.data_offset != f.data_offset:
             fld = view.alignment_field
-            assert fld is not None
+            if fld is None:
+                raise GGUFInternalError("fld is not None does not hold")
             self.add(
                 "GGUF-A401",
                 f"ggml takes ALIGNMENT {view.alignment} from key {show(fld.key)} and reads tensor data from offset "

@@ -42,6 +42,7 @@ from itertools import chain
 
 import numpy as np
 
+from ..errors import GGUFInternalError
 from ..format.types import GGML_TYPE_COUNT, GGMLType, ValueType
 from ..format.values import Field
 from ..model import GGUFFile, Tensor
@@ -177,7 +178,8 @@ class GGMLTensor:
     def size_check_fails(self) -> bool:
         """ggml's byte-size check (``has a size in bytes > SIZE_MAX``) rejects the tensor (type known, row whole blocks)."""
         t = self.ggml_type
-        assert t is not None
+        if t is None:
+            raise GGUFInternalError("t is not None does not hold")
         q = abs(self.nelements) // t.block_size * (1 if self.nelements >= 0 else -1)  # C division truncates
         return (q & SIZE_MAX) > SIZE_MAX // t.type_size
 
@@ -185,7 +187,8 @@ class GGMLTensor:
     def strides(self) -> tuple[int, int, int, int]:
         """``nb``: the byte strides ggml computes, in size_t arithmetic."""
         t = self.ggml_type
-        assert t is not None
+        if t is None:
+            raise GGUFInternalError("t is not None does not hold")
         ne = [d & SIZE_MAX for d in self.ne]
         nb = [t.type_size, t.type_size * (self.ne[0] // t.block_size) & SIZE_MAX]
         nb.append(nb[1] * ne[1] & SIZE_MAX)
@@ -196,7 +199,8 @@ class GGMLTensor:
     def nbytes(self) -> int:
         """``ggml_nbytes``: the tensor's byte size as ggml computes it in size_t (0 when a dimension is 0)."""
         t = self.ggml_type
-        assert t is not None
+        if t is None:
+            raise GGUFInternalError("t is not None does not hold")
         ne0, ne1, ne2, ne3 = self.ne
         if ne0 <= 0 or ne1 <= 0 or ne2 <= 0 or ne3 <= 0:
             return 0
@@ -419,7 +423,8 @@ class GGMLView:
         (ggml stops at an overflow: see the ``ggml`` profile's GGUF-E039).
         """
         a = self.alignment
-        assert a is not None
+        if a is None:
+            raise GGUFInternalError("a is not None does not hold")
         offsets, size = [], 0
         for g in self.tensors:
             offsets.append(size)

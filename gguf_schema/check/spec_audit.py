@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
-from ..errors import GGUFDocumentError
+from ..errors import GGUFDocumentError, GGUFInternalError
 
 __all__ = [
     "SpecAuditReport",
@@ -487,7 +487,8 @@ def schema_facts() -> dict[str, Any]:
 
     def fields(st: Any) -> list[tuple[str, str]]:
         st = st.subcon if isinstance(st, Adapter) else st
-        assert isinstance(st, Struct)
+        if not isinstance(st, Struct):
+            raise GGUFInternalError("isinstance(st, Struct) does not hold")
         return [
             (sc.name, ctype(sc))
             for sc in st.subcons

@@ -51,7 +51,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from ..errors import GGUFError
+from ..errors import GGUFError, GGUFInternalError
 from ..format.limits import Limits
 from ..format.types import ValueType
 from ..format.values import GGUFArray
@@ -343,7 +343,8 @@ def layout(data: bytes) -> list[Slot]:
         slots = [Slot(4, 4, "version"), Slot(8, ls, "count"), Slot(8 + ls, ls, "count")]
         for fld in f.fields.records:
             o = fld.offset
-            assert o is not None  # read from a file: every record has its offset
+            if o is None:  # read from a file: every record has its offset
+                raise GGUFInternalError("o is not None does not hold")
             klen = len(fld.key.encode("utf-8", "surrogateescape"))
             slots.append(Slot(o, ls, "length"))
             slots.append(Slot(o + ls + klen, 4, "vtype"))
@@ -373,7 +374,8 @@ def _walk(vt: ValueType, value: Any, pos: int, ls: int, slots: list[Slot], budge
         return pos + 1
     if vt != ValueType.ARRAY:
         return pos + vt.itemsize
-    assert isinstance(value, GGUFArray)
+    if not isinstance(value, GGUFArray):
+        raise GGUFInternalError("isinstance(value, GGUFArray) does not hold")
     slots.append(Slot(pos, 4, "vtype"))
     slots.append(Slot(pos + 4, ls, "count"))
     pos += 4 + ls

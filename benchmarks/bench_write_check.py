@@ -80,11 +80,11 @@ def main() -> int:
             for label, fn in (("save_file (whole file rewritten)", rewrite), ("set_key in place", in_place)):
                 fn()  # warm the page cache
                 on = median_seconds(fn, args.repeat)
-                writer.register_header_check(None)  # type: ignore[arg-type]
+                writer.register_header_check(None)
                 try:
                     off = median_seconds(fn, args.repeat)
                 finally:
-                    writer.register_header_check(installed)  # type: ignore[arg-type]
+                    writer.register_header_check(installed)
                 rows.append((label, on, off))
             alone = median_seconds(lambda: check_before_write(header), args.repeat)
         lines = [

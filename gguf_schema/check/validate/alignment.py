@@ -38,6 +38,7 @@ W010 = rule(
 
 @reports(E027, E028, E029, W010)
 def alignment_key(c: Checker) -> None:
+    """``general.alignment``: a positive multiple of 8 (``spec``), or the key and value ggml reads (``ggml``)."""
     if c.profile == GGML:
         ggml_alignment(c)
         return

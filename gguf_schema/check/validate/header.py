@@ -24,6 +24,7 @@ E012 = rule("GGUF-E012", "the version is 3", "spec: 'Must be `3` for version des
 
 @reports(E010, E011, E012)
 def version_and_order(c: Checker) -> None:
+    """The version and byte order: those ggml reads (``ggml``), or the spec's version 3 (``spec``)."""
     f = c.f
     if c.profile == GGML:
         if f.version not in (2, 3):

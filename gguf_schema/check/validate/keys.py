@@ -72,6 +72,7 @@ def _keys_all_well_formed(keys: list[str], text: str | None) -> bool:
 
 @reports(E020, E021, E022, E023, E026, W004, W011)
 def key_names(c: Checker) -> None:
+    """Each key's syntax, length and encoding (``spec``); empty, repeated and shadowed keys (``ggml``; repeats are a warning under ``spec``)."""
     fields = c.f.fields
     records = fields.records
     repeats = len(fields) != len(records)  # some key is stored twice: Fields.position names the first

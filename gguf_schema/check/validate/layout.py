@@ -132,6 +132,7 @@ def misplaced(c: Checker, t: Tensor, expected: int) -> None:
 
 @reports(W003)
 def padding(c: Checker) -> None:
+    """The padding after the tensor infos: 0x00 bytes (``spec``)."""
     pad = c.f.padding
     if pad.strip(b"\0"):
         i = next(i for i, b in enumerate(pad) if b)

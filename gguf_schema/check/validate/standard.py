@@ -90,6 +90,7 @@ W002 = rule(
 
 @reports(E050, E051, E052, E053, E054, W001)
 def standard_keys(c: Checker) -> None:
+    """The architecture, the quantization version, the standardized keys' types and each architecture's required keys (``spec``)."""
     spec = load_spec()
     fields = c.f.fields
     arch_fld = fields.get("general.architecture")
@@ -148,6 +149,7 @@ def key_types(c: Checker) -> None:
 
 @reports(E055, E056)
 def tokenizer(c: Checker) -> None:
+    """The tokenizer's arrays as long as its tokens, and its special token ids inside them (``spec``)."""
     fields = c.f.fields
     tokens = fields.get("tokenizer.ggml.tokens")
     if tokens is None or tokens.type != ValueType.ARRAY:
@@ -182,6 +184,7 @@ def tokenizer(c: Checker) -> None:
 
 @reports(E057, W002)
 def file_type(c: Checker) -> None:
+    """``general.file_type``: a value of the spec's table, naming a type some tensor has (``spec``)."""
     fld = c.f.fields.get("general.file_type")
     if fld is None or not fld.type.is_integer:
         return

@@ -98,6 +98,7 @@ W005 = rule(
 
 @reports(E026, E030, E031, E032, E033, E034, E035, E036, W005)
 def tensor_infos(c: Checker) -> None:
+    """Each tensor info's name and dimensions, as the profile reads them."""
     seen: dict[bytes, str] = {}
     # ggml's count and size checks cannot fail for a small tensor (TensorColumns.small): only the others are asked
     small = c.view.columns.small.tolist() if c.profile == GGML else []
@@ -198,6 +199,7 @@ def ggml_shape(c: Checker, i: int) -> None:
 
 @reports(E003, E004, E005)
 def tensor_types(c: Checker) -> None:
+    """Each tensor's type: a ggml type, not removed, its rows whole blocks (every profile)."""
     cols = c.view.columns
     whole = cols.ne[:, 0] % np.maximum(cols.block_size, 1).astype(np.uint64) == 0  # dims[0], or 1 without dims
     for t in c.suspects((cols.block_size > 0) & whole):
@@ -231,6 +233,7 @@ def tensor_types(c: Checker) -> None:
 
 @reports(E002)
 def tensor_bounds(c: Checker) -> None:
+    """Each tensor's data inside the file (every profile; from ggml's own data offset under ``ggml``)."""
     # ggml's own data offset in the ggml profile (it may read general.alignment from another key)
     base = c.view.data_offset if c.profile == GGML else None
     cols, tensors = c.view.columns, c.f.tensor_list
@@ -261,6 +264,7 @@ def tensor_bounds(c: Checker) -> None:
 
 @reports(E037)
 def offsets_aligned(c: Checker) -> None:
+    """Each tensor offset a multiple of ALIGNMENT (``spec``)."""
     a = c.f.alignment
     cols = c.view.columns
     fine = cols.stored_offset % np.uint64(a) == 0 if 0 < a < 2**64 else np.zeros(len(cols.stored_offset), bool)

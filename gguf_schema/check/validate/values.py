@@ -35,6 +35,7 @@ E026 = rule(
 
 @reports(E024, E025, E026)
 def value_encoding(c: Checker) -> None:
+    """Nested arrays (``ggml``); bools stored as other bytes and strings that are not UTF-8 (``spec``)."""
     ruled = (ValueType.ARRAY, ValueType.BOOL, ValueType.STRING) if c.profile == SPEC else (ValueType.ARRAY,)
     for fld in [fld for fld in c.f.fields.records if fld.type in ruled]:  # the only values with a rule
         if fld.type == ValueType.ARRAY:

@@ -85,6 +85,11 @@ class Check:
 
     rules: tuple[Rule, ...]
     run: Callable[[Checker], None]
+    #: the ids of :attr:`rules`, looked up for each finding
+    ids: frozenset[str] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "ids", frozenset(r.id for r in self.rules))
 
 
 def reports(*rules: Rule) -> Callable[[Callable[[Checker], None]], Check]:
@@ -258,7 +263,7 @@ class Checker:
 
     def add(self, rule: Rule, offset: int | None, name: str | None, value: Any, message: str) -> None:
         """A finding of ``rule``, which the running check declares and the profile checks."""
-        if self.running is None or rule not in self.running.rules or self.profile not in rule.profiles:
+        if self.running is None or rule.id not in self.running.ids or self.profile not in rule.profiles:
             raise GGUFInternalError(
                 f"{rule.id} reported outside the checks that declare it, or under the {self.profile} profile"
             )

@@ -148,18 +148,17 @@ class GGUFBuildError(GGUFError, ValueError):
     """A value cannot be written as GGUF (wrong type, out of range, inconsistent tensor)."""
 
 
-class GGUFInternalError(GGUFError, RuntimeError):
-    """A bug of this library, not a fault of the file: two of its own paths disagree about the same bytes
-    (the fast layer of the schema and the declared struct it replaces).
-
-    Under the one root, so that ``except GGUFError`` still catches everything the library raises, but
-    beside the bad-file errors (not a :class:`GGUFFormatError`): a file that triggers it is worth a bug
-    report with the file attached.
-    """
-
-
 class GGUFRoundTripError(GGUFError, ValueError):
     """A file cannot be rebuilt byte for byte (and the caller asked for exactness)."""
+
+
+class GGUFInternalError(GGUFError, RuntimeError):
+    """A bug in gguf-schema itself (a state its own code should never reach, or two of its own paths
+    disagreeing about the same bytes, such as the schema's fast layer and the declared struct it
+    replaces), never the file's or the caller's fault: please report it (with the file).
+
+    Under the one root, so that ``except GGUFError`` still catches everything the library raises, but
+    beside the bad-file errors: never a :class:`GGUFFormatError`."""
 
 
 class GGUFKeyError(GGUFError, KeyError):

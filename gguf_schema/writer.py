@@ -271,9 +271,8 @@ def save(
     if alignment is not None:
         if isinstance(alignment, bool) or not isinstance(alignment, int) or alignment <= 0:
             raise GGUFBuildError(f"alignment must be a positive integer, got {alignment!r}", value=alignment)
-        fields = [f for f in fields if f.key != K.GENERAL_ALIGNMENT] + [
-            make_field(K.GENERAL_ALIGNMENT, alignment, ValueType.UINT32)
-        ]
+        key = K.GENERAL_ALIGNMENT
+        fields = [f for f in fields if f.key != key] + [make_field(K.GENERAL_ALIGNMENT, alignment, ValueType.UINT32)]
     planned = [plan_tensor(name, t, byte_order) for name, t in (tensors or {}).items()]
     write_file(
         target, fields, planned, version=version, byte_order=byte_order, sync=sync, progress=progress, strict=strict

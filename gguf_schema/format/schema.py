@@ -111,8 +111,9 @@ def alignment_of(metadata_kv: Iterable[Any]) -> int:
 
     Takes parsed ``gguf_metadata_kv_t`` records or :class:`~gguf_schema.format.values.Field` objects.
     """
+    key = K.GENERAL_ALIGNMENT  # a local: this loop runs over every pair of the file
     for kv in metadata_kv:
-        if kv.key == K.GENERAL_ALIGNMENT:
+        if kv.key == key:
             # a parsed record names its type value_type, a Field names it type (UINT8 is 0: no `or`)
             vt = kv.value_type if hasattr(kv, "value_type") else kv.type
             value = kv.value

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import GGUFInternalError, shorten
+from ...format import keys as K
 from ...format.values import BoolByte, Field
 from ...model import GGUFFile, Tensor
 from ..ggml_view import GGMLView
@@ -211,7 +212,7 @@ def split_place(f: GGUFFile) -> tuple[int, int] | None:
     >>> split_place(gguf_schema.open(buf.getvalue()))
     (1, 3)
     """
-    no, count = f.fields.get("split.no"), f.fields.get("split.count")
+    no, count = f.fields.get(K.SPLIT_NO), f.fields.get(K.SPLIT_COUNT)
     if count is None or not count.type.is_integer or count.value < 2:
         return None
     if no is not None and not no.type.is_integer:

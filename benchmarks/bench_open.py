@@ -99,8 +99,8 @@ READERS: dict[str, tuple[str, str, str, dict[str, str]]] = {
         SLOW,
     ),
     "gguf-schema reference schema (construct's Array)": (
-        "from gguf_schema.testing.reference import read_reference",
-        "f = read_reference(PATH); f.close()",
+        "from gguf_schema.reader import read_with; from gguf_schema.format.schema import gguf_schema as plain",
+        "f = read_with(plain, PATH); f.close()",
         "del f",
         {},
     ),
@@ -327,7 +327,7 @@ def bench_scaling(sizes: list[int], repeat: int) -> list[str]:
 
 
 def _compiled() -> str:
-    code = "import gguf_schema.format.nodes as n; print(n.compiled_scan is not None)"
+    code = "import gguf_schema.format.fast.walk as w; print(w.compiled_scan is not None)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     return "built" if out.stdout.strip() == "True" else "NOT built (every row runs the Python loops)"
 

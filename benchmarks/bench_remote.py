@@ -228,7 +228,7 @@ def bench_tensors(server: Server, model: Path, repeat: int) -> list[str]:
         "| read | tensor | requests | bytes transferred | tensor bytes | time |",
         "|---|---|---|---|---|---|",
     ]
-    from gguf_schema.format.remote import RemoteSource
+    from gguf_schema.io.remote import RemoteSource
 
     # no cache: every read below goes to the network
     with (

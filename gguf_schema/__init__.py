@@ -16,8 +16,9 @@ only gathers the public names and composes :func:`open` from the reader and the 
 
 from __future__ import annotations
 
+import os as _os
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal, overload
 
 from . import model as _model
 from . import writer as _writer
@@ -47,14 +48,14 @@ from .errors import (
     GGUFWarning,
 )
 from .format.limits import Limits
-from .format.source import Source, SourceLike
 from .format.types import FileType, GGMLType, ValueType
 from .format.values import BoolByte, Field, GGUFArray, LazyStrings, make_field
+from .io.source import Source, SourceLike
 from .model import Fields, GGUFFile, Metadata, Tensor
 from .reader import read
+from .shards import SplitModel, open_model, open_split
 from .tensors.engine import compiled_elsewhere as _compiled_elsewhere
 from .tools.scan import ScanRecord, scan, scan_file
-from .tools.split import SplitModel, open_split
 from .writer import RawTensor, save
 
 __version__ = "0.1.0"
@@ -67,7 +68,6 @@ _writer.register_header_check(_check_before_write)
 
 _installed = _compiled_elsewhere()
 if _installed is not None:  # once, at import: the library never prints, it warns
-    import os as _os
     import warnings as _warnings
 
     _warnings.warn(
@@ -81,6 +81,32 @@ if _installed is not None:  # once, at import: the library never prints, it warn
     )
 
 
+@overload
+def open(
+    source: SourceLike | Source,
+    *,
+    lazy: bool = ...,
+    strict: str | None = ...,
+    limits: Limits | None = ...,
+    mmap: bool = ...,
+    storage_options: Mapping[str, Any] | None = ...,
+    split: Literal[False] = ...,
+) -> GGUFFile: ...
+
+
+@overload
+def open(
+    source: SourceLike | Source,
+    *,
+    lazy: bool = ...,
+    strict: str | None = ...,
+    limits: Limits | None = ...,
+    mmap: bool = ...,
+    storage_options: Mapping[str, Any] | None = ...,
+    split: Literal[True],
+) -> GGUFFile | SplitModel: ...
+
+
 def open(
     source: SourceLike | Source,
     *,
@@ -89,8 +115,10 @@ def open(
     limits: Limits | None = None,
     mmap: bool = True,
     storage_options: Mapping[str, Any] | None = None,
-) -> GGUFFile:
-    """Open a GGUF file: a path, URL, bytes-like object or binary file object.
+    split: bool = False,
+) -> GGUFFile | SplitModel:
+    """Open a GGUF file: a path, URL, bytes-like object or binary file object. This is the way to open
+    a file; everything else in the library (``reader.read``, ``shards.open_model``) is what it is made of.
 
     Metadata and tensor infos are parsed at once; tensor data is not read. Raises
     :class:`GGUFError` and nothing else for a file that cannot be read: a malformed one
@@ -113,7 +141,12 @@ def open(
         storage_options: for a URL, the options of its fsspec backend (credentials, endpoints):
             ``https://``, ``hf://``, ``s3://``, ``gs://`` ... are read in ranges, the header only,
             tensor data on demand (``pip install 'gguf-schema[remote]'``; see
-            :mod:`gguf_schema.format.remote`). Ignored for anything that is not a URL.
+            :mod:`gguf_schema.io.remote`). Ignored for anything that is not a URL.
+        split: when ``source`` (a path or URL) is the first shard of a split model
+            (``split.count`` > 1, ``split.no`` = 0), open every shard as one read-only
+            :class:`SplitModel` (the shards found next to it by name and checked to belong
+            together); any other file opens as a :class:`GGUFFile`, as without it. ``strict``
+            then applies to every shard.
 
     >>> import io
     >>> try:
@@ -122,6 +155,18 @@ def open(
     ...     print(type(e).__name__, isinstance(e, GGUFError))
     GGUFFileNotFoundError True
     """
+    if split:
+        if not isinstance(source, (str, _os.PathLike)):
+            raise TypeError(f"split=True opens a path or URL, got {type(source).__name__}")
+        model = open_model(source, lazy=lazy, limits=limits, mmap=mmap, storage_options=storage_options)
+        if strict is not None:
+            try:
+                for shard in model.shards if isinstance(model, SplitModel) else [model]:
+                    _require(shard, strict)
+            except BaseException:
+                model.close()
+                raise
+        return model
     f = read(source, lazy=lazy, limits=limits, mmap=mmap, storage_options=storage_options)
     return f if strict is None else _require(f, strict)
 

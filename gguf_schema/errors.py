@@ -13,6 +13,9 @@ message of a few hundred bytes.
 What is written but breaks a validation rule is a :class:`GGUFWarning` (a ``UserWarning``
 carrying the rule id), not an error, unless the writer is asked to be strict.
 
+A disagreement between two of the library's own paths (its bug, not the file's) is a
+:class:`GGUFInternalError`, also under the root but never a :class:`GGUFFormatError`.
+
 Argument mistakes (a bad engine name, a negative thread count, a wrong shape) are the caller's,
 not the file's: they raise plain ``ValueError`` or ``TypeError``, never a :class:`GGUFError`.
 
@@ -150,8 +153,12 @@ class GGUFRoundTripError(GGUFError, ValueError):
 
 
 class GGUFInternalError(GGUFError, RuntimeError):
-    """A bug in gguf-schema itself (a state its own code should never reach), never the file's or
-    the caller's fault: please report it."""
+    """A bug in gguf-schema itself (a state its own code should never reach, or two of its own paths
+    disagreeing about the same bytes, such as the schema's fast layer and the declared struct it
+    replaces), never the file's or the caller's fault: please report it (with the file).
+
+    Under the one root, so that ``except GGUFError`` still catches everything the library raises, but
+    beside the bad-file errors: never a :class:`GGUFFormatError`."""
 
 
 class GGUFKeyError(GGUFError, KeyError):

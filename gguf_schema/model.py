@@ -27,10 +27,13 @@ from typing import Any, Protocol
 import numpy as np
 
 from .errors import GGUFError, GGUFFormatError, GGUFInternalError, GGUFKeyError, GGUFTruncatedError
+from .format import keys as K
+from .format.layout import InfoOffsets, PairOffsets
 from .format.nodes import DataSection
 from .format.schema import alignment_of
 from .format.types import GGMLType, ValueType, tensor_nbytes, type_name
 from .format.values import Field, make_field
+from .format.variant import Variant
 from .tensors import dequantize
 from .tensors.engine import _row_range as row_range  # the engine's reading of ``rows=``, shared
 
@@ -46,7 +49,7 @@ _MAX_NDIM = 64 if int(np.__version__.split(".")[0]) >= 2 else 32
 
 
 class Storage(Protocol):
-    """Where a file's bytes are (:class:`gguf_schema.format.source.Source`): a map, a buffer, positioned or ranged reads."""
+    """Where a file's bytes are (:class:`gguf_schema.io.source.Source`): a map, a buffer, positioned or ranged reads."""
 
     name: str | None
     size: int
@@ -182,7 +185,7 @@ class Tensor:
             row = t.row_nbytes(self.dims[0]) if self.dims else nbytes
             rows = nbytes // row if row else 0
             return np.frombuffer(buf, np.uint8, nbytes).reshape(rows, row)
-        dtype = t.numpy_dtype.newbyteorder("<" if self.byte_order == "little" else ">")  # type: ignore[union-attr]
+        dtype = t.numpy_dtype.newbyteorder(Variant.endian_of(self.byte_order))  # type: ignore[union-attr]
         return np.frombuffer(buf, dtype, self.n_elements).reshape(self.shape)
 
     def _bytes(self, start: int, count: int, nbytes: int) -> Any:
@@ -534,10 +537,25 @@ class GGUFFile:
 
     # ---------------------------------------------------------------- reading
 
+    def pair_offsets(self, field: Field) -> PairOffsets | None:
+        """Where the parts of ``field``'s pair are stored (key, value type, value, array items), from the
+        start the parse recorded; None for a pair made in memory (it has no place in the file yet)."""
+        return None if field.offset is None else PairOffsets.of(self.variant, field.offset, field.key)
+
+    def info_offsets(self, tensor: Tensor) -> InfoOffsets:
+        """Where the parts of ``tensor``'s info are stored (name, dimensions, type, offset), from the start
+        the parse recorded."""
+        return InfoOffsets.of(self.variant, tensor.info_offset, tensor.name, len(tensor.dims))
+
+    @property
+    def variant(self) -> Variant:
+        """The file's :class:`~gguf_schema.format.variant.Variant`: byte order, version and what the layout derives from them."""
+        return Variant.of(self.byte_order, self.version)
+
     @property
     def alignment(self) -> int:
         """ALIGNMENT as the fields say now (``general.alignment``, or 32)."""
-        found = self.fields.get("general.alignment")
+        found = self.fields.get(K.GENERAL_ALIGNMENT)
         return alignment_of([] if found is None else [found])
 
     @property

@@ -1,14 +1,14 @@
 """Reading: ``open()`` a GGUF file and get a :class:`~gguf_schema.model.GGUFFile` of typed fields and lazy tensors.
 
-Data flows one way: the source's bytes (:mod:`gguf_schema.format.source`) are parsed by the
-schema (:mod:`gguf_schema.format.schema`, through the error boundary of
+Data flows one way: the source's bytes (:mod:`gguf_schema.io.source`) are parsed by the
+schema (:mod:`gguf_schema.format.schema`, accelerated by :mod:`gguf_schema.format.fast`, through the error boundary of
 :mod:`gguf_schema.format.boundary`); the parsed records become
 :class:`~gguf_schema.format.values.Field` and :class:`~gguf_schema.model.Tensor` objects here.
 Tensor data is never read while opening: :attr:`Tensor.data` is a zero-copy, read-only numpy
 view into the memory map, made on first access.
 
 A source that holds only a prefix of the file (a remote file, positioned reads: see
-:mod:`gguf_schema.format.source`) gives the parser what it has fetched; when the parse runs past
+:mod:`gguf_schema.io.source`) gives the parser what it has fetched; when the parse runs past
 its end, the reader asks for twice as much (2 MiB, 4 MiB, 8 MiB ...) and parses again: a header of
 ``H`` bytes takes about ``log2(H / 2 MiB) + 1`` reads and fetches less than ``2 H`` (and at most
 2 MiB for a header under 2 MiB). gemma-3-270m's 6.5 MB header takes three reads, 8 MiB in all.
@@ -33,12 +33,13 @@ from typing import Any
 from .durable import shared_header_lock
 from .errors import GGUFLimitError, GGUFTruncatedError
 from .format import boundary
+from .format.fast import fast_schema
 from .format.limits import Limits
 from .format.nodes import DataSection, align_offset
-from .format.opening import open_source
-from .format.schema import GGUFSchema, alignment_of, gguf_schema, sniff
-from .format.source import ByteReader, Source, SourceLike
+from .format.schema import GGUFSchema, alignment_of, sniff
 from .format.values import Field
+from .io.opening import open_source
+from .io.source import ByteReader, Source, SourceLike
 from .model import GGUFFile, Tensor
 
 __all__ = ["MAX_PADDING_FETCH", "read", "read_with"]
@@ -60,6 +61,9 @@ def read(
 ) -> GGUFFile:
     """Open a GGUF file: a path, URL, bytes-like object or binary file object.
 
+    The internal primitive :func:`gguf_schema.open` is made of; users (and the command line) call
+    ``gguf_schema.open``, which adds validation profiles (``strict=``) and split models (``split=True``).
+
     Metadata and tensor infos are parsed at once; tensor data is not read. Raises
     :class:`~gguf_schema.errors.GGUFError` (and nothing else) for a file that cannot be read:
     a malformed one (:class:`~gguf_schema.errors.GGUFFormatError` and its subclasses) or one the
@@ -76,10 +80,10 @@ def read(
             meanwhile gives a clean :class:`~gguf_schema.errors.GGUFTruncatedError` instead of killing
             this one with SIGBUS).
         storage_options: for a URL (``https://``, ``hf://``, ``s3://`` ...: read through fsspec, see
-            :mod:`gguf_schema.format.remote`), the options of its fsspec backend (credentials,
+            :mod:`gguf_schema.io.remote`), the options of its fsspec backend (credentials,
             endpoints); ignored for anything else.
     """
-    return read_with(gguf_schema, source, lazy=lazy, limits=limits, mmap=mmap, storage_options=storage_options)
+    return read_with(fast_schema, source, lazy=lazy, limits=limits, mmap=mmap, storage_options=storage_options)
 
 
 def read_with(
@@ -92,7 +96,8 @@ def read_with(
     storage_options: Mapping[str, Any] | None = None,
 ) -> GGUFFile:
     """:func:`read` with another variant of the schema (``schema_for(byte_order, version)``):
-    the tests prove the fast schema against the reference one (:mod:`gguf_schema.testing.reference`)."""
+    ``read_with(gguf_schema, ...)`` reads with the plain schema, without the fast layer (slowly),
+    and the tests prove both give the same file."""
     if not isinstance(lazy, bool):
         raise TypeError(f"lazy must be True or False, got {lazy!r}")
     if not isinstance(mmap, bool):

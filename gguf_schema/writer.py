@@ -44,9 +44,11 @@ from construct import Container
 from .durable import atomic_replace
 from .errors import GGUFBuildError, GGUFInternalError
 from .format import boundary
+from .format import keys as K
 from .format.boundary import Sink
-from .format.nodes import DataSection, Verbatim, align_offset
-from .format.schema import alignment_of, gguf_schema
+from .format.fast import Verbatim, fast_schema
+from .format.nodes import DataSection, align_offset
+from .format.schema import alignment_of
 from .format.types import GGMLType, ValueType, tensor_nbytes
 from .format.values import Field, make_field
 from .model import GGUFFile, Tensor
@@ -269,9 +271,8 @@ def save(
     if alignment is not None:
         if isinstance(alignment, bool) or not isinstance(alignment, int) or alignment <= 0:
             raise GGUFBuildError(f"alignment must be a positive integer, got {alignment!r}", value=alignment)
-        fields = [f for f in fields if f.key != "general.alignment"] + [
-            make_field("general.alignment", alignment, ValueType.UINT32)
-        ]
+        key = K.GENERAL_ALIGNMENT
+        fields = [f for f in fields if f.key != key] + [make_field(K.GENERAL_ALIGNMENT, alignment, ValueType.UINT32)]
     planned = [plan_tensor(name, t, byte_order) for name, t in (tensors or {}).items()]
     write_file(
         target, fields, planned, version=version, byte_order=byte_order, sync=sync, progress=progress, strict=strict
@@ -383,7 +384,7 @@ def write_file(
             spooled.check(strict)
     with _bulk():
         obj = _file_container(fields, infos, padding, section, same)
-    schema = gguf_schema(byte_order, version)
+    schema = fast_schema(byte_order, version)
     depth = max((_nesting(f.value) for f in fields if f.type == ValueType.ARRAY), default=0)
 
     def build(stream: IO[bytes]) -> None:
@@ -466,7 +467,7 @@ def write_header(
     with _bulk():
         obj = _file_container(fields, tensors, padding, data, _same_variant(source, version, byte_order))
         depth = max((_nesting(f.value) for f in fields if f.type == ValueType.ARRAY), default=0)
-        boundary.build(gguf_schema(byte_order, version).gguf_file_t, obj, sink, depth=depth)
+        boundary.build(fast_schema(byte_order, version).gguf_file_t, obj, sink, depth=depth)
     return sink.pos
 
 
@@ -612,7 +613,7 @@ def encoded_size(
     >>> encoded_size([make_field("a", 1)], version=3)
     17
     """
-    schema = gguf_schema(byte_order, version)
+    schema = fast_schema(byte_order, version)
     total = 0
     for f in fields:
         out = io.BytesIO()

@@ -8,10 +8,12 @@ from typing import Any
 import numpy as np
 
 import gguf_schema
+from gguf_schema.format.fast import fast_schema
+from gguf_schema.format.limits import Limits
 from gguf_schema.format.schema import GGUFSchema
-from gguf_schema.format.schema import gguf_schema as fast_schema
+from gguf_schema.format.schema import gguf_schema as reference_schema
 from gguf_schema.format.types import GGMLType
-from gguf_schema.testing.reference import read_reference, reference_schema
+from gguf_schema.reader import read_with
 
 VARIANT_IDS = ["fast", "reference"]
 
@@ -47,13 +49,18 @@ def golden_vectors(folder: Path, name: str) -> dict[str, np.ndarray]:
     return g
 
 
+def read_reference(source: Any, *, limits: Limits | None = None) -> gguf_schema.GGUFFile:
+    """Open with the plain schema (the spec's nodes alone, without the fast layer)."""
+    return read_with(reference_schema, source, limits=limits)
+
+
 def open_variant(source: Any, fast: bool = True, **kw: Any) -> gguf_schema.GGUFFile:
-    """Open with the schema as shipped (``fast``) or with its reference variant (construct's plain ``Array``)."""
+    """Open with the schema as shipped (``fast``: accelerated) or with the plain schema (construct's ``Array``)."""
     return gguf_schema.open(source, **kw) if fast else read_reference(source, **kw)
 
 
 def schema_variant(order: str, version: int, fast: bool = True) -> GGUFSchema:
-    """The schema of a (byte order, version), shipped or reference variant."""
+    """The schema of a (byte order, version), accelerated (as shipped) or plain."""
     return fast_schema(order, version) if fast else reference_schema(order, version)
 
 

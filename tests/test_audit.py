@@ -291,7 +291,7 @@ def test_remote_audit_reads_only_the_header(tmp_path):
         sent_with_gaps = server.bytes_sent("m.gguf")
     with gguf_schema.open(data) as f:
         header_size = f.data_offset
-    from gguf_schema.format.source import FIRST_READ
+    from gguf_schema.io.source import FIRST_READ
 
     # the header (in the remote reader's first read), not the 16 MiB of data
     assert r.bytes_read == sent and header_size <= sent <= max(header_size, FIRST_READ) < len(data) // 4

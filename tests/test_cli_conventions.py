@@ -22,9 +22,9 @@ from gguf_schema.check.spec_audit import audit_spec
 from gguf_schema.cli import build_parser
 from gguf_schema.cli.conventions import open_options, to_json, truncation
 from gguf_schema.errors import GGUFDocumentError, GGUFValidationError, GGUFWarning
-from gguf_schema.format.source import MappedSource, PositionedSource
 from gguf_schema.format.types import FileType, GGMLType, ValueType
 from gguf_schema.format.values import GGUFArray
+from gguf_schema.io.source import MappedSource, PositionedSource
 from gguf_schema.tools import edit
 
 from .conftest import SHARED

@@ -10,9 +10,10 @@ import numpy as np
 
 import gguf_schema
 from gguf_schema import Field, ValueType
+from gguf_schema.shards import open_split
 from gguf_schema.tools.convert import convert
 from gguf_schema.tools.diff import Difference, describe_value, diff, tensor_sha256
-from gguf_schema.tools.split import open_split, split
+from gguf_schema.tools.split import split
 
 from .conftest import demo_bytes
 

@@ -17,8 +17,9 @@ import pytest
 import gguf_schema
 from gguf_schema import GGUFArray, GGUFFormatError, GGUFKeyError, RawTensor, ValueType
 from gguf_schema.cli import main
+from gguf_schema.shards import open_split
 from gguf_schema.tools.estimate import CACHE_TYPES, NOT_ESTIMATED, estimate
-from gguf_schema.tools.split import open_split, split
+from gguf_schema.tools.split import split
 
 MIB = 2**20
 

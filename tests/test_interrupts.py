@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 import gguf_schema
-from gguf_schema.tools.split import open_split
+from gguf_schema.shards import open_split
 
 STRACE = shutil.which("strace")
 needs_strace = pytest.mark.skipif(STRACE is None or not os.path.isdir("/proc/self"), reason="needs strace and /proc")

@@ -23,17 +23,19 @@ import pytest
 
 from gguf_schema import GGUFError, Limits
 from gguf_schema.format import nodes
+from gguf_schema.format.fast import arrays
 from gguf_schema.format.types import ValueType
 from gguf_schema.format.values import GGUFArray, LazyStrings
 from gguf_schema.reader import read
 from gguf_schema.testing.malformed import nested_empty_arrays_file
-from gguf_schema.testing.reference import read_reference
+
+from .helpers import read_reference
 
 VT = ValueType
 ORDERS_VERSIONS = [("little", 3), ("big", 3), ("little", 2), ("big", 2), ("little", 1), ("big", 1)]
 
 
-def general_parse_arrays(self: nodes.ArrayItems, r: Any, n: int, context: Any, path: str) -> list[GGUFArray]:
+def general_parse_arrays(self: arrays.ArrayItems, r: Any, n: int, context: Any, path: str) -> list[GGUFArray]:
     """Every inner array through ``parse_items``; a header that fails, through the declared struct."""
     head = struct.Struct(self.length.format[0] + "I" + self.length.format[1])
     out = []
@@ -135,7 +137,7 @@ def outcome(data: bytes, *, lazy: bool = False, limits: Limits | None = None, re
 
 def general(data: bytes, monkeypatch: pytest.MonkeyPatch, **kw: Any) -> Any:
     with monkeypatch.context() as m:
-        m.setattr(nodes.ArrayItems, "_parse_arrays", general_parse_arrays)
+        m.setattr(arrays.ArrayItems, "_parse_arrays", general_parse_arrays)
         return outcome(data, **kw)
 
 

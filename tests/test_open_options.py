@@ -20,11 +20,11 @@ import numpy as np
 import pytest
 
 import gguf_schema
-from gguf_schema import Limits
+from gguf_schema import Limits, shards
 from gguf_schema.check.audit import audit
 from gguf_schema.cli import build_parser
 from gguf_schema.errors import GGUFLimitError
-from gguf_schema.format.source import MappedSource, PositionedSource
+from gguf_schema.io.source import MappedSource, PositionedSource
 from gguf_schema.tools import convert, edit, export, jsonio, requantize, scan, split
 from gguf_schema.tools.imatrix import load_imatrix
 
@@ -197,17 +197,17 @@ def test_split_models_read_every_shard_with_the_options(long_second_shard: Path,
     names = Limits(max_tensor_name_length=8)
     with gguf_schema.open(long_second_shard, limits=names) as f:  # the first shard alone is within the limit
         assert [t.name for t in f.tensor_list] == ["short"]
-    assert len(split.shard_paths(long_second_shard, limits=names)) == 2
+    assert len(shards.shard_paths(long_second_shard, limits=names)) == 2
     for call in (
-        lambda: split.open_split(long_second_shard, limits=names),
-        lambda: split.open_model(long_second_shard, limits=names),
+        lambda: shards.open_split(long_second_shard, limits=names),
+        lambda: shards.open_model(long_second_shard, limits=names),
         lambda: split.merge(long_second_shard, tmp_path / "merged.gguf", limits=names),
     ):
         with pytest.raises(GGUFLimitError, match="max_tensor_name_length = 8"):
             call()
     assert not (tmp_path / "merged.gguf").exists()
     for mmap, kind in ((True, MappedSource), (False, PositionedSource)):
-        with split.open_model(long_second_shard, mmap=mmap) as model:
+        with shards.open_model(long_second_shard, mmap=mmap) as model:
             assert [type(s.storage) for s in model.shards] == [kind, kind]
             assert model.tensors["a_rather_long_tensor_name"].data.tolist() == [1.0] * 8
 

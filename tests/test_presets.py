@@ -23,6 +23,7 @@ import gguf_schema
 from gguf_schema.errors import GGUFBuildError
 from gguf_schema.format.types import GGMLType, ValueType
 from gguf_schema.format.values import make_field
+from gguf_schema.shards import open_split
 from gguf_schema.testing.quant_models import (
     QUANT_MODELS,
     legacy_imatrix_bytes,
@@ -42,7 +43,7 @@ from gguf_schema.tools.quantplan import (
     role_of,
 )
 from gguf_schema.tools.requantize import plan_requantize, requantize
-from gguf_schema.tools.split import open_split, split_plan
+from gguf_schema.tools.split import split_plan
 from gguf_schema.writer import plan_tensor, write_file
 
 from .helpers import run_cli

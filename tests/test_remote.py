@@ -31,9 +31,10 @@ from gguf_schema import (
     LazyStrings,
     RawTensor,
 )
-from gguf_schema.format.source import FIRST_READ, is_url
+from gguf_schema.io.source import FIRST_READ, is_url
+from gguf_schema.shards import open_split
 from gguf_schema.tensors import quantize
-from gguf_schema.tools.split import open_split, split
+from gguf_schema.tools.split import split
 
 from .conftest import VOCAB_FILES, gemma_path
 from .helpers import run_cli
@@ -41,7 +42,7 @@ from .helpers import run_cli
 fsspec = pytest.importorskip("fsspec")
 pytest.importorskip("aiohttp")
 
-from gguf_schema.format.remote import RemoteSource  # noqa: E402 - needs fsspec
+from gguf_schema.io.remote import RemoteSource  # noqa: E402 - needs fsspec
 
 from .http_server import FileServer  # noqa: E402
 

@@ -24,10 +24,9 @@ from gguf_schema import GGUFError, GGUFLimitError, GGUFTruncatedError, Limits
 from gguf_schema.durable import atomic_replace
 from gguf_schema.format.types import ValueType
 from gguf_schema.testing.fuzz import layout, nested_array_file, trimmed_copy
-from gguf_schema.testing.reference import read_reference
 
 from .conftest import VOCAB_FILES, demo_bytes, gemma_path
-from .helpers import open_variant
+from .helpers import open_variant, read_reference
 
 
 def _bounds(data: bytes) -> tuple[int, int]:

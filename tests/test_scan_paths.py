@@ -1,7 +1,7 @@
 """The compiled walk over string arrays (``gguf_schema.format._scan``) and the Python loops agree.
 
 Every file is read twice, once with the compiled walk and once with the Python loops of
-:class:`~gguf_schema.format.nodes.ArrayItems` (the reference), eagerly and lazily: the fields, the
+:class:`~gguf_schema.format.fast.arrays.ArrayItems` (the reference), eagerly and lazily: the fields, the
 marks of the lazy strings and the errors (class, message, offset, path, value) must be the same.
 """
 
@@ -18,7 +18,8 @@ import pytest
 
 import gguf_schema
 from gguf_schema import GGUFError, GGUFLimitError, GGUFTruncatedError, Limits
-from gguf_schema.format import nodes, values
+from gguf_schema.format import values
+from gguf_schema.format.fast import walk
 from gguf_schema.format.values import STRIDE, GGUFArray, LazyStrings, string_marks
 from gguf_schema.reader import read
 from gguf_schema.testing.fixtures import fixture_files
@@ -26,7 +27,7 @@ from gguf_schema.testing.malformed import malformed_cases
 
 from .conftest import demo_bytes
 
-compiled = pytest.mark.skipif(nodes.compiled_scan is None, reason="gguf_schema.format._scan was not built")
+compiled = pytest.mark.skipif(walk.compiled_scan is None, reason="gguf_schema.format._scan was not built")
 
 
 def _lazy_strings(value: Any) -> list[LazyStrings]:
@@ -57,7 +58,7 @@ def both(data: Any, monkeypatch: pytest.MonkeyPatch, **kw: Any) -> tuple[tuple[A
     """The outcome with the compiled walk, then with the Python loops."""
     fast = outcome(data, **kw)
     with monkeypatch.context() as m:
-        m.setattr(nodes, "compiled_scan", None)
+        m.setattr(walk, "compiled_scan", None)
         slow = outcome(data, **kw)
     return fast, slow
 
@@ -212,7 +213,7 @@ def test_lazy_and_eager_name_the_same_failure(monkeypatch):
 
 @compiled
 def test_compiled_walk_checks_its_arguments_and_bounds():
-    scan = nodes.compiled_scan
+    scan = walk.compiled_scan
     raw = struct.pack("<Q", 2) + b"hi" + struct.pack("<Q", 1) + b"!"
     assert scan.decode(raw, 0, 2, 8, False, 2**64 - 1) == (2, len(raw), ["hi", "!"])
     stopped, at, marks = scan.skip(raw, 0, 2, 8, False, 2**64 - 1, 1)
@@ -232,7 +233,7 @@ def test_compiled_walk_checks_its_arguments_and_bounds():
 
 
 def test_without_the_compiled_walk_strings_still_decode_and_index(monkeypatch):
-    monkeypatch.setattr(nodes, "compiled_scan", None)
+    monkeypatch.setattr(walk, "compiled_scan", None)
     data = demo_bytes()
     with read(data, lazy=True) as lazy, read(data) as eager:
         assert lazy.fields.records == eager.fields.records
@@ -273,7 +274,7 @@ def test_compiled_decoding_equals_pythons_on_random_and_boundary_bytes():
             bytes(rng.choice((rng.randrange(128), rng.randrange(128, 256))) for _ in range(rng.randrange(9)))
         )
     raw = b"".join(struct.pack("<Q", len(b)) + b for b in samples)
-    stopped, at, got = nodes.compiled_scan.decode(raw, 0, len(samples), 8, False, 2**64 - 1)
+    stopped, at, got = walk.compiled_scan.decode(raw, 0, len(samples), 8, False, 2**64 - 1)
     want = [b.decode("utf-8", "surrogateescape") for b in samples]
     assert (stopped, at) == (len(samples), len(raw)) and got == want
     assert [s.encode("utf-8", "surrogateescape") for s in got] == samples

@@ -11,11 +11,11 @@ from construct import Container
 
 from gguf_schema.errors import GGUFFormatError
 from gguf_schema.format import boundary
+from gguf_schema.format.fast import fast_schema
 from gguf_schema.format.schema import align_offset, gguf_schema, sniff
-from gguf_schema.format.source import ByteReader
 from gguf_schema.format.types import ValueType
 from gguf_schema.format.values import BoolByte, Field, GGUFArray
-from gguf_schema.testing.reference import reference_schema
+from gguf_schema.io.source import ByteReader
 
 from .conftest import VOCAB_FILES, demo_bytes
 from .helpers import schema_variant
@@ -81,7 +81,7 @@ def test_every_scalar_value_type(order, version, fast):
 
 @pytest.mark.parametrize("order", ["little", "big"])
 def test_signalling_nan_keeps_its_bits(order):
-    s = gguf_schema(order, 3)
+    s = fast_schema(order, 3)
     bits = (0x7F800001).to_bytes(4, order)
     node = s.gguf_metadata_value_t(lambda ctx: ValueType.FLOAT32)
     value = node.parse(bits)
@@ -90,7 +90,7 @@ def test_signalling_nan_keeps_its_bits(order):
 
 
 def test_bool_byte_other_than_0_1_is_kept():
-    s = gguf_schema("little", 3)
+    s = fast_schema("little", 3)
     node = s.gguf_metadata_value_t(lambda ctx: ValueType.BOOL)
     value = node.parse(b"\x02")
     assert value == BoolByte(2) and isinstance(value, BoolByte) and bool(value)
@@ -152,7 +152,7 @@ def test_metadata_kv_and_tensor_info(order, version, fast):
 
 
 def test_spec_field_names_in_spec_order():
-    s = gguf_schema("little", 3)
+    s = fast_schema("little", 3)
     names = lambda node: [sc.name for sc in getattr(node, "subcon", node).subcons]  # noqa: E731
     assert names(s.gguf_metadata_kv_t) == ["key", "value_type", "value"]
     assert names(s.gguf_header_t) == ["magic", "version", "tensor_count", "metadata_kv_count", "metadata_kv"]
@@ -163,8 +163,8 @@ def test_spec_field_names_in_spec_order():
 
 
 def test_one_schema_per_variant_is_built_once():
-    assert gguf_schema("big", 2) is gguf_schema("big", 2)
-    assert reference_schema("big", 2) is not gguf_schema("big", 2)
+    assert fast_schema("big", 2) is fast_schema("big", 2)
+    assert gguf_schema("big", 2) is not fast_schema("big", 2)
 
 
 @pytest.mark.parametrize(
@@ -218,7 +218,7 @@ def test_fast_and_reference_variants_agree_on_real_files(path):
     for x, y in zip(map(_kv, a.header.metadata_kv), map(_kv, b.header.metadata_kv), strict=True):
         assert x[:2] == y[:2]
         assert _same_value(x[2], y[2]), x[0]
-    s_fast, s_ref = gguf_schema("little", 3), reference_schema("little", 3)
+    s_fast, s_ref = fast_schema("little", 3), gguf_schema("little", 3)
     assert _build(s_fast, a, data) == _build(s_ref, b, data) == data
 
 
@@ -230,7 +230,7 @@ def test_fast_and_reference_variants_agree_on_generated_files(order, version):
         assert x[:2] == y[:2] and _same_value(x[2], y[2]), x[0]
     strip = lambda t: {k: v for k, v in t.items() if k != "_io"}  # noqa: E731
     assert [strip(t) for t in a.tensor_infos] == [strip(t) for t in b.tensor_infos]
-    s_fast, s_ref = gguf_schema(order, version), reference_schema(order, version)
+    s_fast, s_ref = fast_schema(order, version), gguf_schema(order, version)
     assert _build(s_fast, a, data) == _build(s_ref, b, data) == data
 
 
@@ -278,7 +278,7 @@ def test_constructs_own_entry_points_read_a_foreign_stream_once():
         pytest.skip("../shared/testdata/vocab is absent")
     data = VOCAB_FILES[0].read_bytes()
     stream = CountingStream(data)
-    s = gguf_schema("little", 3)
+    s = fast_schema("little", 3)
     parsed = s.gguf_file_t.parse_stream(stream)
     assert stream.bytes_read <= len(data) + 1024  # (an in-memory stream is sliced, not read)
     ours = boundary.parse(s, data)
@@ -300,7 +300,7 @@ def test_parsing_never_lowers_or_restores_the_recursion_limit():
     def work():
         try:
             for _ in range(20):
-                boundary.parse(gguf_schema("little", 3), data)
+                boundary.parse(fast_schema("little", 3), data)
         except BaseException as e:  # pragma: no cover - reported below
             errors.append(e)
 

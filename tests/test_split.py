@@ -15,7 +15,8 @@ import pytest
 import gguf_schema
 from gguf_schema.cli import main
 from gguf_schema.errors import GGUFBuildError, GGUFFormatError
-from gguf_schema.tools.split import merge, open_split, parse_size, plan_split, shard_paths, split, split_plan
+from gguf_schema.shards import open_split, shard_paths
+from gguf_schema.tools.split import merge, parse_size, plan_split, split, split_plan
 
 from .conftest import demo_bytes
 from .helpers import run_cli

@@ -50,10 +50,11 @@ from typing import Any
 import numpy as np
 
 from ..errors import GGUFError, GGUFInternalError
+from ..format import keys as K
 from ..format.limits import Limits
-from ..format.source import is_url
 from ..format.types import GGMLType, ValueType, tensor_nbytes
 from ..format.values import Field, GGUFArray
+from ..io.source import is_url
 from ..model import GGUFFile
 from ..reader import read
 from . import templates
@@ -69,7 +70,7 @@ __all__ = [
     "to_sarif",
 ]
 
-TEMPLATE_KEY = "tokenizer.chat_template"
+TEMPLATE_KEY = K.TOKENIZER_CHAT_TEMPLATE
 #: CPU seconds the audit of one file spends on analysing its templates (a file of thousands of distinct
 #: templates gets one GGUF-T402 finding for those past it; the same template twice is analysed once)
 TEMPLATE_SECONDS = 1.0
@@ -398,15 +399,13 @@ class _Auditor:
         remote = name is not None and is_url(name)
         self.read_gaps = (not remote) if read_gaps is None else read_gaps
         self.report = AuditResult(name)
-        self.ls = 4 if f.version == 1 else 8
 
     def add(self, rule: str, message: str, **kw: Any) -> None:
         self.report.findings.append(AuditFinding(rule, AUDIT_RULES[rule].severity, message, **kw))
 
     def value_offset(self, fld: Field) -> int | None:
-        if fld.offset is None:
-            return None
-        return fld.offset + self.ls + len(fld.key.encode("utf-8", "surrogateescape")) + 4
+        at = self.f.pair_offsets(fld)
+        return None if at is None else at.value
 
     def run(self) -> AuditResult:
         self.keys()
@@ -554,7 +553,7 @@ class _Auditor:
 
     def special_tokens(self) -> None:
         fields = self.f.fields
-        tokens = fields.get("tokenizer.ggml.tokens")
+        tokens = fields.get(K.TOKENIZER_GGML_TOKENS)
         if tokens is None or tokens.type != ValueType.ARRAY or tokens.element_type != ValueType.STRING:
             return
         items = tokens.value.items
@@ -564,7 +563,7 @@ class _Auditor:
             named = fld.key.startswith("tokenizer.ggml.") and fld.key.endswith("_token_id")
             if named and fld.type.is_integer and 0 <= int(fld.value) < n:
                 ids.setdefault(int(fld.value), fld.key)
-        types = fields.get("tokenizer.ggml.token_type")
+        types = fields.get(K.TOKENIZER_GGML_TOKEN_TYPE)
         if (
             types is not None
             and types.type == ValueType.ARRAY

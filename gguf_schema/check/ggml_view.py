@@ -43,6 +43,7 @@ from itertools import chain
 import numpy as np
 
 from ..errors import GGUFInternalError
+from ..format import keys as K
 from ..format.types import GGML_TYPE_COUNT, GGMLType, ValueType
 from ..format.values import Field
 from ..model import GGUFFile, Tensor
@@ -62,7 +63,7 @@ __all__ = [
 ]
 
 #: the key ggml reads its alignment from, and the alignment without it
-ALIGNMENT_KEY = "general.alignment"
+ALIGNMENT_KEY = K.GENERAL_ALIGNMENT
 DEFAULT_ALIGNMENT = 32
 #: ggml's bounds: a tensor name holds at most 63 bytes (and its NUL); a tensor has at most 4 dimensions
 GGML_MAX_NAME = 64

@@ -30,6 +30,7 @@ from importlib import resources
 from typing import Any
 
 from ..errors import GGUFDocumentError, GGUFInternalError
+from ..format import keys as K
 
 __all__ = [
     "SpecAuditReport",
@@ -42,7 +43,7 @@ __all__ = [
 ]
 
 
-ENUMS = ("ggml_type", "gguf_metadata_value_type", "general.file_type")
+ENUMS = ("ggml_type", "gguf_metadata_value_type", K.GENERAL_FILE_TYPE)
 STRUCTS = (
     "gguf_string_t",
     "gguf_metadata_value_t",
@@ -416,7 +417,6 @@ def schema_facts() -> dict[str, Any]:
 
     from ..format.nodes import (
         AlignmentPadding,
-        ArrayItems,
         BoolValue,
         FloatValue,
         IndexedArray,
@@ -473,8 +473,6 @@ def schema_facts() -> dict[str, Any]:
             return f"char[{count(c.length)}]"
         if isinstance(c, IndexedArray):
             return f"{ctype(c.subcon)}[{count(c.count)}]"
-        if isinstance(c, ArrayItems):
-            return f"gguf_metadata_value_t[{count(c.count)}]"
         if isinstance(c, (AlignmentPadding, TensorData)):
             return "uint8_t[]"
         if isinstance(c, Switch):
@@ -512,7 +510,7 @@ def schema_facts() -> dict[str, Any]:
             "removed": {t.name: int(t) for t in GGMLType if t.removed},
         },
         "gguf_metadata_value_type": {"values": {t.name: int(t) for t in ValueType}, "removed": {}},
-        "general.file_type": {
+        K.GENERAL_FILE_TYPE: {
             "values": {t.name: int(t) for t in FileType if t not in _REMOVED_FILE_TYPES},
             "removed": {t.name: int(t) for t in FileType if t in _REMOVED_FILE_TYPES},
         },

@@ -52,6 +52,7 @@ import numpy as np
 
 from .. import GGUFBuildError, GGUFFile, GGUFWarning, Limits, SplitModel, open_split
 from .. import open as open_gguf
+from ..format import keys as K
 from ..tools.split import parse_size
 
 __all__ = [
@@ -335,7 +336,7 @@ def open_model(path: str, *, lazy: bool = False, **options: Any) -> GGUFFile | S
     ``options`` those of :func:`open_options`."""
     f = open_gguf(path, lazy=lazy, **options)
     md = f.metadata
-    if "split.count" not in f.fields or md.get("split.no") != 0 or not md["split.count"] > 1:
+    if K.SPLIT_COUNT not in f.fields or md.get(K.SPLIT_NO) != 0 or not md[K.SPLIT_COUNT] > 1:
         return f
     f.close()
     return open_split(path, lazy=lazy, **options)

@@ -19,7 +19,7 @@ import os
 import sys
 
 from .. import GGUFBuildError, durable
-from ..format.source import is_url
+from ..io.source import is_url
 from ..tools import convert as convert_mod
 from ..tools import jsonio
 from ..tools import split as split_mod

@@ -26,6 +26,7 @@ import numpy as np
 
 from .. import Field, FileType, GGUFFile, GGUFFormatError, LazyStrings, ValueType
 from .. import open as open_gguf
+from ..format import keys as K
 from ..tools import diff as diff_mod
 from ..tools import jsonio
 from .command import Family, Trait, arg, exclusive
@@ -56,7 +57,7 @@ COMMANDS = Family()
 def _layout(f: GGUFFile) -> list[tuple[str, int]]:
     """The file's parts and their sizes in bytes; a truncated file's missing bytes as a part of
     their own (``missing``), so no part is negative or larger than the file."""
-    fixed = 16 if f.version == 1 else 24
+    fixed = 8 + 2 * f.variant.size_t  # magic, version, the two counts
     kv_end = f.tensor_list[0].info_offset if f.tensor_list else f.metadata_end  # where the tensor infos begin
     tensor_bytes = 0
     for t in f.tensor_list:
@@ -108,19 +109,19 @@ def _info_data(f: GGUFFile, path: str) -> dict[str, Any]:
         "metadata_keys": len(f.fields.records),
         "tensors": len(f.tensor_list),
     }
-    if "split.count" in f.fields:
+    if K.SPLIT_COUNT in f.fields:
         data["split"] = {
-            "no": int(md.get("split.no", 0)),
-            "count": md["split.count"],
-            "tensors": md.get("split.tensors.count"),
+            "no": int(md.get(K.SPLIT_NO, 0)),
+            "count": md[K.SPLIT_COUNT],
+            "tensors": md.get(K.SPLIT_TENSORS_COUNT),
         }
-    arch = md.get("general.architecture")
+    arch = md.get(K.GENERAL_ARCHITECTURE)
     if arch is not None:
         model: dict[str, Any] = {"architecture": arch}
-        for k in ("general.name", "general.size_label", "general.type", "general.file_type"):
+        for k in (K.GENERAL_NAME, K.GENERAL_SIZE_LABEL, K.GENERAL_TYPE, K.GENERAL_FILE_TYPE):
             if k in md:
                 model[k.split(".")[-1]] = md[k]
-        ft = md.get("general.file_type")
+        ft = md.get(K.GENERAL_FILE_TYPE)
         with contextlib.suppress(ValueError, TypeError):
             model["file_type_name"] = FileType(int(ft)).name if ft is not None else None
         model["hparams"] = {
@@ -129,12 +130,12 @@ def _info_data(f: GGUFFile, path: str) -> dict[str, Any]:
             if f"{arch}.{k}" in md and not isinstance(md[f"{arch}.{k}"], (list, np.ndarray, LazyStrings))
         }
         data["model"] = model
-    if "tokenizer.ggml.model" in md or "tokenizer.ggml.tokens" in f.fields:
+    if K.TOKENIZER_GGML_MODEL in md or K.TOKENIZER_GGML_TOKENS in f.fields:
         data["tokenizer"] = {
-            "model": md.get("tokenizer.ggml.model"),
-            "tokens": len(f.fields["tokenizer.ggml.tokens"].value) if "tokenizer.ggml.tokens" in f.fields else None,
-            "pre": md.get("tokenizer.ggml.pre"),
-            "chat_template": "tokenizer.chat_template" in md,
+            "model": md.get(K.TOKENIZER_GGML_MODEL),
+            "tokens": len(f.fields[K.TOKENIZER_GGML_TOKENS].value) if K.TOKENIZER_GGML_TOKENS in f.fields else None,
+            "pre": md.get(K.TOKENIZER_GGML_PRE),
+            "chat_template": K.TOKENIZER_CHAT_TEMPLATE in md,
         }
     data["parameters"] = sum(t.n_elements for t in f.tensor_list)
     hist: Counter[str] = Counter()

@@ -49,10 +49,12 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 
 from ..errors import GGUFChangedError, GGUFFormatError, GGUFInternalError, GGUFTruncatedError, os_error
+from ..format.layout import InfoOffsets, PairOffsets
 from ..format.limits import Limits
 from ..format.nodes import align_offset
 from ..format.types import GGMLType, ValueType
 from ..format.values import _U64_MAX, GGUFArray, LazyStrings, compiled_scan
+from ..format.variant import Variant
 from ..model import GGUFFile, Tensor
 from ..reader import read
 from .constants import GGUF_DEFAULT_ALIGNMENT, GGMLQuantizationType, GGUFEndian, GGUFValueType
@@ -344,7 +346,7 @@ class GGUFReader:
         # where ggml and gguf-py put the data section: also past the end of a file without tensors
         # whose padding was left out (our reader says where the file ends)
         self.data_offset = align_offset(f.metadata_end, f.alignment)
-        self._view = _Views(self.data, self.byte_order, 4 if f.version == 1 else 8)
+        self._view = _Views(self.data, self.byte_order, f.variant)
         self.fields: OrderedDict[str, ReaderField] = OrderedDict()
         size = self._view.size
         count_size = self._view.length_size  # v1 stored the counts as uint32
@@ -437,11 +439,12 @@ def _map(path: os.PathLike[str] | str, mode: Literal["r", "r+", "c"], parsed: GG
 class _Views:
     """Numpy views of the map at given offsets, in the file's byte order, as gguf-py makes them."""
 
-    def __init__(self, data: np.memmap, byte_order: str, length_size: int):
+    def __init__(self, data: np.memmap, byte_order: str, variant: Variant):
         self.u8: np.ndarray = data.view(np.ndarray)  # plain ndarray views: indexing np.memmap runs Python code
         self.size = self.u8.size
         self.order = byte_order
-        self.length_size = length_size
+        self.variant = variant
+        self.length_size = length_size = variant.size_t
         self.length_type: type[np.generic] = np.uint64 if length_size == 8 else np.uint32
         self._phases: dict[tuple[str, int], np.ndarray] = {}
 
@@ -487,18 +490,17 @@ class _Layout:
     def _value_at(self) -> int:
         if self.key is None:
             return self.offset
-        return self.offset + self.view.length_size + len(self.key.encode("utf-8", "surrogateescape")) + 4
+        return PairOffsets.of(self.view.variant, self.offset, self.key).value
 
     def parts(self) -> list[np.ndarray]:
         v = self.view
         if self.key is None:  # a pseudo-key of the header
             return [v.at(self.offset, _SCALAR_TYPES[self.vt])]
-        klen = len(self.key.encode("utf-8", "surrogateescape"))
-        o = self.offset
+        at = PairOffsets.of(v.variant, self.offset, self.key)
         head = [
-            v.at(o, v.length_type),
-            v.at(o + v.length_size, np.uint8, klen),
-            v.at(o + v.length_size + klen, np.uint32),
+            v.at(at.start, v.length_type),
+            v.at(at.key, np.uint8, at.value_type - at.key),
+            v.at(at.value_type, np.uint32),
         ]
         out: list[np.ndarray] = head
         _value_parts(v, self.vt, self.value, self._value_at(), out)
@@ -664,20 +666,16 @@ class _TensorLayout:
 
     def field(self) -> ReaderField:
         v, t = self.view, self.t
-        o, ls = t.info_offset, v.length_size
-        n = len(t.name.encode("utf-8", "surrogateescape"))
-        dims_at = o + ls + n + 4
-        dim_type: type[np.generic] = np.uint64 if ls == 8 else np.uint32
-        type_at = dims_at + len(t.dims) * np.dtype(dim_type).itemsize
+        at = InfoOffsets.of(v.variant, t.info_offset, t.name, len(t.dims))
         parts = [
-            v.at(o, v.length_type),
-            v.u8[o + ls : o + ls + n],
-            v.at(o + ls + n, np.uint32),
-            v.at(dims_at, dim_type, len(t.dims)),
-            v.at(type_at, np.uint32),
-            v.at(type_at + 4, np.uint64),
+            v.at(at.start, v.length_type),
+            v.u8[at.name : at.n_dimensions],
+            v.at(at.n_dimensions, np.uint32),
+            v.at(at.dimensions, v.length_type, len(t.dims)),
+            v.at(at.type, np.uint32),
+            v.at(at.offset, np.uint64),
         ]
-        return ReaderField(o, t.name, parts, [1, 3, 4, 5], [])
+        return ReaderField(at.start, t.name, parts, [1, 3, 4, 5], [])
 
     def data(self) -> np.ndarray:
         t, gt, v = self.t, self.gt, self.view

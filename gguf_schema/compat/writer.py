@@ -52,11 +52,13 @@ import numpy as np
 
 from ..durable import PendingFiles
 from ..errors import GGUFBuildError, GGUFInternalError
+from ..format import keys as K
 from ..format.nodes import align_offset
 from ..format.schema import alignment_of
 from ..format.types import GGMLType, ValueType
 from ..format.values import Field, GGUFArray, make_field
-from ..tools.split import SPLIT_KEYS, shard_name
+from ..shards import shard_name
+from ..tools.split import SPLIT_KEYS
 from ..writer import CHUNK, PlannedTensor, TensorRecord, TensorStream, check_header, encoded_size, header_bytes
 from .constants import GGUF_DEFAULT_ALIGNMENT, GGMLQuantizationType, GGUFEndian, GGUFValueType
 from .quants import quant_shape_from_byte_shape
@@ -180,13 +182,13 @@ class GGUFWriter:
         return fn.__get__(self, type(self))
 
     def add_architecture(self) -> None:
-        self.add_string("general.architecture", self.arch)
+        self.add_string(K.GENERAL_ARCHITECTURE, self.arch)
 
     def add_custom_alignment(self, alignment: int) -> None:
         if alignment <= 0 or (alignment & (alignment - 1)) != 0:
             raise ValueError("Invalid alignment: must be a non-zero power of two")
         self.data_alignment = alignment
-        self.add_uint32("general.alignment", alignment)
+        self.add_uint32(K.GENERAL_ALIGNMENT, alignment)
 
     # ------------------------------------------------------------------ primitives
 
@@ -361,7 +363,7 @@ class GGUFWriter:
             # each shard lays its data out at data_alignment, so each must say so (gguf-py leaves it out
             # of the later shards, which readers then cannot read)
             for kv_data in self.kv_data[1:]:
-                kv_data["general.alignment"] = GGUFValue(self.data_alignment, GGUFValueType.UINT32)
+                kv_data[K.GENERAL_ALIGNMENT] = GGUFValue(self.data_alignment, GGUFValueType.UINT32)
         for i, kv_data in enumerate(self.kv_data):
             kv_data[_SPLIT_NO] = GGUFValue(i, GGUFValueType.UINT16)
             kv_data[_SPLIT_COUNT] = GGUFValue(total_splits, GGUFValueType.UINT16)

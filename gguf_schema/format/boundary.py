@@ -24,10 +24,10 @@ from typing import IO, Any
 from construct import Construct, ConstructError, Container
 
 from ..errors import GGUFBuildError, GGUFError, GGUFFormatError, GGUFLimitError, os_error
-from .limits import Limits, ensure_recursion_headroom
+from ..io.source import ByteReader
+from .limits import Limits
 from .nodes import where
 from .schema import GGUFSchema
-from .source import ByteReader
 
 __all__ = ["Sink", "build", "parse"]
 
@@ -90,10 +90,9 @@ def build(node: Construct, obj: Any, stream: IO[bytes] | Sink, *, depth: int = 1
     """Build ``obj`` with a struct of the schema (``gguf_file_t``, or one record such as
     ``gguf_metadata_kv_t``) into ``stream``: our errors only.
 
-    ``depth`` is the deepest array nesting in ``obj``, so that the interpreter allows it.
+    ``depth`` is the deepest array nesting in ``obj``, named in the error if the interpreter cannot follow it.
     """
     out = stream if isinstance(stream, Sink) else Sink(stream)
-    ensure_recursion_headroom(depth)
     try:
         node.build_stream(obj, out)
     except OSError as e:

@@ -20,11 +20,9 @@ True
 from __future__ import annotations
 
 import dataclasses
-import sys
-import threading
 from dataclasses import dataclass
 
-__all__ = ["DEFAULT_LIMITS", "MAX_SAFE_DEPTH", "Limits", "ensure_recursion_headroom"]
+__all__ = ["DEFAULT_LIMITS", "MAX_SAFE_DEPTH", "Limits"]
 
 
 @dataclass(frozen=True)
@@ -71,22 +69,10 @@ class Limits:
 
 DEFAULT_LIMITS = Limits()
 
-#: Deepest array nesting construct is given Python frames for, whatever ``Limits.max_depth`` says:
-#: deeper files fail with a GGUFLimitError instead of risking the C stack.
+#: Deepest array nesting the reader follows, whatever ``Limits.max_depth`` says: deeper files fail with a
+#: GGUFLimitError instead of risking the C stack. The library never changes the interpreter's recursion
+#: limit (process-wide state is the application's): the fast layer follows a level of nesting in one
+#: Python frame, so the default limit of 1000 frames suffices for this depth; the plain schema (construct's
+#: ``Array``, a dozen frames a level) follows about 40 levels under it, and past that the error boundary
+#: turns the ``RecursionError`` into a GGUFLimitError (raise ``sys.setrecursionlimit`` to go deeper).
 MAX_SAFE_DEPTH = 256
-_FRAMES_PER_LEVEL = 16  # measured: 12 Python frames per level of nested arrays
-_HEADROOM_LOCK = threading.Lock()
-
-
-def ensure_recursion_headroom(depth: int) -> None:
-    """Make sure the interpreter lets the parser recurse through ``depth`` nested arrays.
-
-    The recursion limit is only ever raised (under a lock), never lowered or restored: two
-    threads parsing at once cannot undo each other's headroom. With the default
-    ``max_depth`` the default limit of 1000 frames suffices and nothing changes.
-    """
-    need = 400 + _FRAMES_PER_LEVEL * min(depth, MAX_SAFE_DEPTH)
-    if need > sys.getrecursionlimit():
-        with _HEADROOM_LOCK:
-            if need > sys.getrecursionlimit():
-                sys.setrecursionlimit(need)

@@ -10,9 +10,17 @@ value type) with its ``array`` member, ``gguf_metadata_kv_t``, ``gguf_header_t``
 spec states in prose (``ALIGNMENT`` and the byte-order convention), and the one entry point
 that parses with them.
 
-One factory, :func:`gguf_schema`, builds the structs for a (byte order, version) pair: little
-or big endian; version 1 (uint32 counts, lengths and dimensions) or 2/3 (uint64). Arrays recurse
-through ``LazyBound``.
+This schema is what parses. By itself it reads every file (slowly: construct's ``Array`` of the
+value union reads a 262k-token vocabulary one element at a time), and the tests run it on every
+real and generated file. Speed is a named layer, :mod:`gguf_schema.format.fast`: its one function
+``accelerate(schema)`` swaps three nodes (the array body, the array of metadata pairs, the array of
+tensor infos; the hooks ``array_body`` and ``records`` below) for faster nodes that read the same
+bytes into the same values, and the reader uses the schema so accelerated. The tests prove that
+both give the same values, errors and bytes.
+
+One factory, :func:`gguf_schema`, builds the structs for a (byte order, version) pair
+(:class:`~gguf_schema.format.variant.Variant`): little or big endian; version 1 (uint32 counts,
+lengths and dimensions) or 2/3 (uint64). Arrays recurse through ``LazyBound``.
 
 >>> s = gguf_schema("little", 3)
 >>> s.gguf_string_t.build("hi")
@@ -30,29 +38,28 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 from construct import Computed, Const, Construct, Container, LazyBound, Rebuild, Struct, Switch, len_, this
 
 from ..errors import GGUFFormatError, GGUFTruncatedError
-from .limits import DEFAULT_LIMITS, Limits, ensure_recursion_headroom
+from . import keys as K
+from .limits import DEFAULT_LIMITS, Limits
 from .nodes import (
     AlignmentPadding,
-    ArrayItems,
     ArrayValue,
     BoolValue,
     DataSection,
     FloatValue,
     IndexedArray,
-    KeyValueArray,
     StringBytes,
     StringValue,
     TensorData,
-    TensorInfoArray,
+    ValueArray,
     ValueTypeField,
     align_offset,
     numbers,
 )
 from .types import ValueType
+from .variant import Variant
 
 __all__ = ["DEFAULT_ALIGNMENT", "DataSection", "GGUFSchema", "align_offset", "alignment_of", "gguf_schema", "sniff"]
 
@@ -104,8 +111,9 @@ def alignment_of(metadata_kv: Iterable[Any]) -> int:
 
     Takes parsed ``gguf_metadata_kv_t`` records or :class:`~gguf_schema.format.values.Field` objects.
     """
+    key = K.GENERAL_ALIGNMENT  # a local: this loop runs over every pair of the file
     for kv in metadata_kv:
-        if kv.key == "general.alignment":
+        if kv.key == key:
             # a parsed record names its type value_type, a Field names it type (UINT8 is 0: no `or`)
             vt = kv.value_type if hasattr(kv, "value_type") else kv.type
             value = kv.value
@@ -117,45 +125,36 @@ def alignment_of(metadata_kv: Iterable[Any]) -> int:
 
 ArrayBody = Callable[..., Construct]
 """Makes the node for the items of a metadata array (``gguf_metadata_value_t array[len]``):
-called with ``item_type``, ``count``, ``byte_order``, ``version``, ``value`` (the value union for
-one item type) and ``array`` (the array member, for items that are arrays). :class:`ArrayItems`
-by default; :mod:`gguf_schema.testing.reference` passes construct's plain ``Array``."""
+called with ``item_type``, ``count``, ``variant``, ``value`` (the value union for one item type)
+and ``array`` (the array member, for items that are arrays). :func:`value_array` here (the spec's
+``Array``); the fast layer passes its own."""
 
 
 RecordsNode = Callable[..., Construct]
 """Makes the node for an array of records (``metadata_kv``, ``tensor_infos``): called with ``kind``
 ("metadata_kv" or "tensor_infos"), ``count``, ``record`` (the declared struct), ``min_size``,
-``limit``, ``items`` (the array body node), ``byte_order`` and ``size_t``. :func:`fast_records` by
-default (one loop per array); :mod:`gguf_schema.testing.reference` passes :func:`declared_records`."""
-
-
-def fast_records(
-    *, kind: str, count: Any, record: Construct, min_size: int, limit: str, items: Any, byte_order: str, size_t: int
-) -> Construct:
-    """The default: a :class:`~gguf_schema.format.nodes.KeyValueArray` or :class:`~gguf_schema.format.nodes.TensorInfoArray`."""
-    if kind == "metadata_kv":
-        return KeyValueArray(count, record, min_size, items=items, byte_order=byte_order, size_t=size_t, limit=limit)
-    return TensorInfoArray(count, record, min_size, byte_order=byte_order, size_t=size_t, limit=limit)
+``limit``, ``items`` (the array body node) and ``variant``. :func:`declared_records` here; the fast
+layer passes its own (one loop per array)."""
 
 
 def declared_records(
-    *, kind: str, count: Any, record: Construct, min_size: int, limit: str, items: Any, byte_order: str, size_t: int
+    *, kind: str, count: Any, record: Construct, min_size: int, limit: str, items: Any, variant: Variant
 ) -> Construct:
     """construct's array of the declared struct (with our count checks and error paths)."""
     return IndexedArray(count, record, min_size=min_size, limit=limit, named=True)
 
 
-def fast_array_body(
-    *, item_type: Any, count: Any, byte_order: str, version: int, value: Any, array: Construct
-) -> Construct:
-    """The default array body: :class:`~gguf_schema.format.nodes.ArrayItems` (numpy and a tight string loop)."""
-    return ArrayItems(item_type, count, byte_order, "I" if version == 1 else "Q", array)
+def value_array(*, item_type: Any, count: Any, variant: Variant, value: Any, array: Construct) -> Construct:
+    """``gguf_metadata_value_t array[len]``, literally: construct's ``Array`` of the value union."""
+    return ValueArray(count, value(item_type), variant.size_t)
 
 
 @dataclass(frozen=True)
 class GGUFSchema:
     """The structs of the spec for one (byte order, version), and the entry point that parses with them."""
 
+    variant: Variant
+    accelerated: bool
     byte_order: str
     version: int
     gguf_string_t: Construct
@@ -174,7 +173,6 @@ class GGUFSchema:
         string arrays undecoded. Raises our errors only for malformed input (see
         :mod:`gguf_schema.format.boundary` for the translation of anything else)."""
         limits = limits or DEFAULT_LIMITS
-        ensure_recursion_headroom(limits.max_depth)
         # _root=None: construct's outermost struct would otherwise keep itself as its context's root,
         # a cycle through every parsed value, so a file dropped would wait for the cyclic GC
         return self.gguf_file_t.parse_stream(
@@ -187,22 +185,20 @@ def gguf_schema(
     byte_order: str = "little",
     version: int = 3,
     *,
-    array_body: ArrayBody = fast_array_body,
-    records: RecordsNode = fast_records,
+    array_body: ArrayBody = value_array,
+    records: RecordsNode = declared_records,
 ) -> GGUFSchema:
     """The GGUF schema for ``byte_order`` ("little" or "big") and ``version`` (1, 2 or 3).
 
+    ``array_body`` and ``records`` make the nodes the fast layer replaces
+    (:func:`gguf_schema.format.fast.accelerate` passes its own); the defaults are the spec's.
     Results are cached: each variant is built once.
     """
-    if byte_order not in ("little", "big"):
-        raise ValueError(f"byte order must be 'little' or 'big', got {byte_order!r}")
-    if version not in (1, 2, 3):
-        raise ValueError(f"unsupported GGUF version {version} (1, 2 and 3 exist)")
-    I = numbers(byte_order)  # noqa: E741 - the integer fields of this byte order
-    e = "<" if byte_order == "little" else ">"
+    v = Variant.of(byte_order, version)
+    I = numbers(v)  # noqa: E741 - the integer fields of this byte order
     # v1 stored counts, lengths and dimensions as uint32; v2 widened them to uint64.
-    length = I.u32 if version == 1 else I.u64
-    size_t = 4 if version == 1 else 8
+    length = I.u32 if v.size_t == 4 else I.u64
+    size_t = v.size_t
 
     def gguf_string(limit: str) -> Construct:
         # struct gguf_string_t { uint64_t len; char string[len]; }
@@ -226,13 +222,13 @@ def gguf_schema(
         ValueType.INT16: I.i16,
         ValueType.UINT32: I.u32,
         ValueType.INT32: I.i32,
-        ValueType.FLOAT32: FloatValue(np.dtype(e + "f4")),
+        ValueType.FLOAT32: FloatValue(v.dtype("f4")),
         ValueType.BOOL: BoolValue(I.u8),
         ValueType.STRING: gguf_string_t,
         ValueType.ARRAY: LazyBound(lambda: gguf_array_t),
         ValueType.UINT64: I.u64,
         ValueType.INT64: I.i64,
-        ValueType.FLOAT64: FloatValue(np.dtype(e + "f8")),
+        ValueType.FLOAT64: FloatValue(v.dtype("f8")),
     }
 
     def gguf_metadata_value_t(value_type: Any) -> Construct:
@@ -243,8 +239,7 @@ def gguf_schema(
     items = array_body(
         item_type=this.type,
         count=this.len,
-        byte_order=byte_order,
-        version=version,
+        variant=v,
         value=gguf_metadata_value_t,
         array=LazyBound(lambda: gguf_array_t),
     )
@@ -255,7 +250,7 @@ def gguf_schema(
             "array" / items,
         )
     )
-    variant = {"items": items, "byte_order": byte_order, "size_t": size_t}
+    nodes = {"items": items, "variant": v}
 
     # struct gguf_metadata_kv_t { gguf_string_t key; gguf_metadata_value_type value_type; gguf_metadata_value_t value; }
     gguf_metadata_kv_t = Struct(
@@ -277,7 +272,7 @@ def gguf_schema(
             record=gguf_metadata_kv_t,
             min_size=size_t + 4 + 1,
             limit="max_keys",
-            **variant,
+            **nodes,
         ),
     )
 
@@ -303,7 +298,7 @@ def gguf_schema(
             record=gguf_tensor_info_t,
             min_size=size_t + 4 + 4 + 8,
             limit="max_tensors",
-            **variant,
+            **nodes,
         ),
         # ALIGNMENT: general.alignment, 32 by default
         "alignment" / Computed(lambda ctx: alignment_of(ctx.header.metadata_kv)),
@@ -312,6 +307,8 @@ def gguf_schema(
     )
 
     return GGUFSchema(
+        variant=v,
+        accelerated=array_body is not value_array,
         byte_order=byte_order,
         version=version,
         gguf_string_t=gguf_string_t,

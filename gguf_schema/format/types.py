@@ -29,6 +29,8 @@ import enum
 
 import numpy as np
 
+from .variant import Variant
+
 __all__ = ["GGML_TYPE_COUNT", "FileType", "GGMLType", "ValueType", "tensor_nbytes", "type_name"]
 
 
@@ -85,7 +87,7 @@ class ValueType(_Code):
         code = _VALUE_DTYPES.get(self)
         if code is None:
             raise TypeError(f"value type {self.name} has no numpy dtype")
-        dtype: np.dtype = np.dtype(code).newbyteorder("<" if byte_order == "little" else ">")
+        dtype: np.dtype = np.dtype(code).newbyteorder(Variant.endian_of(byte_order))
         return dtype
 
     @classmethod

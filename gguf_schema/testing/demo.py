@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from ..format import keys as K
 from ..format.types import GGMLType, ValueType
 from ..format.values import GGUFArray
 from ..writer import RawTensor
@@ -33,11 +34,11 @@ def example_metadata(nested: bool = True) -> dict[str, Any]:
     """
     tokens = ["<unk>", "<s>", "</s>", "▁the", "▁model", "é", "日本", "\n"]
     metadata = {
-        "general.architecture": "llama",
-        "general.name": "gguf-schema demo",
-        "general.alignment": np.uint32(32),
-        "general.quantization_version": np.uint32(2),
-        "general.file_type": np.uint32(7),
+        K.GENERAL_ARCHITECTURE: "llama",
+        K.GENERAL_NAME: "gguf-schema demo",
+        K.GENERAL_ALIGNMENT: np.uint32(32),
+        K.GENERAL_QUANTIZATION_VERSION: np.uint32(2),
+        K.GENERAL_FILE_TYPE: np.uint32(7),
         "llama.context_length": np.uint32(128),
         "llama.embedding_length": np.uint32(64),
         "llama.block_count": np.uint32(1),
@@ -55,12 +56,12 @@ def example_metadata(nested: bool = True) -> dict[str, Any]:
         "demo.float64": np.float64(np.pi),
         "demo.bool": True,
         "demo.empty_string": "",
-        "tokenizer.ggml.model": "llama",
-        "tokenizer.ggml.tokens": tokens,
-        "tokenizer.ggml.scores": np.linspace(0, -7, len(tokens), dtype=np.float32),
-        "tokenizer.ggml.token_type": np.array([2, 3, 3, 1, 1, 1, 1, 6], np.int32),
-        "tokenizer.ggml.bos_token_id": np.uint32(1),
-        "tokenizer.ggml.eos_token_id": np.uint32(2),
+        K.TOKENIZER_GGML_MODEL: "llama",
+        K.TOKENIZER_GGML_TOKENS: tokens,
+        K.TOKENIZER_GGML_SCORES: np.linspace(0, -7, len(tokens), dtype=np.float32),
+        K.TOKENIZER_GGML_TOKEN_TYPE: np.array([2, 3, 3, 1, 1, 1, 1, 6], np.int32),
+        K.TOKENIZER_GGML_BOS_TOKEN_ID: np.uint32(1),
+        K.TOKENIZER_GGML_EOS_TOKEN_ID: np.uint32(2),
     }
     if not nested:
         return metadata

@@ -45,8 +45,10 @@ from typing import IO, Any
 import numpy as np
 
 from ..durable import atomic_replace
+from ..format import keys as K
 from ..format.types import GGMLType, ValueType
 from ..format.values import BoolByte, GGUFArray, make_field
+from ..format.variant import Variant
 from ..tensors import LAYOUTS, block_dtype
 from ..writer import RawTensor, save
 from .malformed import malformed_cases
@@ -141,7 +143,7 @@ def random_tensor(
     """
     t = GGMLType(t)
     n = int(np.prod(shape, dtype=np.int64)) if shape else 1
-    e = "<" if byte_order == "little" else ">"
+    e = Variant.endian_of(byte_order)
     if t.quantized:
         blocks = n // t.block_size
         data = random_blocks(t, blocks, rng, byte_order)
@@ -150,13 +152,11 @@ def random_tensor(
         data = (f.view(np.uint32) >> 16).astype(np.uint16).astype(e + "u2")
     elif t in (GGMLType.F32, GGMLType.F16, GGMLType.F64):
         dtype = np.dtype(t.numpy_dtype)
-        data = rng.standard_normal(n).astype(dtype.newbyteorder("<" if e == "<" else ">"))
+        data = rng.standard_normal(n).astype(dtype.newbyteorder(e))
     else:
         dtype = np.dtype(t.numpy_dtype)
         info = np.iinfo(dtype)
-        data = rng.integers(info.min, info.max, size=n, dtype=dtype, endpoint=True).astype(
-            dtype.newbyteorder("<" if e == "<" else ">")
-        )
+        data = rng.integers(info.min, info.max, size=n, dtype=dtype, endpoint=True).astype(dtype.newbyteorder(e))
     return RawTensor(t, tuple(shape), np.ascontiguousarray(data).view(np.uint8).tobytes(), byte_order)
 
 
@@ -378,15 +378,15 @@ def _vocab(n: int, model: str) -> dict[str, Any]:
     types[:3] = (2, 3, 3)
     types[3 : min(n, 259)] = 6
     out: dict[str, Any] = {
-        "tokenizer.ggml.model": model,
-        "tokenizer.ggml.tokens": tokens,
-        "tokenizer.ggml.scores": -np.arange(n, dtype=np.float32),
-        "tokenizer.ggml.token_type": types,
-        "tokenizer.ggml.bos_token_id": np.uint32(1),
-        "tokenizer.ggml.eos_token_id": np.uint32(2),
+        K.TOKENIZER_GGML_MODEL: model,
+        K.TOKENIZER_GGML_TOKENS: tokens,
+        K.TOKENIZER_GGML_SCORES: -np.arange(n, dtype=np.float32),
+        K.TOKENIZER_GGML_TOKEN_TYPE: types,
+        K.TOKENIZER_GGML_BOS_TOKEN_ID: np.uint32(1),
+        K.TOKENIZER_GGML_EOS_TOKEN_ID: np.uint32(2),
     }
     if model == "gpt2":
-        out["tokenizer.ggml.merges"] = ["Ġ t", "Ġt o", "Ġto k"]
+        out[K.TOKENIZER_GGML_MERGES] = ["Ġ t", "Ġt o", "Ġto k"]
     return out
 
 
@@ -399,11 +399,11 @@ def arch_model(arch: str, seed: int = 0) -> tuple[list, dict[str, RawTensor]]:
     """
     rng = np.random.default_rng([seed, sum(arch.encode())])
     meta: list = [
-        make_field("general.architecture", arch),
-        make_field("general.name", f"tiny {arch}"),
-        make_field("general.alignment", 32, U32),
-        make_field("general.quantization_version", 2, U32),
-        make_field("general.file_type", 7, U32),  # MOSTLY_Q8_0
+        make_field(K.GENERAL_ARCHITECTURE, arch),
+        make_field(K.GENERAL_NAME, f"tiny {arch}"),
+        make_field(K.GENERAL_ALIGNMENT, 32, U32),
+        make_field(K.GENERAL_QUANTIZATION_VERSION, 2, U32),
+        make_field(K.GENERAL_FILE_TYPE, 7, U32),  # MOSTLY_Q8_0
     ]
     meta += [make_field(f"{arch}.{suffix}", value, vt) for suffix, vt, value in ARCHITECTURES[arch]]
     meta += [make_field(k, v) for k, v in _vocab(N_VOCAB, _TOKENIZER.get(arch, "gpt2")).items()]
@@ -426,9 +426,9 @@ def _bytes(metadata: Any, tensors: Any = None, **kw: Any) -> bytes:
 def _base_meta(extra: dict[str, Any] | None = None, *, alignment: int = 32) -> list[Any]:
     """general.* keys, an alignment and the keys the spec requires for llama: what every edge-case file carries."""
     fields = [
-        make_field("general.architecture", "llama"),
-        make_field("general.alignment", alignment, U32),
-        make_field("general.quantization_version", 2, U32),
+        make_field(K.GENERAL_ARCHITECTURE, "llama"),
+        make_field(K.GENERAL_ALIGNMENT, alignment, U32),
+        make_field(K.GENERAL_QUANTIZATION_VERSION, 2, U32),
     ]
     fields += [make_field(f"llama.{suffix}", value, vt) for suffix, vt, value in ARCHITECTURES["llama"]]
     return fields + [

@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import GGUFInternalError
+from ..format import keys as K
 from ..format.types import GGMLType, ValueType
 from ..format.values import BoolByte, Field, GGUFArray, make_field
 from ..model import GGUFFile, Tensor
@@ -94,7 +95,7 @@ def base_metadata(quantized: bool = False) -> dict[str, Any]:
     ['general.architecture', 'gpt2.attention.head_count']
     """
     md: dict[str, Any] = {
-        "general.architecture": "gpt2",
+        K.GENERAL_ARCHITECTURE: "gpt2",
         "gpt2.context_length": np.uint32(64),
         "gpt2.embedding_length": np.uint32(8),
         "gpt2.block_count": np.uint32(1),
@@ -102,7 +103,7 @@ def base_metadata(quantized: bool = False) -> dict[str, Any]:
         "gpt2.attention.layer_norm_epsilon": np.float32(1e-5),
     }
     if quantized:
-        md["general.quantization_version"] = np.uint32(2)
+        md[K.GENERAL_QUANTIZATION_VERSION] = np.uint32(2)
     return md
 
 
@@ -300,7 +301,7 @@ def malformed_cases() -> list[MalformedCase]:
     add(
         "kv_duplicate_key",
         "general.name appears twice (the spec does not forbid it: a warning)",
-        _save([*_fields(base), make_field("general.name", "a"), make_field("general.name", "b")]),
+        _save([*_fields(base), make_field(K.GENERAL_NAME, "a"), make_field(K.GENERAL_NAME, "b")]),
         _verdict(ACCEPT, REJECT, ACCEPT),
     )
     add(
@@ -312,7 +313,7 @@ def malformed_cases() -> list[MalformedCase]:
     add(
         "kv_alignment_int32",
         "general.alignment is stored as INT32 32",
-        _save([*_fields(base), make_field("general.alignment", 32, ValueType.INT32)]),
+        _save([*_fields(base), make_field(K.GENERAL_ALIGNMENT, 32, ValueType.INT32)]),
         _verdict(REJECT, REJECT, ACCEPT),
     )
     add(
@@ -343,7 +344,7 @@ def malformed_cases() -> list[MalformedCase]:
     add(
         "kv_invalid_utf8",
         "a string value holding the byte 0xff: the spec requires UTF-8, ggml does not check",
-        _save([*_fields(base), make_field("general.name", "bad\udcffname")]),
+        _save([*_fields(base), make_field(K.GENERAL_NAME, "bad\udcffname")]),
         _verdict(REJECT, ACCEPT, ACCEPT),
     )
 
@@ -411,7 +412,7 @@ def malformed_cases() -> list[MalformedCase]:
         _verdict(REJECT, REJECT, ACCEPT),
     )
     aligned32 = _save(base, {"a": np.zeros(6, np.float32), "b": np.ones(6, np.float32)}, alignment=32)
-    at = _located(aligned32, lambda f: _value_offset(f, "general.alignment"))
+    at = _located(aligned32, lambda f: _value_offset(f, K.GENERAL_ALIGNMENT))
     add(
         "tensor_offsets_other_alignment",
         "general.alignment says 64, the offsets were computed for 32 (64 bytes of tail keep the data in the file)",
@@ -446,7 +447,7 @@ def malformed_cases() -> list[MalformedCase]:
         _verdict(REJECT, REJECT, ACCEPT),
     )
     aligned64 = _save(base, {"a": np.zeros(8, np.float32), "b": np.ones(8, np.float32)}, alignment=64)
-    at = _located(aligned64, lambda f: _value_offset(f, "general.alignment"))
+    at = _located(aligned64, lambda f: _value_offset(f, K.GENERAL_ALIGNMENT))
     add(
         "data_inconsistent_alignment",
         "general.alignment says 32, the data was laid out for 64: offsets are multiples of 32 "
@@ -649,10 +650,10 @@ def alignment_nul_key_file(
     (32, 32)
     """
     tensors = {"a": np.zeros(32, np.float32), "b": np.ones(32, np.float32)}
-    fields = [*_fields(base_metadata()), make_field("general.alignment" + suffix, value, value_type)]
+    fields = [*_fields(base_metadata()), make_field(K.GENERAL_ALIGNMENT + suffix, value, value_type)]
     fields = _filler_for(fields, tensors, lambda end: 0 < end % 64 <= 32)
     if real is not None:
-        fields.append(make_field("general.alignment", real, ValueType.UINT32))
+        fields.append(make_field(K.GENERAL_ALIGNMENT, real, ValueType.UINT32))
     return _save(fields, tensors) + bytes(256)
 
 
@@ -673,7 +674,7 @@ def alignment_key_renamed_file(value: int, suffix: str = "\0x") -> bytes:
     ('general.alignment\\x00x', 32)
     """
     data = _save(base_metadata(), {"a": np.zeros(3, np.float32), "b": np.ones(5, np.float16)}, alignment=value)
-    return _rename_key(data, "general.alignment", ("general.alignment" + suffix).encode())
+    return _rename_key(data, K.GENERAL_ALIGNMENT, (K.GENERAL_ALIGNMENT + suffix).encode())
 
 
 def _drop_dims(data: bytes, name: str) -> bytes:

@@ -38,6 +38,7 @@ from typing import Any, Union
 
 import numpy as np
 
+from ..format import keys as K
 from ..format.types import ValueType
 from ..format.values import GGUFArray, make_field
 from ..writer import save
@@ -193,9 +194,9 @@ def _shapes(kind: str) -> tuple[dict[str, Any], Shapes]:
     else:
         raise ValueError(f"unknown model {kind!r}: the models are {', '.join(QUANT_MODELS)}")
     base = {
-        "general.architecture": arch,
-        "general.name": f"tiny {kind}",
-        "general.file_type": U32(0),  # ALL_F32
+        K.GENERAL_ARCHITECTURE: arch,
+        K.GENERAL_NAME: f"tiny {kind}",
+        K.GENERAL_FILE_TYPE: U32(0),  # ALL_F32
         f"{arch}.context_length": U32(4096),
         f"{arch}.embedding_length": U32(embd),
         f"{arch}.feed_forward_length": U32(ff),
@@ -243,7 +244,7 @@ def imatrix_entries(tensors: Mapping[str, np.ndarray]) -> dict[str, tuple[np.nda
 def save_imatrix(path: PathLike, tensors: Mapping[str, np.ndarray], dataset: str = "tiny.txt") -> None:
     """Write a GGUF importance matrix (``llama-imatrix``'s current form) for a model's tensors."""
     meta = [
-        make_field("general.type", "imatrix"),
+        make_field(K.GENERAL_TYPE, "imatrix"),
         make_field("imatrix.datasets", GGUFArray(ValueType.STRING, [dataset])),
         make_field("imatrix.chunk_count", 10, ValueType.UINT32),
         make_field("imatrix.chunk_size", 512, ValueType.UINT32),

@@ -46,6 +46,7 @@ try:
 except ImportError as e:  # pragma: no cover - depends on the environment
     raise ImportError("gguf_schema.testing.strategies needs hypothesis: pip install 'gguf-schema[test]'") from e
 
+from ..format import keys as K
 from ..format.types import GGMLType, ValueType
 from ..format.values import BoolByte, Field, GGUFArray, make_field
 from ..writer import RawTensor, save
@@ -205,7 +206,7 @@ def metadata_values(*, max_depth: int = 2) -> st.SearchStrategy[tuple[ValueType,
 
 def fields(*, key: st.SearchStrategy[str] | None = None, max_depth: int = 2) -> st.SearchStrategy[Field]:
     """:class:`Field` records (``general.alignment`` is never generated here: see :func:`gguf_files`)."""
-    key = (key or keys()).filter(lambda k: k != "general.alignment")
+    key = (key or keys()).filter(lambda k: k != K.GENERAL_ALIGNMENT)
     return st.builds(lambda k, tv: make_field(k, tv[1], tv[0]), key, metadata_values(max_depth=max_depth))
 
 
@@ -320,7 +321,7 @@ class GGUFSpec:
     def alignment(self) -> int:
         """ALIGNMENT of the file (``general.alignment`` or 32)."""
         for f in self.fields:
-            if f.key == "general.alignment":
+            if f.key == K.GENERAL_ALIGNMENT:
                 return int(f.value)
         return 32
 
@@ -353,7 +354,7 @@ def gguf_files(
     ) -> GGUFSpec:
         fs = list(fs)
         if align is not None:
-            fs.insert(min(at, len(fs)), make_field("general.alignment", align, ValueType.UINT32))
+            fs.insert(min(at, len(fs)), make_field(K.GENERAL_ALIGNMENT, align, ValueType.UINT32))
         # random bytes stand for data already in the file's order: written verbatim, read back as they are
         return GGUFSpec(version, order, fs, {n: replace(r, byte_order=order) for n, r in ts.items()})
 

@@ -65,8 +65,8 @@ from ..durable import (
 )
 from ..errors import GGUFChangedError
 from ..format.limits import Limits
-from ..format.source import MappedSource, PositionedSource
 from ..format.types import ValueType
+from ..io.source import MappedSource, PositionedSource
 from ..model import GGUFFile
 from ..reader import read
 from ..writer import HeaderSpool, Progress, TensorRecord, save_file, spool_header

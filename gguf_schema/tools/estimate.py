@@ -60,6 +60,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import GGUFFormatError, GGUFKeyError
+from ..format import keys as K
 from ..format.types import GGMLType
 
 __all__ = [
@@ -463,13 +464,13 @@ def estimate(
     """
     metadata, tensors = _model_parts(model)
     where = getattr(model, "name", None)
-    if "general.architecture" not in metadata:
+    if K.GENERAL_ARCHITECTURE not in metadata:
         raise GGUFKeyError(
             "metadata key 'general.architecture' is missing: it names the architecture whose keys describe the layers",
             path=where,
-            value="general.architecture",
+            value=K.GENERAL_ARCHITECTURE,
         )
-    arch = metadata["general.architecture"]
+    arch = metadata[K.GENERAL_ARCHITECTURE]
     if not isinstance(arch, str):
         raise GGUFFormatError(
             f"metadata key 'general.architecture' must be a string, is {_short(arch)}", path=where, value=arch
@@ -784,8 +785,8 @@ def _layers_placed(n_layer_all: int, device: Any) -> str:
 
 
 def _vocab_size(metadata: Mapping[str, Any], keys: _Keys) -> int:
-    if "tokenizer.ggml.tokens" in metadata:
-        return len(metadata["tokenizer.ggml.tokens"])
+    if K.TOKENIZER_GGML_TOKENS in metadata:
+        return len(metadata[K.TOKENIZER_GGML_TOKENS])
     return keys.uint("vocab_size", "", default=0)
 
 

@@ -56,9 +56,10 @@ from ..errors import GGUFBuildError, GGUFFormatError
 from ..format.limits import Limits
 from ..format.types import GGMLType, ValueType
 from ..format.values import Field
+from ..format.variant import Variant
+from ..shards import open_model
 from ..tensors import quantize
 from .jsonio import decode_value, field_json
-from .split import open_model
 
 __all__ = ["DTYPES", "MAX_HEADER", "ExportResult", "export_safetensors", "gguf_metadata"]
 
@@ -279,7 +280,7 @@ def _chunks(p: _Planned, out_type: GGMLType) -> Iterator[memoryview]:
     row_bytes = t.nbytes // rows if rows else 0
     if p.copy:  # stored as it goes out: the bytes, a run of rows at a time (pages released behind)
         gt = t.known_type()
-        dtype = gt.numpy_dtype.newbyteorder("<" if t.byte_order == "little" else ">")
+        dtype = gt.numpy_dtype.newbyteorder(Variant.endian_of(t.byte_order))
         for piece in t.chunks(max(1, step * row_bytes)):
             yield _le(np.frombuffer(piece, dtype))
         return

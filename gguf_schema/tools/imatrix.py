@@ -59,9 +59,9 @@ import numpy as np
 
 from ..errors import GGUFFormatError, GGUFTruncatedError
 from ..format.limits import Limits
-from ..format.opening import open_source
 from ..format.types import GGMLType, ValueType
 from ..format.values import GGUFArray
+from ..io.opening import open_source
 from ..model import GGUFFile, Tensor
 from ..reader import read as gguf_open
 

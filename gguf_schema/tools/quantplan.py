@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import GGUFBuildError
+from ..format import keys as K
 from ..format.types import FileType, GGMLType
 
 __all__ = [
@@ -466,7 +467,7 @@ class ModelFacts:
         ``ARCH.block_count`` (llama.cpp refuses such a model) the layers are counted from the
         tensor names."""
         notes = []
-        arch = metadata.get("general.architecture")
+        arch = metadata.get(K.GENERAL_ARCHITECTURE)
         arch = arch if isinstance(arch, str) else ""
 
         def number(key: str, default: int = 0) -> int:

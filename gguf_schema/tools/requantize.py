@@ -61,19 +61,21 @@ import numpy as np
 
 from ..durable import atomic_replace_set, refuse_overwriting_inputs
 from ..errors import GGUFBuildError
+from ..format import keys as K
 from ..format.limits import Limits
-from ..format.source import is_url
 from ..format.types import FileType, GGMLType, ValueType, tensor_nbytes
 from ..format.values import Field, make_field
+from ..io.source import is_url
 from ..model import GGUFFile, Tensor
 from ..reader import read
+from ..shards import SplitModel, open_model, shard_name
 from ..tensors import CODECS, QUANTIZE_TYPES, quantize
 from ..tensors.engine import error_sums
 from ..writer import PlannedTensor, Progress, plan_tensor, write_file
 from . import quantplan
 from .imatrix import Imatrix, read_imatrix, tensor_weights
 from .quantplan import FALLBACK, PlanOptions, Preset
-from .split import SPLIT_KEYS, SplitModel, open_model, shard_name
+from .split import SPLIT_KEYS
 
 __all__ = [
     "FALLBACK",
@@ -581,9 +583,9 @@ def _plan(
     file_type = _file_type(p, metadata, [r.old_type for r in reports])
     if file_type is None:
         notes.append(f"llama.cpp has no file type for {p.name}: general.file_type removed")
-    keys: dict[str, Any] = {"general.quantization_version": QUANTIZATION_VERSION}
+    keys: dict[str, Any] = {K.GENERAL_QUANTIZATION_VERSION: QUANTIZATION_VERSION}
     if file_type is not None:
-        keys["general.file_type"] = file_type
+        keys[K.GENERAL_FILE_TYPE] = file_type
     for k, _, v in overrides + (weights.keys if weights is not None else []):
         keys.pop(k, None)
         keys[k] = v
@@ -634,7 +636,7 @@ def _check_requantize(reports: list[TensorReport], allow: bool, dry_run: bool, n
 
 def _file_type(p: Preset, metadata: Mapping[str, Any], types: Sequence[GGMLType]) -> int | None:
     if p.copy:
-        stored: Any = metadata.get("general.file_type")
+        stored: Any = metadata.get(K.GENERAL_FILE_TYPE)
         ok = isinstance(stored, (int, np.integer)) and not isinstance(stored, bool) and 0 <= int(stored) < 2**32
         return quantplan.guessed_file_type(types, int(stored) if ok else None)
     return int(p.file_type) if p.file_type is not None else None
@@ -720,14 +722,14 @@ def _rms_of(t: Tensor) -> float | None:
     return math.sqrt(total / t.n_elements)
 
 
-_LLAMA_SPLIT_KEYS = ("split.no", "split.count", "split.tensors.count")
+_LLAMA_SPLIT_KEYS = (K.SPLIT_NO, K.SPLIT_COUNT, K.SPLIT_TENSORS_COUNT)
 
 
 def _fields(model: Model, result: RequantizeResult) -> list[Field]:
     """The output's metadata: the input's (the split keys removed), then each key set, removed
     first where the input has it (as ggml's ``gguf_set_val_*`` does: the key moves to the end)."""
     types = result.key_types
-    set_keys = set(result.metadata) | {"general.file_type"}  # removed when there is none
+    set_keys = set(result.metadata) | {K.GENERAL_FILE_TYPE}  # removed when there is none
     fields = [f for f in model.fields.records if f.key not in set_keys and f.key not in SPLIT_KEYS]
     for key, value in result.metadata.items():
         vt = types.get(key, ValueType.UINT32)
@@ -739,9 +741,9 @@ def _split_fields(no: int, count: int, total: int) -> list[Field]:
     if count < 2:
         return []
     return [
-        make_field("split.no", no, ValueType.UINT16),
-        make_field("split.count", count, ValueType.UINT16),
-        make_field("split.tensors.count", total, ValueType.INT32),
+        make_field(K.SPLIT_NO, no, ValueType.UINT16),
+        make_field(K.SPLIT_COUNT, count, ValueType.UINT16),
+        make_field(K.SPLIT_TENSORS_COUNT, total, ValueType.INT32),
     ]
 
 
@@ -935,7 +937,7 @@ def _write(
         shards[report.shard].append(planned)
     head = model.shards[0] if isinstance(model, SplitModel) else model
     fields = _fields(model, result)
-    alignment = [f for f in fields if f.key == "general.alignment"][:1]
+    alignment = [f for f in fields if f.key == K.GENERAL_ALIGNMENT][:1]
     if alignment and _alignment_value(alignment[0]) == _DEFAULT_ALIGNMENT:
         alignment = []  # llama-quantize writes no key in the other shards; 32 is the default
 

@@ -5,7 +5,7 @@ pool of threads does it -- and returns one record per file, in the order given: 
 version, byte order, architecture, name, file type, tensor count, parameter count, tensor type
 histogram, vocabulary size, and the verdict of each validation profile
 (:func:`gguf_schema.check.check`). Tensor data is never read (a remote file costs its header:
-see :mod:`gguf_schema.format.remote`). A file that cannot be read gets a record with ``error``
+see :mod:`gguf_schema.io.remote`). A file that cannot be read gets a record with ``error``
 set; one bad file never stops a scan.
 
 :func:`expand` turns patterns into paths and URLs (local globs, folders, fsspec globs such as
@@ -51,12 +51,13 @@ from typing import Any
 from ..check import PROFILES, check
 from ..check.validate import split_place
 from ..errors import GGUFDependencyError, GGUFError, GGUFFormatError, shorten
+from ..format import keys as K
 from ..format.limits import Limits
-from ..format.source import is_url
 from ..format.types import FileType
+from ..io.source import is_url
 from ..model import GGUFFile
 from ..reader import read
-from .split import open_split
+from ..shards import open_split
 
 __all__ = ["THREADS", "ScanRecord", "expand", "scan", "scan_file", "write_parquet"]
 
@@ -135,7 +136,7 @@ def _file_type(value: Any) -> str | None:
 
 def _record(path: str, f: GGUFFile, profiles: Sequence[str], options: Mapping[str, Any]) -> ScanRecord:
     md = f.metadata
-    tokens = f.fields.get("tokenizer.ggml.tokens")
+    tokens = f.fields.get(K.TOKENIZER_GGML_TOKENS)
     histogram = Counter(t.type_name for t in f.tensor_list)
     place = split_place(f)
     model: Any = None
@@ -154,9 +155,9 @@ def _record(path: str, f: GGUFFile, profiles: Sequence[str], options: Mapping[st
         byte_order=f.byte_order,
         alignment=f.alignment,
         data_offset=f.data_offset,
-        architecture=_text(md.get("general.architecture")),
-        name=_text(md.get("general.name")),
-        file_type=_file_type(md.get("general.file_type")),
+        architecture=_text(md.get(K.GENERAL_ARCHITECTURE)),
+        name=_text(md.get(K.GENERAL_NAME)),
+        file_type=_file_type(md.get(K.GENERAL_FILE_TYPE)),
         tensor_count=len(f.tensor_list),
         parameter_count=sum(t.n_elements for t in f.tensor_list),
         type_histogram=dict(sorted(histogram.items(), key=lambda kv: (-kv[1], kv[0]))),
@@ -264,8 +265,8 @@ def expand(
 
 
 def _url_glob(pattern: str, storage_options: Mapping[str, Any] | None) -> list[str]:
-    from ..format.ioerrors import io_error
-    from ..format.remote import url_filesystem
+    from ..io.ioerrors import io_error
+    from ..io.remote import url_filesystem
 
     fs, path = url_filesystem(pattern, storage_options)
     try:

@@ -1,4 +1,5 @@
-"""Split (sharded) models: split a file into shards, merge shards back, open shards as one model.
+"""Split (sharded) models: split a file into shards and merge shards back (opening them as one model is
+:mod:`gguf_schema.shards`, on the reading side).
 
 The layout is llama.cpp's ``gguf-split`` convention (``reference/conventions.md``):
 
@@ -9,7 +10,7 @@ The layout is llama.cpp's ``gguf-split`` convention (``reference/conventions.md`
   ``general.alignment`` when the model sets one, since it governs their own data layout);
 * each shard has its own tensor infos and data section; tensor names are unique across shards;
 * this module adds ``split.id`` (STRING) to every shard: the identity of the set, derived from
-  the source file and the plan, so that :func:`open_split` can tell shards of different splits
+  the source file and the plan, so that :func:`~gguf_schema.shards.open_split` can tell shards of different splits
   apart (llama.cpp ignores the key; :func:`merge` drops it).
 
 ``llama_layout=True`` writes the shards exactly as llama.cpp's ``llama-gguf-split`` writes them,
@@ -24,7 +25,7 @@ its own.
 A set of shards is written as a set (:func:`gguf_schema.durable.atomic_replace_set`): every
 shard goes to a temporary file first, and only when all of them are complete and on disk are
 they renamed into place. A split killed before that leaves no new shard; one killed during the
-renames (milliseconds) leaves a mixed set, which :func:`open_split` refuses (shard numbers,
+renames (milliseconds) leaves a mixed set, which :func:`~gguf_schema.shards.open_split` refuses (shard numbers,
 counts, tensor names and ``split.id`` must agree).
 
 Tensors keep their order; each is copied byte for byte. A shard is closed when adding the next
@@ -38,7 +39,7 @@ tensors (a single tensor larger than ``max_size`` gets a shard of its own).
 >>> paths = split(src, os.path.join(d, "m"), max_tensors=2)
 >>> [os.path.basename(p) for p in paths]
 ['m-00001-of-00002.gguf', 'm-00002-of-00002.gguf']
->>> with open_split(paths[0]) as model:
+>>> with gguf_schema.open(paths[0], split=True) as model:
 ...     list(model.tensors), model.tensors["t2"].data.tolist(), model.metadata["general.name"]
 (['t0', 't1', 't2'], [2.0, 2.0, 2.0, 2.0], 'm')
 """
@@ -49,35 +50,31 @@ import contextlib
 import hashlib
 import os
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import IO, Any, Union
 
 from ..durable import atomic_replace_set, refuse_overwriting_inputs
-from ..errors import GGUFBuildError, GGUFFileNotFoundError, GGUFFormatError, GGUFKeyError
+from ..errors import GGUFBuildError, GGUFFormatError
+from ..format import keys as K
 from ..format.limits import Limits
 from ..format.nodes import align_offset
-from ..format.source import is_url
 from ..format.types import ValueType
 from ..format.values import Field, make_field
-from ..model import Fields, GGUFFile, Tensor
+from ..io.source import is_url
+from ..model import GGUFFile, Tensor
 from ..reader import read
+from ..shards import open_split, shard_name, shard_paths
 from ..writer import Progress, TensorRecord, encoded_size, header_bytes, plan_tensor, write_file
 
 __all__ = [
     "SPLIT_ID_KEY",
     "SPLIT_KEYS",
     "ShardPlan",
-    "SplitModel",
     "SplitPlan",
     "merge",
-    "open_model",
-    "open_split",
     "parse_size",
     "plan_split",
-    "shard_name",
-    "shard_paths",
-    "shard_paths_named",
     "split",
     "split_plan",
 ]
@@ -86,15 +83,14 @@ PathLike = Union[str, "os.PathLike[str]"]
 StorageOptions = Mapping[str, Any] | None
 
 #: the identity of a set of shards, written after llama.cpp's three keys (not a llama.cpp key; absent from its splits)
-SPLIT_ID_KEY = "split.id"
+SPLIT_ID_KEY = K.SPLIT_ID
 #: the keys a split adds to each shard, in the order they are written (llama.cpp's three, then
 #: :data:`SPLIT_ID_KEY`): a merge, or anything that makes one file of a split model, drops them
-SPLIT_KEYS = ("split.no", "split.count", "split.tensors.count", SPLIT_ID_KEY)
+SPLIT_KEYS = (K.SPLIT_NO, K.SPLIT_COUNT, K.SPLIT_TENSORS_COUNT, SPLIT_ID_KEY)
 _ALL_SPLIT_KEYS = SPLIT_KEYS
 _LLAMA_ALIGNMENT = 32
 
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(I?B?)\s*$", re.IGNORECASE)
-_SHARD_RE = re.compile(r"^(?P<prefix>.*)-(?P<no>\d{5})-of-(?P<count>\d{5})\.gguf$")
 
 
 def parse_size(text: str) -> int:
@@ -117,20 +113,11 @@ def parse_size(text: str) -> int:
     return size
 
 
-def shard_name(prefix: str, index: int, count: int) -> str:
-    """The path of shard ``index`` (0-based) of ``count``.
-
-    >>> shard_name("out/model", 0, 3)
-    'out/model-00001-of-00003.gguf'
-    """
-    return f"{prefix}-{index + 1:05d}-of-{count:05d}.gguf"
-
-
 def _split_fields(no: int, count: int, total: int, split_id: str | None = None, llama: bool = False) -> list[Field]:
     fields = [
-        make_field("split.no", no, ValueType.UINT16),
-        make_field("split.count", count, ValueType.UINT16),
-        make_field("split.tensors.count", total, ValueType.INT32),
+        make_field(K.SPLIT_NO, no, ValueType.UINT16),
+        make_field(K.SPLIT_COUNT, count, ValueType.UINT16),
+        make_field(K.SPLIT_TENSORS_COUNT, total, ValueType.INT32),
     ]
     if llama:  # llama-gguf-split sets split.count again at the end: the key moves last
         fields = [fields[0], fields[2], fields[1]]
@@ -196,8 +183,8 @@ def _plan(
     split_kv = encoded_size(_split_fields(0, 1, 0, "0" * _ID_LEN if with_id else None), **variant)
     first_kv = encoded_size([x for x in f.fields.records if x.key not in _ALL_SPLIT_KEYS], **variant) + split_kv
     other_kv = split_kv
-    if "general.alignment" in f.fields and not llama:
-        other_kv += encoded_size([f.fields["general.alignment"]], **variant)
+    if K.GENERAL_ALIGNMENT in f.fields and not llama:
+        other_kv += encoded_size([f.fields[K.GENERAL_ALIGNMENT]], **variant)
 
     def size(kv: int, infos: int, data: int) -> int:
         return align_offset(fixed + kv + infos, align) + data
@@ -356,7 +343,7 @@ def split_plan(
         if total > 2**31 - 1:  # pragma: no cover - not a real file
             raise GGUFBuildError(f"{total} tensors do not fit in split.tensors.count (INT32)", value=total)
         base = [x for x in f.fields.records if x.key not in _ALL_SPLIT_KEYS]
-        alignment = [] if llama_layout else [x for x in base if x.key == "general.alignment"][:1]
+        alignment = [] if llama_layout else [x for x in base if x.key == K.GENERAL_ALIGNMENT][:1]
 
         def writer(i: int, group: list[Tensor]) -> Any:
             fields = (base if i == 0 else alignment) + _split_fields(i, n, total, plan.split_id, llama_layout)
@@ -407,247 +394,6 @@ def split(
     ).paths
 
 
-def shard_paths(
-    first_shard: PathLike,
-    *,
-    storage_options: StorageOptions = None,
-    limits: Limits | None = None,
-    mmap: bool = True,
-) -> list[str]:
-    """The paths (or URLs) of all shards of the split model whose first shard is ``first_shard``.
-
-    A file without ``split.count`` (or with a count of 1) is a model of one shard. The
-    others are found by the naming convention ``<prefix>-0000i-of-0000n.gguf``; for a URL the
-    convention applies to its path, and a query (``?download=true``) is kept on every shard's URL.
-    The first shard is read as ``storage_options``, ``limits`` and ``mmap`` say (see :func:`gguf_schema.open`).
-
-    >>> shard_paths_named("https://host/m/x-00001-of-00003.gguf?download=true", 3)[1]
-    'https://host/m/x-00002-of-00003.gguf?download=true'
-    """
-    first = os.fspath(first_shard)
-    with read(first, storage_options=storage_options, limits=limits, mmap=mmap) as f:
-        return _shard_paths_of(f, first)
-
-
-def _shard_paths_of(f: GGUFFile, first: str) -> list[str]:
-    no = _split_int(f, "split.no", 0)
-    count = _split_int(f, "split.count", 1)
-    if no != 0:
-        raise GGUFFormatError(
-            f"{first} is shard {no + 1} of {count}, not the first shard (split.no = {no})", path=first, value=no
-        )
-    if count < 1:
-        raise GGUFFormatError(f"split.count is {count}", path=first, value=count)
-    if count == 1:
-        return [first]
-    return shard_paths_named(first, count)
-
-
-def shard_paths_named(first: str, count: int) -> list[str]:
-    """The ``count`` shard paths (or URLs) named after ``first`` by the convention ``<prefix>-0000i-of-0000n.gguf``."""
-    base, query = _url_parts(first) if is_url(first) else (first, "")
-    m = _SHARD_RE.match(base)
-    name = base.rsplit("/", 1)[-1] if is_url(first) else os.path.basename(base)
-    if not m:
-        raise GGUFFormatError(
-            f"a model of {count} shards needs names like PREFIX-00001-of-{count:05d}.gguf, got {name!r}",
-            path=first,
-            value=name,
-        )
-    if int(m.group("count")) != count:
-        raise GGUFFormatError(
-            f"the name says {int(m.group('count'))} shards, split.count says {count}", path=first, value=count
-        )
-    return [shard_name(m.group("prefix"), i, count) + query for i in range(count)]
-
-
-def _url_parts(url: str) -> tuple[str, str]:
-    """A URL without its query and fragment, and them (``?a=b#c``)."""
-    cut = min((i for i in (url.find("?"), url.find("#")) if i >= 0), default=len(url))
-    return url[:cut], url[cut:]
-
-
-def _split_int(f: GGUFFile, key: str, default: int) -> int:
-    field = f.fields.get(key)
-    if field is None:
-        return default
-    if not field.type.is_integer:
-        raise GGUFFormatError(f"{key} must be an integer, is {field.type.name}", path=f.name, value=field.value)
-    return int(field.value)
-
-
-class _AllTensors(Mapping[str, Tensor]):
-    def __init__(self, tensors: dict[str, Tensor]):
-        self._t = tensors
-
-    def __getitem__(self, name: str) -> Tensor:
-        return self._t[name]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._t)
-
-    def __len__(self) -> int:
-        return len(self._t)
-
-
-class _ReadOnlyMetadata(Mapping[str, Any]):
-    def __init__(self, fields: Fields):
-        self._fields = fields
-
-    def __getitem__(self, key: str) -> Any:
-        try:
-            return self._fields[key].plain()
-        except KeyError:
-            raise GGUFKeyError(f"no metadata key {key!r}", value=key) from None
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._fields)
-
-    def __len__(self) -> int:
-        return len(self._fields)
-
-
-class SplitModel:
-    """All shards of a split model presented as one (read-only).
-
-    Attributes:
-        shards: the open shards (:class:`GGUFFile`), in order.
-        paths: their paths.
-        fields, metadata: the first shard's metadata (split keys included).
-        tensors: every tensor of every shard by name; each :class:`Tensor`'s ``data`` is a
-            zero-copy view into its own shard.
-        version, byte_order, alignment: the first shard's.
-    """
-
-    def __init__(self, shards: list[GGUFFile]):
-        self.shards = shards
-        self.paths = [s.name for s in shards]
-        first = shards[0]
-        self.name = first.name
-        self.version = first.version
-        self.byte_order = first.byte_order
-        self.alignment = first.alignment
-        self.fields = first.fields
-        self.metadata: Mapping[str, Any] = _ReadOnlyMetadata(first.fields)
-        every = [t for s in shards for t in s.tensor_list]
-        by_name: dict[str, Tensor] = {}
-        for t in every:
-            if t.name in by_name:
-                raise GGUFFormatError(f"tensor {t.name!r} is in two shards", path=t.source_name, value=t.name)
-            by_name[t.name] = t
-        self._tensor_list = every
-        self.tensors: Mapping[str, Tensor] = _AllTensors(by_name)
-
-    @property
-    def tensor_list(self) -> list[Tensor]:
-        """Every tensor info of every shard, in order."""
-        return list(self._tensor_list)
-
-    @property
-    def file_size(self) -> int:
-        """The total size of the shards in bytes."""
-        return sum(s.file_size for s in self.shards)
-
-    def close(self) -> None:
-        """Close every shard."""
-        for s in self.shards:
-            s.close()
-
-    def __enter__(self) -> SplitModel:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
-
-    def __repr__(self) -> str:
-        return f"SplitModel({self.name!r}, {len(self.shards)} shards, {len(self.fields)} keys, {len(self._tensor_list)} tensors)"
-
-
-def open_split(
-    first_shard: PathLike,
-    *,
-    storage_options: StorageOptions = None,
-    lazy: bool = False,
-    limits: Limits | None = None,
-    mmap: bool = True,
-) -> SplitModel:
-    """Open a split model from its first shard (a path or URL): one object with its metadata and all tensors.
-
-    Checks each shard's ``split.no`` and ``split.count``, and that ``split.tensors.count``
-    equals the number of tensors found. A file that is not split opens as a model of one shard.
-    The other shards of a URL are found next to it, by name (:func:`shard_paths`), and read
-    remotely too (``storage_options``: those of its fsspec backend). ``lazy``, ``limits`` and ``mmap``
-    as in :func:`gguf_schema.open`, for every shard.
-    """
-    first = os.fspath(first_shard)
-    options: dict[str, Any] = {"storage_options": storage_options, "lazy": lazy, "limits": limits, "mmap": mmap}
-    return _open_shards(read(first, **options), first, options)
-
-
-def _open_shards(head: GGUFFile, first: str, options: dict[str, Any]) -> SplitModel:
-    """The split model whose first shard ``head`` (read from ``first``) is open already: the others read next
-    to it, with the same reading ``options`` (the keyword arguments of :func:`~gguf_schema.reader.read`)."""
-    shards: list[GGUFFile] = [head]
-    try:
-        paths = _shard_paths_of(head, first)
-        for i, p in enumerate(paths):
-            missing = f"shard {i + 1} of {len(paths)} is missing: {p}"
-            if i == 0:
-                s = head
-            elif not is_url(p) and not os.path.exists(p):
-                raise GGUFFormatError(missing, path=p)
-            else:
-                try:
-                    s = read(p, **options)
-                except GGUFFileNotFoundError as e:
-                    raise GGUFFormatError(f"{missing} ({e.reason})", path=p) from None
-                shards.append(s)
-            if len(paths) > 1:
-                _check_shard(s, p, i, len(paths), shards[0])
-        model = SplitModel(shards)
-        declared = _split_int(shards[0], "split.tensors.count", len(model.tensor_list))
-        if declared != len(model.tensor_list):
-            raise GGUFFormatError(
-                f"split.tensors.count is {declared} but the shards hold {len(model.tensor_list)} tensors",
-                path=paths[0],
-                value=declared,
-            )
-        return model
-    except BaseException:
-        for s in shards:
-            s.close()
-        raise
-
-
-def _check_shard(s: GGUFFile, p: str, i: int, count: int, first: GGUFFile) -> None:
-    """Shard ``i`` of ``count`` (read from ``p``) must say so, and belong to the same set as the first."""
-    no, n = _split_int(s, "split.no", -1), _split_int(s, "split.count", -1)
-    if (no, n) != (i, count):
-        raise GGUFFormatError(
-            f"{p}: split.no = {no}, split.count = {n}; expected {i} and {count}",
-            path=p,
-            value=(no, n),
-        )
-    if s.byte_order != first.byte_order:
-        raise GGUFFormatError(f"{p} is {s.byte_order}-endian, the first shard {first.byte_order}-endian", path=p)
-    total, first_total = _split_int(s, "split.tensors.count", -1), _split_int(first, "split.tensors.count", -1)
-    if total != first_total:
-        raise GGUFFormatError(
-            f"{p} belongs to another split: split.tensors.count = {total}, the first shard's is {first_total}",
-            path=p,
-            value=total,
-        )
-    ident, first_ident = s.fields.get(SPLIT_ID_KEY), first.fields.get(SPLIT_ID_KEY)
-    mine, theirs = (None if x is None else x.value for x in (ident, first_ident))
-    if mine != theirs:
-        raise GGUFFormatError(
-            f"{p} belongs to another split: {SPLIT_ID_KEY} = {mine!r}, the first shard's is {theirs!r} "
-            "(a split was interrupted while its shards were renamed, or shards of two splits were mixed)",
-            path=p,
-            value=mine,
-        )
-
-
 def merge(
     first_shard: PathLike,
     target: PathLike,
@@ -671,7 +417,7 @@ def merge(
     refuse_overwriting_inputs([target], inputs, command="merge")
     with open_split(first_shard, storage_options=storage_options, **reading) as model:
         refuse_overwriting_inputs([target], model.paths, command="merge")
-        if "split.count" not in model.fields:
+        if K.SPLIT_COUNT not in model.fields:
             raise GGUFBuildError(
                 "not a split model (it has no split.count key): there is nothing to merge, and nothing was "
                 "written (to copy a file, use convert)",
@@ -682,21 +428,3 @@ def merge(
         fields = [x for x in model.fields.records if x.key not in _ALL_SPLIT_KEYS]
         planned = [plan_tensor(t.name, t, model.byte_order, kernel_copy=True) for t in model.tensor_list]
         write_file(target, fields, planned, version=model.version, byte_order=model.byte_order, progress=progress)
-
-
-def open_model(
-    path: PathLike,
-    *,
-    lazy: bool = False,
-    storage_options: StorageOptions = None,
-    limits: Limits | None = None,
-    mmap: bool = True,
-) -> GGUFFile | SplitModel:
-    """Open a GGUF file (a path or URL), or every shard of a split model (:func:`open_split`) when
-    ``path`` is its first shard; ``lazy``, ``storage_options``, ``limits`` and ``mmap`` as in
-    :func:`gguf_schema.open` (for every shard)."""
-    options: dict[str, Any] = {"storage_options": storage_options, "lazy": lazy, "limits": limits, "mmap": mmap}
-    f = read(path, **options)
-    if "split.count" in f.fields and f.metadata.get("split.no") == 0 and f.metadata["split.count"] > 1:
-        return _open_shards(f, os.fspath(path), options)
-    return f

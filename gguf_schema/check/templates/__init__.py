@@ -40,6 +40,7 @@ import time
 from collections.abc import Mapping
 from types import MappingProxyType
 
+from ...format import keys as K
 from . import cost, sandbox
 from .hidden import T301, HiddenCharacter, count_runs, hidden_characters, report_hidden, split_lines
 from .interpreter import T104, Analysis, AnalysisOverBudget, alarm_words
@@ -192,7 +193,7 @@ def clear_cache() -> None:
 def audit_template(
     source: str,
     *,
-    name: str = "tokenizer.chat_template",
+    name: str = K.TOKENIZER_CHAT_TEMPLATE,
     render: bool = False,
     render_timeout: float = 5.0,
     render_max_output: int = 1 << 20,

@@ -12,6 +12,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 from typing import Literal
 
+from ...format import keys as K
+
 __all__ = ["AuditRule", "Findings", "Severity", "TemplateFinding", "capped", "declared", "rule"]
 
 Severity = Literal["error", "warning", "info"]
@@ -57,7 +59,7 @@ class TemplateFinding:
     line: int | None
     excerpt: str
     column: int | None = None
-    template: str = "tokenizer.chat_template"
+    template: str = K.TOKENIZER_CHAT_TEMPLATE
     chain: tuple[str, ...] = ()
 
 

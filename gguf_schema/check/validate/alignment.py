@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ...errors import shorten
+from ...format import keys as K
 from .core import GGML, SPEC, Checker, reports, rule
 
 __all__ = ["alignment_key"]
@@ -42,7 +43,7 @@ def alignment_key(c: Checker) -> None:
     if c.profile == GGML:
         ggml_alignment(c)
         return
-    fld = c.f.fields.get("general.alignment")
+    fld = c.f.fields.get(K.GENERAL_ALIGNMENT)
     if fld is None:
         return
     at, v = c.value_offset(fld), fld.value
@@ -58,8 +59,8 @@ def ggml_alignment(c: Checker) -> None:
         return
     at, v = c.value_offset(fld), fld.value
     named = (
-        "general.alignment"
-        if fld.key == "general.alignment"
+        K.GENERAL_ALIGNMENT
+        if fld.key == K.GENERAL_ALIGNMENT
         else f"the key {shorten(fld.key)} (general.alignment for ggml)"
     )
     if view.alignment_problem == "type":

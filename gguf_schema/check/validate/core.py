@@ -21,8 +21,8 @@ from typing import Any
 import numpy as np
 
 from ...errors import GGUFInternalError, shorten
-from ...format.types import ValueType
-from ...format.values import BoolByte, Field, GGUFArray
+from ...format import keys as K
+from ...format.values import BoolByte, Field
 from ...model import GGUFFile, Tensor
 from ..ggml_view import GGMLView
 
@@ -212,7 +212,7 @@ def split_place(f: GGUFFile) -> tuple[int, int] | None:
     >>> split_place(gguf_schema.open(buf.getvalue()))
     (1, 3)
     """
-    no, count = f.fields.get("split.no"), f.fields.get("split.count")
+    no, count = f.fields.get(K.SPLIT_NO), f.fields.get(K.SPLIT_COUNT)
     if count is None or not count.type.is_integer or count.value < 2:
         return None
     if no is not None and not no.type.is_integer:
@@ -234,7 +234,6 @@ class Checker:
         self.f = f
         self.profile = profile
         self.findings: list[Finding] = []
-        self.ls = 4 if f.version == 1 else 8  # bytes of a stored length/count
         self.size = f.file_size
         self.view = GGMLView(f)
         self.shard = split_place(f)
@@ -282,34 +281,28 @@ class Checker:
         return fld.key.encode("utf-8", "surrogateescape")
 
     def value_offset(self, fld: Field) -> Any:
-        if fld.offset is None:  # a field set in memory has no place in the file yet
-            return None
-        return fld.offset + self.ls + len(self.key_bytes(fld)) + 4  # key string, value type
+        at = self.f.pair_offsets(fld)  # None for a field set in memory: it has no place in the file yet
+        return None if at is None else at.value
 
     def item_offset(self, fld: Field, index: int) -> Any:
         """Offset of item ``index`` of a (non-nested) array value."""
-        if fld.offset is None:
-            return None
-        base = self.value_offset(fld) + 4 + self.ls  # element type, count
-        arr: GGUFArray = fld.value
-        if arr.type == ValueType.STRING:
-            return base + sum(self.ls + len(s.encode("utf-8", "surrogateescape")) for s in arr.items[:index])
-        return base + index * arr.type.itemsize
+        at = self.f.pair_offsets(fld)
+        return None if at is None else at.item(fld.value, index)
 
     def name_bytes(self, t: Tensor) -> bytes:
         return t.name.encode("utf-8", "surrogateescape")
 
     def ndims_offset(self, t: Tensor) -> int:
-        return t.info_offset + self.ls + len(self.name_bytes(t))
+        return self.f.info_offsets(t).n_dimensions
 
     def dim_offset(self, t: Tensor, j: int) -> int:
-        return self.ndims_offset(t) + 4 + j * self.ls
+        return self.f.info_offsets(t).dimension(j)
 
     def type_offset(self, t: Tensor) -> int:
-        return self.dim_offset(t, len(t.dims))
+        return self.f.info_offsets(t).type
 
     def offset_offset(self, t: Tensor) -> int:
-        return self.type_offset(t) + 4
+        return self.f.info_offsets(t).offset
 
 
 # --------------------------------------------------------------------------- helpers

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ...errors import shorten
+from ...format import keys as K
 from ...format.types import FileType, GGMLType, ValueType
 from ...format.values import Field
 from ..spec_audit import load_spec
@@ -93,10 +94,10 @@ def standard_keys(c: Checker) -> None:
     """The architecture, the quantization version, the standardized keys' types and each architecture's required keys (``spec``)."""
     spec = load_spec()
     fields = c.f.fields
-    arch_fld = fields.get("general.architecture")
+    arch_fld = fields.get(K.GENERAL_ARCHITECTURE)
     arch = arch_fld.value if arch_fld is not None and arch_fld.type == ValueType.STRING else None
     if arch_fld is None:
-        c.add(E050, None, "general.architecture", None, "general.architecture is missing")
+        c.add(E050, None, K.GENERAL_ARCHITECTURE, None, "general.architecture is missing")
     elif arch is not None:
         if not _ARCH_SYNTAX.fullmatch(arch):
             c.add(
@@ -116,11 +117,11 @@ def standard_keys(c: Checker) -> None:
             )
     tensors = c.model_tensors if c.model_tensors is not None else c.f.tensor_list
     quantized = [t for t in tensors if isinstance(t.type, GGMLType) and t.type.quantized]
-    if quantized and "general.quantization_version" not in fields:
+    if quantized and K.GENERAL_QUANTIZATION_VERSION not in fields:
         c.add(
             E052,
             None,
-            "general.quantization_version",
+            K.GENERAL_QUANTIZATION_VERSION,
             None,
             f"general.quantization_version is missing but tensor {shorten(quantized[0].name)} is {quantized[0].type_name}",
         )
@@ -151,11 +152,11 @@ def key_types(c: Checker) -> None:
 def tokenizer(c: Checker) -> None:
     """The tokenizer's arrays as long as its tokens, and its special token ids inside them (``spec``)."""
     fields = c.f.fields
-    tokens = fields.get("tokenizer.ggml.tokens")
+    tokens = fields.get(K.TOKENIZER_GGML_TOKENS)
     if tokens is None or tokens.type != ValueType.ARRAY:
         return
     n = len(tokens.value)
-    for key in ("tokenizer.ggml.scores", "tokenizer.ggml.token_type"):
+    for key in (K.TOKENIZER_GGML_SCORES, K.TOKENIZER_GGML_TOKEN_TYPE):
         fld = fields.get(key)
         if fld is not None and fld.type == ValueType.ARRAY and len(fld.value) != n:
             at = c.value_offset(fld)
@@ -185,11 +186,11 @@ def tokenizer(c: Checker) -> None:
 @reports(E057, W002)
 def file_type(c: Checker) -> None:
     """``general.file_type``: a value of the spec's table, naming a type some tensor has (``spec``)."""
-    fld = c.f.fields.get("general.file_type")
+    fld = c.f.fields.get(K.GENERAL_FILE_TYPE)
     if fld is None or not fld.type.is_integer:
         return
     v, at = fld.value, c.value_offset(fld)
-    spec_values = load_spec()["enums"]["general.file_type"]["values"]
+    spec_values = load_spec()["enums"][K.GENERAL_FILE_TYPE]["values"]
     if v not in spec_values.values():
         c.add(W002, at, fld.key, v, f"general.file_type {v} is not in the spec's table")
     main = FILE_TYPE_MAIN.get(v)

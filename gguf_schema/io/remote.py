@@ -1,6 +1,6 @@
 """Remote files: a GGUF file behind a URL, read in ranges through fsspec (:class:`RemoteSource`).
 
-Any string with a scheme is a URL (:func:`~gguf_schema.format.source.is_url`): ``https://``,
+Any string with a scheme is a URL (:func:`~gguf_schema.io.source.is_url`): ``https://``,
 ``hf://`` (with ``huggingface_hub``), ``s3://`` (``s3fs``), ``gs://`` (``gcsfs``), ``file://``,
 ``memory://`` ... -- whatever fsspec has a backend for. fsspec and its HTTP client aiohttp are an
 optional extra (``pip install 'gguf-schema[remote]'``); without them a URL raises a

@@ -38,7 +38,7 @@ def open_source(
 
     A path (or a file object with a real descriptor) is mapped read-only, or read with positioned
     reads when ``mmap=False``; a URL (:func:`is_url`) is read in ranges through fsspec
-    (:class:`~gguf_schema.format.remote.RemoteSource`, given ``storage_options``: credentials,
+    (:class:`~gguf_schema.io.remote.RemoteSource`, given ``storage_options``: credentials,
     endpoints; ignored for anything that is not a URL); bytes-like objects are used as they are;
     other file objects (``read``/``seek``/``tell`` and no descriptor) are read in ranges. OS errors
     are :class:`~gguf_schema.errors.GGUFIOError` s (a missing path is a

@@ -9,7 +9,7 @@ A :class:`Source` owns access to one file's bytes, wherever they are, behind one
   :class:`~gguf_schema.errors.GGUFTruncatedError`;
 * ``size``, ``name``, :meth:`Source.fileno`, :meth:`Source.close`.
 
-Kinds of source, chosen by :func:`~gguf_schema.format.opening.open_source`:
+Kinds of source, chosen by :func:`~gguf_schema.io.opening.open_source`:
 
 * :class:`MappedSource` -- a local file mapped read-only (the default): views are zero-copy and
   stay valid after the file is closed. A mapped file that another process truncates makes the next
@@ -20,13 +20,13 @@ Kinds of source, chosen by :func:`~gguf_schema.format.opening.open_source`:
   concurrent writer does can kill the reader.
 * :class:`BufferSource` -- bytes already in memory.
 * :class:`RangeSource` -- a file reached by ranged reads (a file object that is not a local file;
-  remote files, see :mod:`gguf_schema.format.remote`): the header is fetched in growing reads, tensor
+  remote files, see :mod:`gguf_schema.io.remote`): the header is fetched in growing reads, tensor
   data on demand, exactly the bytes asked for, kept in a bounded cache (:data:`CACHE_BYTES`).
   Views of its data are copies of the fetched bytes (read-only).
 
 A string with a scheme (``https://``, ``hf://``, ``s3://``, ``file://`` ...: :func:`is_url`) is a
-URL: :func:`~gguf_schema.format.opening.open_source` opens it as a
-:class:`~gguf_schema.format.remote.RemoteSource` through
+URL: :func:`~gguf_schema.io.opening.open_source` opens it as a
+:class:`~gguf_schema.io.remote.RemoteSource` through
 fsspec (the optional extra ``pip install 'gguf-schema[remote]'``), with ``storage_options``.
 
 The schema parses from a :class:`ByteReader`. It never hands out more bytes than the buffer

@@ -52,6 +52,19 @@ the journal, write and commit of :func:`write_in_place`, a recovery) hold back C
 the main thread) until they are done, so an interrupt never lands between a commit and the record
 of it; :func:`recording` lists what each write did to its target (:class:`WriteRecord`), which is
 how the command line tells the truth about a file after Ctrl-C.
+
+:func:`recording` is the one ambient value the library keeps (a ``ContextVar``); everything that
+changes what a write does is an argument of the call (``strict=``, ``sync=``, ``expected=`` ...).
+It stays ambient because it is an observer, not an input: it never changes which bytes are written,
+where, or whether a write is refused; it only notes, in the same uninterruptible step as each
+commit, that the commit happened, for the process's interrupt report. As an argument it would
+have to be threaded through every function that writes (``save``, ``GGUFFile.save``, the five
+edits, convert, split, merge, build, quantize, export, the compat ``GGUFWriter``, and below them
+:func:`atomic_replace`, :func:`atomic_replace_set`, :class:`PendingFiles`, :func:`write_in_place`,
+:func:`recover`), a parameter that means nothing to any caller but the command line; and a write
+path that forgot to pass it on would make the Ctrl-C line silently untrue, where the recorder here
+sees every commit because every commit happens in this module. Outside :func:`recording` it
+records nothing and costs one lookup per write.
 """
 
 from __future__ import annotations

@@ -701,16 +701,24 @@ class GGUFFile:
     # ---------------------------------------------------------------- writing
 
     def save(
-        self, target: Any, *, version: int | None = None, byte_order: str | None = None, sync: bool = True
+        self,
+        target: Any,
+        *,
+        version: int | None = None,
+        byte_order: str | None = None,
+        sync: bool = True,
+        strict: str | None = None,
     ) -> None:
         """Write this file (with any metadata edits) to ``target`` atomically; unchanged files come out byte-identical.
 
         ``version`` and ``byte_order`` convert the file (tensor blocks are byte-swapped as their
-        layouts say); ``sync=False`` skips the fsyncs. See :func:`gguf_schema.writer.save_file`.
+        layouts say); ``sync=False`` skips the fsyncs; ``strict=PROFILE`` refuses a header that
+        breaks an error rule of that validation profile (nothing is written). See
+        :func:`gguf_schema.writer.save_file`.
         """
         if _save is None:  # the package wires it before anything can be opened
             raise GGUFInternalError("no writer is wired to GGUFFile.save (gguf_schema/__init__.py wires it)")
-        _save(self, target, version=version, byte_order=byte_order, sync=sync)
+        _save(self, target, version=version, byte_order=byte_order, sync=sync, strict=strict)
 
 
 def _field_spans(fields: list[Field], end: int) -> dict[int, tuple[int, int]]:

@@ -13,9 +13,10 @@ renamed over the target only when complete: a failed or killed write leaves the 
 
 Before anything is written, the header about to be written is checked with the validation rules
 (:mod:`gguf_schema.check.writing` registers that check): each broken rule is a
-:class:`~gguf_schema.errors.GGUFWarning` carrying its rule id, and ``strict=PROFILE`` (or
-:func:`strict_writes` around any writing call) refuses the write instead with a
-:class:`~gguf_schema.errors.GGUFValidationError`.
+:class:`~gguf_schema.errors.GGUFWarning` carrying its rule id, and ``strict=PROFILE`` refuses the
+write instead with a :class:`~gguf_schema.errors.GGUFValidationError`. Every function of the library
+that writes a GGUF file takes ``strict=`` as an explicit keyword argument and passes it down to
+:func:`check_header`: no ambient setting makes a write strict.
 
 >>> import io, numpy as np
 >>> buf = io.BytesIO()
@@ -28,7 +29,6 @@ Before anything is written, the header about to be written is checked with the v
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import gc
 import io
 import mmap
@@ -70,7 +70,6 @@ __all__ = [
     "save",
     "save_file",
     "spool_header",
-    "strict_writes",
     "write_file",
     "write_header",
 ]
@@ -183,7 +182,6 @@ HeaderCheck = Callable[[bytes | memoryview | IO[bytes], str | None], None]
 """``check(header, strict_profile)``: warns for each broken rule, or raises when strict."""
 
 _header_check: HeaderCheck | None = None
-_STRICT: contextvars.ContextVar[str | None] = contextvars.ContextVar("gguf_schema_strict_writes", default=None)
 
 
 def register_header_check(check: HeaderCheck | None) -> None:
@@ -195,32 +193,19 @@ def register_header_check(check: HeaderCheck | None) -> None:
     _header_check = check
 
 
-@contextlib.contextmanager
-def strict_writes(profile: str | None) -> Iterator[None]:
-    """Within this block every write (``save``, edits, convert, split, merge, build) is strict under
-    ``profile`` unless a call says otherwise: a header breaking an error rule of that profile is refused.
+def check_header(header: bytes | memoryview | IO[bytes], strict: str | None = None) -> None:
+    """Check ``header`` (the bytes before the data section, or a file that holds them) before it is written: a
+    :class:`~gguf_schema.errors.GGUFWarning` for each broken rule, or, with ``strict`` (a validation
+    profile), a :class:`~gguf_schema.errors.GGUFValidationError` for the first error of that profile.
+    Every writer calls it before writing anything, with the ``strict`` its caller gave.
 
-    >>> import io, numpy as np
-    >>> with strict_writes("ggml"):
-    ...     save(io.BytesIO(), {"": 1})
+    >>> check_header(header_bytes([make_field("", 1)], [], version=3, byte_order="little", data_size=0), "ggml")
     Traceback (most recent call last):
     ...
     gguf_schema.errors.GGUFValidationError: GGUF-E022: empty key (at offset 24)
     """
-    token = _STRICT.set(profile)
-    try:
-        yield
-    finally:
-        _STRICT.reset(token)
-
-
-def check_header(header: bytes | memoryview | IO[bytes], strict: str | None = None) -> None:
-    """Check ``header`` (the bytes before the data section, or a file that holds them) before it is written: a
-    :class:`~gguf_schema.errors.GGUFWarning` for each broken rule, or, with ``strict`` (or inside
-    :func:`strict_writes`), a :class:`~gguf_schema.errors.GGUFValidationError` for the first error
-    of that profile. Every writer calls it before writing anything."""
     if _header_check is not None:
-        _header_check(header, strict if strict is not None else _STRICT.get())
+        _header_check(header, strict)
 
 
 # --------------------------------------------------------------------------- public entry points

@@ -200,14 +200,15 @@ def test_split_models_read_every_shard_with_the_options(long_second_shard: Path,
     assert len(shards.shard_paths(long_second_shard, limits=names)) == 2
     for call in (
         lambda: shards.open_split(long_second_shard, limits=names),
-        lambda: shards.open_model(long_second_shard, limits=names),
+        lambda: gguf_schema.open(long_second_shard, split=True, limits=names),
         lambda: split.merge(long_second_shard, tmp_path / "merged.gguf", limits=names),
     ):
         with pytest.raises(GGUFLimitError, match="max_tensor_name_length = 8"):
             call()
     assert not (tmp_path / "merged.gguf").exists()
     for mmap, kind in ((True, MappedSource), (False, PositionedSource)):
-        with shards.open_model(long_second_shard, mmap=mmap) as model:
+        with gguf_schema.open(long_second_shard, split=True, mmap=mmap) as model:
+            assert isinstance(model, gguf_schema.SplitModel)
             assert [type(s.storage) for s in model.shards] == [kind, kind]
             assert model.tensors["a_rather_long_tensor_name"].data.tolist() == [1.0] * 8
 

@@ -10,9 +10,9 @@ the header it is about to write through :func:`check_before_write`, which the pa
   spec's key rules (``GGUF-E020``/``E021``/``E026``: keys that are not lower_snake_case segments,
   too long, not UTF-8) is a :class:`~gguf_schema.errors.GGUFWarning` carrying the rule id, and
   the file is written;
-* with a strict profile (``strict=`` or :func:`gguf_schema.writer.strict_writes`), the first
-  error of that profile refuses the write: a :class:`~gguf_schema.errors.GGUFValidationError`,
-  nothing written.
+* with a strict profile (``strict=PROFILE``, a keyword argument of every function that writes a
+  GGUF file, passed down to this check), the first error of that profile refuses the write: a
+  :class:`~gguf_schema.errors.GGUFValidationError`, nothing written.
 
 Rules about the data section (``GGUF-E002``, ``GGUF-E040``, ``GGUF-E041``) are left out, since it is not written
 yet; so are, for the warnings only, the version and byte order the caller chose (``GGUF-E010``,

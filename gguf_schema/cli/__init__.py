@@ -1,7 +1,7 @@
 """The ``gguf-schema`` command line: argparse and printing, and nothing else.
 
 Each subcommand is a thin layer over the library: it parses arguments, opens files with the
-library's public :func:`gguf_schema.open` (:func:`gguf_schema.open_split` for a split model), calls
+library's public :func:`gguf_schema.open` (``split=True``, or :func:`gguf_schema.open_split`, for a split model), calls
 the public API and prints (results on stdout, notes and progress on stderr). The library never
 prints; its long operations take a progress callback, which the commands supply (:mod:`.progress`).
 
@@ -55,7 +55,6 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from .. import GGUFError, __version__, durable
-from ..writer import strict_writes
 from . import audit, check, edit, estimate, files, generate, inspect, quantize, scan
 from .command import Command, Family, HelpFormatter, Trait
 from .conventions import (
@@ -188,7 +187,7 @@ def _main(argv: Sequence[str] | None, given: list[argparse.Namespace]) -> int:
     library_log.addHandler(notes)
     library_log.setLevel(logging.INFO)
     try:
-        with output_streams(), library_warnings(), strict_writes(getattr(args, "strict", None)):
+        with output_streams(), library_warnings():
             rc = args.func(args)
             sys.stdout.flush()
         return int(rc)

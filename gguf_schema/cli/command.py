@@ -11,7 +11,8 @@ internals afterwards:
   ``--no-mmap``, ``--storage-option``) are accepted after the command too (before it they are
   the global options; given before a command without the trait they are a usage error);
 - :attr:`Trait.WRITES`: it writes a GGUF file, so it takes ``--strict PROFILE`` (the checks
-  before every write refuse instead of warning);
+  before every write refuse instead of warning), which its handler passes to the library
+  function that writes, as ``strict=args.strict``;
 - :attr:`Trait.EDITS`: it changes the file it is given, so after Ctrl-C the report says whether
   "the edit had committed";
 - :attr:`Trait.ARGUMENT_ERRORS`: a ``ValueError`` of the library (an argument value it refused,

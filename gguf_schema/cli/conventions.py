@@ -50,9 +50,7 @@ from typing import Any, TextIO
 
 import numpy as np
 
-from .. import GGUFBuildError, GGUFFile, GGUFWarning, Limits, SplitModel, open_split
-from .. import open as open_gguf
-from ..format import keys as K
+from .. import GGUFBuildError, GGUFWarning, Limits
 from ..tools.split import parse_size
 
 __all__ = [
@@ -69,7 +67,6 @@ __all__ = [
     "human_count",
     "library_warnings",
     "mib",
-    "open_model",
     "open_options",
     "output_streams",
     "parse_limit",
@@ -328,18 +325,6 @@ def open_options(args: argparse.Namespace) -> dict[str, Any]:
     files with them, ``gguf_schema.open(path, **open_options(args))``, or passes them to the
     library function that reads its files (``tools``, ``audit``), which takes the same keywords."""
     return {**read_options(args), "storage_options": getattr(args, "storage_options", None)}
-
-
-def open_model(path: str, *, lazy: bool = False, **options: Any) -> GGUFFile | SplitModel:
-    """``path`` opened with :func:`gguf_schema.open`, or, when it is the first shard of a split
-    model (which stands for its model), the whole model with :func:`gguf_schema.open_split`;
-    ``options`` those of :func:`open_options`."""
-    f = open_gguf(path, lazy=lazy, **options)
-    md = f.metadata
-    if K.SPLIT_COUNT not in f.fields or md.get(K.SPLIT_NO) != 0 or not md[K.SPLIT_COUNT] > 1:
-        return f
-    f.close()
-    return open_split(path, lazy=lazy, **options)
 
 
 # --------------------------------------------------------------------------- reporting

@@ -79,10 +79,16 @@ _TYPES = ", ".join(t.name.lower() for t in ValueType if t != ValueType.ARRAY) + 
 
 def _edit(args: argparse.Namespace, operation: Callable[..., EditResult], *operands: Any) -> EditResult:
     """``operation(FILE, *operands)`` (an edit of :mod:`gguf_schema.tools.edit`) as the edit options
-    say (``-o``, ``--no-in-place``, the reading options), with a progress bar."""
+    say (``-o``, ``--no-in-place``, ``--strict``, the reading options), with a progress bar."""
     with Progress(file_size(args.file), "write") as bar:
         return operation(
-            args.file, *operands, output=args.output, progress=bar.update, in_place=args.in_place, **read_options(args)
+            args.file,
+            *operands,
+            output=args.output,
+            progress=bar.update,
+            in_place=args.in_place,
+            strict=args.strict,
+            **read_options(args),
         )
 
 

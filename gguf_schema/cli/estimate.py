@@ -18,6 +18,7 @@ import argparse
 from collections.abc import Callable
 
 from .. import GGMLType
+from .. import open as open_gguf
 from ..tools.estimate import CACHE_TYPES, MAX_SEQUENCES, Estimate, estimate
 from .command import Family, Trait, arg
 from .conventions import (
@@ -26,7 +27,6 @@ from .conventions import (
     EXIT_TRUNCATED,
     error,
     mib,
-    open_model,
     open_options,
     warn_truncated,
     write,
@@ -178,7 +178,7 @@ def _cmd_estimate(args: argparse.Namespace) -> int:
             "attention: leave out --no-flash-attn, or choose f32, f16 or bf16"
         )
         return EXIT_ERROR
-    model = open_model(args.file, lazy=True, **open_options(args))
+    model = open_gguf(args.file, lazy=True, split=True, **open_options(args))
     try:
         e = estimate(
             model,

@@ -63,7 +63,14 @@ def _cmd_build(args: argparse.Namespace) -> int:
         raise GGUFBuildError(f"the JSON file is not UTF-8: {e.reason}", offset=e.start, path=args.json_file) from None
     model = jsonio.loads(text)
     with Progress(file_size(args.tensors_from), "build") as bar:
-        jsonio.build(model, args.output, tensors_from=args.tensors_from, progress=bar.update, **open_options(args))
+        jsonio.build(
+            model,
+            args.output,
+            tensors_from=args.tensors_from,
+            progress=bar.update,
+            strict=args.strict,
+            **open_options(args),
+        )
     _wrote(args.output)
     return EXIT_OK
 
@@ -89,6 +96,7 @@ def _cmd_convert(args: argparse.Namespace) -> int:
             byte_order=args.byte_order,
             version=args.version,
             progress=bar.update,
+            strict=args.strict,
             **open_options(args),
         )
     if args.json:
@@ -148,6 +156,7 @@ def _cmd_split(args: argparse.Namespace) -> int:
             llama_layout=args.llama_layout,
             dry_run=args.dry_run,
             progress=bar.update,
+            strict=args.strict,
             **open_options(args),
         )
     for w in plan.warnings:
@@ -178,7 +187,7 @@ def _cmd_merge(args: argparse.Namespace) -> int:
     options = open_options(args)
     total = sum(file_size(p) for p in split_mod.shard_paths(args.first_shard, **options)) if local else 0
     with Progress(total, "merge") as bar:
-        split_mod.merge(args.first_shard, out, progress=bar.update, **options)
+        split_mod.merge(args.first_shard, out, progress=bar.update, strict=args.strict, **options)
     _wrote(out)
     return EXIT_OK
 

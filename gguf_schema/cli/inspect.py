@@ -36,7 +36,6 @@ from .conventions import (
     EXIT_TRUNCATED,
     count,
     human_count,
-    open_model,
     open_options,
     truncation,
     warn,
@@ -437,9 +436,9 @@ def _side(model: Any, d: diff_mod.Difference) -> Any:
 )
 def _cmd_diff(args: argparse.Namespace) -> int:
     options = open_options(args)
-    a = open_model(args.a, **options)
+    a = open_gguf(args.a, split=True, **options)
     try:
-        b = open_model(args.b, **options)
+        b = open_gguf(args.b, split=True, **options)
         try:
             cut = [warn_truncated(m, p) for m, p in ((a, args.a), (b, args.b))]
             data = not args.no_data and not any(cut)

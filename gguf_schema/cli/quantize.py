@@ -249,6 +249,7 @@ def _cmd_quantize(args: argparse.Namespace) -> int:
             dry_run=args.dry_run,
             progress=progress,
             on_plan=planned,
+            strict=args.strict,
             **open_options(args),
         )
     finally:

@@ -124,6 +124,10 @@ class GGUFWriter:
             tensors, or would pass that many bytes of tensor data (0: no limit).
         dry_run: log the files that would be written and exit.
         small_first_shard: put only the metadata in the first shard.
+        strict: ours, not gguf-py's (keyword only): a validation profile ("spec", "ggml",
+            "lenient"); a shard header that breaks an error rule of it is refused with a
+            :class:`~gguf_schema.errors.GGUFValidationError` before anything is written. Without
+            it, each broken rule is a :class:`~gguf_schema.errors.GGUFWarning`, as for every writer.
     """
 
     def __init__(
@@ -136,6 +140,8 @@ class GGUFWriter:
         split_max_size: int = 0,
         dry_run: bool = False,
         small_first_shard: bool = False,
+        *,
+        strict: str | None = None,
     ):
         self.fout: list[IO[bytes]] | None = None
         self.path = Path(path) if path else None
@@ -150,6 +156,7 @@ class GGUFWriter:
         self.split_max_size = split_max_size
         self.dry_run = dry_run
         self.small_first_shard = small_first_shard
+        self.strict = strict
         self.state = WriterState.NO_FILE
         self._pending: PendingFiles | None = None
         self._header: list[tuple[bytes, bytes, bytes]] = []  # per shard: header, keys, tensor infos
@@ -512,7 +519,7 @@ class GGUFWriter:
             infos.append(TensorRecord(name, int(ti.dtype), tuple(int(d) for d in reversed(ti.shape)), offset))
             offset += self.ggml_pad(ti.nbytes, self.data_alignment)
         head = header_bytes(fields, infos, version=3, byte_order=self._byte_order, padding=b"", data_size=0)
-        check_header(head)
+        check_header(head, self.strict)
         ti_size = encoded_size((), infos, version=3, byte_order=self._byte_order)
         return head[:24], head[24 : len(head) - ti_size], head[len(head) - ti_size :]
 

@@ -45,6 +45,7 @@ def convert(
     storage_options: Mapping[str, Any] | None = None,
     limits: Limits | None = None,
     mmap: bool = True,
+    strict: str | None = None,
 ) -> None:
     """Write ``source`` to ``target`` in another byte order and/or format version.
 
@@ -56,6 +57,9 @@ def convert(
         progress: called with the number of bytes written, as they are written.
         limits: resource limits for reading ``source``, as in :func:`gguf_schema.open`.
         mmap: map a local ``source`` (default) or read it with positioned reads (``False``).
+        strict: a validation profile ("spec", "ggml", "lenient"): refuse (a
+            :class:`~gguf_schema.errors.GGUFValidationError`, nothing written) a header that breaks an
+            error rule of it; without it, each broken rule is a :class:`~gguf_schema.errors.GGUFWarning`.
 
     Raises :class:`~gguf_schema.errors.GGUFError` for an unreadable source, a truncated one
     (:class:`~gguf_schema.errors.GGUFTruncatedError`: its copy would be truncated too), a tensor of an
@@ -71,4 +75,4 @@ def convert(
         for t in f.tensor_list:  # fail before writing anything if a tensor cannot be converted
             if byte_order not in (None, f.byte_order):
                 t.nbytes  # noqa: B018 - raises GGUFFormatError for an unknown or removed type
-        save_file(f, target, byte_order=byte_order, version=version, progress=progress)
+        save_file(f, target, byte_order=byte_order, version=version, progress=progress, strict=strict)

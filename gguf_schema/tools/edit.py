@@ -109,6 +109,7 @@ def edit_file(
     limits: Limits | None = None,
     mmap: bool = True,
     in_place: bool | None = None,
+    strict: str | None = None,
 ) -> EditResult:
     """Apply ``edit`` (a function changing an open :class:`GGUFFile`'s metadata) to a file.
 
@@ -135,6 +136,10 @@ def edit_file(
             else a full copy. ``True``: an edit that keeps the header's size is made in place,
             through the journal. ``None`` (default): in place unless the filesystem clones cheaply
             (:func:`gguf_schema.durable.can_clone`), where the clone costs as little.
+        strict: a validation profile ("spec", "ggml", "lenient"): refuse the edit (a
+            :class:`~gguf_schema.errors.GGUFValidationError`; the file is not touched) when the edited
+            header breaks an error rule of it. Without it, each broken rule is a
+            :class:`~gguf_schema.errors.GGUFWarning` and the edit is made.
 
     >>> import os, tempfile, gguf_schema
     >>> p = os.path.join(tempfile.mkdtemp(), "v.gguf")
@@ -156,7 +161,7 @@ def edit_file(
     if out is not None:
         with read(src, lazy=True, limits=limits, mmap=mmap) as f:
             edit(f)
-            save_file(f, out, progress=progress, sync=sync)
+            save_file(f, out, progress=progress, sync=sync, strict=strict)
             missing = f.truncation()[0]
         return EditResult(out, False, os.path.getsize(out), missing_bytes=missing)
     real = real_path(src)
@@ -180,7 +185,7 @@ def edit_file(
             with spool_header(f.fields.records, infos, **layout) as new:
                 if new.size == f.data_offset:  # every tensor keeps its offset: only header bytes change
                     source.release_pages()  # the old header is only read by positioned reads from here on
-                    new.check()  # warnings, or refused under writer.strict_writes
+                    new.check(strict)  # warnings, or refused when strict
                     check_same_file(real, (st.st_dev, st.st_ino))
                     span = _changed_span(fd, new)
                     if span is None:
@@ -194,7 +199,7 @@ def edit_file(
                         src, False, last - first if cloned else st.st_size, cloned=cloned, missing_bytes=missing
                     )
         # the lock on the old file is held until the rename, and the path re-checked just before it
-        save_file(f, real, progress=progress, sync=sync, expected=(st.st_dev, st.st_ino))
+        save_file(f, real, progress=progress, sync=sync, strict=strict, expected=(st.st_dev, st.st_ino))
     return EditResult(src, False, os.path.getsize(real), missing_bytes=missing)
 
 
@@ -280,6 +285,7 @@ def set_key(
     limits: Limits | None = None,
     mmap: bool = True,
     in_place: bool | None = None,
+    strict: str | None = None,
 ) -> EditResult:
     """Set metadata ``key`` to ``value`` (an existing key keeps its stored type unless ``type`` is given);
     the keyword arguments as in :func:`edit_file`."""
@@ -291,6 +297,7 @@ def set_key(
         limits=limits,
         mmap=mmap,
         in_place=in_place,
+        strict=strict,
     )
 
 
@@ -304,10 +311,12 @@ def set_key_from_file(
     limits: Limits | None = None,
     mmap: bool = True,
     in_place: bool | None = None,
+    strict: str | None = None,
 ) -> EditResult:
     """Set ``key`` to the contents of the text file ``source`` as a STRING (e.g. a chat template).
 
-    The bytes are stored exactly as they are in ``source`` (not decoded and re-encoded).
+    The bytes are stored exactly as they are in ``source`` (not decoded and re-encoded). The keyword
+    arguments as in :func:`edit_file`.
     """
     with open(source, "rb") as fh:
         text = fh.read().decode("utf-8", "surrogateescape")
@@ -319,6 +328,7 @@ def set_key_from_file(
         limits=limits,
         mmap=mmap,
         in_place=in_place,
+        strict=strict,
     )
 
 
@@ -331,10 +341,19 @@ def delete_key(
     limits: Limits | None = None,
     mmap: bool = True,
     in_place: bool | None = None,
+    strict: str | None = None,
 ) -> EditResult:
-    """Remove every occurrence of metadata ``key``; raises :class:`~gguf_schema.reader.GGUFKeyError` if absent."""
+    """Remove every occurrence of metadata ``key``; raises :class:`~gguf_schema.reader.GGUFKeyError` if absent.
+    The keyword arguments as in :func:`edit_file`."""
     return edit_file(
-        path, lambda f: f.delete(key), output=output, progress=progress, limits=limits, mmap=mmap, in_place=in_place
+        path,
+        lambda f: f.delete(key),
+        output=output,
+        progress=progress,
+        limits=limits,
+        mmap=mmap,
+        in_place=in_place,
+        strict=strict,
     )
 
 
@@ -348,8 +367,10 @@ def rename_key(
     limits: Limits | None = None,
     mmap: bool = True,
     in_place: bool | None = None,
+    strict: str | None = None,
 ) -> EditResult:
-    """Rename metadata key ``old`` to ``new``, keeping its position, type and value."""
+    """Rename metadata key ``old`` to ``new``, keeping its position, type and value; the keyword arguments as
+    in :func:`edit_file`."""
     return edit_file(
         path,
         lambda f: f.rename(old, new),
@@ -358,4 +379,5 @@ def rename_key(
         limits=limits,
         mmap=mmap,
         in_place=in_place,
+        strict=strict,
     )

@@ -451,6 +451,7 @@ def build(
     storage_options: Mapping[str, Any] | None = None,
     limits: Limits | None = None,
     mmap: bool = True,
+    strict: str | None = None,
 ) -> None:
     """Write the GGUF file a JSON document describes to ``target`` (a path, written atomically, or a stream).
 
@@ -461,7 +462,9 @@ def build(
     fresh contiguous offsets when the document gives none. ``target`` may not be ``tensors_from``
     (refused before anything is written: an input is never overwritten). A ``tensors_from``
     given by path or URL is read as ``storage_options``, ``limits`` and ``mmap`` say (as in
-    :func:`gguf_schema.open`).
+    :func:`gguf_schema.open`). ``strict``: a validation profile; a header that breaks an error rule
+    of it is refused (:class:`~gguf_schema.errors.GGUFValidationError`, nothing written), else each
+    broken rule is a :class:`~gguf_schema.errors.GGUFWarning`.
     """
     model = doc if isinstance(doc, JSONModel) else from_json(doc)
     refuse_overwriting_inputs(
@@ -482,6 +485,7 @@ def build(
         "padding": model.padding,
         "sync": sync,
         "progress": progress,
+        "strict": strict,
     }
     try:
         if src is None:

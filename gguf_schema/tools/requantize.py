@@ -798,6 +798,7 @@ def requantize(
     limits: Limits | None = None,
     mmap: bool = True,
     sync: bool = True,
+    strict: str | None = None,
 ) -> RequantizeResult:
     """Write ``src`` quantized under preset ``type`` as ``dst``, as ``llama-quantize`` does (see the module docstring).
 
@@ -850,6 +851,10 @@ def requantize(
             with positioned reads too; a single local model file always is).
         sync: fsync the new file(s) before they replace the old ones (as :func:`gguf_schema.save`);
             False is faster, and a power cut right after may leave an incomplete file.
+        strict: a validation profile ("spec", "ggml", "lenient"): refuse (a
+            :class:`~gguf_schema.errors.GGUFValidationError`, nothing written) an output header that
+            breaks an error rule of it; without it, each broken rule is a
+            :class:`~gguf_schema.errors.GGUFWarning`.
 
     Returns:
         A :class:`RequantizeResult`; after a write, each tensor's RMS error against its input.
@@ -904,7 +909,7 @@ def requantize(
             on_plan(result)
         if dry_run:
             return result
-        _write(model, result, used, workers, measure, progress, sync)
+        _write(model, result, used, workers, measure, progress, sync, strict)
         return result
     finally:
         model.close()
@@ -918,6 +923,7 @@ def _write(
     measure: bool,
     progress: Progress | None,
     sync: bool,
+    strict: str | None,
 ) -> None:
     tensors = {t.name: t for t in model.tensor_list}
     n = len(result.paths)
@@ -953,6 +959,7 @@ def _write(
                 byte_order="little",
                 progress=progress,
                 source=head if i == 0 else None,
+                strict=strict,
             )
 
         return write
@@ -967,6 +974,7 @@ def _write(
             progress=progress,
             source=head,
             sync=sync,
+            strict=strict,
         )
     else:
         atomic_replace_set([(path, writer(i)) for i, path in enumerate(result.paths)], sync=sync)

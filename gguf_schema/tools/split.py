@@ -309,6 +309,7 @@ def split_plan(
     storage_options: StorageOptions = None,
     limits: Limits | None = None,
     mmap: bool = True,
+    strict: str | None = None,
 ) -> SplitPlan:
     """Split ``source`` (a path or URL) into shards named ``<prefix>-0000i-of-0000n.gguf``; return the plan.
 
@@ -317,7 +318,9 @@ def split_plan(
     ``llama-gguf-split`` writes them (see the module docstring; no ``split.id``). The returned plan's ``warnings`` say what
     the caller should tell the user (this library prints nothing). Refuses (before writing
     anything) a shard name that is the source. ``limits`` and ``mmap``: how the source is read,
-    as in :func:`gguf_schema.open`.
+    as in :func:`gguf_schema.open`. ``strict``: a validation profile; a shard whose header breaks an
+    error rule of it is refused (:class:`~gguf_schema.errors.GGUFValidationError`) and no shard is
+    written (without it, each broken rule is a :class:`~gguf_schema.errors.GGUFWarning`).
 
     >>> import os, tempfile, numpy as np, gguf_schema
     >>> d = tempfile.mkdtemp(); src = os.path.join(d, "m.gguf")
@@ -350,7 +353,15 @@ def split_plan(
             planned = [plan_tensor(t.name, t, f.byte_order, kernel_copy=True) for t in group]
 
             def write(stream: IO[bytes]) -> None:
-                write_file(stream, fields, planned, version=f.version, byte_order=f.byte_order, progress=progress)
+                write_file(
+                    stream,
+                    fields,
+                    planned,
+                    version=f.version,
+                    byte_order=f.byte_order,
+                    progress=progress,
+                    strict=strict,
+                )
 
             return write
 
@@ -370,6 +381,7 @@ def split(
     llama_layout: bool = False,
     limits: Limits | None = None,
     mmap: bool = True,
+    strict: str | None = None,
 ) -> list[str]:
     """Split ``source`` (a path or URL) into shards named ``<prefix>-0000i-of-0000n.gguf``; returns their paths.
 
@@ -377,8 +389,8 @@ def split(
     :class:`~gguf_schema.errors.GGUFBuildError` when neither limit is given, more than 65535
     shards would be needed, or a shard would be written over the source. ``storage_options``
     are those of a URL's fsspec backend; ``limits`` and ``mmap`` as in :func:`gguf_schema.open`.
-    ``llama_layout``: the shards exactly as ``llama-gguf-split`` writes them.
-    :func:`split_plan` also returns the plan and warnings.
+    ``llama_layout``: the shards exactly as ``llama-gguf-split`` writes them. ``strict`` as in
+    :func:`split_plan`, which also returns the plan and warnings.
     """
     return split_plan(
         source,
@@ -391,6 +403,7 @@ def split(
         storage_options=storage_options,
         limits=limits,
         mmap=mmap,
+        strict=strict,
     ).paths
 
 
@@ -402,6 +415,7 @@ def merge(
     storage_options: StorageOptions = None,
     limits: Limits | None = None,
     mmap: bool = True,
+    strict: str | None = None,
 ) -> None:
     """Merge the shards of a split model (local, or URLs: see :func:`open_split`) into one local file (the
     first shard's metadata without the split keys, then every tensor in shard order, copied byte for byte).
@@ -409,7 +423,9 @@ def merge(
     The output is written atomically; it may not be one of the shards (refused before anything is written).
     A file that is not split (no ``split.count``) is refused with a
     :class:`~gguf_schema.errors.GGUFBuildError`: merging it would only copy it.
-    ``limits`` and ``mmap``: how the shards are read, as in :func:`gguf_schema.open`.
+    ``limits`` and ``mmap``: how the shards are read, as in :func:`gguf_schema.open`. ``strict``: a
+    validation profile; a merged header that breaks an error rule of it is refused
+    (:class:`~gguf_schema.errors.GGUFValidationError`, nothing written).
     """
     first = os.fspath(first_shard)
     reading: dict[str, Any] = {"limits": limits, "mmap": mmap}
@@ -427,4 +443,12 @@ def merge(
             shard.require_whole("the merged file")
         fields = [x for x in model.fields.records if x.key not in _ALL_SPLIT_KEYS]
         planned = [plan_tensor(t.name, t, model.byte_order, kernel_copy=True) for t in model.tensor_list]
-        write_file(target, fields, planned, version=model.version, byte_order=model.byte_order, progress=progress)
+        write_file(
+            target,
+            fields,
+            planned,
+            version=model.version,
+            byte_order=model.byte_order,
+            progress=progress,
+            strict=strict,
+        )

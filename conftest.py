@@ -22,7 +22,8 @@ def pytest_report_header(config):
     return "versions: " + ", ".join(got)
 
 
-settings.register_profile("doctests", derandomize=True, database=None, deadline=None)  # no deadline: a loaded machine is not a bug
+# no deadline: a slow example on a loaded machine is not a bug
+settings.register_profile("doctests", derandomize=True, database=None, deadline=None)
 
 
 @pytest.fixture(autouse=True)

@@ -30,7 +30,7 @@ import gguf_schema
 from gguf_schema import writer
 from gguf_schema.check.writing import check_before_write
 from gguf_schema.tools import edit
-from gguf_schema.writer import TensorInfo, header_bytes, save_file
+from gguf_schema.writer import TensorRecord, header_bytes, save_file
 
 
 def gemma() -> Path:
@@ -64,7 +64,7 @@ def main() -> int:
         installed = writer._header_check
         rows = []
         with gguf_schema.open(src, lazy=True) as f:
-            infos = [TensorInfo.of(t) for t in f.tensor_list]
+            infos = [TensorRecord.of(t) for t in f.tensor_list]
             header = header_bytes(
                 f.fields.records, infos, version=f.version, byte_order=f.byte_order, padding=b"", data_size=0, source=f
             )
@@ -80,11 +80,11 @@ def main() -> int:
             for label, fn in (("save_file (whole file rewritten)", rewrite), ("set_key in place", in_place)):
                 fn()  # warm the page cache
                 on = median_seconds(fn, args.repeat)
-                writer.register_header_check(None)  # type: ignore[arg-type]
+                writer.register_header_check(None)
                 try:
                     off = median_seconds(fn, args.repeat)
                 finally:
-                    writer.register_header_check(installed)  # type: ignore[arg-type]
+                    writer.register_header_check(installed)
                 rows.append((label, on, off))
             alone = median_seconds(lambda: check_before_write(header), args.repeat)
         lines = [

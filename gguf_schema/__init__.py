@@ -19,8 +19,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from . import model as _model
+from . import writer as _writer
 from .check import require as _require
 from .check.audit import audit
+from .check.writing import check_before_write as _check_before_write
 from .errors import (
     GGUFBuildError,
     GGUFChangedError,
@@ -31,6 +34,7 @@ from .errors import (
     GGUFFileNotFoundError,
     GGUFFormatError,
     GGUFInstallWarning,
+    GGUFInternalError,
     GGUFIOError,
     GGUFKeyError,
     GGUFLimitError,
@@ -54,6 +58,12 @@ from .tools.split import SplitModel, open_split
 from .writer import RawTensor, save
 
 __version__ = "0.1.0"
+
+# The layers wired, here and only here (no module registers itself on import): the model is below
+# the writer, so GGUFFile.save is lent the writer's save_file; the writer is below check/, so every
+# write is handed the check its header passes first.
+_model.register_writer(_writer.save_file)
+_writer.register_header_check(_check_before_write)
 
 _installed = _compiled_elsewhere()
 if _installed is not None:  # once, at import: the library never prints, it warns
@@ -134,6 +144,7 @@ __all__ = [
     "GGUFFormatError",
     "GGUFIOError",
     "GGUFInstallWarning",
+    "GGUFInternalError",
     "GGUFKeyError",
     "GGUFLimitError",
     "GGUFPermissionError",

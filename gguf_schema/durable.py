@@ -39,7 +39,8 @@ they come from):
   half-written one). After taking the lock, the path is checked to still name the locked file
   (device and inode): a lock on a file that another process has replaced meanwhile protects
   nothing, so the open is retried; and an edit re-checks just before it writes
-  (:func:`expect_same_file`, :func:`check_same_file`).
+  (:func:`check_same_file`, or ``expected=`` to :func:`atomic_replace`: the file the path must still
+  name at the rename).
 * :func:`refuse_overwriting_inputs` -- every command that writes a new file refuses an output that
   is one of its inputs (by resolved path, device and inode), before writing anything.
 
@@ -66,7 +67,7 @@ import struct
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import IO, Any, Union
 
@@ -75,6 +76,7 @@ from .errors import (
     GGUFChangedError,
     GGUFError,
     GGUFFileNotFoundError,
+    GGUFInternalError,
     GGUFIOError,
     GGUFPermissionError,
     os_error,
@@ -98,7 +100,6 @@ __all__ = [
     "check_same_file",
     "clone_file",
     "copy_file",
-    "expect_same_file",
     "fsync_dir",
     "journal_path",
     "locked_open",
@@ -303,36 +304,26 @@ def _may_replace(path: str, old: os.stat_result | None) -> None:
         )
 
 
-def atomic_replace(path: PathLike, write: Callable[[IO[bytes]], None], *, sync: bool = True) -> None:
+def atomic_replace(
+    path: PathLike,
+    write: Callable[[IO[bytes]], None],
+    *,
+    sync: bool = True,
+    expected: tuple[int, int] | None = None,
+) -> None:
     """Call ``write(stream)`` on a temporary file beside ``path``, then rename it over ``path``.
 
     If ``write`` raises (or the process dies), ``path`` is untouched and no temporary file is left
     (see the module docstring). A new file gets the permissions the process's umask gives; a
     replaced file keeps its mode, owner and group. OS errors surface as
     :class:`~gguf_schema.errors.GGUFIOError`.
+
+    ``expected``: the file (device, inode) ``path`` must still name just before the rename, else
+    :class:`~gguf_schema.errors.GGUFChangedError` and nothing replaced (an editor holds a lock on
+    the file it read, which does not stop a program that ignores locks from renaming another file
+    over the path meanwhile).
     """
-    atomic_replace_set([(path, write)], sync=sync)
-
-
-_EXPECTED: contextvars.ContextVar[dict[str, tuple[int, int]] | None] = contextvars.ContextVar(
-    "gguf_schema_expected_targets", default=None
-)
-
-
-@contextlib.contextmanager
-def expect_same_file(path: PathLike, st: os.stat_result) -> Iterator[None]:
-    """While this is active, a replacement of ``path`` (:func:`atomic_replace`) first checks that the
-    path still names the file ``st`` describes (device and inode), and raises
-    :class:`~gguf_schema.errors.GGUFChangedError` instead of replacing a file that another process
-    put there meanwhile (an editor holds a lock on the file it read, which does not stop a
-    program that ignores locks from renaming another file over the path)."""
-    expected = dict(_EXPECTED.get() or {})
-    expected[real_path(path)] = (st.st_dev, st.st_ino)
-    token = _EXPECTED.set(expected)
-    try:
-        yield
-    finally:
-        _EXPECTED.reset(token)
+    atomic_replace_set([(path, write)], sync=sync, expected=None if expected is None else {path: expected})
 
 
 def check_same_file(path: str, ident: tuple[int, int]) -> None:
@@ -352,18 +343,17 @@ def check_same_file(path: str, ident: tuple[int, int]) -> None:
         )
 
 
-def _check_expected(path: str) -> None:
-    ident = (_EXPECTED.get() or {}).get(path)
-    if ident is not None:
-        check_same_file(path, ident)
-
-
 #: above this many files in one set, each temporary gets its name as soon as it is complete (so as
 #: not to hold one descriptor per file); below it, all stay unnamed until the whole set is written
 _MAX_UNNAMED = 256
 
 
-def atomic_replace_set(files: Sequence[tuple[PathLike, Callable[[IO[bytes]], None]]], *, sync: bool = True) -> None:
+def atomic_replace_set(
+    files: Sequence[tuple[PathLike, Callable[[IO[bytes]], None]]],
+    *,
+    sync: bool = True,
+    expected: Mapping[PathLike, tuple[int, int]] | None = None,
+) -> None:
     """Write a set of files (the shards of a split model) so that they appear together.
 
     Every file is first written in full to a temporary file beside its target and fsynced (on
@@ -372,9 +362,11 @@ def atomic_replace_set(files: Sequence[tuple[PathLike, Callable[[IO[bytes]], Non
     and the folders fsynced. A writer killed during those renames (a few milliseconds) leaves some
     targets new and the others as they were; readers of a set detect it (the shards of a split
     carry their set's identity) and the named temporaries it leaves are removed by the next write
-    of the same names. If a ``write`` raises, no target is touched.
+    of the same names. If a ``write`` raises, no target is touched. ``expected``: for some
+    targets, the file (device, inode) each must still name just before the renames
+    (:func:`atomic_replace`).
     """
-    with PendingFiles([p for p, _ in files], sync=sync) as pending:
+    with PendingFiles([p for p, _ in files], sync=sync, expected=expected) as pending:
         for i, (_, write) in enumerate(files):
             try:
                 write(pending.open(i))
@@ -393,11 +385,19 @@ class PendingFiles:
     it); :meth:`finish` flushes and fsyncs one; :meth:`commit` finishes the rest and renames them
     all over their targets; :meth:`discard` (or leaving a ``with`` block without committing)
     removes them and touches no target. The targets are checked first: a file the user could not
-    write is refused before anything is written.
+    write is refused before anything is written. ``expected`` as for :func:`atomic_replace_set`.
     """
 
-    def __init__(self, paths: Sequence[PathLike], *, sync: bool = True):
+    def __init__(
+        self,
+        paths: Sequence[PathLike],
+        *,
+        sync: bool = True,
+        expected: Mapping[PathLike, tuple[int, int]] | None = None,
+    ):
         self.targets = [real_path(p) for p in paths]
+        #: target (real path) -> the file (device, inode) it must still name at the rename
+        self._expected = {real_path(p): ident for p, ident in (expected or {}).items()}
         self.sync = sync
         self._olds: list[os.stat_result | None] = []
         for path in self.targets:
@@ -427,7 +427,8 @@ class PendingFiles:
                 raise os_error(e, path) from e
             stream = os.fdopen(fd, "wb", closefd=False)
             entry = self._done[i] = (fd, named, stream)
-        assert entry[2] is not None, "the temporary was finished already"
+        if entry[2] is None:
+            raise ValueError(f"file {i} of the set is finished already: its temporary cannot be opened again")
         return entry[2]
 
     def finish(self, i: int) -> None:
@@ -438,7 +439,8 @@ class PendingFiles:
         fd, named, stream = self._done[i]  # type: ignore[misc]
         path = self.targets[i]
         try:
-            assert stream is not None and fd is not None
+            if not (stream is not None and fd is not None):
+                raise GGUFInternalError("stream is not None and fd is not None does not hold")
             stream.flush()
             stream.close()
             _keep_identity(fd, self._olds[i])
@@ -472,8 +474,11 @@ class PendingFiles:
                 for i, path in enumerate(self.targets):
                     current = path
                     fd, named, _ = self._done[i]  # type: ignore[misc]
-                    assert named is not None
-                    _check_expected(path)
+                    if named is None:
+                        raise GGUFInternalError("named is not None does not hold")
+                    ident = self._expected.get(path)
+                    if ident is not None:
+                        check_same_file(path, ident)
                     os.replace(named, path)
                     self._records[i].committed = True
                     self._done[i] = (fd, None, None)

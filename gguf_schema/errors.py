@@ -41,6 +41,7 @@ __all__ = [
     "GGUFFormatError",
     "GGUFIOError",
     "GGUFInstallWarning",
+    "GGUFInternalError",
     "GGUFKeyError",
     "GGUFLimitError",
     "GGUFPermissionError",
@@ -146,6 +147,11 @@ class GGUFBuildError(GGUFError, ValueError):
 
 class GGUFRoundTripError(GGUFError, ValueError):
     """A file cannot be rebuilt byte for byte (and the caller asked for exactness)."""
+
+
+class GGUFInternalError(GGUFError, RuntimeError):
+    """A bug in gguf-schema itself (a state its own code should never reach), never the file's or
+    the caller's fault: please report it."""
 
 
 class GGUFKeyError(GGUFError, KeyError):

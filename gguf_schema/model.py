@@ -26,7 +26,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from .errors import GGUFError, GGUFFormatError, GGUFKeyError, GGUFTruncatedError
+from .errors import GGUFError, GGUFFormatError, GGUFInternalError, GGUFKeyError, GGUFTruncatedError
 from .format.nodes import DataSection
 from .format.schema import alignment_of
 from .format.types import GGMLType, ValueType, tensor_nbytes, type_name
@@ -470,9 +470,10 @@ _save: SaveFunction | None = None
 
 
 def register_writer(save_file: SaveFunction) -> None:
-    """Called once by :mod:`gguf_schema.writer`: the function :meth:`GGUFFile.save` runs.
+    """Lend the model the function :meth:`GGUFFile.save` runs (:func:`gguf_schema.writer.save_file`).
 
-    The model does no I/O; the writer, which imports the model, lends it this one function.
+    The model does no I/O and sits below the writer, so it cannot import it: the package
+    (``gguf_schema/__init__.py``, where the layers are wired) calls this once, explicitly.
     """
     global _save
     _save = save_file
@@ -689,7 +690,8 @@ class GGUFFile:
         ``version`` and ``byte_order`` convert the file (tensor blocks are byte-swapped as their
         layouts say); ``sync=False`` skips the fsyncs. See :func:`gguf_schema.writer.save_file`.
         """
-        assert _save is not None, "gguf_schema.writer registers the save function when the package is imported"
+        if _save is None:  # the package wires it before anything can be opened
+            raise GGUFInternalError("no writer is wired to GGUFFile.save (gguf_schema/__init__.py wires it)")
         _save(self, target, version=version, byte_order=byte_order, sync=sync)
 
 

@@ -42,14 +42,14 @@ import numpy as np
 from construct import Container
 
 from .durable import atomic_replace
-from .errors import GGUFBuildError
+from .errors import GGUFBuildError, GGUFInternalError
 from .format import boundary
 from .format.boundary import Sink
 from .format.nodes import DataSection, Verbatim, align_offset
 from .format.schema import alignment_of, gguf_schema
 from .format.types import GGMLType, ValueType, tensor_nbytes
 from .format.values import Field, make_field
-from .model import GGUFFile, Tensor, register_writer
+from .model import GGUFFile, Tensor
 from .tensors import byteswap
 
 __all__ = [
@@ -59,7 +59,7 @@ __all__ = [
     "PlannedTensor",
     "Progress",
     "RawTensor",
-    "TensorInfo",
+    "TensorRecord",
     "check_header",
     "encoded_size",
     "header_bytes",
@@ -124,7 +124,7 @@ class RawTensor:
 
 
 @dataclass(frozen=True)
-class TensorInfo:
+class TensorRecord:
     """A tensor info record as stored: name, ggml type id, dims (innermost first), relative offset."""
 
     name: str
@@ -133,7 +133,7 @@ class TensorInfo:
     offset: int
 
     @classmethod
-    def of(cls, t: Tensor) -> TensorInfo:
+    def of(cls, t: Tensor) -> TensorRecord:
         return cls(t.name, int(t.type), tuple(t.dims), t.stored_offset)
 
 
@@ -166,9 +166,10 @@ class PlannedTensor:
     offset: int | None = None
     source: Tensor | None = field(default=None, repr=False)
 
-    def info(self) -> TensorInfo:
-        assert self.offset is not None
-        return TensorInfo(self.name, self.type, self.dims, self.offset)
+    def info(self) -> TensorRecord:
+        if self.offset is None:
+            raise GGUFInternalError("self.offset is not None does not hold")
+        return TensorRecord(self.name, self.type, self.dims, self.offset)
 
 
 TensorLike = np.ndarray | RawTensor | Tensor
@@ -183,9 +184,11 @@ _header_check: HeaderCheck | None = None
 _STRICT: contextvars.ContextVar[str | None] = contextvars.ContextVar("gguf_schema_strict_writes", default=None)
 
 
-def register_header_check(check: HeaderCheck) -> None:
-    """Install the check run on every header before it is written (:mod:`gguf_schema.check.writing`
-    registers it: the validator sits above the writer)."""
+def register_header_check(check: HeaderCheck | None) -> None:
+    """Install the check run on every header before it is written
+    (:func:`gguf_schema.check.writing.check_before_write`): the validator sits above the writer, so
+    the package (``gguf_schema/__init__.py``, where the layers are wired) passes it here once,
+    explicitly. None: headers are written unchecked (for measuring the check's cost)."""
     global _header_check
     _header_check = check
 
@@ -284,6 +287,7 @@ def save_file(
     sync: bool = True,
     progress: Progress | None = None,
     strict: str | None = None,
+    expected: tuple[int, int] | None = None,
 ) -> None:
     """Write a :class:`~gguf_schema.model.GGUFFile` back out (:meth:`GGUFFile.save`).
 
@@ -291,7 +295,8 @@ def save_file(
     unedited file comes out byte-identical, padding and trailing bytes included) and the
     stored padding after the tensor infos is kept where it still fits. Otherwise tensors are
     laid out afresh, contiguous and aligned, with the padding as read kept where it fits (a
-    file with no data may end before its padding is complete). ``strict`` as in :func:`save`.
+    file with no data may end before its padding is complete). ``strict`` as in :func:`save`;
+    ``expected`` as in :func:`write_file`.
     """
     version = version or f.version
     byte_order = byte_order or f.byte_order
@@ -299,7 +304,7 @@ def save_file(
     fields = f.fields.records
     tensors = f.tensor_list
     if byte_order == f.byte_order and alignment_of(fields) == f.stored_alignment:
-        infos = [TensorInfo.of(t) for t in tensors]
+        infos = [TensorRecord.of(t) for t in tensors]
         write_file(
             target,
             fields,
@@ -312,6 +317,7 @@ def save_file(
             progress=progress,
             source=f,
             strict=strict,
+            expected=expected,
         )
     else:
         planned = [plan_tensor(t.name, t, byte_order) for t in tensors]
@@ -326,16 +332,14 @@ def save_file(
             progress=progress,
             source=f,
             strict=strict,
+            expected=expected,
         )
-
-
-register_writer(save_file)
 
 
 def write_file(
     target: PathLike | IO[bytes],
     fields: Sequence[Field],
-    tensors: Sequence[PlannedTensor] | Sequence[TensorInfo],
+    tensors: Sequence[PlannedTensor] | Sequence[TensorRecord],
     *,
     version: int,
     byte_order: str,
@@ -345,16 +349,19 @@ def write_file(
     progress: Progress | None = None,
     source: GGUFFile | None = None,
     strict: str | None = None,
+    expected: tuple[int, int] | None = None,
 ) -> None:
     """Assemble a file: the header from ``fields`` and tensor infos, then the data section.
 
     ``tensors`` are :class:`PlannedTensor` s (their bytes streamed at their ``offset``, laid out
     contiguously and aligned where it is None), or, with ``data`` (a verbatim copy of another
-    file's data section), :class:`TensorInfo` s whose offsets already point into it.
+    file's data section), :class:`TensorRecord` s whose offsets already point into it.
     ``padding``: the padding after the tensor infos to keep where it fits. ``source``: the file
     the fields and tensor infos were read from; those still as stored there are copied as they
     are, never encoded again (when the variant is the same). The header is checked first
-    (:func:`check_header`: warnings, or ``strict`` refuses).
+    (:func:`check_header`: warnings, or ``strict`` refuses). ``expected``: the file (device,
+    inode) a path ``target`` must still name when it is replaced
+    (:func:`~gguf_schema.durable.atomic_replace`).
     """
     alignment = alignment_of(fields)
     if data is None:
@@ -364,7 +371,7 @@ def write_file(
         section: Any = TensorStream(planned, alignment)
         infos = [t.info() for t in planned]
     else:
-        infos = [t if isinstance(t, TensorInfo) else t.info() for t in tensors]
+        infos = [t if isinstance(t, TensorRecord) else t.info() for t in tensors]
         section = data
     same = _same_variant(source, version, byte_order)
     if _header_check is not None:  # the header without its padding: a hostile alignment costs nothing here
@@ -385,14 +392,14 @@ def write_file(
             boundary.build(schema.gguf_file_t, obj, out, depth=depth)
 
     if isinstance(target, (str, os.PathLike)):
-        atomic_replace(target, build, sync=sync)
+        atomic_replace(target, build, sync=sync, expected=expected)
     else:
         build(target)
 
 
 def header_bytes(
     fields: Iterable[Field],
-    tensors: Sequence[TensorInfo],
+    tensors: Sequence[TensorRecord],
     *,
     version: int,
     byte_order: str,
@@ -414,7 +421,7 @@ def header_bytes(
     The whole header in memory: a header of 100 MB (a huge vocabulary) is better streamed with
     :func:`write_header` or spooled with :func:`spool_header`.
 
-    >>> len(header_bytes([make_field("a", 1)], [TensorInfo("t", 0, (4,), 0)], version=3, byte_order="little"))
+    >>> len(header_bytes([make_field("a", 1)], [TensorRecord("t", 0, (4,), 0)], version=3, byte_order="little"))
     96
     """
     out = io.BytesIO()
@@ -434,7 +441,7 @@ def header_bytes(
 def write_header(
     stream: Any,
     fields: Iterable[Field],
-    tensors: Sequence[TensorInfo],
+    tensors: Sequence[TensorRecord],
     *,
     version: int,
     byte_order: str,
@@ -472,7 +479,7 @@ class _Discard:
 
 def header_size(
     fields: Iterable[Field],
-    tensors: Sequence[TensorInfo],
+    tensors: Sequence[TensorRecord],
     *,
     version: int,
     byte_order: str,
@@ -484,7 +491,7 @@ def header_size(
     stream that keeps nothing (records copied from ``source`` cost nothing; only records built
     anew are encoded).
 
-    >>> header_size([make_field("a", 1)], [TensorInfo("t", 0, (4,), 0)], version=3, byte_order="little")
+    >>> header_size([make_field("a", 1)], [TensorRecord("t", 0, (4,), 0)], version=3, byte_order="little")
     96
     """
     return write_header(
@@ -521,7 +528,8 @@ class HeaderSpool:
             self._file.write(self._memory.getbuffer())
             self._memory = None
         target = self._memory if self._memory is not None else self._file
-        assert target is not None
+        if target is None:
+            raise GGUFInternalError("target is not None does not hold")
         target.write(b)
         self.size += n
         return n
@@ -530,7 +538,8 @@ class HeaderSpool:
         """The header's bytes ``[offset, offset + n)`` (fewer at its end)."""
         if self._memory is not None:
             return bytes(self._memory.getbuffer()[offset : offset + n])
-        assert self._file is not None
+        if self._file is None:
+            raise GGUFInternalError("self._file is not None does not hold")
         self._file.flush()
         return os.pread(self._file.fileno(), n, offset)
 
@@ -542,7 +551,8 @@ class HeaderSpool:
         if self._memory is not None:
             check_header(self._memory.getvalue(), strict)
             return
-        assert self._file is not None
+        if self._file is None:
+            raise GGUFInternalError("self._file is not None does not hold")
         self._file.flush()
         self._file.seek(0)
         check_header(self._file, strict)
@@ -561,7 +571,7 @@ class HeaderSpool:
 
 def spool_header(
     fields: Iterable[Field],
-    tensors: Sequence[TensorInfo],
+    tensors: Sequence[TensorRecord],
     *,
     version: int,
     byte_order: str,
@@ -595,7 +605,7 @@ def spool_header(
 
 
 def encoded_size(
-    fields: Iterable[Field] = (), tensors: Iterable[TensorInfo] = (), *, version: int, byte_order: str = "little"
+    fields: Iterable[Field] = (), tensors: Iterable[TensorRecord] = (), *, version: int, byte_order: str = "little"
 ) -> int:
     """Bytes that ``fields`` (metadata pairs) and ``tensors`` (tensor infos) take in a file of this variant.
 
@@ -638,7 +648,7 @@ def _bulk() -> Iterator[None]:
 
 
 def _file_container(
-    fields: Sequence[Field], infos: Sequence[TensorInfo], padding: bytes | None, data: Any, source: GGUFFile | None
+    fields: Sequence[Field], infos: Sequence[TensorRecord], padding: bytes | None, data: Any, source: GGUFFile | None
 ) -> Container:
     """The ``gguf_file_t`` record the schema builds; records still as stored in ``source`` go in verbatim."""
     stored = source.stored_view() if source is not None else None
@@ -648,7 +658,7 @@ def _file_container(
         verbatim(stored, span, f) if span is not None else Container(key=f.key, value_type=f.type, value=f.value)
         for f, span in zip(fields, spans, strict=True)
     ]
-    if source is not None and list(infos) == [TensorInfo.of(t) for t in source.tensor_list]:
+    if source is not None and list(infos) == [TensorRecord.of(t) for t in source.tensor_list]:
         tensor_infos: list[Any] = [Verbatim.span(stored, source.stored_info_span(i)) for i in range(len(infos))]
     else:
         tensor_infos = [_info_container(t) for t in infos]
@@ -662,7 +672,7 @@ def _same_variant(source: GGUFFile | None, version: int, byte_order: str) -> GGU
     return source if (source.version, source.byte_order) == (version, byte_order) else None
 
 
-def _info_container(t: TensorInfo) -> Container:
+def _info_container(t: TensorRecord) -> Container:
     return Container(name=t.name, dimensions=list(t.dims), type=int(t.type), offset=int(t.offset))
 
 

@@ -16,7 +16,7 @@ import pytest
 import gguf_schema
 from gguf_schema import GGUFArray, ValueType, make_field
 from gguf_schema.check.audit import AUDIT_RULES, AuditResult, audit, key_skeleton, show, to_sarif
-from gguf_schema.check.loader import LoaderView
+from gguf_schema.check.ggml_view import GGMLView
 from gguf_schema.check.validate import check
 from gguf_schema.testing.malformed import base_metadata
 
@@ -76,7 +76,7 @@ def test_nul_shadowed_template_is_what_the_loader_renders(tmp_path):
         # a dictionary-based tool sees the harmless template; ggml's first-match C-string lookup finds the payload
         assert f.fields[TEMPLATE].value == BENIGN_TEMPLATE
         loaded = c_lookup(f, TEMPLATE)
-        assert loaded.key == TEMPLATE + "\0" and loaded is LoaderView(f).find(TEMPLATE)
+        assert loaded.key == TEMPLATE + "\0" and loaded is GGMLView(f).find(TEMPLATE)
         render_unsandboxed(loaded.value)
     assert marker.exists()  # the payload is live
     assert check(data, "ggml").ok  # ggml accepts the file (the stored keys differ) ...
@@ -190,7 +190,7 @@ def test_bytes_no_loader_reads():
     # trailing bytes: a payload after the data; ggml's data section (the padded sizes from its data offset)
     # ends where the plain file ends, so no loader reads what follows
     with gguf_schema.open(plain + b"#!/bin/sh echo hi\n" + bytes(100)) as f:
-        view = LoaderView(f)
+        view = GGMLView(f)
         assert view.data_offset + view.layout()[1] == len(plain) < f.file_size
     r = audit(plain + b"#!/bin/sh echo hi\n" + bytes(100))
     (f,) = r.findings

@@ -1,6 +1,6 @@
 """The tensor checks on numpy columns find exactly what the tensor-by-tensor checks find.
 
-:class:`~gguf_schema.check.loader.TensorColumns` lets the checks of :mod:`gguf_schema.check.validate`
+:class:`~gguf_schema.check.ggml_view.TensorColumns` lets the checks of :mod:`gguf_schema.check.validate`
 clear most tensors at once and visit only the others with their per-tensor code. The witness here
 is that per-tensor code run on every tensor (:func:`per_tensor`: no tensor cleared, no column
 marked small or sized). Both must give the same findings (rule, severity, offset, name, value,
@@ -20,8 +20,9 @@ import numpy as np
 import pytest
 
 import gguf_schema
-from gguf_schema.check.loader import LoaderView, TensorColumns
-from gguf_schema.check.validate import PROFILES, _Checker, validate
+from gguf_schema.check.ggml_view import GGMLView, TensorColumns
+from gguf_schema.check.validate import PROFILES, validate
+from gguf_schema.check.validate.core import Checker
 from gguf_schema.format.types import GGMLType, ValueType, tensor_nbytes
 from gguf_schema.format.values import make_field
 from gguf_schema.testing.malformed import ggml_edge_cases, malformed_cases, many_tensors_file
@@ -46,7 +47,7 @@ def per_tensor(monkeypatch: pytest.MonkeyPatch) -> None:
         )
 
     monkeypatch.setattr(TensorColumns, "of", classmethod(untrusted))
-    monkeypatch.setattr(_Checker, "suspects", lambda self, fine: self.f.tensor_list)
+    monkeypatch.setattr(Checker, "suspects", lambda self, fine: self.f.tensor_list)
 
 
 def assert_same(data: bytes, monkeypatch: pytest.MonkeyPatch) -> list[list[tuple[Any, ...]]]:
@@ -193,7 +194,7 @@ def test_columns_values():
     """The columns of a few tensors, against the sizes the model computes."""
     data = tensor_table(3, count=60)
     with gguf_schema.open(data) as f:
-        c = LoaderView(f).columns
+        c = GGMLView(f).columns
         for i, t in enumerate(f.tensor_list):
             dims = (*t.dims[:4], *(1,) * (4 - min(4, len(t.dims))))
             assert c.ne[i].tolist() == list(dims) and c.n_dims[i] == len(t.dims) and c.type_id[i] == int(t.type)
@@ -225,7 +226,7 @@ def test_repeated_keys_are_named_with_the_first_offset(keys):
                 want.append((r.offset, r.key, f"first at offset {first[r.key]}"))
             else:
                 first[r.key] = r.offset
-        view = LoaderView(f)
+        view = GGMLView(f)
         for name in {k.split("\0")[0] for k in keys} | {"absent", "c\0x"}:
             found = view.find(name)
             expect = next((r for r in records if r.key.split("\0")[0] == name), None) if "\0" not in name else None

@@ -20,7 +20,7 @@ import pytest
 import gguf_schema
 from gguf_schema.check.spec_audit import audit_spec
 from gguf_schema.cli import build_parser
-from gguf_schema.cli.conventions import open_file, to_json, truncation
+from gguf_schema.cli.conventions import open_options, to_json, truncation
 from gguf_schema.errors import GGUFDocumentError, GGUFValidationError, GGUFWarning
 from gguf_schema.format.source import MappedSource, PositionedSource
 from gguf_schema.format.types import FileType, GGMLType, ValueType
@@ -448,7 +448,7 @@ def test_no_mmap_reads_with_positioned_reads(small: Path) -> None:
         (["--no-mmap", "info", str(small)], PositionedSource),
         (["info", str(small), "--no-mmap"], PositionedSource),
     ):
-        with open_file(parser.parse_args(argv), str(small)) as f:
+        with gguf_schema.open(str(small), **open_options(parser.parse_args(argv))) as f:
             assert type(f.storage) is kind
     r = run("dump", small, "--no-mmap")
     assert r.returncode == 0 and r.stdout == run("dump", small).stdout

@@ -14,7 +14,7 @@ from gguf_schema import ValueType
 from gguf_schema.cli.text_values import parse_type, parse_value_text
 from gguf_schema.errors import GGUFBuildError, GGUFKeyError
 from gguf_schema.tools.edit import delete_key, edit_file, rename_key, set_key, set_key_from_file
-from gguf_schema.writer import TensorInfo, header_bytes
+from gguf_schema.writer import TensorRecord, header_bytes
 
 
 def hashes(p: Path) -> dict[str, str]:
@@ -116,7 +116,7 @@ def test_failed_edits_leave_the_file_alone(demo: Path) -> None:
 def test_header_bytes_is_the_prefix_of_the_file(demo: Path) -> None:
     data = demo.read_bytes()
     with gguf_schema.open(demo) as f:
-        infos = [TensorInfo(t.name, int(t.type), t.dims, t.stored_offset) for t in f.tensor_list]
+        infos = [TensorRecord(t.name, int(t.type), t.dims, t.stored_offset) for t in f.tensor_list]
         head = header_bytes(
             f.fields.records, infos, version=3, byte_order="little", padding=f.padding, data_size=f.data_section.size
         )

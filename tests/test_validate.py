@@ -14,8 +14,17 @@ import pytest
 
 import gguf_schema
 from gguf_schema import GGMLType, GGUFArray, ValueType, make_field
-from gguf_schema.check.validate import PROFILES, RULES, Report, check, validate
-from gguf_schema.errors import GGUFFormatError, GGUFValidationError
+from gguf_schema.check.validate import CHECKS, PROFILES, RULES, Report, check, validate
+from gguf_schema.check.validate import alignment as alignment_rules
+from gguf_schema.check.validate import core as core_rules
+from gguf_schema.check.validate import header as header_rules
+from gguf_schema.check.validate import keys as keys_rules
+from gguf_schema.check.validate import layout as layout_rules
+from gguf_schema.check.validate import standard as standard_rules
+from gguf_schema.check.validate import tensors as tensors_rules
+from gguf_schema.check.validate import values as values_rules
+from gguf_schema.check.validate.core import Checker, Rule, reports
+from gguf_schema.errors import GGUFFormatError, GGUFInternalError, GGUFValidationError
 from gguf_schema.format.values import BoolByte
 from gguf_schema.testing.demo import example_metadata, example_tensors
 from gguf_schema.testing.malformed import (
@@ -30,6 +39,17 @@ from gguf_schema.writer import RawTensor
 
 from . import helpers
 from .conftest import gemma_path, write
+
+RULE_MODULES = (
+    core_rules,
+    header_rules,
+    keys_rules,
+    values_rules,
+    alignment_rules,
+    tensors_rules,
+    layout_rules,
+    standard_rules,
+)
 
 # --------------------------------------------------------------------------- building files
 
@@ -533,6 +553,37 @@ def test_every_rule_has_a_case_and_the_table_is_well_formed():
         assert r.severity == ("error" if r.id.startswith("GGUF-E") else "warning")
         assert r.profiles and r.profiles <= set(PROFILES)
         assert r.statement and r.source
+
+
+def test_the_rule_table_is_every_rule_the_checks_declare():
+    """Each rule is declared once, beside its check: the table holds exactly the rules of the concern
+    modules, each module's rules are the ones its checks declare, and E001 (the unreadable file) alone
+    belongs to no check."""
+    declared = {r.id: r for module in RULE_MODULES for r in vars(module).values() if isinstance(r, Rule)}
+    assert declared == RULES
+    by_checks = {r.id for c in CHECKS for r in c.rules}
+    assert sorted(set(RULES) - by_checks) == ["GGUF-E001"]
+
+
+def test_a_check_reports_only_the_rules_it_declares():
+    with gguf_schema.open(save({"general.architecture": "gpt2"})) as f:
+        c = Checker(f, "ggml")
+
+        @reports(header_rules.E010)
+        def wrong(c: Checker) -> None:
+            c.add(keys_rules.E022, 0, None, None, "a rule this check does not declare")
+
+        @reports(header_rules.E012)
+        def other_profile(c: Checker) -> None:
+            c.add(header_rules.E012, 4, None, 2, "a spec rule in the ggml profile")
+
+        with pytest.raises(GGUFInternalError, match="GGUF-E022 reported outside"):
+            c.run(wrong)
+        with pytest.raises(GGUFInternalError, match="GGUF-E012 reported .* under the ggml profile"):
+            c.run(other_profile)
+        with pytest.raises(GGUFInternalError):
+            c.add(header_rules.E010, 4, None, 2, "outside any check")
+        assert c.findings == [] and c.running is None
 
 
 @pytest.mark.parametrize("case", RULE_CASES + EXTRA_CASES, ids=lambda c: c.rule)

@@ -1,6 +1,7 @@
-"""Checking files: validation profiles (:mod:`.validate`), the audit of untrusted files (:mod:`.audit`, over ggml's
-view of a file: :mod:`.loader`), chat templates (:mod:`.templates`) and the audit of the spec text against the
-schema (:mod:`.spec_audit`).
+"""Checking files, one module or package per concern: validation profiles (:mod:`.validate`: its rules declared
+beside their checks, by concern), the check before every write (:mod:`.writing`, which the package root hands to
+the writer), the audit of untrusted files (:mod:`.audit`, over ggml's view of a file: :mod:`.ggml_view`), chat
+templates (:mod:`.templates`) and the audit of the spec text against the schema (:mod:`.spec_audit`).
 
 >>> import io, gguf_schema
 >>> buf = io.BytesIO()
@@ -9,9 +10,8 @@ schema (:mod:`.spec_audit`).
 True
 """
 
-from . import writing  # noqa: F401  (registers the check the writer runs before every write)
 from .audit import AUDIT_RULES, AuditFinding, AuditResult, audit, to_sarif
-from .spec_audit import AuditReport, audit_spec, load_spec
+from .spec_audit import SpecAuditReport, audit_spec, load_spec
 from .validate import PROFILES, RULES, Finding, Report, Rule, check, require, validate
 
 __all__ = [
@@ -19,11 +19,11 @@ __all__ = [
     "PROFILES",
     "RULES",
     "AuditFinding",
-    "AuditReport",
     "AuditResult",
     "Finding",
     "Report",
     "Rule",
+    "SpecAuditReport",
     "audit",
     "audit_spec",
     "check",

@@ -6,7 +6,7 @@ by their stored bytes but looks keys up as C strings, first match wins, so a key
 ``tokenizer.chat_template`` + NUL + anything, stored first, is the template llama.cpp renders while
 every dictionary-based tool shows the harmless one stored after it. This module owns the file-level
 audit; the template analysis is :func:`~gguf_schema.check.templates.audit_template`, and what ggml
-sees is :class:`~gguf_schema.check.loader.LoaderView`.
+sees is :class:`~gguf_schema.check.ggml_view.GGMLView`.
 
 :func:`audit` reads the header only (tensor data is never read, and of a URL only the header and,
 when ``read_gaps`` is set, the small padding ranges are fetched) and reports :class:`AuditFinding`\\ s:
@@ -42,14 +42,14 @@ from __future__ import annotations
 import os
 import time
 import unicodedata
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
 import numpy as np
 
-from ..errors import GGUFError
+from ..errors import GGUFError, GGUFInternalError
 from ..format.limits import Limits
 from ..format.source import is_url
 from ..format.types import GGMLType, ValueType, tensor_nbytes
@@ -57,8 +57,8 @@ from ..format.values import Field, GGUFArray
 from ..model import GGUFFile
 from ..reader import read
 from . import templates
-from .loader import LoaderView, c_string, ggml_pad
-from .templates import Rule, hidden_characters
+from .ggml_view import GGMLView, c_string, ggml_pad
+from .templates import AuditRule, hidden_characters
 
 __all__ = [
     "AUDIT_RULES",
@@ -78,7 +78,7 @@ _PEEK = 32  # bytes of an unread region shown in a finding
 _SEVERE = ("error", "warning")
 
 _FILE_RULES = (
-    Rule(
+    AuditRule(
         "GGUF-A101",
         "error",
         "shadowed-key",
@@ -86,79 +86,79 @@ _FILE_RULES = (
         "looks keys up as C strings, first match wins: llama.cpp reads the first, while tools that read keys as "
         "whole strings (dictionaries) also show the later one, usually as the real value.",
     ),
-    Rule(
+    AuditRule(
         "GGUF-A102",
         "warning",
         "nul-in-key",
         "A key holds a NUL byte: C code reads it as the text before the NUL, other tools as a different key.",
     ),
-    Rule(
+    AuditRule(
         "GGUF-A103",
         "warning",
         "look-alike-key",
         "A key looks like another key or like a template key without being it (trailing spaces, compatibility "
         "forms, letters of other scripts that look Latin): what a reviewer reads is not what a loader looks up.",
     ),
-    Rule(
+    AuditRule(
         "GGUF-A104",
         "warning",
         "template-not-text",
         "A chat template key is stored with another type than STRING (e.g. an ARRAY of strings): loaders that "
         "join it render a program scanners of string values skip. The audit checks the joined text.",
     ),
-    Rule(
+    AuditRule(
         "GGUF-A105",
         "warning",
         "nul-in-tensor-name",
         "A tensor name holds a NUL byte: ggml names the tensor by the text before it.",
     ),
-    Rule(
+    AuditRule(
         "GGUF-A201",
         "warning",
         "hidden-character-in-token",
         "A special token (one a *_token_id key names, or of type CONTROL) holds invisible or direction-changing "
         "Unicode: the token a reviewer reads is not the one the model gets.",
     ),
-    Rule(
+    AuditRule(
         "GGUF-A301",
         "warning",
         "trailing-bytes",
         "Bytes after the last tensor's data and its padding: no loader reads them, so they can carry anything.",
     ),
-    Rule(
+    AuditRule(
         "GGUF-A302",
         "warning",
         "gap-between-tensors",
         "Bytes between two tensors beyond the alignment padding: ggml rejects such a layout, readers that follow "
         "the offsets skip the bytes.",
     ),
-    Rule(
+    AuditRule(
         "GGUF-A303",
         "warning",
         "nonzero-padding",
         "Padding bytes (before the data section or after a tensor) are not zero: writers pad with zeros.",
     ),
-    Rule(
+    AuditRule(
         "GGUF-A304",
         "warning",
         "overlapping-tensors",
         "Two tensors' data ranges overlap: writing one changes the other, and their sizes do not add up.",
     ),
-    Rule(
+    AuditRule(
         "GGUF-A305",
         "error",
         "truncated",
         "The file ends before the tensor data it declares: loaders fail on it (or, reading lazily, fail when they "
         "reach the missing bytes), while tools that read only the header find nothing wrong.",
     ),
-    Rule(
+    AuditRule(
         "GGUF-A401",
         "warning",
         "ggml-reads-elsewhere",
         "ggml takes ALIGNMENT from another key than 'general.alignment' (a C-string match) and reads the tensor "
         "data at other offsets than a reader of whole keys: the two see different weights.",
     ),
-    Rule(
+    AuditRule(
         "GGUF-A501",
         "warning",
         "template-not-analysed",
@@ -168,7 +168,7 @@ _FILE_RULES = (
 )
 
 #: Every rule of the file audit, by id: the file rules (``GGUF-A*``) and the template rules (``GGUF-T*``).
-AUDIT_RULES: Mapping[str, Rule] = MappingProxyType({r.id: r for r in (*_FILE_RULES, *templates.RULES.values())})
+AUDIT_RULES: Mapping[str, AuditRule] = MappingProxyType({r.id: r for r in (*_FILE_RULES, *templates.RULES.values())})
 
 
 @dataclass(frozen=True)
@@ -393,7 +393,7 @@ def _audit_open(f: GGUFFile, name: str | None, render: bool, read_gaps: bool | N
 class _Auditor:
     def __init__(self, f: GGUFFile, name: str | None, render: bool, read_gaps: bool | None):
         self.f = f
-        self.view = LoaderView(f)
+        self.view = GGMLView(f)
         self.render = render
         remote = name is not None and is_url(name)
         self.read_gaps = (not remote) if read_gaps is None else read_gaps
@@ -649,7 +649,8 @@ class _Auditor:
             )
         if f.tensor_list and view.alignment is not None and view.data_offset != f.data_offset:
             fld = view.alignment_field
-            assert fld is not None
+            if fld is None:
+                raise GGUFInternalError("fld is not None does not hold")
             self.add(
                 "GGUF-A401",
                 f"ggml takes ALIGNMENT {view.alignment} from key {show(fld.key)} and reads tensor data from offset "
@@ -840,8 +841,3 @@ def _uri(source: str | None) -> str:
     if is_url(source):
         return source
     return source.replace(os.sep, "/")
-
-
-def flagged_rules(reports: Iterable[AuditResult]) -> list[str]:
-    """The rule ids found at warning severity or above, each once (for summaries)."""
-    return list(dict.fromkeys(f.rule for r in reports for f in r.findings if f.severity in _SEVERE))

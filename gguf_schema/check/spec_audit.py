@@ -29,11 +29,11 @@ from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
-from ..errors import GGUFDocumentError
+from ..errors import GGUFDocumentError, GGUFInternalError
 
 __all__ = [
-    "AuditReport",
-    "Difference",
+    "SpecAuditReport",
+    "SpecDifference",
     "audit_spec",
     "extract_facts",
     "load_spec",
@@ -70,7 +70,7 @@ def load_spec() -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
-class Difference:
+class SpecDifference:
     """One way a document differs from ``spec/`` or from the schema.
 
     Attributes:
@@ -101,16 +101,16 @@ class Difference:
 
 
 @dataclass
-class AuditReport:
+class SpecAuditReport:
     """Differences found, and the parts of the spec the document does not cover at all.
 
     Attributes:
-        differences: every :class:`Difference`, against ``spec/`` first, then against the schema.
+        differences: every :class:`SpecDifference`, against ``spec/`` first, then against the schema.
         not_covered: sections of ``spec/`` the document has nothing on (e.g. ``enum general.file_type``).
         facts: what was extracted from the document.
     """
 
-    differences: list[Difference] = field(default_factory=list)
+    differences: list[SpecDifference] = field(default_factory=list)
     not_covered: list[str] = field(default_factory=list)
     facts: dict[str, Any] = field(default_factory=dict)
 
@@ -488,7 +488,8 @@ def schema_facts() -> dict[str, Any]:
 
     def fields(st: Any) -> list[tuple[str, str]]:
         st = st.subcon if isinstance(st, Adapter) else st
-        assert isinstance(st, Struct)
+        if not isinstance(st, Struct):
+            raise GGUFInternalError("isinstance(st, Struct) does not hold")
         return [
             (sc.name, ctype(sc))
             for sc in st.subcons
@@ -526,20 +527,20 @@ _REMOVED_FILE_TYPES = frozenset({5, 6, 33, 34, 35})
 # --------------------------------------------------------------------------- comparing
 
 
-def _enum_diffs(against: str, name: str, doc: dict[str, Any], ours: dict[str, Any]) -> list[Difference]:
+def _enum_diffs(against: str, name: str, doc: dict[str, Any], ours: dict[str, Any]) -> list[SpecDifference]:
     out = []
     dv, ov = doc["values"], ours["values"]
     for k, v in dv.items():
         if k not in ov:
-            out.append(Difference(against, "enum-value-added", f"{name}.{k}", v, None))
+            out.append(SpecDifference(against, "enum-value-added", f"{name}.{k}", v, None))
         elif ov[k] != v:
-            out.append(Difference(against, "enum-value-renumbered", f"{name}.{k}", v, ov[k]))
+            out.append(SpecDifference(against, "enum-value-renumbered", f"{name}.{k}", v, ov[k]))
     for k, v in ov.items():
         if k not in dv:
-            out.append(Difference(against, "enum-value-missing", f"{name}.{k}", None, v))
+            out.append(SpecDifference(against, "enum-value-missing", f"{name}.{k}", None, v))
     dr, orr = set(doc["removed"].values()), set(ours["removed"].values())
     if dr != orr:
-        out.append(Difference(against, "enum-removed-differs", f"{name}.removed", sorted(dr), sorted(orr)))
+        out.append(SpecDifference(against, "enum-removed-differs", f"{name}.removed", sorted(dr), sorted(orr)))
     return out
 
 
@@ -550,23 +551,23 @@ def _same_type(doc: str, ours: str, enums: set[str]) -> bool:
     return {doc, ours} <= enums | {"uint32_t"} and "uint32_t" in {doc, ours}
 
 
-def _struct_diffs(against: str, name: str, doc: list, ours: list) -> list[Difference]:
+def _struct_diffs(against: str, name: str, doc: list, ours: list) -> list[SpecDifference]:
     out = []
     enums = set(ENUMS)
     dn, on = [f[0] for f in doc], [f[0] for f in ours]
     dt, ot = dict(doc), dict(ours)
     for n in dn:
         if n not in ot:
-            out.append(Difference(against, "field-added", f"{name}.{n}", dt[n], None))
+            out.append(SpecDifference(against, "field-added", f"{name}.{n}", dt[n], None))
         elif not _same_type(dt[n], ot[n], enums):
-            out.append(Difference(against, "field-type", f"{name}.{n}", dt[n], ot[n]))
+            out.append(SpecDifference(against, "field-type", f"{name}.{n}", dt[n], ot[n]))
     for n in on:
         if n not in dt:
-            out.append(Difference(against, "field-missing", f"{name}.{n}", None, ot[n]))
+            out.append(SpecDifference(against, "field-missing", f"{name}.{n}", None, ot[n]))
     common_d = [n for n in dn if n in ot]
     common_o = [n for n in on if n in dt]
     if name not in _UNIONS and common_d != common_o:
-        out.append(Difference(against, "field-order", name, common_d, common_o))
+        out.append(SpecDifference(against, "field-order", name, common_d, common_o))
     return out
 
 
@@ -576,8 +577,8 @@ def _spec_struct(spec: dict[str, Any], name: str) -> list[tuple[str, str]]:
 
 def _compare(
     facts: dict[str, Any], ours: dict[str, Any], against: str, not_covered: list[str] | None
-) -> list[Difference]:
-    diffs: list[Difference] = []
+) -> list[SpecDifference]:
+    diffs: list[SpecDifference] = []
     for name in ENUMS:
         if name in facts["enums"]:
             diffs += _enum_diffs(against, name, facts["enums"][name], ours["enums"][name])
@@ -598,7 +599,7 @@ def _spec_as_facts(spec: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def audit_spec(markdown_text: str) -> AuditReport:
+def audit_spec(markdown_text: str) -> SpecAuditReport:
     """Every difference between a spec document and ``spec/`` and the schema.
 
     Against ``spec/``: enum values, struct fields (order and types), typed keys, each
@@ -620,7 +621,7 @@ def audit_spec(markdown_text: str) -> AuditReport:
             "type enum, no gguf_* struct, no typed key list, architecture or rule): nothing to audit",
             value=markdown_text[:80] if markdown_text.strip() else "(empty)",
         )
-    report = AuditReport(facts=facts)
+    report = SpecAuditReport(facts=facts)
     not_covered: list[str] = []
     diffs = _compare(facts, _spec_as_facts(spec), "spec", not_covered)
     diffs += _key_diffs(facts, spec, not_covered)
@@ -636,22 +637,22 @@ def _covers_anything(facts: dict[str, Any]) -> bool:
     return any(facts.get(k) for k in ("enums", "structs", "keys", "architectures", "known_architectures", "rules"))
 
 
-def _key_diffs(facts: dict[str, Any], spec: dict[str, Any], not_covered: list[str]) -> list[Difference]:
-    out: list[Difference] = []
+def _key_diffs(facts: dict[str, Any], spec: dict[str, Any], not_covered: list[str]) -> list[SpecDifference]:
+    out: list[SpecDifference] = []
     add = spec.get("additions", {})
     if "keys" in facts:
         doc, ours = facts["keys"], dict(spec["keys"])
         for k, t in doc.items():
             if k not in ours and k not in add.get("keys", {}):
-                out.append(Difference("spec", "key-added", k, t, None))
+                out.append(SpecDifference("spec", "key-added", k, t, None))
             elif k in ours and t is not None and ours[k] is not None and t != ours[k]:
-                out.append(Difference("spec", "key-retyped", k, t, ours[k]))
+                out.append(SpecDifference("spec", "key-retyped", k, t, ours[k]))
         for k, t in ours.items():
             if k not in doc and not _arch_key(k, facts):
-                out.append(Difference("spec", "key-missing", k, None, t))
+                out.append(SpecDifference("spec", "key-missing", k, None, t))
         for k, t in add.get("keys", {}).items():
             if k not in doc:
-                out.append(Difference("spec", "key-missing", k, None, t))
+                out.append(SpecDifference("spec", "key-missing", k, None, t))
     else:
         not_covered.append("keys")
     if "architectures" in facts:
@@ -659,29 +660,29 @@ def _key_diffs(facts: dict[str, Any], spec: dict[str, Any], not_covered: list[st
         ours_a = {**spec["architectures"], **add.get("architectures", {})}
         for a, v in doc_a.items():
             if a not in ours_a:
-                out.append(Difference("spec", "arch-added", a, v["required"], None))
+                out.append(SpecDifference("spec", "arch-added", a, v["required"], None))
                 continue
             for part in ("required", "optional"):
                 d, o = v[part], ours_a[a][part]
                 for k in d:
                     if k not in o:
-                        out.append(Difference("spec", f"arch-{part}-key-added", k, a, None))
+                        out.append(SpecDifference("spec", f"arch-{part}-key-added", k, a, None))
                 for k in o:
                     if k not in d:
-                        out.append(Difference("spec", f"arch-{part}-key-missing", k, None, a))
+                        out.append(SpecDifference("spec", f"arch-{part}-key-missing", k, None, a))
         for a, v in ours_a.items():
             if a not in doc_a:
-                out.append(Difference("spec", "arch-missing", a, None, v["required"]))
+                out.append(SpecDifference("spec", "arch-missing", a, None, v["required"]))
     else:
         not_covered.append("architectures")
     if "known_architectures" in facts:
         doc_k, ours_k = facts["known_architectures"], spec["known_architectures"] + add.get("known_architectures", [])
         for a in doc_k:
             if a not in ours_k:
-                out.append(Difference("spec", "known-arch-added", a, a, None))
+                out.append(SpecDifference("spec", "known-arch-added", a, a, None))
         for a in ours_k:
             if a not in doc_k:
-                out.append(Difference("spec", "known-arch-missing", a, None, a))
+                out.append(SpecDifference("spec", "known-arch-missing", a, None, a))
     else:
         not_covered.append("known_architectures")
     return out
@@ -696,12 +697,14 @@ def _arch_key(key: str, facts: dict[str, Any]) -> bool:
     return bool(arch) and key in arch["required"] + arch["optional"]
 
 
-def _rule_diffs(facts: dict[str, Any], spec: dict[str, Any]) -> list[Difference]:
+def _rule_diffs(facts: dict[str, Any], spec: dict[str, Any]) -> list[SpecDifference]:
     ours = spec["rules"]
-    return [Difference("spec", "rule-differs", k, v, ours[k]) for k, v in facts["rules"].items() if ours.get(k) != v]
+    return [
+        SpecDifference("spec", "rule-differs", k, v, ours[k]) for k, v in facts["rules"].items() if ours.get(k) != v
+    ]
 
 
-def schema_differences() -> list[Difference]:
+def schema_differences() -> list[SpecDifference]:
     """Differences between the code (types + schema) and ``spec/``, reported as ``against="schema"`` with spec/ as the document.
 
     >>> [d.item for d in schema_differences()][:4]

@@ -2,8 +2,8 @@
 writer (:mod:`gguf_schema.writer`) puts it on disk.
 
 Every write (``save``, ``GGUFFile.save``, metadata edits, convert, split, merge, build) passes
-the header it is about to write through :func:`check_before_write`, registered with the writer
-on import. The header is read back and checked with the rules of :mod:`.validate` (not a copy):
+the header it is about to write through :func:`check_before_write`, which the package
+(``gguf_schema/__init__.py``) hands to the writer (:func:`gguf_schema.writer.register_header_check`). The header is read back and checked with the rules of :mod:`.validate` (not a copy):
 
 * by default, each error of the ``ggml`` profile (what llama.cpp's loader would refuse: empty or
   repeated keys, nested arrays, names of 64 bytes or more, more than 4 dimensions ...) and of the
@@ -42,15 +42,19 @@ from typing import IO
 
 from ..errors import GGUFError, GGUFValidationError, GGUFWarning
 from ..reader import read
-from ..writer import register_header_check
-from .validate import GGML, PROFILES, SPEC, Finding, Report, _Checker
+from .validate import run
+from .validate.core import E001, GGML, PROFILES, SPEC, Checker, Finding, Report
+from .validate.header import E010, E011, E012
+from .validate.keys import key_names
+from .validate.layout import E040, E041
+from .validate.tensors import E002
 
 __all__ = ["DATA_RULES", "VARIANT_RULES", "check_before_write", "findings_before_write"]
 
 #: rules about the data section, which is not written when the header is checked
-DATA_RULES = frozenset({"GGUF-E002", "GGUF-E040", "GGUF-E041"})
+DATA_RULES = frozenset(r.id for r in (E002, E040, E041))
 #: rules about the version and byte order, which the caller chose: never warned about
-VARIANT_RULES = frozenset({"GGUF-E010", "GGUF-E011", "GGUF-E012"})
+VARIANT_RULES = frozenset(r.id for r in (E010, E011, E012))
 
 
 def findings_before_write(header: bytes | memoryview | IO[bytes], profile: str | None = None) -> list[Finding]:
@@ -61,15 +65,15 @@ def findings_before_write(header: bytes | memoryview | IO[bytes], profile: str |
     try:
         f = read(header, lazy=True)
     except GGUFError as e:
-        return [Finding("GGUF-E001", "error", e.offset, e.path, None, f"the header would not read back: {e}")]
+        return [Finding(E001.id, E001.severity, e.offset, e.path, None, f"the header would not read back: {e}")]
     with f:
         if profile is not None:
-            found = _Checker(f, profile).run().findings
+            found = run(f, profile).findings
         else:
-            found = _Checker(f, GGML).run().findings
-            keys = _Checker(f, SPEC)
-            keys.keys()
-            found += keys.findings
+            found = run(f, GGML).findings
+            spec_keys = Checker(f, SPEC)
+            spec_keys.run(key_names)
+            found += spec_keys.findings
             found = [x for x in found if x.rule not in VARIANT_RULES]
     seen: set[tuple[str, str | None]] = set()
     out = []
@@ -104,6 +108,3 @@ def _caller_level() -> int:
     while frame is not None and frame.f_globals.get("__name__", "").startswith("gguf_schema."):
         frame, level = frame.f_back, level + 1  # type: ignore[assignment]
     return level
-
-
-register_header_check(check_before_write)

@@ -1,21 +1,37 @@
 """The ``gguf-schema`` command line: argparse and printing, and nothing else.
 
-Each subcommand is a thin layer over the library: it parses arguments, calls the public API and
-prints (results on stdout, notes and progress on stderr). The library never prints; its long
-operations take a progress callback, which the commands supply (:mod:`.progress`).
+Each subcommand is a thin layer over the library: it parses arguments, opens files with the
+library's public :func:`gguf_schema.open` (:func:`gguf_schema.open_split` for a split model), calls
+the public API and prints (results on stdout, notes and progress on stderr). The library never
+prints; its long operations take a progress callback, which the commands supply (:mod:`.progress`).
 
 Exit codes: 0 success, 1 findings or differences, 2 unreadable input, a refused write or a usage
 error, 3 a truncated file (``info``, ``dump``, ``tensors``, ``get`` print what they can, with a
-warning naming the missing bytes and the tensors affected). A closed output pipe
-(``gguf-schema dump f | head``) ends any command quietly. Output encoding, JSON and the reading
-options (``--limit NAME=VALUE``, ``--no-mmap``) are the conventions of :mod:`.conventions`;
-library warnings (:class:`~gguf_schema.errors.GGUFWarning`) print as
-``gguf-schema: warning: [RULE] ...`` on stderr.
+warning naming the missing bytes and the tensors affected), 130 interrupted. A closed output pipe
+(``gguf-schema dump f | head``) ends any command quietly. Output encoding, numbers, JSON, the
+reading options (``--limit NAME=VALUE``, ``--no-mmap``) and the exit codes' names
+(``EXIT_*``) are the conventions of :mod:`.conventions`; library warnings
+(:class:`~gguf_schema.errors.GGUFWarning`) print as ``gguf-schema: warning: [RULE] ...`` on stderr.
 
-Modules: :mod:`.commands` (inspect, edit, convert, split, merge, diff, build),
-:mod:`.model_commands` (estimate, export), :mod:`.check` (check, rules, audit-spec), :mod:`.generate` (generate, demo),
-:mod:`.scan` (scan), :mod:`.quantize` (quantize), :mod:`.audit` (audit), :mod:`.text_values` (typed values from command-line text), :mod:`.progress` (the progress bar),
-:mod:`.conventions` (output encoding, the JSON encoder, reading options, warnings, exit codes).
+One module per command family, each declaring its commands once (:mod:`.command`: name, handler,
+help, arguments, traits), the handler beside its arguments:
+
+====================  ===============================================================
+:mod:`.generate`      ``demo``, ``generate`` (an example model; fixture files)
+:mod:`.inspect`       ``info``, ``dump``, ``tensors``, ``get``, ``diff`` (reading, printing)
+:mod:`.edit`          ``set``, ``set-file``, ``delete``, ``rename``, ``recover`` (metadata edits)
+:mod:`.files`         ``build``, ``convert``, ``split``, ``merge``, ``export`` (whole files written)
+:mod:`.quantize`      ``quantize``
+:mod:`.estimate`      ``estimate``
+:mod:`.check`         ``check``, ``rules``, ``audit-spec``
+:mod:`.audit`         ``audit``
+:mod:`.scan`          ``scan``
+====================  ===============================================================
+
+Beside them: :mod:`.command` (how a command is declared and what its traits add),
+:mod:`.conventions`, :mod:`.text_values` (typed values from command-line text) and
+:mod:`.progress` (the progress bar). This module assembles the parser from the families and runs
+a command (:func:`main`: output streams, library notes and warnings, errors, a closed pipe, Ctrl-C).
 
 Remote files: every command that reads a file takes a URL too (``https://``, ``hf://``, ``s3://``
 ...; writing stays local), and ``--storage-option KEY=VALUE`` (repeatable, before or after the
@@ -23,65 +39,55 @@ command) passes options to the URL's fsspec backend: VALUE is read as JSON when 
 (``anon=true``, ``headers={"Authorization": "Bearer ..."}``), else as text. What the library notes
 about how a remote file is read (a server without range requests) is printed on stderr.
 
->>> parse_storage_option('client_kwargs={"region_name": "eu-west-1"}'), parse_storage_option("token=hf_x")
-(('client_kwargs', {'region_name': 'eu-west-1'}), ('token', 'hf_x'))
+>>> sorted(COMMANDS)[:6]
+['audit', 'audit-spec', 'build', 'check', 'convert', 'delete']
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import logging
 import os
 import signal
 import sys
 from collections.abc import Sequence
-from typing import Any, NoReturn
+from typing import NoReturn
 
-from .. import __version__, durable
-from ..check.validate import PROFILES
-from ..errors import GGUFError
+from .. import GGUFError, __version__, durable
 from ..writer import strict_writes
-from . import audit, check, commands, generate, model_commands, quantize, scan
-from .conventions import EXIT_ERROR, EXIT_INTERRUPTED, add_open_options, error, library_warnings, output_streams, write
-
-__all__ = ["build_parser", "main", "parse_storage_option"]
-
-#: modules that own subcommands: each has ``register_cli(subparsers)`` adding its parsers,
-#: each parser with ``set_defaults(func=handler)`` where ``handler(args) -> int`` is the exit code.
-COMMAND_MODULES = (generate, commands, model_commands, check, scan, quantize, audit)
-
-#: commands that write GGUF files: they take ``--strict PROFILE``
-WRITING_COMMANDS = ("build", "set", "set-file", "delete", "rename", "convert", "split", "merge", "quantize")
-#: commands whose output file is positional: ``-o/--output`` is accepted in its place
-POSITIONAL_OUTPUT = ("build", "convert", "merge", "split", "export")
-#: commands that read no GGUF file of the user's: the reading options (``--limit``, ``--no-mmap``,
-#: ``--storage-option``) are not offered by them, and given before them are a usage error
-NO_GGUF_INPUT = ("demo", "generate", "rules", "audit-spec")
-
-_STORAGE_HELP = (
-    "option for the fsspec backend of URLs (credentials, endpoints), repeatable: "
-    "VALUE is JSON when it parses as JSON, else text (e.g. anon=true, token=hf_xxx)"
+from . import audit, check, edit, estimate, files, generate, inspect, quantize, scan
+from .command import Command, Family, HelpFormatter, Trait
+from .conventions import (
+    EPILOG,
+    EXIT_ERROR,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    add_open_options,
+    error,
+    library_warnings,
+    output_streams,
+    parse_storage_option,
+    write,
 )
 
+__all__ = ["COMMANDS", "build_parser", "main", "parse_storage_option"]
 
-def parse_storage_option(text: str) -> tuple[str, Any]:
-    """``KEY=VALUE`` -> ``(KEY, VALUE)``, VALUE read as JSON when it parses as JSON, else kept as text."""
-    key, sep, value = text.partition("=")
-    if not sep or not key.strip():
-        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
-    try:
-        return key.strip(), json.loads(value)
-    except ValueError:
-        return key.strip(), value
+#: the command families, in the order ``gguf-schema --help`` lists their commands
+FAMILIES: tuple[Family, ...] = (
+    generate.COMMANDS,
+    inspect.COMMANDS,
+    edit.COMMANDS,
+    files.COMMANDS,
+    quantize.COMMANDS,
+    estimate.COMMANDS,
+    check.COMMANDS,
+    audit.COMMANDS,
+    scan.COMMANDS,
+)
 
-
-EPILOG = """\
-exit status: 0 success; 1 findings or differences (check, diff, audit-spec, tensors --filter);
-2 unreadable input, a refused write (--strict) or a usage error; 3 the file is truncated (info,
-dump, tensors, get: output printed, a warning names the missing bytes and tensors).
-Results go to stdout; notes, warnings ("gguf-schema: warning: [RULE] ...") and progress to stderr."""
+#: every command by name
+COMMANDS: dict[str, Command] = Family.index(FAMILIES)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -95,64 +101,19 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``gguf-schema`` parser: the global options, then every family's commands."""
     parser = _Parser(
         prog="gguf-schema",
         description="Inspect, check, edit and convert GGUF model files.",
         epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=HelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"gguf-schema {__version__}")
     add_open_options(parser)
-    parser.add_argument(
-        "--storage-option",
-        dest="storage_before",
-        action="append",
-        type=parse_storage_option,
-        metavar="KEY=VALUE",
-        help=_STORAGE_HELP,
-    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in COMMAND_MODULES:
-        module.register_cli(sub)
-    for name, command in sub.choices.items():
-        if command.epilog is None:
-            command.epilog = EPILOG
-            command.formatter_class = argparse.RawDescriptionHelpFormatter
-        if name in NO_GGUF_INPUT:
-            continue
-        add_open_options(command, suppress=True)  # also accepted after the command
-        command.add_argument(
-            "--storage-option",
-            dest="storage_after",
-            action="append",
-            type=parse_storage_option,
-            default=argparse.SUPPRESS,
-            metavar="KEY=VALUE",
-            help=_STORAGE_HELP,
-        )
-    for name in WRITING_COMMANDS:
-        if name in sub.choices and not any("--strict" in a.option_strings for a in sub.choices[name]._actions):
-            sub.choices[name].add_argument(
-                "--strict",
-                choices=PROFILES,
-                metavar="PROFILE",
-                help=f"refuse to write a file that breaks an error rule of PROFILE ({', '.join(PROFILES)}); "
-                "without it, broken rules are warnings",
-            )
-    for name in POSITIONAL_OUTPUT:
-        if name in sub.choices:
-            _optional_output(sub.choices[name])
+    for family in FAMILIES:
+        family.add_to(sub)
     return parser
-
-
-def _optional_output(p: argparse.ArgumentParser) -> None:
-    """Let ``-o/--output OUT`` stand for a command's positional output (both forms work)."""
-    for action in p._actions:
-        if action.dest == "output" and not action.option_strings:
-            action.nargs = "?"
-            action.default = None
-            p.add_argument("-o", "--output", dest="output_option", metavar=action.metavar, help="the output file")
-            return
 
 
 def _resolve_output(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
@@ -180,7 +141,7 @@ def _error(message: str) -> None:
 
 def _reading_options_apply(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     """The reading options given before a command that reads no GGUF file are a usage error."""
-    if args.command not in NO_GGUF_INPUT:
+    if Trait.READS in COMMANDS[args.command].traits:
         return
     given = [
         flag
@@ -236,7 +197,7 @@ def _main(argv: Sequence[str] | None, given: list[argparse.Namespace]) -> int:
         # flush at exit from failing on the closed pipe again
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
-        return 0
+        return EXIT_OK
     except GGUFError as e:
         _error(str(e))
         return EXIT_ERROR
@@ -249,9 +210,6 @@ def _main(argv: Sequence[str] | None, given: list[argparse.Namespace]) -> int:
 
 
 # --------------------------------------------------------------------------- Ctrl-C
-
-#: commands that change the file they are given (an interrupted one "had committed" its edit)
-EDIT_COMMANDS = ("set", "set-file", "delete", "rename", "recover")
 
 
 def _interrupted(args: argparse.Namespace | None, writes: list[durable.WriteRecord]) -> None:
@@ -294,7 +252,8 @@ def interrupted_line(args: argparse.Namespace | None, writes: Sequence[durable.W
             states[os.path.realpath(path)] = (os.path.exists(path), False)
     if not states:
         return "gguf-schema: interrupted; nothing was written"
-    what = "edit" if command in EDIT_COMMANDS else "write"
+    declared = COMMANDS.get(command) if isinstance(command, str) else None
+    what = "edit" if declared is not None and Trait.EDITS in declared.traits else "write"
     words = {
         (True, True): f"changed: the {what} had committed",
         (False, True): "written: the write had committed",
@@ -324,10 +283,6 @@ def _paths_as_given(args: argparse.Namespace | None) -> dict[str, str]:
 
 
 def _declared_targets(args: argparse.Namespace | None) -> list[str]:
-    """The file a command would write, as its arguments name it (before any write began)."""
-    if args is None or args.command in NO_GGUF_INPUT or args.command == "split":
-        return []
-    if args.command in EDIT_COMMANDS:
-        return [getattr(args, "output", None) or args.file] if args.command != "recover" else list(args.files)
-    output = getattr(args, "output", None)
-    return [output] if isinstance(output, str) else []
+    """The files a command would write, as its arguments name them (before any write began)."""
+    declared = COMMANDS.get(getattr(args, "command", None) or "")
+    return [] if args is None or declared is None else declared.targets(args)

@@ -1,21 +1,27 @@
 """The ``audit`` command: the audit of untrusted GGUF files (:mod:`gguf_schema.check.audit`), printed as text, JSON or SARIF.
 
-Exit codes: 0 no finding at warning severity or above, 1 such findings, 2 a file could not be read.
+Exit codes (:mod:`.conventions`): ``EXIT_OK`` no finding at warning severity or above,
+``EXIT_FINDINGS`` such findings, ``EXIT_ERROR`` a file could not be read (or none was given).
+
+>>> [c.name for c in COMMANDS]
+['audit']
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
 
-from ..check.audit import AUDIT_RULES, AuditResult, audit, to_sarif
+from .. import GGUFError, open_split
+from .. import open as open_gguf
+from ..check import AUDIT_RULES, AuditResult, audit, to_sarif
 from ..check.validate import split_place
-from ..errors import GGUFError
-from ..tools.split import open_split
-from .conventions import EXIT_ERROR, error, open_file, open_options, write_json
+from .command import Family, Trait, arg
+from .conventions import EXIT_ERROR, EXIT_OK, error, open_options, write_json
 
-__all__ = ["register_cli"]
+__all__ = ["COMMANDS"]
+
+COMMANDS = Family()
 
 
 def _audit(args: argparse.Namespace, src: str) -> list[AuditResult]:
@@ -23,7 +29,7 @@ def _audit(args: argparse.Namespace, src: str) -> list[AuditResult]:
     or, for the first shard of a split model (which stands for its model: a loader reads every shard),
     one per shard; a set that cannot be assembled adds an unreadable report saying why."""
     try:
-        f = open_file(args, src, lazy=True)
+        f = open_gguf(src, lazy=True, **open_options(args))
     except GGUFError as e:
         return [AuditResult(src, readable=False, error=str(e))]
     with f:
@@ -45,7 +51,33 @@ def _audit(args: argparse.Namespace, src: str) -> list[AuditResult]:
         return results
 
 
+@COMMANDS.command(
+    "audit",
+    "audit untrusted GGUF files: shadowed keys, chat templates, hidden characters, unread bytes",
+    arg("files", nargs="*", metavar="FILE_OR_URL"),
+    arg("--json", action="store_true", help="print the reports as JSON (same as --format json)"),
+    arg("--format", choices=("text", "json", "sarif"), default="text", help="output format (default text)"),
+    arg("--sarif", metavar="OUT", default=None, help="also write a SARIF 2.1.0 log to OUT ('-': stdout)"),
+    arg("--render", action="store_true", help="also render each template in Jinja's sandbox (a child process each)"),
+    arg(
+        "--read-gaps",
+        action="store_true",
+        help="for URLs too, fetch the small padding and gap ranges to check their contents (local files: always)",
+    ),
+    arg("--rules", action="store_true", help="list the audit's rules and exit"),
+    description="Audit GGUF files (paths or URLs; of a URL only the header is fetched) for what their loader will "
+    "run and what hides from other tools. The first shard of a split model stands for its model: every shard "
+    "is audited. Exit status: 0 nothing at warning or above, 1 findings, 2 a file could not be read.",
+    traits=Trait.READS,
+)
 def _cmd_audit(args: argparse.Namespace) -> int:
+    if args.rules:
+        for rule in AUDIT_RULES.values():
+            print(f"{rule.id} {rule.severity:7} {rule.title}: {rule.description}")
+        return EXIT_OK
+    if not args.files:
+        error("audit: give at least one FILE_OR_URL (or --rules)")
+        return EXIT_ERROR
     reports: list[AuditResult] = []
     for src in args.files:
         done = {r.source for r in reports if r.readable}
@@ -82,46 +114,4 @@ def _cmd_audit(args: argparse.Namespace) -> int:
             for note in r.notes:
                 print(f"  note: {note}")
     codes = [r.exit_code for r in reports]
-    return 2 if 2 in codes else max(codes, default=0)
-
-
-def _cmd_audit_rules(args: argparse.Namespace) -> int:
-    for r in AUDIT_RULES.values():
-        print(f"{r.id} {r.severity:7} {r.title}: {r.description}")
-    return 0
-
-
-def register_cli(subparsers: Any) -> None:
-    """Add ``audit`` to the ``gguf-schema`` command line."""
-    p = subparsers.add_parser(
-        "audit",
-        help="audit untrusted GGUF files: shadowed keys, chat templates, hidden characters, unread bytes",
-        description=(
-            "Audit GGUF files (paths or URLs; of a URL only the header is fetched) for what their loader will run "
-            "and what hides from other tools. The first shard of a split model stands for its model: every shard "
-            "is audited. Exit status: 0 nothing at warning or above, 1 findings, 2 a file could not be read."
-        ),
-    )
-    p.add_argument("files", nargs="*", metavar="FILE_OR_URL")
-    p.add_argument("--json", action="store_true", help="print the reports as JSON (same as --format json)")
-    p.add_argument("--format", choices=("text", "json", "sarif"), default="text", help="output format (default text)")
-    p.add_argument("--sarif", metavar="OUT", default=None, help="also write a SARIF 2.1.0 log to OUT ('-': stdout)")
-    p.add_argument(
-        "--render", action="store_true", help="also render each template in Jinja's sandbox (a child process each)"
-    )
-    p.add_argument(
-        "--read-gaps",
-        action="store_true",
-        help="for URLs too, fetch the small padding and gap ranges to check their contents (local files: always)",
-    )
-    p.add_argument("--rules", action="store_true", help="list the audit's rules and exit")
-    p.set_defaults(func=_dispatch)
-
-
-def _dispatch(args: argparse.Namespace) -> int:
-    if args.rules:
-        return _cmd_audit_rules(args)
-    if not args.files:
-        error("audit: give at least one FILE_OR_URL (or --rules)")
-        return EXIT_ERROR
-    return _cmd_audit(args)
+    return EXIT_ERROR if EXIT_ERROR in codes else max(codes, default=EXIT_OK)

@@ -1,7 +1,12 @@
 """The ``check``, ``rules`` and ``audit-spec`` commands: validation and the spec audit, printed.
 
-Exit codes: ``check`` 0 clean, 1 error findings, 2 a file could not be read; ``audit-spec`` 0 no
-differences, 1 differences, 2 unreadable document or one that states no part of the spec.
+Exit codes (:mod:`.conventions`): ``check`` ``EXIT_OK`` clean, ``EXIT_FINDINGS`` error findings,
+``EXIT_ERROR`` a file could not be read; ``audit-spec`` ``EXIT_OK`` no differences,
+``EXIT_FINDINGS`` differences, ``EXIT_ERROR`` an unreadable document or one that states no part
+of the spec.
+
+>>> [c.name for c in COMMANDS]
+['check', 'rules', 'audit-spec']
 """
 
 from __future__ import annotations
@@ -9,13 +14,17 @@ from __future__ import annotations
 import argparse
 import os
 from pathlib import Path
-from typing import Any
 
-from ..check.spec_audit import audit_spec
-from ..check.validate import PROFILES, RULES, Finding, Report, split_place, validate
-from ..errors import GGUFError
-from ..tools.split import open_split
-from .conventions import EXIT_ERROR, error, open_file, open_options, write_json
+from .. import GGUFError, open_split
+from .. import open as open_gguf
+from ..check import PROFILES, RULES, Finding, Report, audit_spec, validate
+from ..check.validate import split_place
+from .command import Family, Trait, arg
+from .conventions import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK, error, open_options, write_json
+
+__all__ = ["COMMANDS"]
+
+COMMANDS = Family()
 
 
 def _validate(args: argparse.Namespace, path: str) -> list[Report]:
@@ -23,7 +32,9 @@ def _validate(args: argparse.Namespace, path: str) -> list[Report]:
     or, for the first shard of a split model (which stands for its model), one per shard, the first
     checked with the model's tensors; a set that cannot be assembled adds a report saying why."""
     try:
-        f = open_file(args, path, lazy=True)  # strings are checked in their stored bytes, never all decoded
+        f = open_gguf(
+            path, lazy=True, **open_options(args)
+        )  # strings are checked in their stored bytes, never all decoded
     except GGUFError as e:
         found = Finding("GGUF-E001", "error", e.offset, e.path, None, f"cannot read the file: {e}")
         return [Report(path, args.profile, [found], readable=False)]
@@ -51,9 +62,17 @@ def _validate(args: argparse.Namespace, path: str) -> list[Report]:
         return reports
 
 
-__all__ = ["register_cli"]
-
-
+@COMMANDS.command(
+    "check",
+    "check GGUF files against the spec, ggml's reader, or readability",
+    arg("--profile", choices=PROFILES, default="spec", help="which rules to apply (default: spec)"),
+    arg("--json", action="store_true", help="print the reports as JSON"),
+    arg("files", nargs="+", metavar="FILE"),
+    description="Check GGUF files. The first shard of a split model stands for its model: every shard is "
+    "checked, the rules about the model's metadata and tensors on the first, each later shard as a shard. "
+    "Exit status: 0 clean, 1 error findings, 2 a file could not be read.",
+    traits=Trait.READS,
+)
 def _cmd_check(args: argparse.Namespace) -> int:
     reports: list[Report] = []
     for path in args.files:
@@ -69,10 +88,16 @@ def _cmd_check(args: argparse.Namespace) -> int:
             for finding in r.findings:
                 print(f"  {finding}")
     if any(not r.readable for r in reports):
-        return 2
-    return 1 if any(not r.ok for r in reports) else 0
+        return EXIT_ERROR
+    return EXIT_FINDINGS if any(not r.ok for r in reports) else EXIT_OK
 
 
+@COMMANDS.command(
+    "rules",
+    "list the validation rules",
+    arg("--profile", choices=PROFILES, default=None, help="only the rules of this profile"),
+    arg("--json", action="store_true", help="print [{id, severity, profiles, statement, source}]"),
+)
 def _cmd_rules(args: argparse.Namespace) -> int:
     rules = [r for r in RULES.values() if args.profile is None or args.profile in r.profiles]
     if args.json:
@@ -88,32 +113,22 @@ def _cmd_rules(args: argparse.Namespace) -> int:
                 for r in rules
             ]
         )
-        return 0
+        return EXIT_OK
     for r in rules:
         print(f"{r.id} {r.severity:7} [{','.join(p for p in PROFILES if p in r.profiles)}] {r.statement}")
         print(f"          source: {r.source}")
-    return 0
+    return EXIT_OK
 
 
-def _register_check(subparsers: Any) -> None:
-    p = subparsers.add_parser(
-        "check",
-        help="check GGUF files against the spec, ggml's reader, or readability",
-        description="Check GGUF files. The first shard of a split model stands for its model: every shard is "
-        "checked, the rules about the model's metadata and tensors on the first, each later shard as a shard. "
-        "Exit status: 0 clean, 1 error findings, 2 a file could not be read.",
-    )
-    p.add_argument("--profile", choices=PROFILES, default="spec", help="which rules to apply (default: spec)")
-    p.add_argument("--json", action="store_true", help="print the reports as JSON")
-    p.add_argument("files", nargs="+", metavar="FILE")
-    p.set_defaults(func=_cmd_check)
-    r = subparsers.add_parser("rules", help="list the validation rules")
-    r.add_argument("--profile", choices=PROFILES, default=None, help="only the rules of this profile")
-    r.add_argument("--json", action="store_true", help="print [{id, severity, profiles, statement, source}]")
-    r.set_defaults(func=_cmd_rules)
-
-
-def _cmd_audit(args: argparse.Namespace) -> int:
+@COMMANDS.command(
+    "audit-spec",
+    "compare a GGUF spec document with check/spec/ and the schema",
+    arg("spec", metavar="SPEC.md"),
+    arg("--json", action="store_true", help="print the report as JSON"),
+    description="Exit status: 0 no differences, 1 differences, 2 unreadable document or one that states "
+    "no part of the spec (nothing to audit).",
+)
+def _cmd_audit_spec(args: argparse.Namespace) -> int:
     try:
         text = Path(args.spec).read_text(encoding="utf-8")
     except OSError as e:
@@ -132,22 +147,4 @@ def _cmd_audit(args: argparse.Namespace) -> int:
         )
         for d in report.differences:
             print(f"  {d}")
-    return 0 if report.ok else 1
-
-
-def _register_audit(subparsers: Any) -> None:
-    p = subparsers.add_parser(
-        "audit-spec",
-        help="compare a GGUF spec document with check/spec/ and the schema",
-        description="Exit status: 0 no differences, 1 differences, 2 unreadable document or one that states "
-        "no part of the spec (nothing to audit).",
-    )
-    p.add_argument("spec", metavar="SPEC.md")
-    p.add_argument("--json", action="store_true", help="print the report as JSON")
-    p.set_defaults(func=_cmd_audit)
-
-
-def register_cli(subparsers: Any) -> None:
-    """Add ``check``, ``rules`` and ``audit-spec`` to the ``gguf-schema`` command line."""
-    _register_check(subparsers)
-    _register_audit(subparsers)
+    return EXIT_OK if report.ok else EXIT_FINDINGS

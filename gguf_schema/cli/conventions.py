@@ -1,8 +1,8 @@
-"""The conventions every ``gguf-schema`` command shares: how text and JSON are written, how files
-are opened (``--limit``, ``--no-mmap``, ``--storage-option``), how library warnings and truncated
-files are reported, and the exit codes.
+"""The conventions every ``gguf-schema`` command shares: how text, numbers and JSON are written, how
+files are opened (``--limit``, ``--no-mmap``, ``--storage-option`` turned into the keyword arguments of
+:func:`gguf_schema.open`), how library warnings and truncated files are reported, and the exit codes.
 
-Exit codes (all commands):
+Exit codes (all commands; handlers return them only by these names, ``EXIT_*``):
 
 ====  ======================================================================================
 0     success
@@ -28,6 +28,10 @@ characters the output's encoding lacks become ``\\uXXXX`` escapes.
 '{"name": {"hex": "ff"}, "type": "Q4_K", "n": 3}'
 >>> parse_limit("max_keys=1e6"), parse_limit("max_string_length=64M")
 (('max_keys', 1000000), ('max_string_length', 64000000))
+>>> parse_storage_option('client_kwargs={"region_name": "eu-west-1"}'), parse_storage_option("token=hf_x")
+(('client_kwargs', {'region_name': 'eu-west-1'}), ('token', 'hf_x'))
+>>> count(1234567), human_count(7_241_732_096), mib(3 * 2**30)
+('1,234,567', '7.2B', '3,072.00 MiB')
 """
 
 from __future__ import annotations
@@ -46,23 +50,29 @@ from typing import Any, TextIO
 
 import numpy as np
 
-from ..errors import GGUFBuildError, GGUFWarning
-from ..format.limits import Limits
-from ..model import GGUFFile
-from ..reader import read
+from .. import GGUFBuildError, GGUFFile, GGUFWarning, Limits, SplitModel, open_split
+from .. import open as open_gguf
 from ..tools.split import parse_size
 
 __all__ = [
+    "EPILOG",
     "ESCAPE_ERRORS",
+    "EXIT_ERROR",
+    "EXIT_FINDINGS",
     "EXIT_INTERRUPTED",
+    "EXIT_OK",
     "EXIT_TRUNCATED",
     "add_open_options",
+    "count",
     "error",
+    "human_count",
     "library_warnings",
-    "open_file",
+    "mib",
+    "open_model",
     "open_options",
     "output_streams",
     "parse_limit",
+    "parse_storage_option",
     "positive_int",
     "read_options",
     "to_json",
@@ -74,9 +84,24 @@ __all__ = [
     "write_json",
 ]
 
-EXIT_OK, EXIT_FINDINGS, EXIT_ERROR, EXIT_TRUNCATED = 0, 1, 2, 3
+#: success
+EXIT_OK = 0
+#: findings or differences (``check``, ``diff``, ``audit``, ``audit-spec``, ``tensors --filter``)
+EXIT_FINDINGS = 1
+#: unreadable input, a refused write (``--strict``) or a usage error
+EXIT_ERROR = 2
+#: the file was read but is truncated (the output is printed, and a warning)
+EXIT_TRUNCATED = 3
 #: the exit status after Ctrl-C (128 + SIGINT, as shells report it)
 EXIT_INTERRUPTED = 130
+
+#: the end of every command's ``--help``
+EPILOG = """\
+exit status: 0 success; 1 findings or differences (check, audit, diff, audit-spec,
+tensors --filter); 2 unreadable input, a refused write (--strict) or a usage error;
+3 the file is truncated (info, dump, tensors, get: output printed, a warning names the missing
+bytes and tensors); 130 interrupted (a line on stderr says what became of each file written).
+Results go to stdout; notes, warnings ("gguf-schema: warning: [RULE] ...") and progress to stderr."""
 
 #: the name of the codec error handler that shows what an output cannot carry (registered on import)
 ESCAPE_ERRORS = "gguf-schema-visible"
@@ -129,6 +154,27 @@ def write(text: str, stream: TextIO | None = None) -> None:
     stream = sys.stdout if stream is None else stream
     encoding = getattr(stream, "encoding", None) or "utf-8"
     stream.write(visible(text, encoding))
+
+
+# --------------------------------------------------------------------------- numbers
+
+
+def count(n: int) -> str:
+    """A count or a size in bytes, its thousands separated: ``1,234,567``."""
+    return f"{n:,}"
+
+
+def human_count(n: int) -> str:
+    """A large count in a few characters: ``7.2B`` parameters, ``262.1K`` tokens."""
+    for unit, scale in (("T", 10**12), ("B", 10**9), ("M", 10**6), ("K", 10**3)):
+        if n >= scale:
+            return f"{n / scale:.1f}{unit}"
+    return str(n)
+
+
+def mib(n: int) -> str:
+    """A size in mebibytes, two decimals: ``3,072.00 MiB``."""
+    return f"{n / 2**20:,.2f} MiB"
 
 
 # --------------------------------------------------------------------------- JSON
@@ -218,25 +264,50 @@ def positive_int(text: str) -> int:
     return n
 
 
-def add_open_options(parser: argparse.ArgumentParser, *, suppress: bool = False) -> None:
-    """``--limit NAME=VALUE`` (repeatable) and ``--no-mmap``: accepted before and after the command."""
-    default: Any = argparse.SUPPRESS if suppress else None
+def parse_storage_option(text: str) -> tuple[str, Any]:
+    """``KEY=VALUE`` of ``--storage-option`` -> ``(KEY, VALUE)``, VALUE read as JSON when it parses as
+    JSON, else kept as text."""
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    try:
+        return key.strip(), json.loads(value)
+    except ValueError:
+        return key.strip(), value
+
+
+def add_open_options(parser: argparse.ArgumentParser, *, after_command: bool = False) -> None:
+    """The reading options, ``--limit NAME=VALUE`` (repeatable), ``--no-mmap`` and
+    ``--storage-option KEY=VALUE`` (repeatable): on the main parser (before the command) and, with
+    ``after_command``, on the parser of a command that reads files (each kept apart, both read by
+    :func:`open_options`)."""
+    unset: Any = argparse.SUPPRESS  # given after the command only when given there
     parser.add_argument(
         "--limit",
-        dest="limit_after" if suppress else "limit_before",
+        dest="limit_after" if after_command else "limit_before",
         action="append",
         type=parse_limit,
-        default=default,
+        default=unset if after_command else None,
         metavar="NAME=VALUE",
         help=f"a resource limit for reading files, repeatable (NAME: {', '.join(Limits.names())}; "
         "VALUE: 1000, 1e6, 64M, 1GiB)",
     )
     parser.add_argument(
         "--no-mmap",
-        dest="no_mmap_after" if suppress else "no_mmap",
+        dest="no_mmap_after" if after_command else "no_mmap",
         action="store_true",
-        default=argparse.SUPPRESS if suppress else False,
+        default=unset if after_command else False,
         help="read files with positioned reads instead of mapping them",
+    )
+    parser.add_argument(
+        "--storage-option",
+        dest="storage_after" if after_command else "storage_before",
+        action="append",
+        type=parse_storage_option,
+        default=unset if after_command else None,
+        metavar="KEY=VALUE",
+        help="option for the fsspec backend of URLs (credentials, endpoints), repeatable: "
+        "VALUE is JSON when it parses as JSON, else text (e.g. anon=true, token=hf_xxx)",
     )
 
 
@@ -251,16 +322,23 @@ def read_options(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def open_options(args: argparse.Namespace) -> dict[str, Any]:
-    """The keyword arguments of :func:`gguf_schema.reader.read` the command line asks for:
-    :func:`read_options` and ``storage_options`` (``--storage-option``). Every command passes them,
-    as ``**open_options(args)``, to the library function that reads its files (``tools``, ``audit``),
-    which takes the same keywords as :func:`gguf_schema.open`."""
+    """The keyword arguments of :func:`gguf_schema.open` the command line asks for:
+    :func:`read_options` and ``storage_options`` (``--storage-option``). Every command opens its
+    files with them, ``gguf_schema.open(path, **open_options(args))``, or passes them to the
+    library function that reads its files (``tools``, ``audit``), which takes the same keywords."""
     return {**read_options(args), "storage_options": getattr(args, "storage_options", None)}
 
 
-def open_file(args: argparse.Namespace, path: str, *, lazy: bool = False) -> GGUFFile:
-    """Open ``path`` as the global options say (limits, mmap, storage options)."""
-    return read(path, lazy=lazy, **open_options(args))
+def open_model(path: str, *, lazy: bool = False, **options: Any) -> GGUFFile | SplitModel:
+    """``path`` opened with :func:`gguf_schema.open`, or, when it is the first shard of a split
+    model (which stands for its model), the whole model with :func:`gguf_schema.open_split`;
+    ``options`` those of :func:`open_options`."""
+    f = open_gguf(path, lazy=lazy, **options)
+    md = f.metadata
+    if "split.count" not in f.fields or md.get("split.no") != 0 or not md["split.count"] > 1:
+        return f
+    f.close()
+    return open_split(path, lazy=lazy, **options)
 
 
 # --------------------------------------------------------------------------- reporting

@@ -7,7 +7,7 @@ This module needs neither hypothesis nor pytest.
 
 >>> import argparse, tempfile, os, contextlib, io
 >>> parser = argparse.ArgumentParser(); sub = parser.add_subparsers()
->>> register_cli(sub)
+>>> COMMANDS.add_to(sub)
 >>> with tempfile.TemporaryDirectory() as d:
 ...     args = parser.parse_args(["generate", d, "--only", "types"])
 ...     with contextlib.redirect_stdout(io.StringIO()) as out:
@@ -29,17 +29,35 @@ from typing import Any
 
 import numpy as np
 
+from .. import GGUFArray, GGUFWarning, RawTensor, save
+from .. import open as open_gguf
 from ..check import check
-from ..errors import GGUFWarning
-from ..format.values import GGUFArray
-from ..reader import read
 from ..testing.demo import example_metadata, example_tensors
 from ..testing.fixtures import KINDS, generate
-from ..writer import RawTensor, save
+from .command import Family, arg
+from .conventions import EXIT_FINDINGS, EXIT_OK
 
-__all__ = ["register_cli"]
+__all__ = ["COMMANDS"]
+
+COMMANDS = Family()
 
 
+@COMMANDS.command(
+    "demo",
+    "write a small example model, read it back and prove the round trip",
+    arg(
+        "-o",
+        "--output",
+        default=None,
+        metavar="PATH",
+        help="where to write the example (default: demo.gguf in a new temporary folder)",
+    ),
+    description="Write demo.gguf, a small llama-style model with all 13 metadata value types and F32, F16, I32 "
+    "and Q8_0 tensors (by default in a new folder of the system's temporary space; the first line printed "
+    "says where), read it back, print what it holds, prove the round trip (the rebuilt bytes identical, "
+    "every value and tensor equal) and check it under the spec, ggml and lenient validation profiles. "
+    "Exit 0 when all of that holds, 1 otherwise. Reads no file of yours.",
+)
 def _cmd_demo(args: argparse.Namespace) -> int:
     # by default a new folder of the system's temporary space: run from a clone, the demo leaves
     # nothing in the working tree; the first line says where the file is
@@ -53,7 +71,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     with open(path, "rb") as fh:
         written = fh.read()
     print(f"wrote {path}: {len(written):,} bytes, sha256 {hashlib.sha256(written).hexdigest()[:16]}…")
-    with read(path) as f:
+    with open_gguf(path) as f:
         print(f"GGUF v{f.version}, {f.byte_order}-endian, alignment {f.alignment}, data at offset {f.data_offset}")
         print(f"{len(f.fields)} metadata keys:")
         for key, field in f.fields.items():
@@ -83,7 +101,8 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     print(
         "validation: " + ", ".join(f"{p} {'clean' if r.ok else f'{len(r.errors)} errors'}" for p, r in verdicts.items())
     )
-    return 0 if same_bytes and values_ok and tensors_ok and all(r.ok for r in verdicts.values()) else 1
+    proven = same_bytes and values_ok and tensors_ok and all(r.ok for r in verdicts.values())
+    return EXIT_OK if proven else EXIT_FINDINGS
 
 
 def _plainify(v: Any) -> Any:
@@ -108,6 +127,22 @@ def _same(a: Any, b: Any) -> bool:
     return a == b
 
 
+@COMMANDS.command(
+    "generate",
+    "write fixture GGUF files (valid, edge-case, malformed) with a manifest",
+    arg("out_dir", metavar="OUT_DIR", help="folder to write into (created if missing)"),
+    arg(
+        "--only",
+        nargs="+",
+        choices=KINDS,
+        metavar="KIND",
+        help=f"write only these families: {', '.join(KINDS)} (default: all)",
+    ),
+    arg("--seed", type=int, default=0, help="seed of the random tensor data (default 0; same seed, same bytes)"),
+    arg("--small", action="store_true", help="a 30k-token vocabulary instead of 300k for the huge-vocabulary file"),
+    description="Write fixture GGUF files and OUT_DIR/manifest.jsonl (file, kind, description, "
+    "expected verdict per profile spec/ggml/lenient, size, sha256).",
+)
 def _cmd_generate(args: argparse.Namespace) -> int:
     with warnings.catch_warnings():  # edge-case fixtures break rules on purpose: no warning for each
         warnings.simplefilter("ignore", GGUFWarning)
@@ -120,46 +155,4 @@ def _cmd_generate(args: argparse.Namespace) -> int:
     )
     if args.only and "malformed" in args.only and not kinds.get("malformed"):
         print("note: gguf_schema.testing.malformed is not available: no malformed files written")
-    return 0
-
-
-def register_cli(subparsers: Any) -> None:
-    """Add the ``demo`` and ``generate`` subcommands to an argparse subparsers object."""
-    p = subparsers.add_parser(
-        "demo",
-        help="write a small example model, read it back and prove the round trip",
-        description="Write demo.gguf, a small llama-style model with all 13 metadata value types and F32, F16, I32 "
-        "and Q8_0 tensors (by default in a new folder of the system's temporary space; the first line printed "
-        "says where), read it back, print what it holds, prove the round trip (the rebuilt bytes identical, "
-        "every value and tensor equal) and check it under the spec, ggml and lenient validation profiles. "
-        "Exit 0 when all of that holds, 1 otherwise. Reads no file of yours.",
-    )
-    p.add_argument(
-        "-o",
-        "--output",
-        default=None,
-        metavar="PATH",
-        help="where to write the example (default: demo.gguf in a new temporary folder)",
-    )
-    p.set_defaults(func=_cmd_demo)
-    p = subparsers.add_parser(
-        "generate",
-        help="write fixture GGUF files (valid, edge-case, malformed) with a manifest",
-        description="Write fixture GGUF files and OUT_DIR/manifest.jsonl (file, kind, description, "
-        "expected verdict per profile spec/ggml/lenient, size, sha256).",
-    )
-    p.add_argument("out_dir", metavar="OUT_DIR", help="folder to write into (created if missing)")
-    p.add_argument(
-        "--only",
-        nargs="+",
-        choices=KINDS,
-        metavar="KIND",
-        help=f"write only these families: {', '.join(KINDS)} (default: all)",
-    )
-    p.add_argument(
-        "--seed", type=int, default=0, help="seed of the random tensor data (default 0; same seed, same bytes)"
-    )
-    p.add_argument(
-        "--small", action="store_true", help="a 30k-token vocabulary instead of 300k for the huge-vocabulary file"
-    )
-    p.set_defaults(func=_cmd_generate)
+    return EXIT_OK

@@ -5,13 +5,10 @@
 tensors without importance weights) go to stderr before the write starts, the progress bar to
 stderr while it runs, and the per-tensor table (types, why, bytes, RMS error against the input)
 to stdout at the end (``--json``: the same as one JSON record; with ``--dry-run`` the plan,
-before anything is written). Exit codes: 0 written (or planned, with ``--dry-run``), 2 bad input
-(nothing written).
+before anything is written). Exit codes (:mod:`.conventions`): ``EXIT_OK`` written (or planned,
+with ``--dry-run``), ``EXIT_ERROR`` bad input or a refused argument (nothing written).
 
->>> import argparse
->>> sub = argparse.ArgumentParser(prog="gguf-schema").add_subparsers()
->>> register_cli(sub)
->>> sorted(sub.choices)
+>>> [c.name for c in COMMANDS]
 ['quantize']
 """
 
@@ -19,17 +16,18 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
 
-from ..errors import GGUFError
-from ..format.types import GGMLType
+from .. import GGMLType
 from ..tensors import QUANTIZE_TYPES
 from ..tools.quantplan import PRESETS, preset
 from ..tools.requantize import RequantizeResult, TensorReport, parse_override_kv, parse_tensor_type, requantize
-from .conventions import EXIT_ERROR, open_options, positive_int, write, write_json
+from .command import Family, Trait, arg, exclusive, output_file
+from .conventions import EXIT_OK, mib, open_options, positive_int, write, write_json
 from .progress import Progress
 
-__all__ = ["register_cli"]
+__all__ = ["COMMANDS", "summary"]
+
+COMMANDS = Family()
 
 
 def _preset_arg(text: str) -> str:
@@ -82,10 +80,6 @@ def _tensor_types(args: argparse.Namespace) -> list[tuple[str, GGMLType]]:
     return out
 
 
-def _mib(n: int) -> str:
-    return f"{n / 2**20:.2f} MiB"
-
-
 def _shape(shape: tuple[int, ...]) -> str:
     return "x".join(str(d) for d in shape) or "scalar"
 
@@ -130,11 +124,93 @@ def summary(result: RequantizeResult) -> str:
     return (
         f"{result.preset}: {len(quantized)} of {len(result.tensors)} tensors quantized"
         f"{f' ({counts})' if counts else ''}{'; ' + ', '.join(chosen) if chosen else ''}; {kept} copied as they are; "
-        f"tensor data {_mib(result.input_bytes)} -> {_mib(result.output_bytes)}; "
+        f"tensor data {mib(result.input_bytes)} -> {mib(result.output_bytes)}; "
         f"file type {result.file_type_name or 'none'}{planned}"
     )
 
 
+_PRESET_NAMES = ", ".join(p.name for p in PRESETS)
+
+
+@COMMANDS.command(
+    "quantize",
+    "quantize a model file as llama-quantize does (presets Q4_K_M, IQ4_XS ...; streamed, atomic)",
+    arg("input", metavar="IN", help="the model: a path, a URL, or the first shard of a split model"),
+    arg("output", metavar="OUT", help="the new file (never the input); with --keep-split the shards' prefix"),
+    arg("preset", metavar="PRESET", nargs="?", type=_preset_arg, help=argparse.SUPPRESS),
+    arg("nthreads", metavar="THREADS", nargs="?", type=positive_int, help=argparse.SUPPRESS),
+    arg(
+        "--type",
+        "-t",
+        type=_preset_arg,
+        metavar="PRESET",
+        help=f"a llama-quantize preset ({_PRESET_NAMES}) or its file type number; or any other ggml type "
+        "the library writes (Q8_K, F64 ...): every quantized tensor that type",
+    ),
+    arg("--imatrix", metavar="FILE", help="importance matrix from llama-imatrix (GGUF or legacy .dat)"),
+    exclusive(
+        arg(
+            "--include-weights",
+            action="append",
+            metavar="NAME",
+            help="use only the imatrix entries whose name contains NAME",
+        ),
+        arg(
+            "--exclude-weights",
+            action="append",
+            metavar="NAME",
+            help="do not use the imatrix entries whose name contains NAME",
+        ),
+    ),
+    arg(
+        "--tensor-type",
+        action="append",
+        type=_tensor_type_arg,
+        metavar="REGEX=TYPE",
+        help="the type of the quantized tensors whose name REGEX (lowercased, as llama-quantize does) is found in "
+        "(repeatable, the first match wins)",
+    ),
+    arg("--tensor-type-file", action="append", metavar="FILE", help="REGEX=TYPE entries separated by white space"),
+    arg("--output-tensor-type", type=_type_arg, metavar="TYPE", help="the type of output.weight"),
+    arg("--token-embedding-type", type=_type_arg, metavar="TYPE", help="the type of the token embeddings"),
+    arg("--pure", action="store_true", help="no mix: every quantized tensor the preset's default type"),
+    arg("--leave-output-tensor", action="store_true", help="copy output.weight as it is"),
+    arg(
+        "--allow-requantize",
+        action="store_true",
+        help="quantize tensors that are quantized already (quality suffers; decoding to F32/F16/BF16 is always allowed)",
+    ),
+    arg("--keep-split", action="store_true", help="a split model in, a split model out (the same shards)"),
+    arg(
+        "--override-kv",
+        action="append",
+        type=_override_arg,
+        metavar="KEY=TYPE:VALUE",
+        help="set metadata in the output (TYPE int, float, bool, str; repeatable), as llama-quantize does",
+    ),
+    arg(
+        "--keep-1d",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="keep 1-D tensors (norms, biases) as they are (default, as llama.cpp; --no-keep-1d quantizes 1-D weights too)",
+    ),
+    arg("--threads", type=positive_int, metavar="N", help="worker threads (default: the CPUs, at most 8)"),
+    arg(
+        "--measure",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="also measure each tensor's RMS error against the input (about a quarter more time for the fastest types)",
+    ),
+    arg("--dry-run", action="store_true", help="print the plan (name, from, to, why, bytes), write nothing"),
+    arg("--json", action="store_true", help="print the plan and results as JSON"),
+    description="Quantize IN into the new file OUT under a llama-quantize preset (Q4_K_M, Q5_K_S, IQ3_XS, "
+    "Q8_0 ...), choosing each tensor's type by llama.cpp's rules (layer, role, experts, GQA, output and "
+    "token embeddings, fallbacks for rows that are not whole blocks), with llama-quantize's options: the "
+    "file is llama-quantize's byte for byte. Streamed tensor by tensor in chunks of rows (memory stays "
+    "bounded), written atomically. Also as llama-quantize takes them: IN OUT PRESET [THREADS].",
+    traits=Trait.READS | Trait.WRITES | Trait.ARGUMENT_ERRORS,  # a refused option value is a usage error
+    targets=output_file,
+)
 def _cmd_quantize(args: argparse.Namespace) -> int:
     bars: list[Progress] = []  # made once the plan gives the total
 
@@ -175,11 +251,6 @@ def _cmd_quantize(args: argparse.Namespace) -> int:
             on_plan=planned,
             **open_options(args),
         )
-    except ValueError as e:
-        if isinstance(e, GGUFError):  # bad input files: reported by main
-            raise
-        print(f"gguf-schema: error: {e}", file=sys.stderr)
-        return EXIT_ERROR
     finally:
         for bar in bars:
             bar.close()
@@ -190,7 +261,7 @@ def _cmd_quantize(args: argparse.Namespace) -> int:
     if not args.dry_run:
         for path in result.paths:
             print(f"gguf-schema: wrote {path}", file=sys.stderr)
-    return 0
+    return EXIT_OK
 
 
 def _positional(args: argparse.Namespace) -> tuple[str, int | None]:
@@ -208,87 +279,3 @@ def _positional(args: argparse.Namespace) -> tuple[str, int | None]:
             raise ValueError(f"two thread counts given: --threads {threads} and {args.nthreads}")
         threads = args.nthreads
     return name, threads
-
-
-def register_cli(subparsers: Any) -> None:
-    """Add ``quantize`` to the ``gguf-schema`` command line."""
-    presets = ", ".join(p.name for p in PRESETS)
-    p = subparsers.add_parser(
-        "quantize",
-        help="quantize a model file as llama-quantize does (presets Q4_K_M, IQ4_XS ...; streamed, atomic)",
-        description="Quantize IN into the new file OUT under a llama-quantize preset (Q4_K_M, Q5_K_S, IQ3_XS, "
-        "Q8_0 ...), choosing each tensor's type by llama.cpp's rules (layer, role, experts, GQA, output and "
-        "token embeddings, fallbacks for rows that are not whole blocks), with llama-quantize's options: the "
-        "file is llama-quantize's byte for byte. Streamed tensor by tensor in chunks of rows (memory stays "
-        "bounded), written atomically. Also as llama-quantize takes them: IN OUT PRESET [THREADS].",
-    )
-    p.add_argument("input", metavar="IN", help="the model: a path, a URL, or the first shard of a split model")
-    p.add_argument("output", metavar="OUT", help="the new file (never the input); with --keep-split the shards' prefix")
-    p.add_argument("preset", metavar="PRESET", nargs="?", type=_preset_arg, help=argparse.SUPPRESS)
-    p.add_argument("nthreads", metavar="THREADS", nargs="?", type=positive_int, help=argparse.SUPPRESS)
-    p.add_argument(
-        "--type",
-        "-t",
-        type=_preset_arg,
-        metavar="PRESET",
-        help=f"a llama-quantize preset ({presets}) or its file type number; or any other ggml type "
-        "the library writes (Q8_K, F64 ...): every quantized tensor that type",
-    )
-    p.add_argument("--imatrix", metavar="FILE", help="importance matrix from llama-imatrix (GGUF or legacy .dat)")
-    weights = p.add_mutually_exclusive_group()
-    weights.add_argument(
-        "--include-weights",
-        action="append",
-        metavar="NAME",
-        help="use only the imatrix entries whose name contains NAME",
-    )
-    weights.add_argument(
-        "--exclude-weights",
-        action="append",
-        metavar="NAME",
-        help="do not use the imatrix entries whose name contains NAME",
-    )
-    p.add_argument(
-        "--tensor-type",
-        action="append",
-        type=_tensor_type_arg,
-        metavar="REGEX=TYPE",
-        help="the type of the quantized tensors whose name REGEX (lowercased, as llama-quantize does) is found in "
-        "(repeatable, the first match wins)",
-    )
-    p.add_argument(
-        "--tensor-type-file", action="append", metavar="FILE", help="REGEX=TYPE entries separated by white space"
-    )
-    p.add_argument("--output-tensor-type", type=_type_arg, metavar="TYPE", help="the type of output.weight")
-    p.add_argument("--token-embedding-type", type=_type_arg, metavar="TYPE", help="the type of the token embeddings")
-    p.add_argument("--pure", action="store_true", help="no mix: every quantized tensor the preset's default type")
-    p.add_argument("--leave-output-tensor", action="store_true", help="copy output.weight as it is")
-    p.add_argument(
-        "--allow-requantize",
-        action="store_true",
-        help="quantize tensors that are quantized already (quality suffers; decoding to F32/F16/BF16 is always allowed)",
-    )
-    p.add_argument("--keep-split", action="store_true", help="a split model in, a split model out (the same shards)")
-    p.add_argument(
-        "--override-kv",
-        action="append",
-        type=_override_arg,
-        metavar="KEY=TYPE:VALUE",
-        help="set metadata in the output (TYPE int, float, bool, str; repeatable), as llama-quantize does",
-    )
-    p.add_argument(
-        "--keep-1d",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="keep 1-D tensors (norms, biases) as they are (default, as llama.cpp; --no-keep-1d quantizes 1-D weights too)",
-    )
-    p.add_argument("--threads", type=positive_int, metavar="N", help="worker threads (default: the CPUs, at most 8)")
-    p.add_argument(
-        "--measure",
-        action=argparse.BooleanOptionalAction,
-        default=False,
-        help="also measure each tensor's RMS error against the input (about a quarter more time for the fastest types)",
-    )
-    p.add_argument("--dry-run", action="store_true", help="print the plan (name, from, to, why, bytes), write nothing")
-    p.add_argument("--json", action="store_true", help="print the plan and results as JSON")
-    p.set_defaults(func=_cmd_quantize)

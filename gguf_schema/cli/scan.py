@@ -1,12 +1,10 @@
 """The ``scan`` command: the header of many files (paths, folders, globs, URLs), one line or record each.
 
-Exit codes: 0 every file was read, 2 a file could not be read (its record says why) or no file
-matched. Verdicts are data here, not failures (``check`` fails on them).
+Exit codes (:mod:`.conventions`): ``EXIT_OK`` every file was read, ``EXIT_ERROR`` a file could not
+be read (its record says why) or no file matched. Verdicts are data here, not failures (``check``
+fails on them).
 
->>> import argparse
->>> sub = argparse.ArgumentParser(prog="gguf-schema").add_subparsers()
->>> register_cli(sub)
->>> sorted(sub.choices)
+>>> [c.name for c in COMMANDS]
 ['scan']
 """
 
@@ -14,23 +12,16 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
 
+from .. import GGUFError, ScanRecord, scan
 from ..check import PROFILES
-from ..errors import GGUFError
-from ..tools.scan import THREADS, ScanRecord, expand, scan, write_parquet
-from .conventions import open_options, positive_int, write_json
+from ..tools.scan import THREADS, expand, write_parquet
+from .command import Family, Trait, arg, exclusive
+from .conventions import EXIT_ERROR, EXIT_OK, human_count, open_options, positive_int, write_json
 
-__all__ = ["register_cli"]
+__all__ = ["COMMANDS"]
 
-
-def _human(n: int | None) -> str:
-    if n is None:
-        return "?"
-    for unit, scale in (("T", 10**12), ("B", 10**9), ("M", 10**6), ("K", 10**3)):
-        if n >= scale:
-            return f"{n / scale:.1f}{unit}"
-    return str(n)
+COMMANDS = Family()
 
 
 def _line(r: ScanRecord) -> str:
@@ -42,11 +33,28 @@ def _line(r: ScanRecord) -> str:
     return (
         f"{r.path}: {r.size:,} bytes, v{r.version} {r.byte_order},{shard} {r.architecture or '-'}"
         f" {repr(r.name) if r.name is not None else '-'}, file type {r.file_type or '-'}, {r.tensor_count} tensors ({types}),"
-        f" {_human(r.parameter_count)} parameters, vocabulary {r.vocab_size if r.vocab_size is not None else '-'},"
+        f" {'?' if r.parameter_count is None else human_count(r.parameter_count)} parameters, vocabulary {r.vocab_size if r.vocab_size is not None else '-'},"
         f" {verdicts}"
     )
 
 
+@COMMANDS.command(
+    "scan",
+    "summarise the headers of many files or URLs (size, model, types, vocabulary, verdicts)",
+    arg("patterns", nargs="+", metavar="PATTERN_OR_URL"),
+    exclusive(
+        arg("--json", action="store_true", help="print a JSON list of records"),
+        arg("--parquet", metavar="OUT", help="write the records to a Parquet file (needs pyarrow)"),
+    ),
+    arg("--profile", choices=PROFILES, action="append", help="validation profile to report (repeatable; default: all)"),
+    arg("--threads", type=positive_int, default=THREADS, metavar="N", help=f"files read at once (default {THREADS})"),
+    description="Read the header of every file matched (local globs with **, folders: every *.gguf under "
+    "them, URLs, URL globs through fsspec) a few at a time, and print one line per file: size, version, "
+    "architecture, name, file type, tensors by type, parameters, vocabulary size and the verdict of each "
+    "validation profile. A file that cannot be read is reported and the scan goes on. "
+    "Exit 0 when every file was read, 2 otherwise.",
+    traits=Trait.READS,
+)
 def _cmd_scan(args: argparse.Namespace) -> int:
     options = getattr(args, "storage_options", None)
     paths = expand(args.patterns, storage_options=options)
@@ -63,28 +71,4 @@ def _cmd_scan(args: argparse.Namespace) -> int:
         sys.stdout.write("".join(_line(r) + "\n" for r in records))
     unreadable = sum(not r.readable for r in records)
     print(f"{len(records)} files, {unreadable} unreadable", file=sys.stderr)
-    return 2 if unreadable else 0
-
-
-def register_cli(subparsers: Any) -> None:
-    """Add ``scan`` to the ``gguf-schema`` command line."""
-    p = subparsers.add_parser(
-        "scan",
-        help="summarise the headers of many files or URLs (size, model, types, vocabulary, verdicts)",
-        description="Read the header of every file matched (local globs with **, folders: every *.gguf under "
-        "them, URLs, URL globs through fsspec) a few at a time, and print one line per file: size, version, "
-        "architecture, name, file type, tensors by type, parameters, vocabulary size and the verdict of each "
-        "validation profile. A file that cannot be read is reported and the scan goes on. "
-        "Exit 0 when every file was read, 2 otherwise.",
-    )
-    p.add_argument("patterns", nargs="+", metavar="PATTERN_OR_URL")
-    out = p.add_mutually_exclusive_group()
-    out.add_argument("--json", action="store_true", help="print a JSON list of records")
-    out.add_argument("--parquet", metavar="OUT", help="write the records to a Parquet file (needs pyarrow)")
-    p.add_argument(
-        "--profile", choices=PROFILES, action="append", help="validation profile to report (repeatable; default: all)"
-    )
-    p.add_argument(
-        "--threads", type=positive_int, default=THREADS, metavar="N", help=f"files read at once (default {THREADS})"
-    )
-    p.set_defaults(func=_cmd_scan)
+    return EXIT_ERROR if unreadable else EXIT_OK

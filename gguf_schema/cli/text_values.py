@@ -1,7 +1,7 @@
 """Command-line text to typed metadata values: what ``gguf-schema set KEY VALUE`` stores.
 
-Owns the reading of value types from their names (:func:`parse_type`) and of values from
-text for a type (:func:`parse_value_text`). Integers are decimal, or ``0x``/``0b``/``0o``
+Owns the reading of value types from their names (:func:`parse_type`), their printed names
+(:func:`type_label`) and the reading of values from text for a type (:func:`parse_value_text`). Integers are decimal, or ``0x``/``0b``/``0o``
 prefixed; a leading zero is allowed (``007`` is 7), as people type numbers.
 """
 
@@ -12,11 +12,10 @@ import json
 import re
 from typing import Any
 
-from ..errors import GGUFBuildError
-from ..format.types import ValueType
-from ..format.values import GGUFArray, coerce_value
+from .. import Field, GGUFArray, GGUFBuildError, ValueType
+from ..format.values import coerce_value
 
-__all__ = ["parse_type", "parse_value_text"]
+__all__ = ["parse_type", "parse_value_text", "type_label"]
 
 _ARRAY_RE = re.compile(r"^array\s*(?:\[\s*([A-Za-z0-9_]+)\s*\]|:\s*([A-Za-z0-9_]+))?$", re.IGNORECASE)
 
@@ -34,6 +33,11 @@ def parse_type(text: str) -> tuple[ValueType, ValueType | None]:
         inner = m.group(1) or m.group(2)
         return ValueType.ARRAY, (_scalar_type(inner) if inner else None)
     return _scalar_type(text), None
+
+
+def type_label(f: Field) -> str:
+    """A field's stored type as :func:`parse_type` reads it back: ``UINT32``, ``ARRAY[STRING]``."""
+    return f"ARRAY[{f.element_type.name}]" if f.element_type is not None else f.type.name
 
 
 def _scalar_type(text: str) -> ValueType:

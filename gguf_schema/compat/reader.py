@@ -48,7 +48,7 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 
-from ..errors import GGUFChangedError, GGUFFormatError, GGUFTruncatedError, os_error
+from ..errors import GGUFChangedError, GGUFFormatError, GGUFInternalError, GGUFTruncatedError, os_error
 from ..format.limits import Limits
 from ..format.nodes import align_offset
 from ..format.types import GGMLType, ValueType
@@ -133,7 +133,8 @@ class ReaderField:
     def parts(self) -> list[np.ndarray]:
         """The field's bytes as numpy views of the map, in gguf-py's layout (built on first access)."""
         if self._parts is None:
-            assert self._layout is not None
+            if self._layout is None:
+                raise GGUFInternalError("self._layout is not None does not hold")
             self._parts = self._layout.parts()
         return self._parts
 
@@ -141,7 +142,8 @@ class ReaderField:
     def data(self) -> list[int]:
         """The indices of the parts that hold the value (for an array: each element's)."""
         if self._data is None:
-            assert self._layout is not None
+            if self._layout is None:
+                raise GGUFInternalError("self._layout is not None does not hold")
             self._data = self._layout.data()
         return self._data
 
@@ -149,7 +151,8 @@ class ReaderField:
     def types(self) -> list[Any]:
         """The value type, then for an array its element type (and so on down the first element)."""
         if self._types is None:
-            assert self._layout is not None
+            if self._layout is None:
+                raise GGUFInternalError("self._layout is not None does not hold")
             self._types = self._layout.types()
         return self._types
 
@@ -253,7 +256,8 @@ class ReaderTensor:
     @property
     def field(self) -> ReaderField:
         if self._field is None:
-            assert self._layout is not None
+            if self._layout is None:
+                raise GGUFInternalError("self._layout is not None does not hold")
             self._field = self._layout.field()
         return self._field
 
@@ -265,7 +269,8 @@ class ReaderTensor:
     @property
     def data(self) -> np.ndarray:
         if self._data is None:
-            assert self._layout is not None
+            if self._layout is None:
+                raise GGUFInternalError("self._layout is not None does not hold")
             self._data = self._layout.data()
         return self._data
 
@@ -351,7 +356,8 @@ class GGUFReader:
         ):
             self.fields[name] = ReaderField._lazy(offset, name, _Layout(self._view, offset, None, vt, None))
         for record in f.fields.records:
-            assert record.offset is not None
+            if record.offset is None:
+                raise GGUFInternalError("record.offset is not None does not hold")
             if record.key in self.fields:
                 raise GGUFFormatError(
                     f"duplicate key {record.key!r} (gguf-py refuses files that repeat a key)",

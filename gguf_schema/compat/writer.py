@@ -51,14 +51,13 @@ from typing import IO, Any
 import numpy as np
 
 from ..durable import PendingFiles
-from ..errors import GGUFBuildError
+from ..errors import GGUFBuildError, GGUFInternalError
 from ..format.nodes import align_offset
 from ..format.schema import alignment_of
 from ..format.types import GGMLType, ValueType
 from ..format.values import Field, GGUFArray, make_field
 from ..tools.split import SPLIT_KEYS, shard_name
-from ..writer import CHUNK, PlannedTensor, TensorStream, check_header, encoded_size, header_bytes
-from ..writer import TensorInfo as InfoRecord
+from ..writer import CHUNK, PlannedTensor, TensorRecord, TensorStream, check_header, encoded_size, header_bytes
 from .constants import GGUF_DEFAULT_ALIGNMENT, GGMLQuantizationType, GGUFEndian, GGUFValueType
 from .quants import quant_shape_from_byte_shape
 
@@ -334,9 +333,11 @@ class GGUFWriter:
 
     def print_plan(self) -> list[Path]:
         """The files to write, logged (logger ``gguf_schema.compat``); with ``dry_run``, exits after logging them."""
-        assert self.path is not None
+        if self.path is None:
+            raise ValueError("the writer has no path")
         filenames = self.format_shard_names(self.path)
-        assert len(filenames) == len(self.tensors)
+        if len(filenames) != len(self.tensors):
+            raise GGUFInternalError(f"{len(filenames)} shard names for {len(self.tensors)} shards")
         log.info("Writing the following files:")
         for name, tensors in zip(filenames, self.tensors, strict=True):
             total = self.format_n_bytes_to_str(sum(ti.nbytes for ti in tensors.values()))
@@ -352,7 +353,8 @@ class GGUFWriter:
         if len(self.tensors) == 1:
             return
         total_tensors = sum(len(t) for t in self.tensors)
-        assert self.fout is not None
+        if self.fout is None:
+            raise ValueError("no output file is open (call open_output_file or write_header_to_file first)")
         total_splits = len(self.fout)
         self.kv_data.extend({} for _ in range(len(self.kv_data), total_splits))
         if self.data_alignment != GGUF_DEFAULT_ALIGNMENT:
@@ -372,7 +374,10 @@ class GGUFWriter:
         self.open_output_file(path)
         if self.state is not WriterState.EMPTY:
             raise ValueError(f"Expected output file to be empty, got {self.state}")
-        assert self.fout is not None and len(self.fout) == len(self.tensors) and len(self.kv_data) == 1
+        if not (self.fout is not None and len(self.fout) == len(self.tensors) and len(self.kv_data) == 1):
+            raise GGUFInternalError(
+                "self.fout is not None and len(self.fout) == len(self.tensors) and len(self.kv_data) == 1 does not hold"
+            )
         self.add_shard_kv_data()
         self._header = [self._build_header(kv, tensors) for kv, tensors in zip(self.kv_data, self.tensors, strict=True)]
         for fout, parts in zip(self.fout, self._header, strict=True):
@@ -382,7 +387,8 @@ class GGUFWriter:
     def write_kv_data_to_file(self) -> None:
         if self.state is not WriterState.HEADER:
             raise ValueError(f"Expected output file to contain the header, got {self.state}")
-        assert self.fout is not None
+        if self.fout is None:
+            raise ValueError("no output file is open (call open_output_file or write_header_to_file first)")
         for fout, parts in zip(self.fout, self._header, strict=True):
             fout.write(parts[1])
         self.state = WriterState.KV_DATA
@@ -390,7 +396,8 @@ class GGUFWriter:
     def write_ti_data_to_file(self) -> None:
         if self.state is not WriterState.KV_DATA:
             raise ValueError(f"Expected output file to contain KV data, got {self.state}")
-        assert self.fout is not None
+        if self.fout is None:
+            raise ValueError("no output file is open (call open_output_file or write_header_to_file first)")
         for fout, parts in zip(self.fout, self._header, strict=True):
             fout.write(parts[2])
         self.state = WriterState.TI_DATA
@@ -399,7 +406,8 @@ class GGUFWriter:
         """Write the data of the next tensor whose info was written (streaming one tensor at a time)."""
         if self.state is not WriterState.TI_DATA and self.state is not WriterState.WEIGHTS:
             raise ValueError(f"Expected output file to contain tensor info or weights, got {self.state}")
-        assert self.fout is not None
+        if self.fout is None:
+            raise ValueError("no output file is open (call open_output_file or write_header_to_file first)")
         if tensor_endianess is None:
             tensor_endianess = GGUFEndian.BIG if sys.byteorder == "big" else GGUFEndian.LITTLE
         if int(tensor_endianess) != int(self.endianess):
@@ -421,7 +429,8 @@ class GGUFWriter:
         """Write the tensor infos (if not yet) and every tensor's data, one tensor at a time; then the
         files are complete and take their names. ``progress`` draws tqdm bars, as gguf-py does."""
         self.write_ti_data_to_file()
-        assert self.fout is not None
+        if self.fout is None:
+            raise ValueError("no output file is open (call open_output_file or write_header_to_file first)")
         for fout in self.fout:
             self.write_padding(fout, fout.tell())
         bar = shard_bar = None
@@ -447,7 +456,8 @@ class GGUFWriter:
         self._publish()
 
     def flush(self) -> None:
-        assert self.fout is not None
+        if self.fout is None:
+            raise ValueError("no output file is open (call open_output_file or write_header_to_file first)")
         for fout in self.fout:
             if not fout.closed:  # a complete file was published already
                 fout.flush()
@@ -497,7 +507,7 @@ class GGUFWriter:
             )
         infos, offset = [], 0
         for name, ti in tensors.items():
-            infos.append(InfoRecord(name, int(ti.dtype), tuple(int(d) for d in reversed(ti.shape)), offset))
+            infos.append(TensorRecord(name, int(ti.dtype), tuple(int(d) for d in reversed(ti.shape)), offset))
             offset += self.ggml_pad(ti.nbytes, self.data_alignment)
         head = header_bytes(fields, infos, version=3, byte_order=self._byte_order, padding=b"", data_size=0)
         check_header(head)

@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import GGUFInternalError
 from ..format.types import GGMLType
 from . import plain
 from .layouts import as_uint8, block_dtype, byteswap, checked_type
@@ -507,7 +508,8 @@ def _quantize_blocks(x: np.ndarray, t: GGMLType, threads: int | None, compiled: 
     xb = x.reshape(-1, t.block_size)
     step = max(1, _chunk_elements(compiled) // t.block_size)
     quantizer = CODECS[t].quantize
-    assert quantizer is not None
+    if quantizer is None:
+        raise GGUFInternalError("quantizer is not None does not hold")
     raw = blocks.view(np.uint8).reshape(len(blocks), -1)
 
     def run(i: int) -> None:
@@ -549,7 +551,8 @@ def _quantize_rows(
     out = np.zeros((n_rows, t.row_nbytes(cols)), dtype=np.uint8)
     step = max(1, _chunk_elements(compiled) // max(cols, 1))
     kernel = CODECS[t].quantize_rows
-    assert kernel is not None
+    if kernel is None:
+        raise GGUFInternalError("kernel is not None does not hold")
 
     def run(i: int) -> None:
         if compiled:

@@ -27,6 +27,7 @@ from __future__ import annotations
 import construct as cs
 import numpy as np
 
+from ..errors import GGUFInternalError
 from ..format.types import GGMLType
 
 __all__ = ["LAYOUTS", "QK_K", "block_dtype", "block_struct", "byteswap"]
@@ -141,7 +142,8 @@ def block_dtype(t: GGMLType | int, byte_order: str = "little") -> np.dtype:
             )
         else:
             plain = t.numpy_dtype
-            assert plain is not None
+            if plain is None:
+                raise GGUFInternalError("plain is not None does not hold")
             dt = plain.newbyteorder("<" if order == "<" else ">")
         _DTYPE_CACHE[key] = dt
     return dt
@@ -186,7 +188,8 @@ def _swap_dtype(t: GGMLType, byte_order: str) -> np.dtype:
     order = _order_char(byte_order)
     if not t.quantized:
         plain = t.numpy_dtype
-        assert plain is not None
+        if plain is None:
+            raise GGUFInternalError("plain is not None does not hold")
         return np.dtype(f"{order}u{plain.itemsize}")
     return np.dtype([(name, order + _BITS_KIND.get(kind, kind), (count,)) for name, kind, count in LAYOUTS[t]])
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import GGUFInternalError
 from ..format.types import GGMLType
 from .layouts import block_dtype
 
@@ -64,7 +65,8 @@ def field(q: np.ndarray, t: GGMLType, name: str) -> np.ndarray:
     vdt = _FIELD_VIEWS.get(key)
     if vdt is None:
         fields = block_dtype(t).fields
-        assert fields is not None
+        if fields is None:
+            raise GGUFInternalError("fields is not None does not hold")
         sub, off = fields[name][:2]
         vdt = np.dtype({"names": ["f"], "formats": [f"V{sub.itemsize}"], "offsets": [off], "itemsize": t.type_size})
         _FIELD_VIEWS[key] = vdt
@@ -328,7 +330,8 @@ def row_absmax(x: np.ndarray) -> np.ndarray:
 def signed_max(x: np.ndarray) -> np.ndarray:
     """ggml's ``max``: the first value of largest magnitude of each row (0 if all are 0), (n,)."""
     mx, mn = row_extrema(x)
-    assert mn is not None
+    if mn is None:
+        raise GGUFInternalError("mn is not None does not hold")
     out = np.where(-mn > mx, mn, mx)
     tie = (-mn == mx) & (mx != 0)  # +a and -a both present: the first one wins
     if tie.any():
@@ -364,7 +367,8 @@ def put(b: np.ndarray, name: str, values: np.ndarray) -> None:
     """Store ``values`` (n, …) into field ``name`` of every block of the structured array ``b``,
     one void item per block (a direct field assignment runs one short loop per block)."""
     fields = b.dtype.fields
-    assert fields is not None
+    if fields is None:
+        raise GGUFInternalError("fields is not None does not hold")
     sub, off = fields[name][:2]
     vdt = np.dtype({"names": ["f"], "formats": [f"V{sub.itemsize}"], "offsets": [off], "itemsize": b.dtype.itemsize})
     src = np.ascontiguousarray(values, dtype=sub.base).reshape(len(b), -1)

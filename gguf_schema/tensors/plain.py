@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import GGUFInternalError
 from ..format.types import GGMLType
 
 # ---------------------------------------------------------------------------- decoders
@@ -56,7 +57,8 @@ def to_bf16(x: np.ndarray, out: np.ndarray) -> None:
 
 def to_int(x: np.ndarray, t: GGMLType) -> np.ndarray:
     dtype = t.numpy_dtype
-    assert dtype is not None
+    if dtype is None:
+        raise GGUFInternalError("dtype is not None does not hold")
     info = np.iinfo(dtype)
     if x.dtype.kind == "f":
         bad = ~np.isfinite(x) | (x != np.trunc(x))

@@ -51,7 +51,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from ..errors import GGUFError
+from ..errors import GGUFError, GGUFInternalError
 from ..format.limits import Limits
 from ..format.types import ValueType
 from ..format.values import GGUFArray
@@ -60,7 +60,7 @@ from .fixtures import fixture_files
 from .reference import read_reference
 
 __all__ = [
-    "Finding",
+    "FuzzFinding",
     "FuzzReport",
     "Mutator",
     "Slot",
@@ -81,7 +81,7 @@ class InputTimeout(BaseException):
 
 
 @dataclass
-class Finding:
+class FuzzFinding:
     """Something an input made the library do that it must not.
 
     Attributes:
@@ -227,8 +227,8 @@ def check_input(
     differential: bool = True,
     resave: bool = True,
     stats: dict[str, int] | None = None,
-) -> Finding | None:
-    """Run the oracle on one input; return the first :class:`Finding`, or None when the library behaved.
+) -> FuzzFinding | None:
+    """Run the oracle on one input; return the first :class:`FuzzFinding`, or None when the library behaved.
 
     Memory is checked only while :mod:`tracemalloc` is tracing (start it once around many calls:
     :func:`fuzz` does); the budget is ``memory_base + memory_factor * len(data)`` bytes of traced peak.
@@ -247,15 +247,15 @@ def check_input(
             with _Timer(timeout):
                 results.append(exercise(data, fast=fast, limits=limits, resave=resave))
         except InputTimeout:
-            return Finding("timeout", f"timeout ({variant})", f"input took more than {timeout} s", data)
+            return FuzzFinding("timeout", f"timeout ({variant})", f"input took more than {timeout} s", data)
         except AssertionError as e:
-            return Finding("roundtrip", f"roundtrip ({variant})", str(e), data)
+            return FuzzFinding("roundtrip", f"roundtrip ({variant})", str(e), data)
         except RecursionError as e:
-            return Finding(
+            return FuzzFinding(
                 "exception", f"exception RecursionError at {_where(e)} ({variant})", traceback.format_exc(), data
             )
         except Exception as e:
-            return Finding(
+            return FuzzFinding(
                 "exception",
                 f"exception {type(e).__name__} at {_where(e)}: {_what(e)} ({variant})",
                 traceback.format_exc(),
@@ -266,7 +266,7 @@ def check_input(
             peak = tracemalloc.get_traced_memory()[1] - before
             budget = memory_base + memory_factor * len(data)
             if peak > budget:
-                return Finding(
+                return FuzzFinding(
                     "memory",
                     f"memory ({variant})",
                     f"traced peak {peak:,} bytes > budget {budget:,} for a {len(data):,}-byte input ({elapsed:.2f} s)",
@@ -283,7 +283,7 @@ def check_input(
             if results[0] is None
             else "values differ"
         )
-        return Finding("differential", f"differential: {which}", _diff_detail(results[0], results[1]), data)
+        return FuzzFinding("differential", f"differential: {which}", _diff_detail(results[0], results[1]), data)
     return None
 
 
@@ -343,7 +343,8 @@ def layout(data: bytes) -> list[Slot]:
         slots = [Slot(4, 4, "version"), Slot(8, ls, "count"), Slot(8 + ls, ls, "count")]
         for fld in f.fields.records:
             o = fld.offset
-            assert o is not None  # read from a file: every record has its offset
+            if o is None:  # read from a file: every record has its offset
+                raise GGUFInternalError("o is not None does not hold")
             klen = len(fld.key.encode("utf-8", "surrogateescape"))
             slots.append(Slot(o, ls, "length"))
             slots.append(Slot(o + ls + klen, 4, "vtype"))
@@ -373,7 +374,8 @@ def _walk(vt: ValueType, value: Any, pos: int, ls: int, slots: list[Slot], budge
         return pos + 1
     if vt != ValueType.ARRAY:
         return pos + vt.itemsize
-    assert isinstance(value, GGUFArray)
+    if not isinstance(value, GGUFArray):
+        raise GGUFInternalError("isinstance(value, GGUFArray) does not hold")
     slots.append(Slot(pos, 4, "vtype"))
     slots.append(Slot(pos + 4, ls, "count"))
     pos += 4 + ls
@@ -596,7 +598,7 @@ class FuzzReport:
 
     executions: int = 0
     seconds: float = 0.0
-    findings: dict[str, Finding] = field(default_factory=dict)
+    findings: dict[str, FuzzFinding] = field(default_factory=dict)
     counts: dict[str, int] = field(default_factory=dict)
     peak_memory: int = 0
     accepted: int = 0
@@ -668,7 +670,7 @@ def fuzz(
     differential: bool = True,
     deep_nesting: float = 0.01,
     time_limit: float | None = None,
-    on_finding: Callable[[Finding], None] | None = None,
+    on_finding: Callable[[FuzzFinding], None] | None = None,
     progress: Callable[[FuzzReport], None] | None = None,
 ) -> FuzzReport:
     """Mutate ``corpus`` ``executions`` times with a seeded RNG and check each mutant.

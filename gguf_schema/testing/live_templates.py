@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
+from ..errors import GGUFInternalError
+
 __all__ = ["LiveRenderer", "LiveResult"]
 
 # the environments module imports nothing of gguf-schema: the server loads it by path and stays small
@@ -190,7 +192,8 @@ class LiveRenderer:
     ) -> LiveResult:
         """Render ``source`` with ``context`` unsandboxed in a fresh child, within ``timeout`` seconds and
         ``memory`` bytes of address space; ``trace``: note the internal names its lookups reach."""
-        assert self.proc.stdin is not None and self.proc.stdout is not None
+        if not (self.proc.stdin is not None and self.proc.stdout is not None):
+            raise GGUFInternalError("self.proc.stdin is not None and self.proc.stdout is not None does not hold")
         job = {
             "source": source,
             "context": context or {},
@@ -209,7 +212,8 @@ class LiveRenderer:
 
     def close(self) -> None:
         if self.proc.poll() is None:
-            assert self.proc.stdin is not None
+            if self.proc.stdin is None:
+                raise GGUFInternalError("self.proc.stdin is not None does not hold")
             self.proc.stdin.close()
             try:
                 self.proc.wait(timeout=5)

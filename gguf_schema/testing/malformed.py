@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import GGUFInternalError
 from ..format.types import GGMLType, ValueType
 from ..format.values import BoolByte, Field, GGUFArray, make_field
 from ..model import GGUFFile, Tensor
@@ -134,13 +135,15 @@ def _located(data: bytes, fn: Callable[[GGUFFile], Any]) -> Any:
 
 def _value_offset(f: GGUFFile, key: str) -> int:
     fld = f.fields[key]
-    assert fld.offset is not None
+    if fld.offset is None:
+        raise GGUFInternalError("fld.offset is not None does not hold")
     return fld.offset + 8 + len(key.encode()) + 4
 
 
 def _type_offset(f: GGUFFile, key: str) -> int:
     offset = f.fields[key].offset
-    assert offset is not None
+    if offset is None:
+        raise GGUFInternalError("offset is not None does not hold")
     return offset + 8 + len(key.encode())
 
 
@@ -689,7 +692,8 @@ def _rename_key(data: bytes, key: str, new: bytes) -> bytes:
 
     def rename(f: GGUFFile, head: bytes) -> bytes:
         at = f.fields[key].offset
-        assert at is not None
+        if at is None:
+            raise GGUFInternalError("at is not None does not hold")
         return head[:at] + _str(new) + head[at + 8 + len(key.encode()) :]
 
     return _with_head(data, rename)

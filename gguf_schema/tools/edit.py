@@ -59,7 +59,6 @@ from ..durable import (
     can_clone,
     check_same_file,
     copy_file,
-    expect_same_file,
     locked_open,
     real_path,
     write_in_place,
@@ -70,7 +69,7 @@ from ..format.source import MappedSource, PositionedSource
 from ..format.types import ValueType
 from ..model import GGUFFile
 from ..reader import read
-from ..writer import HeaderSpool, Progress, TensorInfo, save_file, spool_header
+from ..writer import HeaderSpool, Progress, TensorRecord, save_file, spool_header
 
 __all__ = ["EditResult", "delete_key", "edit_file", "rename_key", "set_key", "set_key_from_file"]
 
@@ -177,7 +176,7 @@ def edit_file(
                 data_size=f.data_section.size,
                 source=f,
             )
-            infos = [TensorInfo.of(t) for t in f.tensor_list]
+            infos = [TensorRecord.of(t) for t in f.tensor_list]
             with spool_header(f.fields.records, infos, **layout) as new:
                 if new.size == f.data_offset:  # every tensor keeps its offset: only header bytes change
                     source.release_pages()  # the old header is only read by positioned reads from here on
@@ -190,13 +189,12 @@ def edit_file(
                     if in_place if in_place is not None else not can_clone(real):
                         write_in_place(fd, real, first, new.read_at, length=last - first, sync=sync)
                         return EditResult(src, True, last - first, missing_bytes=missing)
-                    with expect_same_file(real, st):  # re-checked just before the rename
-                        cloned = _replace_patched(fd, real, new, first, last, sync, progress)
+                    cloned = _replace_patched(fd, real, new, first, last, sync, progress, (st.st_dev, st.st_ino))
                     return EditResult(
                         src, False, last - first if cloned else st.st_size, cloned=cloned, missing_bytes=missing
                     )
-        with expect_same_file(real, st):  # re-checked just before the rename
-            save_file(f, real, progress=progress, sync=sync)  # the lock on the old file is held until then
+        # the lock on the old file is held until the rename, and the path re-checked just before it
+        save_file(f, real, progress=progress, sync=sync, expected=(st.st_dev, st.st_ino))
     return EditResult(src, False, os.path.getsize(real), missing_bytes=missing)
 
 
@@ -242,9 +240,17 @@ def _changed_span(fd: int, new: HeaderSpool) -> tuple[int, int] | None:
 
 
 def _replace_patched(
-    fd: int, path: str, new: HeaderSpool, first: int, last: int, sync: bool, progress: Progress | None
+    fd: int,
+    path: str,
+    new: HeaderSpool,
+    first: int,
+    last: int,
+    sync: bool,
+    progress: Progress | None,
+    expected: tuple[int, int],
 ) -> bool:
-    """Replace the file ``fd`` (at ``path``) by a copy of it with ``[first, last)`` taken from the new
+    """Replace the file ``fd`` (at ``path``, which must still name the file ``expected``: device,
+    inode) by a copy of it with ``[first, last)`` taken from the new
     header, through a temporary file renamed over it (readers see the old file or the new one).
     The copy is a clone where the filesystem makes one (True: only the span is written), else a
     full copy (False)."""
@@ -258,7 +264,7 @@ def _replace_patched(
         for pos in range(first, last, _COMPARE_CHUNK):
             out.write(new.read_at(pos, min(_COMPARE_CHUNK, last - pos)))
 
-    atomic_replace(path, write, sync=sync)
+    atomic_replace(path, write, sync=sync, expected=expected)
     return cloned
 
 

@@ -50,7 +50,7 @@ from ..format.types import GGMLType, ValueType, type_name
 from ..format.values import BoolByte, Field, GGUFArray, make_field
 from ..model import GGUFFile
 from ..reader import read
-from ..writer import DataCopy, PlannedTensor, Progress, TensorInfo, plan_tensor, write_file
+from ..writer import DataCopy, PlannedTensor, Progress, TensorRecord, plan_tensor, write_file
 
 __all__ = [
     "FORMAT",
@@ -334,7 +334,7 @@ class JSONModel:
     version: int
     byte_order: str
     fields: list[Field]
-    tensors: list[TensorInfo]
+    tensors: list[TensorRecord]
     offsets_given: bool
     padding: bytes | None
     data_size: int | None
@@ -413,7 +413,7 @@ def from_json(doc: Mapping[str, Any]) -> JSONModel:
             off = _int(t["offset"], f"{where}.offset")
         else:
             off, offsets_given = 0, False
-        tensors.append(TensorInfo(name, ty, dims, off))
+        tensors.append(TensorRecord(name, ty, dims, off))
     padding = doc.get("padding")
     if padding is not None:
         try:
@@ -499,7 +499,7 @@ def build(
         elif (
             model.offsets_given
             and src.byte_order == model.byte_order
-            and [TensorInfo.of(t) for t in src.tensor_list] == model.tensors
+            and [TensorRecord.of(t) for t in src.tensor_list] == model.tensors
         ):
             write_file(target, model.fields, model.tensors, data=DataCopy(src, src.data_section), **variant)
         else:

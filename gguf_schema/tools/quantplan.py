@@ -50,9 +50,9 @@ __all__ = [
     "Choice",
     "ModelFacts",
     "PlanOptions",
+    "PlanRule",
     "Preset",
     "Role",
-    "Rule",
     "Section",
     "fallback",
     "guessed_file_type",
@@ -564,7 +564,7 @@ Pick = Callable[[Situation], GGMLType | None]
 
 
 @dataclass(frozen=True)
-class Rule:
+class PlanRule:
     """``to`` for the tensors of ``roles`` (None: any) under ``presets`` (None: any) when ``when``
     holds (None: always). ``to`` is a type, or a function of the situation (None: keep the candidate)."""
 
@@ -593,8 +593,8 @@ class Section:
 
     name: str
     guard: Callable[[Situation], bool]
-    rules: tuple[Rule, ...]
-    after: tuple[Rule, ...] = ()
+    rules: tuple[PlanRule, ...]
+    after: tuple[PlanRule, ...] = ()
     counts: frozenset[Role] = frozenset()
     """the roles whose running counter (``Situation.i_attn_v``, ``counter``) this section advances"""
     layered: bool = False
@@ -607,11 +607,11 @@ def R(
     to: GGMLType | Pick,
     why: str,
     when: Callable[[Situation], bool] | None = None,
-) -> Rule:
+) -> PlanRule:
     """A rule: ``presets`` space-separated (or None), ``roles`` one role, a set, or None."""
     ps = frozenset(presets.split()) if presets is not None else None
     rs = frozenset({roles}) if isinstance(roles, Role) else roles
-    return Rule(ps, rs, when, to, why)
+    return PlanRule(ps, rs, when, to, why)
 
 
 def _in(*names: str) -> Callable[[Situation], bool]:

@@ -62,7 +62,7 @@ from ..format.types import ValueType
 from ..format.values import Field, make_field
 from ..model import Fields, GGUFFile, Tensor
 from ..reader import read
-from ..writer import Progress, TensorInfo, encoded_size, header_bytes, plan_tensor, write_file
+from ..writer import Progress, TensorRecord, encoded_size, header_bytes, plan_tensor, write_file
 
 __all__ = [
     "SPLIT_ID_KEY",
@@ -206,7 +206,7 @@ def _plan(
     infos = data = 0
     for t in tensors:
         nbytes = t.nbytes
-        info = encoded_size(tensors=[TensorInfo.of(t)], **variant)
+        info = encoded_size(tensors=[TensorRecord.of(t)], **variant)
         current = shards[-1][0]
         kv = first_kv if len(shards) == 1 else other_kv
         grown = size(kv, infos + info, align_offset(data, align) + nbytes)

@@ -42,15 +42,15 @@ from types import MappingProxyType
 
 from . import cost, sandbox
 from .hidden import T301, HiddenCharacter, count_runs, hidden_characters, report_hidden, split_lines
-from .interpreter import T104, Analysis, Budget, alarm_words
+from .interpreter import T104, Analysis, AnalysisOverBudget, alarm_words
 from .jinja import escaped_ascii, parse, require_jinja
-from .rules import Findings, Rule, Severity, TemplateFinding, capped, declared, rule
+from .rules import AuditRule, Findings, Severity, TemplateFinding, capped, declared, rule
 
 __all__ = [
     "MAX_ANALYSED",
     "RULES",
+    "AuditRule",
     "HiddenCharacter",
-    "Rule",
     "Severity",
     "TemplateFinding",
     "audit_template",
@@ -77,7 +77,7 @@ T402 = rule(
 )
 
 #: Every rule of the template audit, by id.
-RULES: Mapping[str, Rule] = MappingProxyType(declared())
+RULES: Mapping[str, AuditRule] = MappingProxyType(declared())
 
 #: The longest template (in characters) the audit parses and analyses; a longer one is GGUF-T402 (real chat
 #: templates are under 20,000 characters; Jinja's own parser needs about a second for 1 MiB).
@@ -143,7 +143,7 @@ def analyse(source: str, name: str, seconds: float = ANALYSIS_SECONDS) -> list[T
             T402, "the template nests too deeply for the audit to follow; nothing is known about what it reaches"
         )
         _lexical(lines, findings, "the source")
-    except Budget:
+    except AnalysisOverBudget:
         findings.add(
             T402, f"the analysis ran past its budget of {seconds:g} s of CPU; nothing is known about what it reaches"
         )
@@ -151,7 +151,7 @@ def analyse(source: str, name: str, seconds: float = ANALYSIS_SECONDS) -> list[T
         return findings.result(MAX_PER_RULE)
     try:
         cost.check(tree, findings, nodes, deadline)  # one budget for both analyses
-    except (RecursionError, cost.Budget):
+    except (RecursionError, cost.CostOverBudget):
         findings.add(T402, "the render cost of the template could not be bounded within the audit's budget")
     return findings.result(MAX_PER_RULE)
 

@@ -37,7 +37,7 @@ from .folding import format_fields
 from .jinja import identifier
 from .rules import Findings, rule
 
-__all__ = ["T504", "Budget", "check"]
+__all__ = ["T504", "CostOverBudget", "check"]
 
 T504 = rule(
     "GGUF-T504",
@@ -120,7 +120,7 @@ def _fmt(x: float) -> str:
     return f"{x:,.0f}" if x < 1e12 else f"{x:.1e}"
 
 
-class Budget(Exception):
+class CostOverBudget(Exception):
     """The bound took longer to compute than the audit allows."""
 
 
@@ -250,7 +250,7 @@ class _Cost:
     def tick(self) -> None:
         self.ticks += 1
         if self.ticks % 256 == 0 and time.process_time() > self.deadline:
-            raise Budget
+            raise CostOverBudget
 
     def limit(self, p: P, limit: float, line: int | None, why: str) -> None:
         per_request = PER_REQUEST_WORK if limit == WORK_LIMIT else PER_REQUEST_SIZE

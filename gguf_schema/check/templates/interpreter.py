@@ -58,7 +58,7 @@ from .values import (
     with_sites,
 )
 
-__all__ = ["T101", "T102", "T103", "T104", "T106", "T201", "Analysis", "Budget"]
+__all__ = ["T101", "T102", "T103", "T104", "T106", "T201", "Analysis", "AnalysisOverBudget"]
 
 T101 = rule(
     "GGUF-T101",
@@ -195,7 +195,7 @@ MUTATORS = frozenset(
 _PLAIN_METHODS = frozenset(n for t in (str, list, dict, bytes) for n in dir(t) if not n.startswith("_"))
 
 
-class Budget(Exception):
+class AnalysisOverBudget(Exception):
     """The analysis ran past its time budget."""
 
 
@@ -304,7 +304,7 @@ class Analysis:
 
     def tick(self) -> None:
         if time.process_time() > self.deadline:
-            raise Budget
+            raise AnalysisOverBudget
 
     def evaluate(self, i: int) -> None:
         unit = self.units[i]

@@ -12,13 +12,13 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 from typing import Literal
 
-__all__ = ["Findings", "Rule", "Severity", "TemplateFinding", "capped", "declared", "rule"]
+__all__ = ["AuditRule", "Findings", "Severity", "TemplateFinding", "capped", "declared", "rule"]
 
 Severity = Literal["error", "warning", "info"]
 
 
 @dataclass(frozen=True)
-class Rule:
+class AuditRule:
     """One check of the template audit.
 
     Attributes:
@@ -61,18 +61,18 @@ class TemplateFinding:
     chain: tuple[str, ...] = ()
 
 
-_DECLARED: dict[str, Rule] = {}
+_DECLARED: dict[str, AuditRule] = {}
 
 
-def rule(id: str, severity: Severity, title: str, description: str) -> Rule:
+def rule(id: str, severity: Severity, title: str, description: str) -> AuditRule:
     """Declare a rule (once per id) and return it."""
     if id in _DECLARED:
         raise ValueError(f"rule {id} is declared twice")
-    r = _DECLARED[id] = Rule(id, severity, title, description)
+    r = _DECLARED[id] = AuditRule(id, severity, title, description)
     return r
 
 
-def declared() -> dict[str, Rule]:
+def declared() -> dict[str, AuditRule]:
     """Every rule declared so far, sorted by id."""
     return dict(sorted(_DECLARED.items()))
 
@@ -92,7 +92,7 @@ class Findings:
 
     def add(
         self,
-        r: Rule,
+        r: AuditRule,
         message: str,
         line: int | None = None,
         *,
@@ -118,7 +118,7 @@ class Findings:
     def __len__(self) -> int:
         return len(self.found)
 
-    def more(self, r: Rule, count: int) -> None:
+    def more(self, r: AuditRule, count: int) -> None:
         """``count`` further findings of ``r`` that were counted, not made (a scan stopped at the cap)."""
         self.extra[r.id] = self.extra.get(r.id, 0) + count
 

@@ -50,7 +50,8 @@ def main() -> None:
     sys.dont_write_bytecode = True  # with the file-size limit below, writing a .pyc would kill the process
     sys.path[:0] = [p for p in job["path"] if p not in sys.path]
     spec = importlib.util.spec_from_file_location("_gguf_template_jinja", job["jinja"])
-    assert spec is not None and spec.loader is not None
+    if not (spec is not None and spec.loader is not None):
+        raise RuntimeError("spec is not None and spec.loader is not None does not hold")
     environments = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(environments)
     import jinja2  # noqa: F401 - imported before the limits, so its import is not what they stop

@@ -11,7 +11,7 @@ ggml looks for the tensor data.
 This module owns that view, computed from an opened :class:`~gguf_schema.model.GGUFFile` and the
 offsets the reader recorded (no second parser):
 
-* :class:`LoaderView` -- keys as C strings (:meth:`LoaderView.find`, :attr:`LoaderView.shadows`),
+* :class:`GGMLView` -- keys as C strings (:meth:`GGMLView.find`, :attr:`GGMLView.shadows`),
   the alignment ggml reads and whether it accepts it, the offset where ggml's data section starts,
   and each tensor as ggml describes it (:class:`GGMLTensor`: name cut at its first NUL, the four
   int64 dimensions, the element count and byte size in ggml's own wrapping arithmetic);
@@ -29,7 +29,7 @@ The ``ggml`` validation profile (:mod:`.validate`) and the file audit (:mod:`.au
 >>> gguf_schema.save(buf, [make_field("general.alignment\\0x", 64, ValueType.UINT32),
 ...                        make_field("general.alignment", 32, ValueType.UINT32)])
 >>> with gguf_schema.open(buf.getvalue()) as f:
-...     view = LoaderView(f)
+...     view = GGMLView(f)
 ...     print(f.alignment, view.alignment, repr(view.alignment_field.key), len(view.shadows))
 32 64 'general.alignment\\x00x' 1
 """
@@ -42,6 +42,7 @@ from itertools import chain
 
 import numpy as np
 
+from ..errors import GGUFInternalError
 from ..format.types import GGML_TYPE_COUNT, GGMLType, ValueType
 from ..format.values import Field
 from ..model import GGUFFile, Tensor
@@ -52,7 +53,7 @@ __all__ = [
     "GGML_MAX_DIMS",
     "GGML_MAX_NAME",
     "GGMLTensor",
-    "LoaderView",
+    "GGMLView",
     "Shadow",
     "TensorColumns",
     "c_string",
@@ -177,7 +178,8 @@ class GGMLTensor:
     def size_check_fails(self) -> bool:
         """ggml's byte-size check (``has a size in bytes > SIZE_MAX``) rejects the tensor (type known, row whole blocks)."""
         t = self.ggml_type
-        assert t is not None
+        if t is None:
+            raise GGUFInternalError("t is not None does not hold")
         q = abs(self.nelements) // t.block_size * (1 if self.nelements >= 0 else -1)  # C division truncates
         return (q & SIZE_MAX) > SIZE_MAX // t.type_size
 
@@ -185,7 +187,8 @@ class GGMLTensor:
     def strides(self) -> tuple[int, int, int, int]:
         """``nb``: the byte strides ggml computes, in size_t arithmetic."""
         t = self.ggml_type
-        assert t is not None
+        if t is None:
+            raise GGUFInternalError("t is not None does not hold")
         ne = [d & SIZE_MAX for d in self.ne]
         nb = [t.type_size, t.type_size * (self.ne[0] // t.block_size) & SIZE_MAX]
         nb.append(nb[1] * ne[1] & SIZE_MAX)
@@ -196,7 +199,8 @@ class GGMLTensor:
     def nbytes(self) -> int:
         """``ggml_nbytes``: the tensor's byte size as ggml computes it in size_t (0 when a dimension is 0)."""
         t = self.ggml_type
-        assert t is not None
+        if t is None:
+            raise GGUFInternalError("t is not None does not hold")
         ne0, ne1, ne2, ne3 = self.ne
         if ne0 <= 0 or ne1 <= 0 or ne2 <= 0 or ne3 <= 0:
             return 0
@@ -285,7 +289,7 @@ class TensorColumns:
         return cls(n_dims, ne, type_id, block_size, type_size, small, elements, nbytes, sized, stored_offset)
 
 
-class LoaderView:
+class GGMLView:
     """What ggml's reader (and llama.cpp's loader above it) sees in an opened file.
 
     Built from the records and offsets the reader kept; nothing is parsed again and no tensor data
@@ -419,7 +423,8 @@ class LoaderView:
         (ggml stops at an overflow: see the ``ggml`` profile's GGUF-E039).
         """
         a = self.alignment
-        assert a is not None
+        if a is None:
+            raise GGUFInternalError("a is not None does not hold")
         offsets, size = [], 0
         for g in self.tensors:
             offsets.append(size)

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 import gguf_schema
 from gguf_schema.tools.edit import edit_file

@@ -1,4 +1,10 @@
-"""Build step for the optional compiled modules (all other metadata is in pyproject.toml).
+"""Build step: the packages, and the optional compiled modules (all other metadata is in pyproject.toml).
+
+The packages are ``gguf_schema`` and its subpackages, plus the top-level ``spec/`` folder (the GGUF
+specification transcribed, ``spec/gguf.json``, and its README) installed as ``gguf_schema.spec``:
+one copy in the repository, package data in the wheel, and found through the same name by an
+editable install (``pip install -e .`` maps ``gguf_schema.spec`` to ``spec/``). pyproject.toml
+cannot map one subpackage to a folder outside its parent while finding the others, so the list is made here.
 
 ``gguf_schema.tensors._kernels`` is built from ``gguf_schema/tensors/csrc`` and
 ``gguf_schema.format._scan`` (the walk over string arrays) from ``gguf_schema/format/csrc`` when a
@@ -8,7 +14,7 @@ installs without it and the library uses its numpy kernels and Python loops (sam
 
 import os
 
-from setuptools import Extension, setup
+from setuptools import Extension, find_namespace_packages, setup
 from setuptools.command.build_ext import build_ext
 
 
@@ -45,4 +51,9 @@ kernels = (
         Extension("gguf_schema.format._scan", SCAN_SOURCES, optional=True),
     ]
 )
-setup(ext_modules=kernels, cmdclass={"build_ext": BuildKernels})
+setup(
+    packages=[*find_namespace_packages(include=["gguf_schema*"]), "gguf_schema.spec"],
+    package_dir={"gguf_schema.spec": "spec"},
+    ext_modules=kernels,
+    cmdclass={"build_ext": BuildKernels},
+)

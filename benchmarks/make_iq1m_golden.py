@@ -5,7 +5,7 @@ Run: python benchmarks/make_iq1m_golden.py --oracle-dir DIR [--rows ROWS.npz] [-
 ``DIR`` holds ``oracle.py`` and ``liboracle.so``: the golden program of ``../shared/golden/tools``,
 its ``oracle.c`` compiled against the ``ggml-base`` library of the ggml to record (see
 tests/data/golden/SOURCES.md for the commit and the commands). The inputs are those of
-``../shared/golden/quants/IQ1_M.npz`` (48 rows of 512 and its importance matrix), and rows of 256
+the golden set (``tests/data/golden/quants/inputs.npz``: 48 rows of 512 and the importance matrix), and rows of 256
 on which ggml's old and new IQ1_M searches differ (``search_x_plain`` without, ``search_x_imatrix``
 with ``search_imatrix``), taken from the existing output file unless ``--rows`` gives others.
 Each input goes through ggml's ``ggml_quantize_chunk`` and its decoder.
@@ -27,7 +27,7 @@ GGML_IQ1_M = 29
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--oracle-dir", required=True, type=Path)
-    ap.add_argument("--golden", type=Path, default=ROOT.parent / "shared" / "golden" / "quants" / "IQ1_M.npz")
+    ap.add_argument("--golden", type=Path, default=ROOT / "tests" / "data" / "golden" / "quants" / "inputs.npz")
     ap.add_argument("--rows", type=Path, help="an .npz with search_x_plain, search_x_imatrix, search_imatrix")
     ap.add_argument("--out", type=Path, default=ROOT / "tests" / "data" / "golden" / "IQ1_M.npz")
     args = ap.parse_args()

@@ -1,4 +1,10 @@
-"""Shared test fixtures: the real files in ../shared/testdata (skipped when absent) and generated files."""
+"""Shared test fixtures: the real files in tests/data (in the repository: a clone runs every test on them) and generated files.
+
+``tests/data/`` holds the test data, each folder with a SOURCES file (origin and SHA-256 of every file,
+checked by test_data.py): ``vocab/`` (12 real GGUF files written by llama.cpp's converter), ``golden/``
+(ggml's own quantized bytes and decoded floats), ``templates/`` (chat templates), ``quantize_plans/``.
+Only the spec texts stay outside, in ``../shared/seeds`` (SHARED): the tests that audit them skip without it.
+"""
 
 from __future__ import annotations
 
@@ -11,9 +17,11 @@ import pytest
 import gguf_schema
 from gguf_schema.testing.demo import example_metadata, example_tensors
 
+DATA = Path(__file__).resolve().parent / "data"
 SHARED = Path(__file__).resolve().parents[2] / "shared"
-VOCAB_DIR = SHARED / "testdata" / "vocab"
-VOCAB_FILES = sorted(VOCAB_DIR.glob("*.gguf")) if VOCAB_DIR.is_dir() else []
+"""The workspace's shared folder beside the repository: only the spec texts (``seeds/``) are read from it."""
+VOCAB_DIR = DATA / "vocab"
+VOCAB_FILES = sorted(VOCAB_DIR.glob("*.gguf"))
 
 
 def gemma_path() -> Path | None:
@@ -28,10 +36,8 @@ def gemma_path() -> Path | None:
     return Path(g.assemble())
 
 
-@pytest.fixture(params=[p.name for p in VOCAB_FILES] or ["<absent>"])
+@pytest.fixture(params=[p.name for p in VOCAB_FILES])
 def vocab_file(request) -> Path:
-    if not VOCAB_FILES:
-        pytest.skip("../shared/testdata/vocab is absent")
     return VOCAB_DIR / request.param
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -31,21 +32,36 @@ IQ_LATTICE = frozenset(
 """The IQ types quantized on a lattice (row quantizers only, importance matrices; tested in test_quantize_iq.py)."""
 
 
-NEWER_GOLDEN = Path(__file__).parent / "data" / "golden"
-"""Golden vectors of a newer ggml, for the quantizers ggml changed after ../shared/golden was made (SOURCES.md there)."""
+GOLDEN = Path(__file__).parent / "data" / "golden"
+"""ggml's golden vectors (origins and checksums in its SOURCES): ``quants/`` as ggml d99724f2b made them, each
+distinct array stored once (``quants/manifest.json`` says how to put each type's file back together), and
+``IQ1_M.npz``: the bytes of a newer ggml, which changed that quantizer (SOURCES.md there)."""
+GOLDEN_MANIFEST: dict[str, dict[str, Any]] = json.loads((GOLDEN / "quants" / "manifest.json").read_text("utf-8"))
+"""Per ggml type name: ``id``, ``row_bytes``, ``arrays`` (names), each array's ``sha256``/``dtype``/``shape``, ``same_as``."""
 
 
-def golden_vectors(folder: Path, name: str) -> dict[str, np.ndarray]:
-    """The golden vectors of type ``name``: ``../shared/golden``'s, with the quantized bytes of a
-    newer ggml (``q``, ``q_imatrix``) in their place where ggml has changed that quantizer."""
-    with np.load(folder / f"{name}.npz") as z:
+def ggml_golden(name: str) -> dict[str, np.ndarray]:
+    """Type ``name``'s golden vectors exactly as ggml d99724f2b made them (``x``, ``imatrix``, ``q``, ``q_ref``,
+    ``q_imatrix``, ``deq``, ``deq_imatrix`` where ggml has them), put back together from the packed set."""
+    with np.load(GOLDEN / "quants" / "inputs.npz") as z:
         g = {k: z[k] for k in z.files}
-    newer = NEWER_GOLDEN / f"{name}.npz"
+    with np.load(GOLDEN / "quants" / f"{name}.npz") as z:
+        g.update({k: z[k] for k in z.files})
+    for key, twin in GOLDEN_MANIFEST[name]["same_as"].items():
+        g[key] = g[twin].copy()
+    return g
+
+
+def golden_vectors(name: str) -> dict[str, np.ndarray]:
+    """The golden vectors of type ``name``: ggml d99724f2b's (:func:`ggml_golden`), with the quantized bytes of
+    a newer ggml (``q``, ``q_imatrix``) in their place where ggml has changed that quantizer."""
+    g = ggml_golden(name)
+    newer = GOLDEN / f"{name}.npz"
     if newer.is_file():
         with np.load(newer) as z:
             assert np.array_equal(z["x"], g["x"]) and np.array_equal(z["imatrix"], g["imatrix"])
             g.update({k: z[k] for k in ("q", "q_imatrix")})
-            g.pop("q_ref", None)  # the shared reference bytes are the older ggml's
+            g.pop("q_ref", None)  # the packed reference bytes are the older ggml's
     return g
 
 

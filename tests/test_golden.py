@@ -1,4 +1,4 @@
-"""Tensor data against ggml's own outputs: the golden vectors in ../shared/golden/quants.
+"""Tensor data against ggml's own outputs: the golden vectors in tests/data/golden (origins in its SOURCES).
 
 Each file holds input rows built to hit the edge cases (zeros, constants, subnormals, outliers,
 signed zeros, heavy tails, values on a grid), and what ggml's C code made of them: quantized
@@ -9,8 +9,6 @@ comparison is bit for bit, with each engine.
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pytest
 
@@ -18,22 +16,14 @@ from gguf_schema.format.types import GGMLType
 from gguf_schema.tensors import CODECS, COMPILED_DEQUANTIZE, COMPILED_QUANTIZE, QUANTIZE_TYPES, dequantize, quantize
 from gguf_schema.tensors.engine import _COMPILED_ROWS
 
-from .conftest import SHARED
-from .helpers import golden_vectors
-
-GOLDEN = SHARED / "golden" / "quants"
-MANIFEST = json.loads((GOLDEN / "manifest.json").read_text()) if (GOLDEN / "manifest.json").is_file() else {}
+from .helpers import GOLDEN_MANIFEST as MANIFEST
+from .helpers import ggml_golden, golden_vectors
 
 
 def golden(name: str, newer: bool = True) -> dict[str, np.ndarray]:
     """The golden vectors of a type; ``newer``: with the quantized bytes of a newer ggml where it
-    changed the quantizer (tests/data/golden), else ../shared/golden's own (the decoders did not change)."""
-    if not MANIFEST:
-        pytest.skip("../shared/golden is absent")
-    if newer:
-        return golden_vectors(GOLDEN, name)
-    with np.load(GOLDEN / f"{name}.npz") as z:
-        return {k: z[k] for k in z.files}
+    changed the quantizer (tests/data/golden/IQ1_M.npz), else ggml d99724f2b's own (the decoders did not change)."""
+    return golden_vectors(name) if newer else ggml_golden(name)
 
 
 def engines(types: list[str], compiled: frozenset[GGMLType]) -> list:
@@ -42,7 +32,7 @@ def engines(types: list[str], compiled: frozenset[GGMLType]) -> list:
     ]
 
 
-TYPES = sorted(MANIFEST) or ["Q8_0"]
+TYPES = sorted(MANIFEST)
 
 
 def bits(a: np.ndarray) -> np.ndarray:
@@ -50,8 +40,6 @@ def bits(a: np.ndarray) -> np.ndarray:
 
 
 def test_manifest_covers_the_types_we_expect():
-    if not MANIFEST:
-        pytest.skip("../shared/golden is absent")
     assert len(MANIFEST) == 28
     for name, entry in MANIFEST.items():
         t = GGMLType[name]
@@ -103,7 +91,7 @@ def test_quantize_gives_ggmls_bytes(name, engine):
     assert checked
 
 
-IMATRIX_TYPES = [n for n in QUANT_TYPES if "q_imatrix" in MANIFEST[n]["arrays"]] if MANIFEST else ["Q4_K"]
+IMATRIX_TYPES = [n for n in QUANT_TYPES if "q_imatrix" in MANIFEST[n]["arrays"]]
 
 
 def imatrix_engines() -> list:
@@ -139,12 +127,10 @@ def test_subnormal_rows_quantize_to_ggmls_zero_blocks():
         assert (q4[:, 2:] == 0).all()
 
 
-def test_shared_iq1_m_vectors_are_the_older_ggmls():
-    """../shared/golden's IQ1_M bytes come from ggml d99724f2b, before llama.cpp PR #28706 changed
+def test_packed_iq1_m_vectors_are_the_older_ggmls():
+    """The golden set's IQ1_M bytes come from ggml d99724f2b, before llama.cpp PR #28706 changed
     IQ1_M's search; we follow the newer ggml (tests/data/golden/IQ1_M.npz): our bytes are the old
     ones on every row but those where the two ggmls differ (one without, one with an imatrix)."""
-    if not MANIFEST:
-        pytest.skip("../shared/golden is absent")
     old, new = golden("IQ1_M", newer=False), golden("IQ1_M")
     for key, imatrix in (("q", None), ("q_imatrix", old["imatrix"])):
         changed = np.flatnonzero((old[key] != new[key]).any(axis=1))

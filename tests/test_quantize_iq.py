@@ -1,13 +1,11 @@
 """Quantizers of the IQ lattice types (IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S).
 
-Against ggml's own bytes (the golden vectors in ../shared/golden/quants, with and without an
+Against ggml's own bytes (the golden vectors in tests/data/golden, with and without an
 importance matrix), both engines; the engines against each other on rows the golden set lacks;
 the rows ggml aborts on; and the lattices' neighbour lists against their definition.
 """
 
 from __future__ import annotations
-
-import json
 
 import numpy as np
 import pytest
@@ -17,11 +15,8 @@ from gguf_schema.tensors import COMPILED_QUANTIZE, dequantize, engine, quantize
 from gguf_schema.tensors import lattice as lat_mod
 from gguf_schema.tensors.registry import CODECS
 
-from .conftest import SHARED
-from .helpers import NEWER_GOLDEN, golden_vectors
+from .helpers import GOLDEN, golden_vectors
 
-GOLDEN = SHARED / "golden" / "quants"
-MANIFEST = json.loads((GOLDEN / "manifest.json").read_text()) if (GOLDEN / "manifest.json").is_file() else {}
 T = GGMLType
 LATTICE_TYPES = [T.IQ2_XXS, T.IQ2_XS, T.IQ2_S, T.IQ3_XXS, T.IQ3_S, T.IQ1_S, T.IQ1_M]
 NEEDS_IMATRIX = {T.IQ2_XXS, T.IQ2_XS, T.IQ1_S}
@@ -58,9 +53,7 @@ def outcome(x: np.ndarray, t: GGMLType, imatrix: np.ndarray | None, eng: str, th
 @pytest.mark.parametrize("t, eng", both())
 def test_golden_vectors_give_ggmls_bytes(t, eng):
     need_engine(t, eng)
-    if not MANIFEST:
-        pytest.skip("../shared/golden is absent")
-    g = golden_vectors(GOLDEN, t.name)
+    g = golden_vectors(t.name)
     if "q" in g:
         got = quantize(g["x"], t, engine=eng)
         assert np.array_equal(got, g["q"]), f"q: rows {np.flatnonzero((got != g['q']).any(1)).tolist()}"
@@ -262,7 +255,7 @@ def test_iq1_m_follows_ggmls_prefix_sum_search(eng):
     """Rows on which ggml's IQ1_M search before and after llama.cpp PR #28706 give other bytes:
     both engines give the newer ggml's (tests/data/golden/SOURCES.md)."""
     need_engine(T.IQ1_M, eng)
-    with np.load(NEWER_GOLDEN / "IQ1_M.npz") as z:
+    with np.load(GOLDEN / "IQ1_M.npz") as z:
         g = {k: z[k] for k in z.files}
     got = quantize(g["search_x_plain"], T.IQ1_M, engine=eng)
     assert np.array_equal(got, g["search_q_plain"])

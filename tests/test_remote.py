@@ -121,7 +121,6 @@ def big_header() -> bytes:
 # --------------------------------------------------------------------------- real files, generated files
 
 
-@pytest.mark.skipif(not VOCAB_FILES, reason="../shared/testdata/vocab is absent")
 def test_every_vocab_file_opens_remotely_as_it_does_locally(server):
     for path in VOCAB_FILES:
         url = server.add(path.name, path)
@@ -137,7 +136,6 @@ def test_every_vocab_file_opens_remotely_as_it_does_locally(server):
             assert [e.method for e in server.entries(path.name)] == ["HEAD"] + ["GET"] * reads
 
 
-@pytest.mark.skipif(not VOCAB_FILES, reason="../shared/testdata/vocab is absent")
 def test_a_vocabulary_decoded_remotely_equals_the_local_one(server):
     path = VOCAB_FILES[0]
     with gguf_schema.open(server.add(path.name, path)) as f, gguf_schema.open(path) as local:

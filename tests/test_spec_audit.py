@@ -475,7 +475,7 @@ def test_schema_and_spec_dir_agree_except_the_recorded_deviations():
 
 
 #: folders of a working tree that hold build products, not sources: a copy of the spec data there
-#: (``pip install .`` leaves ``build/lib.../gguf_schema/check/spec/gguf.json``) is not a second source
+#: (``pip install .`` leaves ``build/lib.../gguf_schema/spec/gguf.json``) is not a second source
 _BUILD_PRODUCTS = {"build", "dist", ".git", ".tox", ".nox", ".venv", "venv", "__pycache__"}
 
 
@@ -493,12 +493,12 @@ def test_spec_data_is_one_copy_read_as_package_data():
     # one copy in the source tree (build products ignored: the README's `pip install .` leaves one in
     # build/), and it is exactly what the library reads as package data
     copies = _source_copies_of_spec_data()
-    assert len(copies) == 1, [p.relative_to(REPO).as_posix() for p in copies]
+    assert [p.relative_to(REPO).as_posix() for p in copies] == ["spec/gguf.json"]  # top level, as the tree shows
     assert load_spec() == json.loads(copies[0].read_text(encoding="utf-8"))
 
 
 def test_spec_dir_names_its_source():
-    readme = (REPO / "gguf_schema" / "check" / "spec" / "README.md").read_text(encoding="utf-8")
+    readme = (REPO / "spec" / "README.md").read_text(encoding="utf-8")
     assert "docs/gguf.md" in readme and "000_d466ef7820170e32" in readme
     assert load_spec()["source"]["format_version"] == 3
 

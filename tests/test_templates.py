@@ -2,7 +2,7 @@
 
 Benign templates (our fixtures, written to exercise what real chat templates do; the corpus of real
 chat templates in tests/data/templates/real, listed with origins and checksums in its SOURCES file;
-the real template of a GGUF file in ../shared) give no finding. Every class of bypass is written here
+the real template of a GGUF file in tests/data/vocab) give no finding. Every class of bypass is written here
 as a payload that runs a harmless command (it creates a marker file in tmp_path) or reads a marker
 the test planted: each payload is first PROVED live by an unsandboxed render (in a forked child with
 limits: gguf_schema.testing.live_templates), then the audit must report it at error severity. The
@@ -31,7 +31,7 @@ from gguf_schema.check.templates import RULES, TemplateFinding, audit_template, 
 from gguf_schema.check.templates.jinja import generation_extension
 from gguf_schema.testing.live_templates import LiveRenderer
 
-from .conftest import SHARED
+from .conftest import VOCAB_DIR
 
 jinja2 = pytest.importorskip("jinja2")
 
@@ -185,9 +185,7 @@ def test_a_request_name_on_what_a_request_name_picked_is_not_proven():
 
 
 def test_real_template_of_a_gguf_file_is_clean():
-    path = SHARED / "testdata" / "vocab" / "ggml-vocab-phi-3.gguf"
-    if not path.is_file():
-        pytest.skip("../shared/testdata/vocab is absent")
+    path = VOCAB_DIR / "ggml-vocab-phi-3.gguf"
     source = gguf_schema.open(path).metadata["tokenizer.chat_template"]
     assert "message['role']" in source
     assert audit_template(source) == []

@@ -58,13 +58,14 @@ _UNIONS = ("gguf_metadata_value_t",)
 
 @functools.cache
 def load_spec() -> dict[str, Any]:
-    """Our transcription of the spec: ``gguf_schema/check/spec/gguf.json`` (package data; see its README).
+    """Our transcription of the spec: ``spec/gguf.json`` at the top of the repository, installed as
+    the package data of ``gguf_schema.spec`` (see its README).
 
     >>> load_spec()["enums"]["gguf_metadata_value_type"]["values"]["FLOAT64"]
     12
     """
     spec: dict[str, Any] = json.loads(
-        resources.files(__package__).joinpath("spec/gguf.json").read_text(encoding="utf-8")
+        resources.files("gguf_schema.spec").joinpath("gguf.json").read_text(encoding="utf-8")
     )
     return spec
 

@@ -122,7 +122,7 @@ def _cmd_rules(args: argparse.Namespace) -> int:
 
 @COMMANDS.command(
     "audit-spec",
-    "compare a GGUF spec document with check/spec/ and the schema",
+    "compare a GGUF spec document with the spec transcription (spec/gguf.json) and the schema",
     arg("spec", metavar="SPEC.md"),
     arg("--json", action="store_true", help="print the report as JSON"),
     description="Exit status: 0 no differences, 1 differences, 2 unreadable document or one that states "

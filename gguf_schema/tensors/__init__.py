@@ -11,7 +11,7 @@ file structure (the reader hands it a tensor's bytes, type and shape).
 
 Every computation is the same float32 operation, in the same order, as ggml's C code
 (``ggml-quants.c``), so results are identical to ggml's, bit for bit; the test-suite checks
-them against ggml's own outputs (``../shared/golden``).
+them against ggml's own outputs (``tests/data/golden``, with their sources).
 
 Modules, from the bottom up: :mod:`.layouts` (one table of block fields, as
 ``ggml-common.h`` names them), :mod:`.grids` (the IQ lattices and value tables), :mod:`.ops`
@@ -28,7 +28,8 @@ Adding a ggml type:
 4. one :class:`~.registry.Codec` entry in ``registry.CODECS``;
 5. optionally, a compiled kernel in ``csrc/`` and one row in its ``KERNELS`` table
    (the engine uses it only where its block geometry agrees with ``GGMLType``);
-6. golden vectors from ggml (``../shared/golden/tools``) and the tests pick it up.
+6. golden vectors from ggml (made by ggml's own program, packed into ``tests/data/golden`` by
+   ``benchmarks/pack_golden.py``) and the tests pick it up.
 
 >>> import numpy as np
 >>> raw = quantize(np.linspace(-1, 1, 32, dtype=np.float32), "Q8_0")

@@ -11,7 +11,7 @@ Each rule has an id (``GGUF-E0nn`` for errors, ``GGUF-W0nn`` for warnings), a on
 statement, the spec sentence or ggml behaviour it comes from, and the profiles it belongs to:
 
 ``spec``
-    what the GGUF specification text requires (``check/spec/gguf.json`` holds its facts).
+    what the GGUF specification text requires (``spec/gguf.json`` at the top of the repository holds its facts).
 ``ggml``
     the accept/reject verdict of ggml's C reader (``gguf_init_from_file``).
 ``lenient``

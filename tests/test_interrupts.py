@@ -50,8 +50,21 @@ def _start(args: list[object], *, delay: str | None = None, **kw: object) -> tup
         inject = f"inject={call}:delay_enter=500000" + (f":when={when}" if when else "")
         command = [STRACE, "-f", "-qq", "-o", "/dev/null", "-e", f"trace={call}", "-e", inject, *command]
     env = {**os.environ, "GGUF_SCHEMA_PROGRESS": "0"}
-    p = subprocess.Popen(command, stderr=subprocess.PIPE, env=env, **kw)  # type: ignore[call-overload]
+    # Ctrl-C as a terminal delivers it: with SIGINT's default action. A test run started in the
+    # background by a shell without job control inherits SIGINT ignored (as `cmd &` and nohup do),
+    # and Python then rightly leaves it ignored in the command too.
+    p = subprocess.Popen(
+        command,
+        stderr=subprocess.PIPE,
+        env=env,
+        preexec_fn=_default_sigint,
+        **kw,  # type: ignore[call-overload]
+    )
     return p, (_traced_child(p.pid) if delay is not None else p.pid)
+
+
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _traced_child(tracer: int) -> int:

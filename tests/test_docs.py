@@ -35,7 +35,7 @@ def test_ci_runs_the_readmes_two_commands_as_written():
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     for marker, command in (
         ("<!-- ci:install-command -->", "pip install . && gguf-schema demo"),
-        ("<!-- ci:test-command -->", "pip install -e '.[test]' && python -m pytest -q"),
+        ("<!-- ci:test-command -->", "pip install -e '.[test]' && python -m pytest -q -n auto"),
     ):
         after = readme.split(marker, 1)[1].lstrip("\n")
         assert after.startswith(f"```sh\n{command}\n```"), marker

@@ -10,6 +10,7 @@ errors; the tests compare both on every real and generated file.
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -24,13 +25,13 @@ from ..values import GGUFArray, LazyStrings
 from ..variant import Variant
 from .walk import StringWalk
 
-__all__ = ["ArrayItems", "buffered", "fast_array_body"]
+__all__ = ["ArrayItems", "fast_array_body", "parse_buffered"]
 
 _TYPES = tuple(ValueType)  # by value: ValueType(i) is _TYPES[i]
 _STRING, _ARRAY = int(ValueType.STRING), int(ValueType.ARRAY)
 
 
-def buffered(stream: Any, context: Any) -> tuple[ByteReader, int]:
+def _reader(stream: Any, context: Any) -> tuple[ByteReader, int]:
     """A :class:`ByteReader` positioned where ``stream`` is, and the offset of its first byte.
 
     The schema's fast nodes slice a buffer; a stream that is not one (construct's own
@@ -54,6 +55,17 @@ def buffered(stream: Any, context: Any) -> tuple[ByteReader, int]:
         cached = params["_buffer"] = (stream, start, data)
     _, start, data = cached
     return ByteReader(data, stream.tell() - start), start
+
+
+def parse_buffered(stream: Any, context: Any, parse: Callable[[ByteReader], Any]) -> Any:
+    """``parse`` run on a :class:`ByteReader` over ``stream`` (see :func:`_reader`); ``stream`` is left
+    after what ``parse`` consumed, as construct expects of a node."""
+    r, base = _reader(stream, context)
+    try:
+        return parse(r)
+    finally:
+        if r is not stream:
+            stream.seek(base + r.pos)
 
 
 class ArrayItems(StringWalk, Construct):
@@ -86,12 +98,7 @@ class ArrayItems(StringWalk, Construct):
                 self.numeric[int(vt)] = (dtype, native, dtype.itemsize, eager, lazy)
 
     def _parse(self, stream: Any, context: Any, path: str) -> Any:
-        r, base = buffered(stream, context)
-        try:
-            return self._parse_body(r, context, path)
-        finally:
-            if r is not stream:
-                stream.seek(base + r.pos)
+        return parse_buffered(stream, context, lambda r: self._parse_body(r, context, path))
 
     def _parse_body(self, r: ByteReader, context: Any, path: str) -> Any:
         return self.parse_items(r, evaluate(self.item_type, context), evaluate(self.count, context), context, path)

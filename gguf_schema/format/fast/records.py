@@ -25,7 +25,7 @@ from ..types import ValueType
 from ..values import _U64_MAX, BoolByte, Field, GGUFArray
 from ..variant import Variant
 from . import walk
-from .arrays import _TYPES, ArrayItems, buffered
+from .arrays import _TYPES, ArrayItems, parse_buffered
 
 __all__ = ["KeyValueArray", "RecordArray", "TensorInfo", "TensorInfoArray", "Verbatim", "fast_records"]
 
@@ -99,12 +99,7 @@ class RecordArray(IndexedArray):
     """
 
     def _parse(self, stream: Any, context: Any, path: str) -> Any:
-        r, base = buffered(stream, context)
-        try:
-            return self._parse_records(r, context, path)
-        finally:
-            if r is not stream:
-                stream.seek(base + r.pos)
+        return parse_buffered(stream, context, lambda r: self._parse_records(r, context, path))
 
     def _parse_records(self, r: ByteReader, context: Any, path: str) -> Any:
         count = evaluate(self.count, context)

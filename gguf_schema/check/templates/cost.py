@@ -34,7 +34,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from .folding import format_fields
-from .jinja import identifier
+from .jinja import identifier, target_names
 from .rules import Findings, rule
 
 __all__ = ["T504", "CostOverBudget", "check"]
@@ -383,7 +383,7 @@ class _Cost:
         if node.recursive:
             elem = replace(elem, part=elem.part | {f"self:loop@{id(node)}"})
             self.recursive.append(id(node))
-        targets = self.names(node.target)
+        targets = target_names(self.n, node.target)
         saved = {t: self.env.get(t) for t in (*targets, "loop")}
         self.assign(node.target, elem)
         self.env["loop"] = C(chars=poly(16.0), mag=padd(trips, ONE))
@@ -480,13 +480,6 @@ class _Cost:
         if test is not None:
             self.ev(test)
         self.walk(body)
-
-    def names(self, target: Any) -> list[str]:
-        if isinstance(target, self.n.Name):
-            return [identifier(target.name)]
-        if isinstance(target, (self.n.Tuple, self.n.List)):
-            return [x for item in target.items for x in self.names(item)]
-        return []
 
     # -- expressions ------------------------------------------------------------------------------
 

@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from . import folding
-from .jinja import fold_environment, identifier
+from .jinja import fold_environment, identifier, target_names
 from .rules import Findings, rule
 from .values import (
     BOT,
@@ -374,7 +374,7 @@ class Analysis:
                 self.build(node.elif_, scope)
                 self.build(node.else_, scope)
             elif isinstance(node, n.For):
-                inner = (*scope, (id(node), frozenset(self.target_names(node.target)) | {"loop"}))
+                inner = (*scope, (id(node), frozenset(target_names(self.n, node.target)) | {"loop"}))
                 self.units.append(Unit("for", node, scope, inner))
                 self.build(node.body, inner)
                 self.build(node.else_, scope)
@@ -388,7 +388,7 @@ class Analysis:
                 self.units.append(Unit("callblock", node, scope, inner))
                 self.build(node.body, inner)
             elif isinstance(node, n.With):
-                names = frozenset(name for t in node.targets for name in self.target_names(t))
+                names = frozenset(name for t in node.targets for name in target_names(self.n, t))
                 inner = (*scope, (id(node), names))
                 self.units.append(Unit("with", node, scope, inner))
                 self.build(node.body, inner)
@@ -425,15 +425,8 @@ class Analysis:
         for j, node in enumerate(body):
             if isinstance(node, (n.Assign, n.AssignBlock)):
                 end = self.order[id(body[j + 1])] if j + 1 < len(body) else len(self.order)
-                for name in self.target_names(node.target):
+                for name in target_names(self.n, node.target):
                     self.first_set.setdefault(name, end)
-
-    def target_names(self, target: Any) -> list[str]:
-        if isinstance(target, self.n.Name):
-            return [identifier(target.name)]
-        if isinstance(target, (self.n.Tuple, self.n.List)):
-            return [name for item in target.items for name in self.target_names(item)]
-        return []
 
     def collect_literals(self, tree: Any) -> None:
         """Every literal and identifier that spells an internal (for GGUF-T104), found once."""

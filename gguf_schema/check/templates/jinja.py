@@ -51,6 +51,16 @@ def identifier(name: str) -> str:
     return name if name.isascii() else unicodedata.normalize("NFKC", name)
 
 
+def target_names(nodes: Any, target: Any) -> list[str]:
+    """The names an assignment or loop target binds (``a``, ``a, b``, ``[a, (b, c)]``) as identifiers;
+    ``nodes`` is ``jinja2.nodes``."""
+    if isinstance(target, nodes.Name):
+        return [identifier(target.name)]
+    if isinstance(target, (nodes.Tuple, nodes.List)):
+        return [name for item in target.items for name in target_names(nodes, item)]
+    return []
+
+
 def generation_extension() -> type:
     """transformers' ``{% generation %}...{% endgeneration %}`` tag, as a no-op that keeps its body."""
     ext = _cache.get("generation")

@@ -42,7 +42,7 @@ from types import MappingProxyType
 
 from ...format import keys as K
 from . import cost, sandbox
-from .hidden import T301, HiddenCharacter, count_runs, hidden_characters, report_hidden, split_lines
+from .hidden import T301, HiddenCharacter, count_runs, excerpt, hidden_characters, report_hidden, split_lines
 from .interpreter import T104, Analysis, AnalysisOverBudget, alarm_words
 from .jinja import escaped_ascii, parse, require_jinja
 from .rules import AuditRule, Findings, Severity, TemplateFinding, capped, declared, rule
@@ -105,7 +105,7 @@ def analyse(source: str, name: str, seconds: float = ANALYSIS_SECONDS) -> list[T
     """Every static finding of one template (no render), within ``seconds`` of CPU for the analysis."""
     jinja2 = require_jinja()
     lines = split_lines(source)
-    findings = Findings(lines, name)
+    findings = Findings(lines, name, excerpt)
     report_hidden(source, lines, findings, MAX_PER_RULE)
     if len(findings) > MAX_PER_RULE:
         findings.more(T301, count_runs(source, MAX_PER_RULE + 1, _MORE_RUNS))

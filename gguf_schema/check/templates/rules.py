@@ -8,7 +8,7 @@ excerpts, so every check reports the same way.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from typing import Literal
 
@@ -79,15 +79,22 @@ def declared() -> dict[str, AuditRule]:
     return dict(sorted(_DECLARED.items()))
 
 
+Excerpt = Callable[[str, str | None, int | None], str]
+"""How a finding shows its line: ``excerpt(line, needle, column)``
+(:func:`~gguf_schema.check.templates.hidden.excerpt`, passed in by whoever collects the findings:
+hidden characters decide how a line is shown, and their module declares rules of this one)."""
+
+
 class Findings:
     """The findings of one template: each with its rule's severity and a short excerpt of its line.
 
     A finding is kept once per (rule, line, message).
     """
 
-    def __init__(self, lines: list[str], name: str):
+    def __init__(self, lines: list[str], name: str, excerpt: Excerpt):
         self.lines = lines
         self.name = name
+        self.excerpt = excerpt
         self.found: dict[tuple[str, int | None, str], TemplateFinding] = {}
         self.extra: dict[str, int] = {}
         self.needles: dict[tuple[str, int | None, str], str] = {}
@@ -127,13 +134,11 @@ class Findings:
     def result(self, cap: int) -> list[TemplateFinding]:
         """The findings in rule order, then line order: at most ``cap`` of a rule, then one that counts the rest;
         each with a short excerpt of its line."""
-        from .hidden import excerpt  # hidden characters decide how a line is shown
-
         out = []
         for f in capped(list(self.found.values()), self.name, cap, self.extra):
             if f.line and 0 < f.line <= len(self.lines) and not f.excerpt:
                 needle = self.needles.get((f.rule, f.line, f.message))
-                f = replace(f, excerpt=excerpt(self.lines[f.line - 1], needle, f.column))
+                f = replace(f, excerpt=self.excerpt(self.lines[f.line - 1], needle, f.column))
             out.append(f)
         return out
 

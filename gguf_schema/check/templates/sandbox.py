@@ -17,6 +17,7 @@ import subprocess
 import sys
 from typing import Any
 
+from .hidden import excerpt
 from .jinja import require_jinja
 from .rules import Findings, TemplateFinding, rule
 
@@ -150,7 +151,7 @@ def render(
 ) -> list[TemplateFinding]:
     """Render :data:`CONVERSATIONS` in the sandbox of a child process; the findings of that."""
     jinja2 = require_jinja()
-    findings = Findings(lines, name)
+    findings = Findings(lines, name, excerpt)
     version = tuple(int(p) for p in re.findall(r"\d+", jinja2.__version__)[:3])
     if version < (3, 1, 6):
         findings.add(

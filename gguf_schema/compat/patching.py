@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import importlib
 import sys
-import threading
 from types import ModuleType
 from typing import Any
 
@@ -48,8 +47,9 @@ from ..errors import GGUFDependencyError
 from . import quants as _quants
 from . import reader as _reader
 from . import writer as _writer
+from .originals import LOCK, originals
 
-__all__ = ["Patch", "is_patched", "original", "patch", "unpatch"]
+__all__ = ["Patch", "is_patched", "patch", "unpatch"]
 
 _OURS: dict[str, Any] = {
     "GGUFReader": _reader.GGUFReader,
@@ -74,9 +74,7 @@ TARGETS: dict[str, tuple[str, ...]] = {
     "gguf.quants": ("quantize", "dequantize", "QuantError", "quant_shape_to_byte_shape", "quant_shape_from_byte_shape"),
 }
 
-_LOCK = threading.RLock()
 _saved: list[tuple[ModuleType, str, Any]] = []  # (module, name, what it held) for every name rebound
-_originals: dict[str, Any] = {}  # name -> gguf-py's object, from the first patch() on
 
 
 class Patch:
@@ -113,13 +111,13 @@ def patch() -> Patch:
     >>> gguf.GGUFReader is compat.GGUFReader
     False
     """
-    with _LOCK:
+    with LOCK:
         if _saved:
             return Patch(applied=False)
         modules = _import_gguf()
         for name in _OURS:
-            _originals.setdefault(name, getattr(modules["gguf"], name, None))
-        by_id = {id(obj): _OURS[name] for name, obj in _originals.items() if obj is not None}
+            originals.setdefault(name, getattr(modules["gguf"], name, None))
+        by_id = {id(obj): _OURS[name] for name, obj in originals.items() if obj is not None}
         for module_name, names in TARGETS.items():
             module = modules[module_name]
             for name in names:
@@ -148,7 +146,7 @@ def _rebind_imported(by_id: dict[int, Any], skip: set[str]) -> None:
 
 def unpatch() -> None:
     """Put gguf-py's objects back wherever :func:`patch` put ours."""
-    with _LOCK:
+    with LOCK:
         while _saved:
             module, name, value = _saved.pop()
             setattr(module, name, value)
@@ -157,17 +155,3 @@ def unpatch() -> None:
 def is_patched() -> bool:
     """True while :func:`patch` is in effect."""
     return bool(_saved)
-
-
-def original(name: str) -> Any:
-    """gguf-py's own object of that name (``"GGUFWriter"`` ...), patched or not; None without the ``gguf`` package."""
-    with _LOCK:
-        if name in _originals:
-            return _originals[name]
-        module = sys.modules.get("gguf")
-        if module is None:
-            try:
-                module = importlib.import_module("gguf")
-            except ImportError:
-                return None
-        return getattr(module, name, None)

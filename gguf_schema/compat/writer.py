@@ -61,6 +61,7 @@ from ..shards import shard_name
 from ..tools.split import SPLIT_KEYS
 from ..writer import CHUNK, PlannedTensor, TensorRecord, TensorStream, check_header, encoded_size, header_bytes
 from .constants import GGUF_DEFAULT_ALIGNMENT, GGMLQuantizationType, GGUFEndian, GGUFValueType
+from .originals import original
 from .quants import quant_shape_from_byte_shape
 
 __all__ = ["GGUFValue", "GGUFWriter", "TensorInfo", "WriterState"]
@@ -559,8 +560,6 @@ class GGUFWriter:
 
 def _gguf_writer_class() -> Any:
     """gguf-py's own ``GGUFWriter`` (as installed, even while :func:`gguf_schema.compat.patch` is in effect), or None."""
-    from .patching import original
-
     return original("GGUFWriter")
 
 

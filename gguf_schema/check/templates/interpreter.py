@@ -328,7 +328,7 @@ class Analysis:
                 )
 
     def tick(self) -> None:
-        if time.process_time() > self.deadline:
+        if time.thread_time() > self.deadline:
             raise AnalysisOverBudget
 
     def evaluate(self, i: int) -> None:
@@ -1060,9 +1060,10 @@ class Analysis:
             _unknown(a) or a[0] in ("ns", "cyc", "joiner", "macro", "g", "m", "loop") or a == CALLER for a in objects
         ):
             out.append(top(f"{what} of an object"))
+        why = max((p.why for p in parts if p.texty()), key=len, default=())
+        made = V(frozenset((STR,)), (*why, what)[-10:])
         if op == "~":
-            why = max((p.why for p in parts if p.has(STR) or p.has(TOP)), key=len, default=())
-            return join(V(frozenset((STR,)), (*why, what)[-10:]), *out)
+            return join(made, *out)
         texts = [any(_may_text(a) for a in s) for s in atoms]
         numbers = [any(_may_number(a) for a in s) for s in atoms]
         lists = [any(_may_list(a) for a in s) for s in atoms]
@@ -1070,19 +1071,19 @@ class Analysis:
             out.append(number())
         if op == "+":
             if all(texts):
-                out.append(V(frozenset((STR,)), (what,)))
+                out.append(made)
             if all(lists):
                 out.append(self.new_list(node, join(*(self.elements(p) for p in parts)), "+"))
         elif op == "*":
             if any(numbers):
                 if any(texts):
-                    out.append(V(frozenset((STR,)), (what,)))
+                    out.append(made)
                 seqs = [p for p, is_list in zip(parts, lists, strict=True) if is_list]
                 if seqs:
                     out.append(self.new_list(node, join(*(self.elements(p) for p in seqs)), "*"))
         elif op == "%":
             if texts[0]:
-                out.append(V(frozenset((STR,)), (what,)))
+                out.append(made)
         elif op == "-" and (lists[0] or any(_may_dict(a) for a in atoms[0])):  # dict views and sets subtract
             out.append(self.new_list(node, self.elements(parts[0]), "-"))
         return join(*out)
@@ -1158,8 +1159,8 @@ class Analysis:
                     return atom(("m", key, r))
                 return atom(UNDEF) if not key.startswith("_") else top(f"an internal of a str ({key})")
             if k == REQ:
-                return join(text("a character of text"), atom(UNDEF), atom(DYN, "a str attribute the request chose"))
-            return join(text("a character of text"), atom(UNDEF))
+                return join(atom(STR), atom(UNDEF), atom(DYN, "a str attribute the request chose"))
+            return join(atom(STR), atom(UNDEF))
         if (kind == "c" and isinstance(r[3], (int, float, bytes))) or r == NUM:
             if key_is_str:
                 if key in _NUM_VALUES and not isinstance(r[3] if kind == "c" else 0, bytes):

@@ -3,7 +3,7 @@
 Every trick is rendered WITHOUT a sandbox, as a vulnerable runtime renders it, in a forked child with limits
 (:mod:`gguf_schema.testing.trick_corpus`): it runs a command (a marker file appears), puts a planted
 environment value or a file's content in its output, or goes past its time or memory bound. The bound
-tricks run with small limits here (half a second, 256 MiB), far past what a real template needs on one
+tricks run with small limits here (0.3 s, 256 MiB), far past what a real template needs on one
 conversation (a millisecond). Whether the audit catches them is measured by benchmarks/prove_tricks.py
 (benchmarks/results/tricks.md), not asserted here.
 """
@@ -35,7 +35,7 @@ def prover():
 def test_manifest_lists_every_file_and_says_how_each_is_proven():
     manifest = json.loads((FOLDER / "MANIFEST.json").read_text(encoding="utf-8"))
     assert sorted(manifest) == sorted(p.stem for p in FOLDER.glob("*.jinja"))
-    assert len(manifest) >= 30
+    assert len(manifest) >= 60
     for name, entry in manifest.items():
         assert entry["proof"] in PROOFS and entry.get("config", "transformers") in CONFIGS, name
         assert entry["class"] and entry["note"] and isinstance(entry["context"], dict), name
@@ -50,7 +50,7 @@ def test_manifest_lists_every_file_and_says_how_each_is_proven():
 def test_trick_is_live(name, prover):
     trick = TRICKS[name]
     bound = trick.proof == "bound"
-    proof = prover.prove(trick, timeout=0.5 if bound else 5.0, memory=(256 if bound else 768) << 20)
+    proof = prover.prove(trick, timeout=0.3 if bound else 5.0, memory=(256 if bound else 768) << 20)
     assert proof.live, proof.result
     if not bound:  # a payload that ran did not also blow a bound
         assert proof.result.kind == "ok"

@@ -64,3 +64,18 @@ def test_a_benign_render_proves_nothing(prover):
     for proof in PROOFS:
         harmless = Trick("harmless", "{% for m in messages %}{{ m.content }}{% endfor %}", proof, context, "-", "-")
         assert not prover.prove(harmless, timeout=0.5, memory=256 << 20).live, proof
+
+
+# -- the audit, which never renders, reports every trick at error severity -------------------------------------
+# The name tricks are answered by the name analysis (sound by construction, docs/audit.md); the cost tricks by the
+# render-cost bound (cost.py).
+
+
+@pytest.mark.parametrize("name", sorted(n for n, t in TRICKS.items() if t.cls.startswith("names:")))
+def test_the_audit_reports_every_name_trick(name):
+    from gguf_schema.check.templates import audit_template, predict
+
+    trick = TRICKS[name]
+    findings = audit_template(trick.source)
+    assert any(f.severity == "error" for f in findings), [(f.rule, f.message) for f in findings]
+    assert predict(trick.source).flagged

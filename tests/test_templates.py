@@ -714,7 +714,9 @@ def test_text_growing_through_recursion_settles_without_false_alarms():
 def test_payload_behind_an_unmet_condition_is_still_reported_statically():
     source = "{% if messages | length > 99 %}{{ cycler.__init__.__globals__.os.popen('id').read() }}{% endif %}"
     findings = audit_template(source, render=True)
-    assert rules_of(findings) == {"GGUF-T101"}  # the sample conversations never take that branch
+    # the sample conversations never take that branch (no render finding); the cost of popen().read() is not
+    # modelled, so the static cost bound is unbounded too
+    assert rules_of(findings) == {"GGUF-T101", "GGUF-T504"}
 
 
 # ---------------------------------------------------------------------------------------------

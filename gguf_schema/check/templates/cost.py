@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 import re
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, NoReturn
 
@@ -38,7 +38,7 @@ from .folding import format_fields
 from .jinja import identifier, target_names
 from .rules import Findings, rule
 
-__all__ = ["T504", "CostOverBudget", "check"]
+__all__ = ["T504", "CostOverBudget", "RenderBound", "bound", "check", "is_file_supplied", "request_size"]
 
 T504 = rule(
     "GGUF-T504",
@@ -977,10 +977,10 @@ class _Cost:
 
     def r_to_number(self, b: Builtin, r: C, p: dict[str, C], *_: Any) -> C:
         number = r.mag is not None and r.items is None and r.chars == poly(24.0)
-        if r.data:  # the request's numbers, and its texts read as numbers, count as their value in N
+        # the request's numbers, and its texts read in base 10, count as their value; other text: any magnitude
+        mag = r.mag if number and r.mag is not None else UNBOUNDED
+        if r.data and "base" not in p:
             mag = NSIZE
-        else:
-            mag = r.mag if number and r.mag is not None else UNBOUNDED  # text read as a number: any magnitude
         d = p.get("default")
         return C(chars=poly(24.0), mag=pmax(mag, d.mag) if d is not None and d.mag is not None else mag)
 
@@ -1897,18 +1897,143 @@ def _bucket(c: C) -> tuple[Any, ...]:
     return (b(c.chars), b(c.items), b(c.mag), c.data, bool(c.part))
 
 
-def check(tree: Any, findings: Findings, nodes: Any, deadline: float) -> None:
-    """Report (GGUF-T504) when the bound of a render of ``tree`` passes the limits."""
-    cost = _Cost(nodes, deadline)
+def _run(tree: Any, nodes: Any, deadline: float, file_text: int | None, judge: bool) -> _Cost:
+    cost = _Cost(nodes, deadline, file_text, judge)
     cost.cyclic = _may_make_cycles(tree, nodes)
     for block in tree.find_all(nodes.Block):  # self.<name>() renders a block again
         cost.blocks.setdefault(block.name, block)
+    cost.walk(tree.body)
+    return cost
+
+
+def check(tree: Any, findings: Findings, nodes: Any, deadline: float, file_text: int | None = None) -> None:
+    """Report (GGUF-T504) when the bound of a render of ``tree`` passes the limits. ``file_text``: the length of
+    the longest text the model file supplies (its special tokens), when the file is known."""
     try:
-        cost.walk(tree.body)
+        _run(tree, nodes, deadline, file_text, judge=True)
     except _Exceeded as e:
         findings.add(T504, f"rendering can cost too much: {e.why}", e.line)
     except (ArithmeticError, ValueError):  # the bound itself overflows: unbounded
         findings.add(T504, "rendering can cost too much: a bound of the render overflows")
+
+
+@dataclass(frozen=True)
+class RenderBound:
+    """Upper bounds of what one render of a template costs, as polynomials in ``N``, the size of the render's
+    variables (:func:`request_size`), and ``F``, the size of the text the model file supplies (at most ``N``
+    when the file's variables are among those measured, as :func:`request_size` does).
+
+    Attributes:
+        work: steps (1 for each loop pass, each call of a macro, filter, test, global or method, and each
+            64 characters of output or of a value made).
+        output: characters of output.
+        size: characters (or items) of the largest value made, the output included.
+        why: None when the bound is finite; else why it is not (then every ``*_at`` is infinite).
+        line: the line of the construct that made it unbounded.
+    """
+
+    work: P
+    output: P
+    size: P
+    why: str | None = None
+    line: int | None = None
+
+    @property
+    def bounded(self) -> bool:
+        return self.why is None
+
+    def work_at(self, n: float, f: float | None = None) -> float:
+        """The bound of the work of a render whose :func:`request_size` is ``n`` (and file text ``f``, ``n``
+        when not given)."""
+        return INF if self.why is not None else peval(self.work, n, f)
+
+    def output_at(self, n: float, f: float | None = None) -> float:
+        return INF if self.why is not None else peval(self.output, n, f)
+
+    def size_at(self, n: float, f: float | None = None) -> float:
+        return INF if self.why is not None else peval(self.size, n, f)
+
+    def __str__(self) -> str:
+        if self.why is not None:
+            return f"unbounded: {self.why}"
+        return f"work {pfmt(self.work)}; output {pfmt(self.output)}; size {pfmt(self.size)}"
+
+
+def bound(tree: Any, *, file_text: int | None = None, seconds: float = 1.0) -> RenderBound:
+    """The render-cost bound of a parsed template (``jinja.parse(source, name)[0]``), within ``seconds`` of CPU.
+
+    >>> from gguf_schema.check.templates.jinja import parse
+    >>> b = bound(parse("{% for m in messages %}{{ m.content }}{% endfor %}", "t")[0])
+    >>> b.bounded, b.output_at(100) >= 100
+    (True, True)
+    >>> bound(parse("{% set r = range %}{% for i in r(10 ** 10) %}{% endfor %}", "t")[0]).bounded
+    True
+    >>> str(bound(parse("{{ x.frobnicate() }}", "t")[0]))
+    'unbounded: the method .frobnicate(): the cost analysis does not model it, so its cost is unbounded'
+    """
+    from jinja2 import nodes
+
+    try:
+        cost = _run(tree, nodes, time.process_time() + seconds, file_text, judge=False)
+    except _Exceeded as e:
+        return RenderBound(UNBOUNDED, UNBOUNDED, UNBOUNDED, e.why, e.line)
+    except CostOverBudget:
+        return RenderBound(UNBOUNDED, UNBOUNDED, UNBOUNDED, f"not computed within {seconds:g} s of CPU")
+    except (ArithmeticError, ValueError, RecursionError):
+        return RenderBound(UNBOUNDED, UNBOUNDED, UNBOUNDED, "the bound itself overflows")
+    return RenderBound(cost.work, cost.output, pmax(cost.size, cost.output))
+
+
+def request_size(variables: Mapping[str, Any]) -> float:
+    """``N`` for one render: the size of every variable passed to it (the request's and the file's alike).
+
+    A text counts its characters, plus its value when it reads as a number (``'1e9'|int`` is a number of the
+    request); a number its magnitude (at least 1); True, False and None 1; a list, tuple, set or mapping 1 plus
+    its items (keys and values); anything else the length of its ``repr``. A value met twice counts twice (the
+    size unfolded). At least 1.
+
+    >>> request_size({"messages": [{"role": "user", "content": "Hello"}], "add_generation_prompt": True})
+    23.0
+    """
+    total = 0.0
+    stack: list[Any] = list(variables.values())  # the variables' names are not data the template reads
+    visits = 0
+    while stack:
+        v = stack.pop()
+        visits += 1
+        if visits > 50_000_000:  # a cycle, or more than anyone renders
+            return INF
+        if isinstance(v, bool) or v is None:
+            total += 1
+        elif isinstance(v, (int, float)):
+            total += max(1.0, abs(float(v))) if math.isfinite(float(v)) else INF
+        elif isinstance(v, str):
+            total += len(v) + _as_number(v)
+        elif isinstance(v, Mapping):
+            total += 1
+            stack.extend(v.keys())
+            stack.extend(v.values())
+        elif isinstance(v, (list, tuple, set, frozenset)):
+            total += 1
+            stack.extend(v)
+        else:
+            total += len(repr(v))
+    return max(total, 1.0)
+
+
+def _as_number(text: str) -> float:
+    """The magnitude ``|int`` or ``|float`` reads from ``text`` (0 when it reads none)."""
+    try:
+        return abs(float(int(text)))  # Python reads at most 4,300 digits
+    except OverflowError:
+        return INF
+    except ValueError:
+        pass
+    try:
+        x = abs(float(text))
+    except ValueError:
+        return 0.0
+    return x if math.isfinite(x) else 0.0
 
 
 def _may_make_cycles(tree: Any, nodes: Any) -> bool:

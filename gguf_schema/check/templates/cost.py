@@ -286,6 +286,7 @@ class _Cost:
         self.blocks: dict[str, Any] = {}
         self.cyclic = False
         self.ticks = 0
+        self.purity: dict[int, bool] = {}
         self.iterating: list[frozenset[int]] = []  # the containers (sites) the loops around are walking
         self.grown: list[tuple[frozenset[int], C]] = []  # in-place growth, in order (macros replay theirs)
 
@@ -415,7 +416,19 @@ class _Cost:
             for item in target.items:
                 self.assign(item, elem)
 
+    def pure(self, node: Any) -> bool:
+        """Whether walking ``node`` can change no variable, namespace or container (no assignment, no call):
+        a trial pass (counting nothing) can skip it."""
+        hit = self.purity.get(id(node))
+        if hit is None:
+            n = self.n
+            kinds = (n.Assign, n.AssignBlock, n.Macro, n.CallBlock, n.Call, n.With, n.ExprStmt)
+            hit = self.purity[id(node)] = not any(True for _ in node.find_all(kinds))
+        return hit
+
     def loop(self, node: Any) -> None:
+        if not self.counting and self.pure(node):
+            return  # a trial pass of a loop around it: this loop changes nothing, and costs are not counted
         it = self.ev(node.iter)
         line = node.lineno
         number = it.items is None and it.mag is not None and it.chars == poly(24.0)
@@ -800,7 +813,9 @@ class _Cost:
         key = (id(node), *(_bucket(bound[p]) for p in [*params, "varargs"]))
         summary = self.summaries.get(key)
         if summary is None:
-            summary = self.summaries[key] = self.summarise(node, name, params, bound, line)
+            summary = self.summarise(node, name, params, bound, line)
+            if not summary[2]:  # a macro that grows containers in place is walked again at each call
+                self.summaries[key] = summary
         else:
             self.restore_growth(summary[2])
         work, out, _grown = summary

@@ -27,6 +27,7 @@ real chat templates have coefficients in the hundreds.
 from __future__ import annotations
 
 import math
+import operator
 import re
 import time
 from collections.abc import Iterable, Mapping
@@ -76,11 +77,21 @@ UNBOUNDED = (INF,) + (0.0,) * (2 * _W - 1)
 
 
 def padd(a: P, b: P) -> P:
-    return tuple(x + y for x, y in zip(a, b, strict=True))
+    if b is ZERO:
+        return a
+    if a is ZERO:
+        return b
+    return tuple(map(operator.add, a, b))
+
+
+def _max2(x: float, y: float) -> float:
+    return x if x >= y else y
 
 
 def pmax(a: P, b: P) -> P:
-    return tuple(max(x, y) for x, y in zip(a, b, strict=True))
+    if a is b or b is ZERO:
+        return a
+    return tuple(map(_max2, a, b))
 
 
 def pmul(a: P, b: P) -> P:
@@ -496,6 +507,12 @@ class _Cost:
             env1[t] = env2[t] = env3[t] = env0[t]
         grown = _growth(env1, env2, env3) + _growth(ns1, ns2, ns3)
         geometric = [k for k, kind_ in grown if kind_ == "geometric"]
+        resolved: dict[Any, C] = {}
+        if geometric:  # growing faster, but perhaps only because another variable grows (x = x + y; y = y + [1])
+            try:
+                geometric, resolved = self.settle(body, test, fresh, trips, geometric, passes, (env0, ns0))
+            finally:
+                self.counting = counting
         if geometric:
             n = trips[0] if all(x == 0 for x in trips[1:]) else INF
             if n > GEOMETRIC_TRIPS:
@@ -526,6 +543,10 @@ class _Cost:
             for table, t0, t1, t2, t3 in tables:
                 for k, c3 in t3.items():
                     c1, c2 = t1.get(k), t2.get(k)
+                    if k in resolved:
+                        table[k] = resolved[k]
+                        self.made(table[k], line, f"{_label(k)}, grown in {what},")
+                        continue
                     if c1 is None or c2 is None or (c1 == c2 == c3):
                         table[k] = _jn(t0.get(k), c3)
                         continue
@@ -538,6 +559,54 @@ class _Cost:
             self.once(body, test)
         finally:
             self.mult = mult
+
+    def settle(
+        self,
+        body: list[Any],
+        test: Any,
+        fresh: dict[str, C],
+        trips: P,
+        geometric: list[Any],
+        passes: list[tuple[dict[Any, C], dict[Any, C]]],
+        start: tuple[dict[Any, C], dict[Any, C]],
+    ) -> tuple[list[Any], dict[Any, C]]:
+        """Of the variables whose second pass added more than their first, those still growing faster when every
+        other variable is already at its bound after the loop (``x = x ~ x``), and the bounds of the others
+        (``x = x + y`` while ``y`` grows by one each pass: each pass adds at most the last ``y``)."""
+        (env1, ns1), (env2, ns2), (env3, ns3) = passes
+        env0, ns0 = start
+        base_env, base_ns = dict(env3), dict(ns3)
+        for base, t0, t1, t2, t3 in ((base_env, env0, env1, env2, env3), (base_ns, ns0, ns1, ns2, ns3)):
+            for k, c3 in t3.items():
+                c1, c2 = t1.get(k), t2.get(k)
+                if k in geometric or k in fresh or c1 is None or c2 is None or c1 == c2 == c3:
+                    continue
+                base[k] = _jn(t0.get(k), _extend(c1, c2, c3, trips))  # the others, at their bound after the loop
+        self.counting = False
+        probes: list[tuple[dict[Any, C], dict[Any, C]]] = []
+        for _ in range(3):
+            self.env, self.ns = dict(base_env), dict(base_ns)
+            for k in geometric if probes else ():  # the same start, the candidates grown as far as the last probe
+                table = self.env if isinstance(k, str) else self.ns
+                table[k] = probes[-1][0 if isinstance(k, str) else 1][k]
+            self.env.update(fresh)
+            self.once(body, test)
+            probes.append((dict(self.env), dict(self.ns)))
+        still, resolved = [], {}
+        for k in geometric:
+            i = 0 if isinstance(k, str) else 1
+            b, c, d = (probes[j][i].get(k) for j in range(3))
+            if b is None or c is None or d is None or _growth({k: b}, {k: c}, {k: d}) == [(k, "geometric")]:
+                still.append(k)
+                continue
+            out = _extend(b, c, d, trips)
+            grew = pmax(_diff(c.text(), b.text()), _diff(d.text(), c.text()))
+            if pgt(padd(d.text(), pmul(trips, grew)), out.text()):  # growth of nesting: not a sum of increments
+                still.append(k)
+                continue
+            t0 = (env0, ns0)[i]
+            resolved[k] = _jn(t0.get(k), out)
+        return still, resolved
 
     def once(self, body: list[Any], test: Any) -> None:
         if test is not None:
@@ -1848,8 +1917,12 @@ def _const_len(node: Any) -> float:
     return float(len(value)) if isinstance(value, str) else 1.0
 
 
+def _sub0(a: float, b: float) -> float:
+    return a - b if a > b else 0.0
+
+
 def _diff(after: P, before: P) -> P:
-    return tuple(max(0.0, a - b) for a, b in zip(after, before, strict=True))
+    return after if before is ZERO else tuple(map(_sub0, after, before))
 
 
 def _merge(tables: list[dict[Any, C]]) -> dict[Any, C]:
@@ -1868,7 +1941,7 @@ def _growth(t0: dict[Any, C], t1: dict[Any, C], t2: dict[Any, C]) -> list[tuple[
     out = []
     for k, c2 in t2.items():
         c0, c1 = t0.get(k), t1.get(k)
-        if c0 is None or c1 is None or c0.data:
+        if c0 is None or c1 is None or c0.data or (c0 == c1 == c2):
             continue
         kind_ = None
         for f in (lambda c: c.chars, lambda c: c.items or ZERO, lambda c: c.mag or ZERO, C.text):

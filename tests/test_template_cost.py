@@ -265,3 +265,43 @@ def test_real_templates_render_within_their_bound():
             assert len(out) <= b.output_at(n), (path.name, len(out), n, str(b))
             checked += 1
     assert checked >= 20
+
+
+# ---------------------------------------------------------------------------------------------
+# The audit's own budget: lexing and parsing inside it, a hard stop past it (figures: benchmarks/)
+# ---------------------------------------------------------------------------------------------
+
+
+def test_a_template_of_too_many_tokens_is_not_parsed():
+    from gguf_schema.check.templates import MAX_TOKENS, analyse
+
+    source = "{{ [" + "1," * MAX_TOKENS + "1] }}"
+    findings = analyse(source, "t")
+    assert [f.rule for f in findings] == ["GGUF-T402"]
+    assert f"more than {MAX_TOKENS:,} tokens" in findings[0].message
+
+
+def test_parsing_is_inside_the_budget():
+    from gguf_schema.check.templates import analyse
+
+    findings = analyse("{% for m in messages %}{{ m.content }}{% endfor %}", "t", seconds=-1.0)  # spent already
+    assert [f.rule for f in findings] == ["GGUF-T402"]
+    assert "not parsed within the audit's budget" in findings[0].message
+
+
+@posix
+def test_the_hard_stop_interrupts_work_that_reads_no_clock_and_restores_the_handler():
+    import signal
+
+    from gguf_schema.check.templates.budget import OutOfBudget, cpu_deadline
+
+    before = signal.getsignal(signal.SIGPROF)
+    with pytest.raises(OutOfBudget):
+        with cpu_deadline(0.02):
+            while True:
+                pass
+    assert signal.getsignal(signal.SIGPROF) == before
+    assert signal.getitimer(signal.ITIMER_PROF) == (0.0, 0.0)
+    with cpu_deadline(5.0):  # a block that ends in time: nothing raised, the timer off again
+        sum(range(1000))
+    assert signal.getitimer(signal.ITIMER_PROF) == (0.0, 0.0)

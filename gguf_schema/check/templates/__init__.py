@@ -26,7 +26,7 @@ Jinja2 is an optional dependency (``pip install 'gguf-schema[audit]'``); only
 
 >>> findings = audit_template("{{ cycler.__init__.__globals__.os.popen('id').read() }}")
 >>> [(f.rule, f.severity, f.line) for f in findings]
-[('GGUF-T101', 'error', 1), ('GGUF-T101', 'error', 1), ('GGUF-T101', 'error', 1)]
+[('GGUF-T101', 'error', 1), ('GGUF-T101', 'error', 1), ('GGUF-T101', 'error', 1), ('GGUF-T504', 'error', 1)]
 >>> print(findings[0].message)
 attribute '__init__' of cycler (a Jinja global) is a Python internal
 >>> audit_template("{% for m in messages %}{{ m['role'] ~ ': ' ~ m['content'] }}{% endfor %}")

@@ -714,9 +714,9 @@ def test_text_growing_through_recursion_settles_without_false_alarms():
 def test_payload_behind_an_unmet_condition_is_still_reported_statically():
     source = "{% if messages | length > 99 %}{{ cycler.__init__.__globals__.os.popen('id').read() }}{% endif %}"
     findings = audit_template(source, render=True)
-    # the sample conversations never take that branch: only the static findings (the names, and the call of what
-    # they reach)
-    assert rules_of(findings) == {"GGUF-T101", "GGUF-T102"}
+    # the sample conversations never take that branch (no render finding): only the static findings (the names, the
+    # calls of what they reach, whose cost is not modelled either)
+    assert rules_of(findings) == {"GGUF-T101", "GGUF-T102", "GGUF-T504"}
 
 
 # ---------------------------------------------------------------------------------------------

@@ -26,7 +26,7 @@ Jinja2 is an optional dependency (``pip install 'gguf-schema[audit]'``); only
 
 >>> findings = audit_template("{{ cycler.__init__.__globals__.os.popen('id').read() }}")
 >>> [(f.rule, f.severity, f.line) for f in findings]  # three internal names; two calls of what they reach
-[('GGUF-T101', 'error', 1), ('GGUF-T101', 'error', 1), ('GGUF-T101', 'error', 1), ('GGUF-T102', 'error', 1), ('GGUF-T102', 'error', 1)]
+[('GGUF-T101', 'error', 1), ('GGUF-T101', 'error', 1), ('GGUF-T101', 'error', 1), ('GGUF-T102', 'error', 1), ('GGUF-T102', 'error', 1), ('GGUF-T504', 'error', 1)]
 >>> print(findings[0].message)
 attribute '__init__' of cycler (a Jinja global) is a Python internal
 >>> audit_template("{% for m in messages %}{{ m['role'] ~ ': ' ~ m['content'] }}{% endfor %}")
@@ -42,9 +42,10 @@ from types import MappingProxyType
 
 from ...format import keys as K
 from . import cost, sandbox
+from .budget import OutOfBudget, cpu_deadline
 from .hidden import T301, HiddenCharacter, count_runs, excerpt, hidden_characters, report_hidden, split_lines
 from .interpreter import T104, Analysis, AnalysisOverBudget, alarm_words
-from .jinja import escaped_ascii, parse, require_jinja
+from .jinja import ParseOverBudget, escaped_ascii, parse, require_jinja
 from .rules import AuditRule, Findings, Severity, TemplateFinding, capped, declared, rule
 
 __all__ = [
@@ -85,8 +86,12 @@ RULES: Mapping[str, AuditRule] = MappingProxyType(declared())
 #: The longest template (in characters) the audit parses and analyses; a longer one is GGUF-T402 (real chat
 #: templates are under 20,000 characters; Jinja's own parser needs about a second for 1 MiB).
 MAX_ANALYSED = 256 * 1024
-#: CPU seconds one template's analysis may take before it is reported as not analysed.
-ANALYSIS_SECONDS = 1.0
+#: CPU seconds one template's lexing, parsing and analyses may take before it is reported as not analysed (the
+#: whole audit process stays under 1 s: Python and the imports take about 0.45 s).
+ANALYSIS_SECONDS = 0.5
+#: The most tokens the audit lexes and parses in one template (the largest real chat template has under 4,000).
+MAX_TOKENS = 50_000
+_HARD_STOP = 0.05  # CPU seconds past the budget before the interval timer stops an analysis that has not
 MAX_PER_RULE = 100
 _MORE_RUNS = 100_000  # hidden-character runs counted past the cap
 
@@ -133,11 +138,15 @@ class Prediction:
 
 
 def predict(source: str) -> Prediction:
-    """The static analysis of ``source`` as a :class:`Prediction` (cached like the audit's findings)."""
+    """The static analysis of ``source`` as a :class:`Prediction`, with the render-cost bound
+    (:func:`.cost.bound`) of a template the audit does not refuse."""
     if not isinstance(source, str):
         raise TypeError(f"predict needs the template as str, not {type(source).__name__}")
     require_jinja()
-    return _static(source)
+    p = _static(source)
+    if p.flagged:
+        return p
+    return dataclasses.replace(p, bound=cost.bound(parse(source, "")[0]))
 
 
 def analyse(source: str, name: str, seconds: float = ANALYSIS_SECONDS) -> list[TemplateFinding]:
@@ -147,7 +156,7 @@ def analyse(source: str, name: str, seconds: float = ANALYSIS_SECONDS) -> list[T
 
 def _analyse(source: str, name: str, seconds: float = ANALYSIS_SECONDS) -> Prediction:
     """The static analysis of one template, within ``seconds`` of CPU."""
-    jinja2 = require_jinja()
+    require_jinja()
     lines = split_lines(source)
     findings = Findings(lines, name, excerpt)
     report_hidden(source, lines, findings, MAX_PER_RULE)
@@ -160,8 +169,26 @@ def _analyse(source: str, name: str, seconds: float = ANALYSIS_SECONDS) -> Predi
         )
         _lexical(lines, findings, "the unanalysed source")
         return _prediction(findings, None)
+    try:  # one budget for lexing, parsing and both analyses: read as they go, and a hard stop just past it
+        with cpu_deadline(seconds + _HARD_STOP):
+            return _analysed(source, name, seconds, lines, findings)
+    except OutOfBudget:
+        findings.add(
+            T402, f"the analysis ran past its budget of {seconds:g} s of CPU; nothing is known about what it reaches"
+        )
+        _lexical(lines, findings, "the source")
+        return _prediction(findings, None)
+
+
+def _analysed(source: str, name: str, seconds: float, lines: list[str], findings: Findings) -> Prediction:
+    jinja2 = require_jinja()
+    deadline = time.thread_time() + seconds
     try:
-        tree, strings = parse(source, name)
+        tree, strings = parse(source, name, deadline, MAX_TOKENS)
+    except ParseOverBudget as e:
+        findings.add(T402, f"the template was not parsed within the audit's budget ({e})")
+        _lexical(lines, findings, "the unparsed source")
+        return _prediction(findings, None)
     except jinja2.TemplateSyntaxError as e:
         line = e.lineno if e.lineno and 0 < e.lineno <= len(lines) else None
         findings.add(T401, f"Jinja cannot parse the template: {str(e.message)[:200]}", line)
@@ -179,7 +206,6 @@ def _analyse(source: str, name: str, seconds: float = ANALYSIS_SECONDS) -> Predi
 
     from jinja2 import nodes
 
-    deadline = time.thread_time() + seconds
     analysis = Analysis(nodes, findings, deadline)
     try:
         analysis.run(tree)

@@ -19,7 +19,9 @@ from __future__ import annotations
 import datetime
 import json
 import re
+import time
 import unicodedata
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 __all__ = [
@@ -89,19 +91,38 @@ def _parse_environment() -> Any:
     return env
 
 
-def parse(source: str, name: str) -> tuple[Any, list[tuple[int, str]]]:
+class ParseOverBudget(Exception):
+    """Lexing and parsing the template went past its CPU deadline or its count of tokens."""
+
+
+def _clocked(tokens: Iterable[Any], deadline: float | None, max_tokens: int | None) -> Iterator[Any]:
+    """``tokens``, with the CPU clock read every 64 of them (Jinja's lexer and parser do a bounded amount of work
+    per token, so the parse stops within a few milliseconds of ``deadline``) and at most ``max_tokens``."""
+    for i, token in enumerate(tokens):
+        if i & 63 == 0:
+            if deadline is not None and time.thread_time() > deadline:
+                raise ParseOverBudget("past its CPU deadline")
+            if max_tokens is not None and i > max_tokens:
+                raise ParseOverBudget(f"more than {max_tokens:,} tokens")
+        yield token
+
+
+def parse(
+    source: str, name: str, deadline: float | None = None, max_tokens: int | None = None
+) -> tuple[Any, list[tuple[int, str]]]:
     """The template's syntax tree and its string tokens ``(line, raw text)``, lexed once.
 
-    Raises Jinja's ``TemplateSyntaxError`` for a template Jinja cannot parse.
+    Raises Jinja's ``TemplateSyntaxError`` for a template Jinja cannot parse, :class:`ParseOverBudget` when
+    lexing and parsing pass the CPU time ``deadline`` (``time.thread_time()``) or ``max_tokens`` tokens.
     """
     from jinja2 import nodes
     from jinja2.lexer import TokenStream
     from jinja2.parser import Parser
 
     env = _parse_environment()
-    raw = list(env.lexer.tokeniter(source, name))
+    raw = list(_clocked(env.lexer.tokeniter(source, name), deadline, max_tokens))
     parser = Parser(env, source, name)
-    parser.stream = TokenStream(env.lexer.wrap(iter(raw), name), name, None)
+    parser.stream = TokenStream(env.lexer.wrap(_clocked(raw, deadline, None), name), name, None)
     strings = [(line, value) for line, token, value in raw if token == "string"]
     # Parser.parse() also binds every node to the environment (for constant folding at compile
     # time), a walk the audit does not need.

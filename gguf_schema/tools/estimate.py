@@ -25,17 +25,27 @@ llama.cpp applies when it loads a model and creates a context:
   (llama.cpp's default, ``offload_kqv``); the output buffer is host memory.
 * **output buffer**: the logits of one token per sequence (``n_vocab x parallel x 4`` bytes,
   host memory), as allocated when the context is created.
+* **compute buffer**: per device, what ggml's graph allocator reserves for llama.cpp's worst-case
+  graphs (a prompt ubatch with every token an output, and one token per sequence), computed by
+  running the same allocator over the same graph (:mod:`.compute_graph`): logits
+  (``n_vocab x n_ubatch`` floats) dominate with big vocabularies, attention scores
+  (``n_kv x n_ubatch x n_head`` floats) without flash attention.
+* **repacked weights**: the second copy llama.cpp makes, in its ``CPU_REPACK`` buffer, of the
+  matmul weights on the CPU whose type its kernels repack for the instruction set (``cpu_isa``;
+  AVX2: Q4_0, Q4_K, IQ4_NL, MXFP4 with rows in multiples of 8).
 
-Not estimated (and listed in :attr:`Estimate.not_estimated`): the compute buffers (the graph's
-scratch memory, which grows with ``ubatch`` and the context), backend and driver overhead (CUDA
-context, cuBLAS workspaces), the OS page cache of a memory-mapped file, the copies of weights
-llama.cpp repacks for its CPU kernels on some processors, and the caches of
+The formulas follow llama.cpp 0c1e570 (:data:`LLAMA_CPP_VERSION`).
+
+Not estimated (and listed in :attr:`Estimate.not_estimated`): backend and driver overhead (CUDA
+context, cuBLAS workspaces), the OS page cache of a memory-mapped file, the CPU backend's work
+buffer, the caches and compute buffers of
 architectures whose layout this module does not model (hybrid attention/recurrent models,
 multi-head latent attention, shared-KV models, encoder-decoder models); for those the weights
 are still estimated.
 
 ``benchmarks/bench_estimate.py`` checks these figures against what llama.cpp reports when it loads
-a model (``benchmarks/results/estimate.md``).
+a model (``benchmarks/results/estimate.md``); ``benchmarks/llama_buffers.py`` records every CPU
+buffer llama.cpp allocates (``tests/data/llama_buffers/``), which the tests hold the estimate to.
 
 >>> import io, numpy as np, gguf_schema
 >>> meta = {"general.architecture": "llama", "llama.block_count": 2, "llama.context_length": 4096,

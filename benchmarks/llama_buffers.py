@@ -25,7 +25,6 @@ Run with a Python that has llama-cpp-python and this package::
 from __future__ import annotations
 
 import argparse
-import ctypes
 import json
 import os
 import platform
@@ -40,9 +39,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import bench_estimate as B  # noqa: E402  (sets llama.cpp's log callback; B._LOG is the current load's log)
+import bench_estimate as B  # sets llama.cpp's log callback; B._LOG is the current load's log
 
-import gguf_schema  # noqa: E402
+import gguf_schema
 
 L = B.L
 ROOT = Path(__file__).resolve().parents[1]
@@ -118,9 +117,8 @@ def describe(path: Path) -> dict[str, Any]:
             if key == "tokenizer.ggml.tokens":
                 meta["tokenizer.ggml.tokens#len"] = len(value)
                 continue
-            if key.startswith("tokenizer.") or key.startswith("general."):
-                if key != "general.architecture":
-                    continue
+            if key.startswith(("tokenizer.", "general.")) and key != "general.architecture":
+                continue
             if isinstance(value, np.ndarray):
                 value = value.tolist()
             elif isinstance(value, (list, tuple)):

@@ -458,7 +458,9 @@ def test_to_dict_is_json_with_totals_and_what_is_not_estimated() -> None:
         "output buffer",
         "compute buffer",
     }
-    assert d["totals"]["compute_cpu"] == d["compute"]["CPU"] > 0 and d["totals"]["compute_gpu"] == d["compute"]["GPU"] > 0
+    assert (
+        d["totals"]["compute_cpu"] == d["compute"]["CPU"] > 0 and d["totals"]["compute_gpu"] == d["compute"]["GPU"] > 0
+    )
     assert d["formulas"]["context"].startswith("n_ctx = pad256(ctx 256) = 256")
 
 
@@ -546,4 +548,9 @@ def test_cli_estimate_help(capsys: pytest.CaptureFixture[str]) -> None:
         main(["estimate", "--help"])
     assert exit_.value.code == 0
     out = capsys.readouterr().out
-    assert out.startswith("usage: gguf-schema estimate") and "--cache-type-k T" in out and "compute buffer per device" in out and "--cpu-isa" in out
+    assert (
+        out.startswith("usage: gguf-schema estimate")
+        and "--cache-type-k T" in out
+        and "compute buffer per device" in out
+        and "--cpu-isa" in out
+    )

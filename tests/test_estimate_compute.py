@@ -110,12 +110,13 @@ def test_gemma_270m_issue_figures() -> None:
 
 def test_compute_grows_with_ubatch_and_attention_without_flash_attention() -> None:
     model = _Model(MODELS["llama"])
-    small = estimate(model, ctx=8192, ubatch=64).compute_on("CPU")
-    big = estimate(model, ctx=8192, ubatch=512).compute_on("CPU")
-    no_fa = estimate(model, ctx=8192, ubatch=512, flash_attn=False).compute_on("CPU")
+    small = estimate(model, ctx=16384, ubatch=64).compute_on("CPU")
+    big = estimate(model, ctx=16384, ubatch=512).compute_on("CPU")
+    no_fa = estimate(model, ctx=16384, ubatch=512, flash_attn=False).compute_on("CPU")
     n_head = model.metadata["llama.attention.head_count"]
     assert small < big < no_fa
-    assert no_fa - big >= 8192 * 512 * n_head * 4 * 0.9  # KQ: n_kv x n_ubatch x n_head floats
+    # without flash attention, the scores (n_kv x n_ubatch x n_head floats) and the F32 mask live at once
+    assert no_fa >= 16384 * 512 * n_head * 4 + 16384 * 512 * 4
 
 
 def test_offloading_moves_the_compute_buffer() -> None:

@@ -76,6 +76,7 @@ class ComputeShapes:
     swa: Sequence[bool] = field(default_factory=list)
     layer_devices: Sequence[str] = ()  # device of each layer and, last, of the output layer (all "CPU" if empty)
     ssm: tuple[int, int, int, int] = (0, 0, 0, 0)  # mamba: d_conv, d_inner, d_state, dt_rank
+    ffn_kind: str = "gated"  # "gated" (gate and up), "fused" (one matrix for both, phi3), "plain" (no gate)
 
 
 @dataclass(frozen=True)
@@ -175,8 +176,9 @@ class _Builder:
         self.T = s.n_tokens
         self.n_out = s.n_outputs if s.n_outputs is not None else s.n_tokens
         self.n_stream = 1 if s.kv_unified else s.n_seqs
-        self.masks: dict[int, _T] = {}
+        self.masks: dict[bool, _T] = {}
         self.idxs: dict[bool, tuple[_T, _T]] = {}
+        self.rots: dict[str, _T] = {}
 
     # ------------------------------------------------------------------ pieces
 
@@ -194,11 +196,12 @@ class _Builder:
             self.idxs[swa] = (_input("k_idxs", (self.T,), 8), _input("v_idxs", (v_rows,), 8))
         return self.idxs[swa]
 
-    def mask(self, n_kv: int) -> _T:
-        if n_kv not in self.masks:
+    def mask(self, n_kv: int, swa: bool) -> _T:
+        """The KQ mask (one for the full-attention cache, one for the sliding-window cache)."""
+        if swa not in self.masks:
             esize = 2 if self.s.flash_attn else 4
-            self.masks[n_kv] = _input("kq_mask", (n_kv, self.T // self.n_stream, 1, self.n_stream), esize)
-        return self.masks[n_kv]
+            self.masks[swa] = _input("kq_mask", (n_kv, self.T // self.n_stream, 1, self.n_stream), esize)
+        return self.masks[swa]
 
     def attention(self, il: int, cur: _T, pos: _T) -> _T:
         s, T, g = self.s, self.T, self.g
@@ -224,13 +227,13 @@ class _Builder:
         if s.qk_norm:
             k = self.norm(k, "k_norm")
         k = _f32("Kcur", "rope", k.ne, k, pos)
-        if s.family in ("gemma2", "gemma3"):
+        if s.family in ("gemma2", "gemma3", "phi3"):
             q = _f32("Qscaled", "scale", q.ne, q)
         if s.k_rot:
-            q = _f32("q_rot", "mul_mat", q.ne, _weight("rot"), q)
-            k = _f32("k_rot", "mul_mat", k.ne, _weight("rot"), k)
+            q = self.hadamard(q, self.rot("k"))
+            k = self.hadamard(k, self.rot("k"))
         if s.v_rot:
-            v = _f32("v_rot", "mul_mat", v.ne, _weight("rot"), v)
+            v = self.hadamard(v, self.rot("v"))
         g.expand(q)
         g.expand(v)
         g.expand(k)
@@ -245,7 +248,7 @@ class _Builder:
         qv = _view(q, (s.head_k, T // ns, n_head, ns), contig=False)
         kv_k = _view(kc, (s.head_k, n_kv, n_head_kv, ns))
         kv_v = _view(vc, (s.head_v, n_kv, n_head_kv, ns))
-        mask = self.mask(n_kv)
+        mask = self.mask(n_kv, swa)
         if s.flash_attn:
             out = _f32("fattn", "flash_attn_ext", (s.head_v, n_head, T // ns, ns), qv, kv_k, kv_v, mask)
             cur = _view(out, (s.head_v * n_head, T))
@@ -259,15 +262,39 @@ class _Builder:
             kqv = _f32("kqv", "mul_mat", (s.head_v, T // ns, n_head, ns), kv_v, kq)
             cur = _f32("kqv_cont", "cont", (s.head_v * n_head, T), _view(kqv, kqv.ne, contig=False))
         g.expand(cur)
+        if s.v_rot:
+            cur = self.hadamard(cur, self.rot("v"))
         return self.mm("wo", cur, s.n_embd)
+
+    def rot(self, which: str) -> _T:
+        """The Hadamard matrix of a quantized cache (a graph input): 64 x 64 for V; for K the largest power
+        of two from 64 dividing the head size."""
+        if which not in self.rots:
+            n = 64
+            if which == "k":
+                while self.s.head_k % (n * 2) == 0:
+                    n *= 2
+            self.rots[which] = _input(f"attn_inp_{which}_rot", (n, n), 4)
+        return self.rots[which]
+
+    def hadamard(self, x: _T, rot: _T) -> _T:
+        if not x.contig:
+            x = _f32("rot_cont", "cont", x.ne, x)
+        return _f32("rot", "mul_mat", x.ne, rot, _view(x, x.ne))
 
     def ffn(self, cur: _T) -> _T:
         s = self.s
         if s.n_expert:
             return self.moe(cur)
-        up = self.mm("ffn_up", cur, s.n_ff)
-        gate = self.mm("ffn_gate", cur, s.n_ff)
-        act = _f32("ffn_glu", "glu", up.ne, gate, up)
+        if s.ffn_kind == "fused":  # one matrix for gate and up (phi3): a GLU over its two halves
+            up = self.mm("ffn_up", cur, s.n_ff)
+            act = _f32("ffn_glu", "glu", (s.n_ff // 2, *up.ne[1:]), up)
+        elif s.ffn_kind == "plain":  # no gate: an activation in place
+            act = _f32("ffn_act", "unary", (s.n_ff, self.T), self.mm("ffn_up", cur, s.n_ff))
+        else:
+            up = self.mm("ffn_up", cur, s.n_ff)
+            gate = self.mm("ffn_gate", cur, s.n_ff)
+            act = _f32("ffn_glu", "glu", up.ne, gate, up)
         return self.mm("ffn_down", act, s.n_embd)
 
     def moe(self, cur: _T) -> _T:
@@ -386,7 +413,10 @@ class _Builder:
             cur = self.ffn(cur)
             if s.family in ("gemma2", "gemma3"):
                 cur = self.norm(cur, "ffn_post_norm")
-            inp = _f32("l_out", "add", cur.ne, cur, ffn_inp)
+            if s.family == "phi3":  # phi3 adds the residual first
+                inp = _f32("l_out", "add", cur.ne, ffn_inp, cur)
+            else:
+                inp = _f32("l_out", "add", cur.ne, cur, ffn_inp)
         self._device(n_layer)
         cur = self.norm(inp, "result_norm")
         cur.flags = "o"

@@ -787,7 +787,9 @@ def _compute(
     n_ff_exp = exps[0][1] if exps else 0
     n_used = keys.uint("expert_used_count", "the experts used per token", default=None if n_expert else 0)
     arch = keys.arch
-    family = arch if arch in ("gemma2", "gemma3", "mamba") else "llama"
+    family = arch if arch in ("gemma2", "gemma3", "mamba", "phi3") else "llama"
+    has_gate = any(n.endswith("ffn_gate.weight") for n in dims)
+    ffn_kind = "gated" if has_gate else "fused" if arch in ("phi3", "phimoe") else "plain"
     cells = {x.layer: x.cells for x in kv_layers}
     widths = [x.n_embd_v_gqa for x in kv_layers]
     flash = bool(settings["flash_attn"])
@@ -817,6 +819,7 @@ def _compute(
         "swa": [x.kind == "swa" for x in sorted(kv_layers, key=lambda x: x.layer)],
         "layer_devices": [device(il) for il in range(n_layer)] + [device(n_layer_all)],
         "ssm": ssm,
+        "ffn_kind": ffn_kind,
     }
     n_tokens = min(n_ctx, n_ubatch)
     pp_tokens = -(-n_tokens // n_seqs) * n_seqs

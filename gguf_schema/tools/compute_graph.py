@@ -81,11 +81,13 @@ class ComputeShapes:
 
 @dataclass(frozen=True)
 class ComputeResult:
-    """The allocator's peak (bytes) per device and the tensor whose placement reached it."""
+    """The allocator's peak (bytes) per device, the tensor whose placement reached it and that tensor's size
+    (the rest of the peak is the memory below it: tensors still alive, and holes too small for it)."""
 
     peak: dict[str, int]
     peak_at: dict[str, str]
     nodes: int
+    peak_tensor: dict[str, int] = field(default_factory=dict)
 
 
 # --------------------------------------------------------------------------- the graph
@@ -445,6 +447,7 @@ class _Allocator:
         self.blocks: list[list[int]] = [[0, 1 << 62]]  # [offset, size]
         self.max_size = 0
         self.max_at = ""
+        self.max_tensor = 0  # size of the tensor whose placement reached max_size
 
     def alloc(self, size: int, name: str) -> int:
         size = _align(size)
@@ -462,7 +465,7 @@ class _Allocator:
         if b[1] == 0:
             del self.blocks[best]
         if addr + size > self.max_size:
-            self.max_size, self.max_at = addr + size, name
+            self.max_size, self.max_at, self.max_tensor = addr + size, name, size
         return addr
 
     def free(self, addr: int, size: int) -> None:
@@ -594,5 +597,8 @@ def compute_buffer(shapes: ComputeShapes) -> ComputeResult:
     g = _Builder(shapes).build()
     allocs = _allocate(g)
     return ComputeResult(
-        {d: a.max_size for d, a in allocs.items()}, {d: a.max_at for d, a in allocs.items()}, len(g.nodes)
+        {d: a.max_size for d, a in allocs.items()},
+        {d: a.max_at for d, a in allocs.items()},
+        len(g.nodes),
+        {d: a.max_tensor for d, a in allocs.items()},
     )

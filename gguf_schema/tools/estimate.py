@@ -826,10 +826,13 @@ def _compute(
     pp = compute_buffer(ComputeShapes(**base, n_tokens=pp_tokens, n_outputs=min(n_tokens, n_batch)))
     tg = compute_buffer(ComputeShapes(**base, n_tokens=n_seqs, n_outputs=n_seqs))
     out = {d: max(pp.peak.get(d, 0), tg.peak.get(d, 0)) for d in sorted(set(pp.peak) | set(tg.peak))}
-    per_device = "; ".join(
-        f"{d} {_mib(b)} (largest at {pp.peak_at[d] if pp.peak.get(d, 0) >= tg.peak.get(d, 0) else tg.peak_at[d]})"
-        for d, b in out.items()
-    )
+    def peak(d: str) -> str:
+        r = pp if pp.peak.get(d, 0) >= tg.peak.get(d, 0) else tg
+        graph = "prompt" if r is pp else "generation"
+        size = r.peak_tensor[d]
+        return f"{r.peak_at[d]} ({_mib(size)}) placed above {_mib(r.peak[d] - size)} in use, in the {graph} graph"
+
+    per_device = "; ".join(f"{d} {_mib(b)}: {peak(d)}" for d, b in out.items())
     text = (
         f"ggml's graph allocator over llama.cpp's worst-case graphs ({LLAMA_CPP_VERSION}): the prompt graph of "
         f"{pp_tokens} tokens (min(n_ctx, n_ubatch) rounded to the {n_seqs} sequence(s)) with "

@@ -29,6 +29,8 @@ import json
 import os
 import platform
 import re
+import socket
+import subprocess
 import sys
 import tempfile
 import time
@@ -70,6 +72,9 @@ SETTINGS: list[dict[str, Any]] = [
     {"ctx": 16384, "batch": 1024, "ubatch": 1024, "parallel": 2, "flash_attn": False},
 ]
 
+#: models recorded with GPU_SETTINGS
+GPU_MODELS = {"gemma-3-270m", "llama", "llama-moe", "gemma3"}
+
 #: models beyond bench_estimate's: (name, architecture, spec, description)
 EXTRA_MODELS = [
     (
@@ -81,11 +86,20 @@ EXTRA_MODELS = [
 ]
 
 
+#: offload settings, recorded when an offload device is there (``--rpc``)
+GPU_SETTINGS: list[dict[str, Any]] = [
+    {"ctx": 2048, "gpu_layers": 1},
+    {"ctx": 2048, "gpu_layers": 3},
+    {"ctx": 2048, "gpu_layers": -1},
+    {"ctx": 4096, "gpu_layers": -1, "flash_attn": False, "ubatch": 256},
+]
+
+
 def llama_cpp_buffers(path: Path, s: dict[str, Any]) -> dict[str, Any]:
-    """Every buffer llama.cpp logs when it loads ``path`` on the CPU and creates a context with ``s``."""
+    """Every buffer llama.cpp logs when it loads ``path`` and creates a context with ``s``."""
     B._LOG.clear()
     mp = L.llama_model_default_params()
-    mp.n_gpu_layers = 0
+    mp.n_gpu_layers = s.get("gpu_layers", 0)
     model = L.llama_model_load_from_file(str(path).encode(), mp)
     if not model:
         raise RuntimeError(f"llama.cpp could not load {path}:\n" + "".join(B._LOG[-15:]))
@@ -161,6 +175,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", help="comma-separated model names")
     ap.add_argument("--out", default=str(OUT), help="folder of the records (default tests/data/llama_buffers)")
     ap.add_argument("--compare-only", action="store_true", help="only compare the estimate with the records")
+    ap.add_argument(
+        "--rpc",
+        metavar="HOST:PORT",
+        help="also record offload settings on a llama.cpp RPC device served by a child process on this loopback "
+        "address (as bench_estimate.py --rpc; the RPC backend must be compiled in)",
+    )
     args = ap.parse_args(argv)
     if args.compare_only:
         models = json.loads((Path(args.out) / "models.json").read_text())
@@ -170,6 +190,29 @@ def main(argv: list[str] | None = None) -> int:
     if not (Path(args.shared) / B.VOCAB).is_file():
         sys.exit(f"{Path(args.shared) / B.VOCAB} is absent: the generated models need its tokenizer (--shared DIR)")
     only = set(args.only.split(",")) if args.only else None
+    server = None
+    if args.rpc:
+        if not args.rpc.startswith(("127.", "localhost:", "[::1]:")):
+            sys.exit("--rpc serves on a loopback address only (127.0.0.1:PORT)")
+        server = subprocess.Popen([sys.executable, B.__file__, "--rpc-server", args.rpc])
+        host, port = args.rpc.rsplit(":", 1)
+        for _ in range(100):  # wait up to 10 s for the server to listen
+            time.sleep(0.1)
+            try:
+                socket.create_connection((host.strip("[]"), int(port)), timeout=1).close()
+                break
+            except OSError:
+                continue
+        B.add_rpc_device(args.rpc)
+    try:
+        return _record(args, only)
+    finally:
+        if server is not None:
+            server.kill()
+            server.wait()
+
+
+def _record(args: argparse.Namespace, only: set[str] | None) -> int:
     t0 = time.time()
     models: dict[str, Any] = {}
     records: list[dict[str, Any]] = []
@@ -185,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
             if only and name not in only:
                 continue
             models[name] = {"description": desc, **describe(path)}
-            for s in SETTINGS:
+            for s in SETTINGS + (GPU_SETTINGS if args.rpc and name in GPU_MODELS else []):
                 got = llama_cpp_buffers(path, s)
                 records.append({"model": name, "settings": s, "llama_cpp": got})
                 comp = got["compute_mib_4"].get("CPU")
@@ -201,6 +244,9 @@ def main(argv: list[str] | None = None) -> int:
         "recorded": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "load_average": os.getloadavg(),
         "seconds": round(time.time() - t0, 1),
+        "offload_device": f"llama.cpp RPC device serving this machine's CPU backend on {args.rpc}"
+        if args.rpc
+        else None,
     }
     (out / "models.json").write_text(json.dumps(models, indent=1, sort_keys=True) + "\n")
     (out / "records.json").write_text(json.dumps({"info": info, "records": records}, indent=1) + "\n")
@@ -252,12 +298,21 @@ def compare(models: dict[str, Any], records: list[dict[str, Any]], info: dict[st
         total = sum(b["mib"] for b in cpu)
         ours = {"compute": e.compute_on("CPU") / 2**20, "repacked": e.repacked / 2**20, "total": e.total_cpu / 2**20}
         theirs = {"compute": compute, "repacked": repack, "total": total}
+        keys = ["compute", "repacked", "total"]
+        if r["settings"].get("gpu_layers"):
+            dev = [b for b in got["buffers"] if not b["buffer"].startswith("CPU")]
+            theirs["gpu compute"] = sum(v for k, v in got["compute_mib_4"].items() if not k.startswith("CPU"))
+            theirs["gpu total"] = sum(b["mib"] for b in dev)
+            ours["gpu compute"] = e.compute_on("GPU") / 2**20
+            ours["gpu total"] = e.total_gpu / 2**20
+            keys += ["gpu compute", "gpu total"]
         cells = []
-        for k in ("compute", "repacked", "total"):
+        for k in keys:
             rel = (ours[k] - theirs[k]) / theirs[k] if theirs[k] else (0.0 if ours[k] < 0.01 else 1.0)
-            worst[k] = max(worst[k], abs(rel))
+            worst[k] = max(worst.get(k, 0.0), abs(rel))
             cells.append(f"{ours[k]:.2f} / {theirs[k]:.2f} ({rel:+.1%})")
         s = ", ".join(f"{k}={v}" for k, v in r["settings"].items())
+        cells += [""] * (5 - len(cells))
         rows.append(f"| {r['model']} | {s} | " + " | ".join(cells) + " |")
     times.sort()
     head = [
@@ -274,12 +329,18 @@ def compare(models: dict[str, Any], records: list[dict[str, Any]], info: dict[st
         "CPU buffer (mapped weights, repacked weights, KV/RS cache, output, compute) against the "
         "estimate's `total_cpu`. The records are test data (`tests/data/llama_buffers/`).",
         "",
-        f"Largest differences: compute {worst['compute']:.2%}, repacked {worst['repacked']:.2%}, "
-        f"total {worst['total']:.2%}. Time per estimate (the two graphs included): median "
+        "Offload rows (`gpu_layers`): llama.cpp offloaded to an RPC device ("
+        + str(info.get("offload_device"))
+        + "), which llama.cpp places layers on and sizes buffers for as for a GPU; `GPU compute` and `GPU total` "
+        "compare the estimate's GPU figures with that device's buffers (its compute buffer; its model, KV and "
+        "compute buffers). A real GPU's backend may add its own (driver, cuBLAS, pinned host buffers).",
+        "",
+        "Largest differences: " + ", ".join(f"{k} {v:.2%}" for k, v in worst.items()) + ". "
+        "Time per estimate (the two graphs included): median "
         f"{times[len(times) // 2] * 1000:.1f} ms, max {times[-1] * 1000:.1f} ms.",
         "",
-        "| model | setting | compute | repacked | total CPU |",
-        "|---|---|---:|---:|---:|",
+        "| model | setting | compute | repacked | total CPU | GPU compute | GPU total |",
+        "|---|---|---:|---:|---:|---:|---:|",
     ]
     return "\n".join(head + rows) + "\n"
 

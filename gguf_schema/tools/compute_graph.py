@@ -491,30 +491,46 @@ class _Allocator:
         blocks.insert(j, [addr, size])
 
 
-def _copies(g: _Graph) -> list[_T]:
-    """The scheduler's copies of tensors a node reads from another device (graph inputs included).
+def _split(g: _Graph) -> None:
+    """The scheduler's splits: runs of nodes on one device, each starting with copies of what it reads from
+    another device (graph inputs included).
 
-    Each is placed before the graph runs and kept to its end (ggml-backend marks them input and output).
+    A copy is placed at the start of its split and freed after its last use there; the tensor it copies
+    stays allocated to the end of the graph (ggml-backend keeps it alive through a view it adds).
     """
     made: dict[tuple[int, str], _T] = {}
-    order: list[_T] = []
+    nodes: list[_T] = []
+    pending: list[_T] = []  # the current split's nodes
+    copies: list[_T] = []  # the current split's copies
+    dev = ""
+
+    def flush() -> None:
+        nodes.extend(copies)
+        nodes.extend(pending)
+        copies.clear()
+        pending.clear()
+
     for node in g.nodes:
-        if node.view_src is not None and "x" in node.flags:
-            continue
+        if node.view_src is None and node.dev != dev:
+            flush()
+            dev = node.dev
         srcs = list(node.src)
         for j, src in enumerate(srcs):
             base = src.view_src or src
-            if "x" in base.flags or base.dev == node.dev:
+            if "x" in base.flags or base.dev == node.dev or node.view_src is not None:
                 continue
             key = (id(src), node.dev)
             if key not in made:
-                cpy = _T(src.name + "_copy", "none", src.ne, 0, flags="io")
+                cpy = _T(src.name + "_copy", "none", src.ne, 0)
                 cpy.nbytes, cpy.dev = src.nbytes, node.dev
                 made[key] = cpy
-                order.append(cpy)
+                copies.append(cpy)
+                base.flags += "k"
             srcs[j] = made[key]
         node.src = tuple(srcs)
-    return order
+        pending.append(node)
+    flush()
+    g.nodes = nodes
 
 
 def _allocate(g: _Graph) -> dict[str, _Allocator]:
@@ -560,12 +576,12 @@ def _allocate(g: _Graph) -> dict[str, _Allocator]:
         allocated.add(id(t))
 
     def free(t: _T) -> None:
-        if "o" in t.flags:
+        if "o" in t.flags or "k" in t.flags:
             return
         alloc_of(t).free(addr[id(t)], t.nbytes)
         allocated.discard(id(t))
 
-    copies = _copies(g)
+    _split(g)
     for leaf in g.leafs:
         place(leaf)
     for node in g.nodes:
@@ -573,8 +589,6 @@ def _allocate(g: _Graph) -> dict[str, _Allocator]:
             node.view_src.n_views += 1
         for src in node.src:
             src.n_children += 1
-    for cpy in copies:
-        place(cpy)
     for node in g.nodes:
         for p in node.src:
             place(p)

@@ -673,8 +673,9 @@ def estimate(
         formulas.append(("compute buffer", compute_text))
         if any(d == "GPU" for d in compute):
             notes.append(
-                "the GPU compute buffer follows the same allocator over the layers placed there; it is not verified "
-                "on a GPU here (the CPU figures are, against llama.cpp's own)"
+                "the GPU compute buffer follows the same allocator over the layers placed there (and copies of what "
+                "they read from the CPU); it is checked against llama.cpp offloading to an RPC device, not on a "
+                "GPU: a GPU backend may add its own (operations it takes over from the CPU, driver workspaces)"
             )
         if arch not in _GRAPHS:
             notes.append(

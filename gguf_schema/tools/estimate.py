@@ -827,6 +827,7 @@ def _compute(
     pp = compute_buffer(ComputeShapes(**base, n_tokens=pp_tokens, n_outputs=min(n_tokens, n_batch)))
     tg = compute_buffer(ComputeShapes(**base, n_tokens=n_seqs, n_outputs=n_seqs))
     out = {d: max(pp.peak.get(d, 0), tg.peak.get(d, 0)) for d in sorted(set(pp.peak) | set(tg.peak))}
+
     def peak(d: str) -> str:
         r = pp if pp.peak.get(d, 0) >= tg.peak.get(d, 0) else tg
         graph = "prompt" if r is pp else "generation"

@@ -491,6 +491,42 @@ class _Allocator:
         blocks.insert(j, [addr, size])
 
 
+def _assign(g: _Graph) -> None:
+    """ggml-backend's scheduler passes 1, 2 and 4: where each node runs.
+
+    An op runs where its first weight (or the cache it writes) lives; graph inputs on the CPU; the
+    others take the device of their neighbours: offload devices spread down then up the graph, the
+    CPU too after them; views follow their source. With everything on the CPU this changes nothing.
+    """
+    if all(n.dev == "CPU" for n in g.leafs) and all(n.dev == "CPU" for n in g.nodes):
+        return
+    dev: dict[int, str] = {}
+    for node in g.nodes:
+        if node.view_src is not None and "x" in node.view_src.flags:
+            dev[id(node)] = node.view_src.dev
+        elif node.op not in ("rope", "flash_attn_ext"):
+            for src in node.src:
+                if "x" in src.flags and src.op == "none":
+                    dev[id(node)] = src.dev
+                    break
+    compute = [n for n in g.nodes if n.op != "view"]
+    for gpu_only in (True, False):
+        for order in (compute, compute[::-1]):
+            cur = ""
+            for node in order:
+                d = dev.get(id(node))
+                if d is not None:
+                    cur = "" if gpu_only and d == "CPU" else d
+                elif cur:
+                    dev[id(node)] = cur
+    for node in g.nodes:
+        if node.op == "view":
+            base = node.view_src
+            node.dev = base.dev if base is not None and "x" in base.flags else dev.get(id(base), "CPU")
+        else:
+            node.dev = dev.get(id(node), "CPU")
+
+
 def _split(g: _Graph) -> None:
     """The scheduler's splits: runs of nodes on one device, each starting with copies of what it reads from
     another device (graph inputs included).
@@ -517,7 +553,7 @@ def _split(g: _Graph) -> None:
         srcs = list(node.src)
         for j, src in enumerate(srcs):
             base = src.view_src or src
-            if "x" in base.flags or base.dev == node.dev or node.view_src is not None:
+            if "x" in base.flags or base.dev == node.dev or node.op == "view":
                 continue
             key = (id(src), node.dev)
             if key not in made:
@@ -555,6 +591,8 @@ def _allocate(g: _Graph) -> dict[str, _Allocator]:
             for p in t.src:
                 if not own(p) or "o" in p.flags or (p.view_src is not None and "o" in p.view_src.flags):
                     continue
+                if "k" in p.flags or (p.view_src is not None and "k" in p.view_src.flags):
+                    continue  # copied to another device: the scheduler's view of it keeps it
                 if p.ne != t.ne or not p.contig or p.nbytes != t.nbytes or p.dev != t.dev:
                     continue
                 if p.n_children == 1 and p.n_views == 0:
@@ -581,6 +619,7 @@ def _allocate(g: _Graph) -> dict[str, _Allocator]:
         alloc_of(t).free(addr[id(t)], t.nbytes)
         allocated.discard(id(t))
 
+    _assign(g)
     _split(g)
     for leaf in g.leafs:
         place(leaf)

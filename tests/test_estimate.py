@@ -341,6 +341,10 @@ def test_cacheless_hybrid_and_unknown_architectures() -> None:
     assert hybrid.kv_layers == () and any("'jamba'" in x for x in hybrid.not_estimated)
     odd = estimate(model("newarch", layers=2), ctx=512)
     assert odd.kv_k_bytes == 2 * 512 * 256 and any("'newarch' is not in this module's list" in n for n in odd.notes)
+    # compute buffers: not for a graph not modelled; the llama graph, said so, for an unknown decoder
+    assert bert.compute == hybrid.compute == {} and any("compute buffers" in x for x in hybrid.not_estimated)
+    odd = estimate(model("newarch", layers=2, vocab=100), ctx=512)
+    assert odd.compute_on("CPU") > 100 * 512 * 4 and any("graph of llama's family" in n for n in odd.notes)
 
 
 def test_next_token_prediction_layers_have_no_cache() -> None:

@@ -16,15 +16,21 @@ sequence of tensors, built here from the model's shapes:
   the final norm); element-wise ops (add, mul, scale, norms, rope, softmax, unary) reuse their
   operand's memory when it has no other consumer; views take no memory.
 
-The graph follows llama.cpp's llama, gemma2/gemma3 and mixture-of-experts builders; other
-attention decoders are approximated by the llama graph (their extra element-wise ops are
+* the devices (``layer_devices``, with layers offloaded): ggml-backend's scheduler puts an op
+  where its first weight, or the cache it writes, lives and graph inputs on the CPU; the other
+  ops take their neighbours' device (offload devices spreading first, down then up the graph);
+  each run of ops on one device starts by copying there what it reads from another device, the
+  copy freed after its last use, the original kept to the end. Each device has its own allocator.
+
+The graph follows llama.cpp's llama, phi3, gemma2/gemma3, mamba and mixture-of-experts builders;
+other attention decoders are approximated by the llama graph (their extra element-wise ops are
 mostly in place). Everything here is plain arithmetic over shapes: milliseconds per graph.
 
->>> s = ComputeShapes(n_embd=256, n_ff=512, n_vocab=1000, n_head=[4] * 2, n_head_kv=[2] * 2, head_k=64,
+>>> s = ComputeShapes(n_embd=256, n_ff=512, n_vocab=32000, n_head=[4] * 2, n_head_kv=[2] * 2, head_k=64,
 ...                   head_v=64, n_kv=[512] * 2, n_tokens=64, n_seqs=1, flash_attn=True)
->>> r = compute_buffer(s)
->>> r.peak["CPU"] >= 1000 * 64 * 4, r.peak_at["CPU"]
-(True, 'result_output')
+>>> r = compute_buffer(s)   # the logits (32000 x 64 floats) placed above what is still in use
+>>> r.peak_at["CPU"], r.peak_tensor["CPU"] == 32000 * 64 * 4, r.peak["CPU"] - r.peak_tensor["CPU"]
+('result_output', True, 131328)
 """
 
 from __future__ import annotations

@@ -238,7 +238,8 @@ def _record(args: argparse.Namespace, only: set[str] | None) -> int:
     info = {
         "llama_cpp": "0c1e570 (llama-cpp-python "
         + getattr(L, "__version__", "?")
-        + "'s vendor/llama.cpp, compiled by pip with GGML_NATIVE)",
+        + "'s vendor/llama.cpp: its libraries compiled by pip from the package's source with the native "
+        "instruction set; the RPC backend library compiled from the same source)",
         "machine": platform.machine(),
         "cpu_flags": _cpu_flags(),
         "recorded": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
@@ -336,8 +337,12 @@ def compare(models: dict[str, Any], records: list[dict[str, Any]], info: dict[st
         "compute buffers). A real GPU's backend may add its own (driver, cuBLAS, pinned host buffers).",
         "",
         "Largest differences: " + ", ".join(f"{k} {v:.2%}" for k, v in worst.items()) + ". "
-        "Time per estimate (the two graphs included): median "
-        f"{times[len(times) // 2] * 1000:.1f} ms, max {times[-1] * 1000:.1f} ms.",
+        "Time per estimate (the two graphs included; this comparison ran "
+        + time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+        + ", load average "
+        + ", ".join(f"{x:.2f}" for x in os.getloadavg())
+        + f" on 2 cores): median {times[len(times) // 2] * 1000:.1f} ms, 90th percentile "
+        f"{times[len(times) * 9 // 10] * 1000:.1f} ms, max {times[-1] * 1000:.1f} ms.",
         "",
         "| model | setting | compute | repacked | total CPU | GPU compute | GPU total |",
         "|---|---|---:|---:|---:|---:|---:|",

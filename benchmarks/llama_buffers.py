@@ -83,6 +83,12 @@ EXTRA_MODELS = [
         {"layers": 2, "heads": 8, "kv": 2, "experts": 4, "wtype": B.GGMLType.Q4_0},
         "MoE with Q4_0 weights: attention matrices and 3-D expert tensors repacked",
     ),
+    (
+        "qwen2-q4_0-tied",
+        "qwen2",
+        {"layers": 2, "heads": 4, "kv": 2, "output": False, "wtype": B.GGMLType.Q4_0, "embd": B.GGMLType.Q4_0},
+        "Q4_0 weights and a Q4_0 token embedding that is the output matrix too (tied)",
+    ),
 ]
 
 

@@ -19,7 +19,11 @@ the small random-weight models of ``bench_estimate.py`` (its tokenizers come fro
 
 Run with a Python that has llama-cpp-python and this package::
 
-    python benchmarks/llama_buffers.py [--shared ../shared]
+    python benchmarks/llama_buffers.py [--shared ../shared] [--rpc 127.0.0.1:50052]
+
+(The committed records were made with the package's Python sources on ``PYTHONPATH`` and
+``LLAMA_CPP_LIB_PATH`` naming the libraries pip compiled for it; ``--rpc`` needs its RPC backend
+library beside them.) ``--compare-only`` rewrites the results table from the records alone.
 """
 
 from __future__ import annotations

@@ -1270,7 +1270,7 @@ class Analysis:
                 out.append(join(atom(REQ), self.new_list(node, self.request_items(), "slice")))
             elif r[0] in ("list", "range", "dict"):
                 out.append(self.new_list(node, self.elements(V(frozenset((r,)))), "slice"))
-            elif r == UNDEF or r[0] == "c" or r == NUM:
+            elif r in (UNDEF, NUM) or r[0] == "c":
                 continue
             else:
                 out.append(top(f"line {_line(node)}: a slice of an object"))

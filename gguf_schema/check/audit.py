@@ -59,6 +59,7 @@ from ..model import GGUFFile
 from ..reader import read
 from . import templates
 from .ggml_view import GGMLView, c_string, ggml_pad
+from .loaders import View, template_views
 from .templates import AuditRule, hidden_characters
 
 __all__ = [
@@ -112,6 +113,15 @@ _FILE_RULES = (
         "warning",
         "nul-in-tensor-name",
         "A tensor name holds a NUL byte: ggml names the tensor by the text before it.",
+    ),
+    AuditRule(
+        "GGUF-A106",
+        "warning",
+        "loader-renders-other-text",
+        "A loader renders a template key as another text than the stored value: llama.cpp cuts it at a NUL and "
+        "skips an ARRAY stored first, llama-cpp-python copies it through a 1,024-byte buffer (a value of that size "
+        "loses its last byte), transformers replaces the architecture name inside it. The text each loader "
+        "renders is audited too; the template findings of a text only a loader sees say which loader.",
     ),
     AuditRule(
         "GGUF-A201",
@@ -188,6 +198,9 @@ class AuditFinding:
         column: for template findings, the 1-based column when known.
         chain: for template findings, the steps (with template lines) from where a name or a cost comes from to
             where it is used.
+        loaders: for template findings, the loaders that render the text the finding is of
+            (:mod:`~gguf_schema.check.loaders`): ``llama.cpp``, ``llama-cpp-python``, ``transformers``,
+            ``gguf-py``; empty when none of them reads the key as a template (a look-alike key).
     """
 
     rule: str
@@ -200,11 +213,13 @@ class AuditFinding:
     line: int | None = None
     column: int | None = None
     chain: tuple[str, ...] = ()
+    loaders: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """The finding as JSON-ready data."""
         out = {k: getattr(self, k) for k in self.__dataclass_fields__}
         out["chain"] = list(self.chain)
+        out["loaders"] = list(self.loaders)
         return out
 
     def __str__(self) -> str:
@@ -345,7 +360,7 @@ def audit(
     source: Any,
     *,
     storage_options: Mapping[str, Any] | None = None,
-    render: bool = False,
+    render: bool = True,
     read_gaps: bool | None = None,
     limits: Limits | None = None,
     mmap: bool = True,
@@ -355,8 +370,12 @@ def audit(
     Args:
         source: a path, URL, bytes, binary file object, or an open :class:`~gguf_schema.model.GGUFFile`.
         storage_options: for a URL, the options of its fsspec backend.
-        render: also render each template in Jinja's sandbox (a child process each; see
-            :func:`~gguf_schema.check.templates.audit_template`).
+        render: also render every template (and every other text a loader renders of it) in Jinja's sandbox,
+            under each loader's Jinja configuration, on sample conversations, in one child process for the file
+            with time, memory and output bounds (:func:`~gguf_schema.check.templates.render_templates`). On by
+            default; ``False`` leaves only the static analysis, which is weaker (a render proves what a render
+            does; the analysis can only over-approximate it), and saves the child process (a few tenths of a
+            second when the file has a template; nothing when it has none).
         read_gaps: read the contents of padding, gaps and trailing bytes (at most a few bytes of each
             region). Default: yes for local files, no for URLs (their sizes are still checked from the
             offsets; a note says the contents were not fetched).
@@ -473,6 +492,8 @@ class _Auditor:
     def templates(self) -> None:
         self.template_seconds = TEMPLATE_SECONDS
         self.unanalysed: list[str] = []
+        views = template_views(self.f)
+        stored: list[tuple[Field, str]] = []
         for fld in self.f.fields.records:
             if not _is_template_name(key_skeleton(fld.key)):
                 continue
@@ -487,9 +508,20 @@ class _Auditor:
                     offset=fld.offset,
                     excerpt=show(text) if text is not None else "",
                 )
-            if text is None:
-                continue
-            self.template(fld, text)
+            if text is not None:
+                stored.append((fld, text))
+        # what each loader renders that is not the stored text of the pair it comes from (cut, rewritten...)
+        other: dict[tuple[int, str], list[View]] = {}
+        for v in views:
+            if v.text != _template_text(v.field):
+                other.setdefault((id(v.field), v.text), []).append(v)
+        texts = [text for _, text in stored] + [text for _, text in other]
+        rendered = self.render_all(texts)
+        for fld, text in stored:
+            seen = [v.loader for v in views if v.field is fld and v.text == text]
+            self.template(fld, text, rendered.get(text, []), loaders=tuple(dict.fromkeys(seen)))
+        for (_, text), vs in other.items():
+            self.view(vs, text, rendered.get(text, []))
         if self.unanalysed:
             keys = ", ".join(show(k, 40) for k in self.unanalysed[:3]) + (" ..." if len(self.unanalysed) > 3 else "")
             self.add(
@@ -499,7 +531,42 @@ class _Auditor:
                 key=show(self.unanalysed[0]),
             )
 
-    def template(self, fld: Field, text: str) -> None:
+    def render_all(self, texts: list[str]) -> dict[str, list[templates.TemplateFinding]]:
+        """The sandboxed render of every distinct text, in one child process for the file."""
+        if not self.render or not texts:
+            return {}
+        try:
+            return templates.render_templates(list(dict.fromkeys(texts)))
+        except ImportError:
+            return {}  # no Jinja2: reported per template below
+
+    def view(self, vs: list[View], text: str, rendered: list[templates.TemplateFinding]) -> None:
+        """A text loaders render that differs from the stored value: said (GGUF-A106), and audited as such."""
+        fld = vs[0].field
+        loaders = tuple(dict.fromkeys(v.loader for v in vs))
+        how = "; ".join(dict.fromkeys(f"{v.loader}: {v.change}" for v in vs))
+        self.add(
+            "GGUF-A106",
+            f"{' and '.join(loaders)} render{'s' if len(loaders) == 1 else ''} template {show(vs[0].name)} from "
+            f"{show(fld.key)} as another text than the stored one ({how})",
+            key=show(fld.key),
+            offset=self.value_offset(fld),
+            excerpt=show(text),
+            loaders=loaders,
+        )
+        before = {(f.rule, f.line, f.message) for f in self.report.findings if f.key == show(fld.key)}
+        self.template(fld, text, rendered, loaders=loaders, skip=before, prefix=f"as {' and '.join(loaders)} render it: ")
+
+    def template(
+        self,
+        fld: Field,
+        text: str,
+        rendered: Sequence[templates.TemplateFinding] = (),
+        *,
+        loaders: tuple[str, ...] = (),
+        skip: set[tuple[str, int | None, str]] | None = None,
+        prefix: str = "",
+    ) -> None:
         at = self.value_offset(fld)
         if self.template_seconds <= 0 and not templates.is_cached(text):
             self.unanalysed.append(fld.key)
@@ -515,7 +582,7 @@ class _Auditor:
             return
         started = time.process_time()
         try:
-            found = templates.audit_template(text, name=fld.key, render=self.render)
+            found = templates.audit_template(text, name=fld.key, render=False)
         except ImportError:
             self.add(
                 "GGUF-A501",
@@ -537,10 +604,13 @@ class _Auditor:
                     )
                 )
         self.template_seconds -= time.process_time() - started
-        for t in found:
+        for t in [*found, *rendered]:
+            if skip is not None and (t.rule, t.line, t.message) in skip:
+                continue
             self.add(
                 t.rule,
-                t.message,
+                prefix + t.message,
+                loaders=loaders,
                 key=show(fld.key),
                 offset=at,
                 excerpt=t.excerpt[: _EXCERPT * 2],
@@ -798,8 +868,12 @@ def to_sarif(reports: Sequence[AuditResult] | AuditResult, *, tool_version: str 
                 "message": {"text": text},
                 "locations": [location],
             }
-            if f.excerpt or f.chain:
-                result["properties"] = {"excerpt": f.excerpt, **({"chain": list(f.chain)} if f.chain else {})}
+            if f.excerpt or f.chain or f.loaders:
+                result["properties"] = {
+                    "excerpt": f.excerpt,
+                    **({"chain": list(f.chain)} if f.chain else {}),
+                    **({"loaders": list(f.loaders)} if f.loaders else {}),
+                }
             results.append(result)
     return {
         "$schema": _SARIF_SCHEMA,

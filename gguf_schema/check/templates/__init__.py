@@ -56,6 +56,7 @@ __all__ = [
     "TemplateFinding",
     "audit_template",
     "hidden_characters",
+    "render_templates",
 ]
 
 T105 = rule(
@@ -244,3 +245,19 @@ def audit_template(
             MAX_PER_RULE,
         )
     return findings
+
+
+def render_templates(
+    sources: list[str], *, timeout: float = 5.0, max_output: int = 1 << 20, memory: int = 1 << 30
+) -> dict[str, list[TemplateFinding]]:
+    """The sandboxed render of several templates (those of one file) in one child process: the findings of each
+    by source (``GGUF-T501``, ``T502``, ``T503``; a source without findings may be absent). Every template is
+    rendered under each loader's Jinja configuration (:data:`.sandbox.CONFIGURATIONS`) on the sample
+    conversations (:data:`.sandbox.CONVERSATIONS`), within ``timeout`` seconds of its own, ``memory`` bytes of
+    address space and ``max_output`` characters of output per render.
+
+    Raises:
+        ImportError: Jinja2 is not installed.
+    """
+    require_jinja()
+    return sandbox.render_many(sources, timeout, max_output, memory)

@@ -23,6 +23,7 @@ import unicodedata
 from typing import Any
 
 __all__ = [
+    "FLAVOURS",
     "INSTALL_HINT",
     "escaped_ascii",
     "fold_environment",
@@ -125,12 +126,21 @@ def _tojson(
     return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
 
 
-def runtime_environment(sandboxed: bool = True) -> Any:
-    """A fresh environment like the one transformers renders chat templates with.
+#: The Jinja configurations loaders render with: ``transformers`` (and llama-cpp-python since it copied it):
+#: trim_blocks, lstrip_blocks, a ``tojson`` that keeps key order and escapes nothing; ``jinja2``: Jinja's
+#: defaults (its own ``tojson`` sorts keys and escapes HTML characters, no block trimming); ``jinja2-autoescape``:
+#: the same with autoescape on (output and ``~`` give Markup, escaped).
+FLAVOURS = ("transformers", "jinja2", "jinja2-autoescape")
+
+
+def runtime_environment(sandboxed: bool = True, flavour: str = "transformers") -> Any:
+    """A fresh environment like the one a loader renders chat templates with (``flavour``, one of :data:`FLAVOURS`).
 
     ``sandboxed=False`` gives the same environment without the sandbox: what an unsandboxed
     runtime runs (tests and the fuzzer prove payloads live with it, in a child process).
     """
+    if flavour not in FLAVOURS:
+        raise ValueError(f"flavour must be one of {FLAVOURS}, not {flavour!r}")
     jinja2 = require_jinja()
     from jinja2.exceptions import SecurityError
     from jinja2.sandbox import ImmutableSandboxedEnvironment
@@ -146,8 +156,12 @@ def runtime_environment(sandboxed: bool = True) -> Any:
         return datetime.datetime(2025, 1, 1, 12, 0, 0).strftime(fmt)
 
     cls = Sandbox if sandboxed else jinja2.Environment
-    env = cls(trim_blocks=True, lstrip_blocks=True, extensions=[*EXTENSIONS, generation_extension()])
-    env.filters["tojson"] = _tojson
+    extensions = [*EXTENSIONS, generation_extension()]
+    if flavour == "transformers":
+        env = cls(trim_blocks=True, lstrip_blocks=True, extensions=extensions)
+        env.filters["tojson"] = _tojson
+    else:
+        env = cls(autoescape=flavour == "jinja2-autoescape", extensions=extensions)
     env.globals["raise_exception"] = raise_exception
     env.globals["strftime_now"] = strftime_now
     return env

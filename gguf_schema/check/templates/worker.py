@@ -1,10 +1,12 @@
-"""The child process of the sandboxed render: read one job on stdin, render, write one JSON line per conversation.
+"""The child process of the sandboxed render: read one job on stdin, render, write one JSON line per event.
 
-The parent (:mod:`.sandbox`) starts ``python -I`` on this file by path, without importing
-gguf-schema (no numpy, a small process). From the start of the job the process has no more
-memory, CPU time, files or child processes than a render needs (``setrlimit``), each
-conversation has an alarm, and rendering stops at the first bound a conversation exceeds: one is
-enough to report the template.
+The parent (:mod:`.sandbox`) starts ``python -I`` on this file by path, with an empty environment and
+a temporary working folder, without importing gguf-schema (no numpy, a small process). From the start
+of the job the process has no more memory, CPU time, files or child processes than the renders need
+(``setrlimit``). The job holds every template of a file: each is compiled under every configuration and
+renders every conversation, within one alarm per template; a template stops at the first bound it
+exceeds (one is enough to report it) and the next one starts. Events: ``start`` and ``end`` of a
+template, ``security``, ``bound``, ``error``, ``compile-error``.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ def _limit(memory: int, cpu: float) -> None:
         resource.setrlimit(resource.RLIMIT_CPU, (seconds, seconds))
         resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))
         resource.setrlimit(resource.RLIMIT_NPROC, (0, 0))
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     except (ImportError, ValueError, OSError):  # pragma: no cover - not every platform has every limit
         pass
 
@@ -61,62 +64,71 @@ def main() -> None:
         sys.stdout.write(json.dumps(fields) + "\n")
         sys.stdout.flush()
 
-    env = environments.runtime_environment(sandboxed=True)
+    configurations = [(c, environments.runtime_environment(sandboxed=True, flavour=c)) for c in job["configurations"]]
 
     def ring(signum: int, frame: Any) -> None:
         raise _Timeout
 
     seconds = job["timeout"]
-    # the limits hold from the compile on: Jinja folds constant expressions ('x' * 10**10) when it compiles
-    _limit(job["memory"], seconds * (len(job["conversations"]) + 1))
+    # the limits hold from the first compile on: Jinja folds constant expressions ('x' * 10**10) when it compiles
+    _limit(job["memory"], seconds * len(job["templates"]) + 1)
     signal.signal(signal.SIGALRM, ring)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        template = env.from_string(job["source"])
-    except _Timeout:
-        emit(kind="bound", conversation="compile", message=f"did not compile within {seconds:g} s")
-        return
-    except MemoryError:
-        emit(kind="bound", conversation="compile", message="ran out of the memory bound while compiling")
-        return
-    except Exception as e:
-        emit(kind="compile-error", message=f"{type(e).__name__}: {str(e)[:200]}")
-        return
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-    for label, context in job["conversations"]:
-        size = 0
+    for t, source in enumerate(job["templates"]):
+        emit(kind="start", template=t)
+        # each template has `seconds` for all its compiles and renders
         signal.setitimer(signal.ITIMER_REAL, seconds)
         try:
-            for chunk in template.generate(**context):
-                size += len(chunk)
-                if size > job["max_output"]:
-                    emit(kind="bound", conversation=label, message=f"output passed {job['max_output']:,} characters")
-                    return
-            emit(kind="ok", conversation=label, size=size)
+            _render_all(t, source, configurations, job, emit, SecurityError)
         except _Timeout:
-            emit(kind="bound", conversation=label, message=f"did not finish within {seconds:g} s")
-            return
-        except SecurityError as e:
-            emit(kind="security", conversation=label, message=str(e)[:300], line=_template_line(e.__traceback__))
-        except MemoryError:
-            emit(kind="bound", conversation=label, message="ran out of the memory bound")
-            return
-        except RecursionError:
-            emit(kind="bound", conversation=label, message="recursed past Python's recursion limit")
-            return
-        except OverflowError as e:  # the sandbox's own range limit, or a number too large to use
-            emit(
-                kind="bound",
-                conversation=label,
-                message=f"was stopped by a limit: {str(e)[:200]}",
-                line=_template_line(e.__traceback__),
-            )
-            return
-        except Exception as e:
-            emit(kind="error", conversation=label, message=f"{type(e).__name__}: {str(e)[:200]}")
+            emit(kind="bound", template=t, message=f"did not finish within {seconds:g} s")
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
+        emit(kind="end", template=t)
+
+
+def _render_all(t: int, source: str, configurations: list[Any], job: dict[str, Any], emit: Any, security: Any) -> None:
+    """Every conversation of ``job`` rendered from ``source`` under every configuration; stops at the first bound."""
+    for name, env in configurations:
+        try:
+            template = env.from_string(source)
+        except MemoryError:
+            emit(kind="bound", template=t, configuration=name, message="ran out of the memory bound while compiling")
+            return
+        except RecursionError:
+            emit(kind="bound", template=t, configuration=name, message="recursed past Python's limit while compiling")
+            return
+        except _Timeout:
+            emit(kind="bound", template=t, configuration=name, conversation="compile", message="did not compile in time")
+            return
+        except Exception as e:
+            emit(kind="compile-error", template=t, configuration=name, message=f"{type(e).__name__}: {str(e)[:200]}")
+            continue
+        for label, context in job["conversations"]:
+            event = {"template": t, "configuration": name, "conversation": label}
+            size = 0
+            try:
+                for chunk in template.generate(**context):
+                    size += len(chunk)
+                    if size > job["max_output"]:
+                        emit(kind="bound", **event, message=f"output passed {job['max_output']:,} characters")
+                        return
+            except _Timeout:
+                emit(kind="bound", **event, message=f"did not finish within {job['timeout']:g} s")
+                return
+            except security as e:
+                emit(kind="security", **event, message=str(e)[:300], line=_template_line(e.__traceback__))
+            except MemoryError:
+                emit(kind="bound", **event, message="ran out of the memory bound")
+                return
+            except RecursionError:
+                emit(kind="bound", **event, message="recursed past Python's recursion limit")
+                return
+            except OverflowError as e:  # the sandbox's own range limit, or a number too large to use
+                line = _template_line(e.__traceback__)
+                emit(kind="bound", **event, message=f"was stopped by a limit: {str(e)[:200]}", line=line)
+                return
+            except Exception as e:
+                emit(kind="error", **event, message=f"{type(e).__name__}: {str(e)[:200]}")
 
 
 if __name__ == "__main__":  # pragma: no cover - the child process

@@ -440,13 +440,21 @@ class _Auditor:
         view = self.view
         for sh in view.shadows:
             read_value = _excerpt_value(sh.read)
+            strings = ""
+            if sh.read.type == ValueType.ARRAY:
+                first = next((h for h in sh.hidden if h.type != ValueType.ARRAY), None)
+                if first is not None:
+                    strings = (
+                        f"; llama.cpp's map of metadata as text (its chat templates, llama_model_meta_val_str) skips "
+                        f"ARRAY values, so there {show(first.key)} at offset {first.offset} is read instead"
+                    )
             for hidden in sh.hidden:
                 if hidden.key == sh.read.key:
                     continue  # an exact duplicate: ggml refuses the file (check --profile ggml says so)
                 self.add(
                     "GGUF-A101",
-                    f"{show(hidden.key)!s} is never read by ggml/llama.cpp: the lookup of {show(sh.key)} returns "
-                    f"{show(sh.read.key)} at offset {sh.read.offset}, whose value is {read_value}",
+                    f"{show(hidden.key)!s} is never read by ggml's key lookup: the lookup of {show(sh.key)} returns "
+                    f"{show(sh.read.key)} at offset {sh.read.offset}, whose value is {read_value}{strings}",
                     key=show(hidden.key),
                     offset=hidden.offset,
                     excerpt=_excerpt_value(hidden),
@@ -521,7 +529,7 @@ class _Auditor:
             seen = [v.loader for v in views if v.field is fld and v.text == text]
             self.template(fld, text, rendered.get(text, []), loaders=tuple(dict.fromkeys(seen)))
         for (_, text), vs in other.items():
-            self.view(vs, text, rendered.get(text, []))
+            self.loader_view(vs, text, rendered.get(text, []))
         if self.unanalysed:
             keys = ", ".join(show(k, 40) for k in self.unanalysed[:3]) + (" ..." if len(self.unanalysed) > 3 else "")
             self.add(
@@ -540,7 +548,7 @@ class _Auditor:
         except ImportError:
             return {}  # no Jinja2: reported per template below
 
-    def view(self, vs: list[View], text: str, rendered: list[templates.TemplateFinding]) -> None:
+    def loader_view(self, vs: list[View], text: str, rendered: list[templates.TemplateFinding]) -> None:
         """A text loaders render that differs from the stored value: said (GGUF-A106), and audited as such."""
         fld = vs[0].field
         loaders = tuple(dict.fromkeys(v.loader for v in vs))

@@ -25,13 +25,25 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from dataclasses import dataclass
 from typing import Any
 
 from .hidden import excerpt, split_lines
 from .jinja import require_jinja
 from .rules import Findings, TemplateFinding, rule
 
-__all__ = ["CONFIGURATIONS", "CONVERSATIONS", "MIN_JINJA", "T501", "T502", "T503", "render", "render_many"]
+__all__ = [
+    "CONFIGURATIONS",
+    "CONVERSATIONS",
+    "MAX_WORK",
+    "MIN_JINJA",
+    "T501",
+    "T502",
+    "T503",
+    "Observed",
+    "render",
+    "render_many",
+]
 
 T501 = rule(
     "GGUF-T501",
@@ -162,6 +174,21 @@ CONFIGURATIONS = ("transformers", "jinja2", "jinja2-autoescape")
 #: The oldest Jinja2 whose sandbox has the fixes of its known escapes (CVE-2024-56201, CVE-2024-56326: 3.1.5;
 #: CVE-2025-27516, the |attr filter: 3.1.6).
 MIN_JINJA = (3, 1, 6)
+#: Steps of work (:mod:`.observe`: loop passes, calls, 64 characters of output) one render of a sample
+#: conversation may do: the conversations are a few kilobytes, real templates do a few steps per message.
+MAX_WORK = 1_000_000
+#: Distinct names looked up that the child reports per template.
+MAX_NAMES = 2000
+
+
+@dataclass(frozen=True)
+class Observed:
+    """What the renders of one template did: the text names looked up (at most :data:`MAX_NAMES`), the most work
+    one render did, and which render that was."""
+
+    names: tuple[str, ...]
+    work: int
+    where: str
 
 _BOOT = (
     "import importlib.util, sys\n"
@@ -198,9 +225,11 @@ def render_many(
     memory: int = 1 << 30,
     *,
     names: dict[str, str] | None = None,
+    observed: dict[str, Observed] | None = None,
 ) -> dict[str, list[TemplateFinding]]:
     """Render every template of ``sources`` in one child process (another one only after a child dies):
-    the findings of each, by source (a source without findings may be absent)."""
+    the findings of each, by source (a source without findings may be absent). ``observed``, when given, is
+    filled with what the renders of each template did (:class:`Observed`)."""
     jinja2 = require_jinja()
     sources = list(dict.fromkeys(sources))
     names = names or {}
@@ -215,7 +244,7 @@ def render_many(
         return {src: f.result(1 << 30) for src, f in found.items()}
     todo = list(range(len(sources)))
     while todo:
-        todo = _run_child([sources[i] for i in todo], todo, sources, found, timeout, max_output, memory)
+        todo = _run_child([sources[i] for i in todo], todo, sources, found, timeout, max_output, memory, observed)
     return {src: f.result(1 << 30) for src, f in found.items()}
 
 
@@ -227,6 +256,7 @@ def _run_child(
     timeout: float,
     max_output: int,
     memory: int,
+    observed: dict[str, Observed] | None,
 ) -> list[int]:
     """One child for ``batch``; the indices (into ``sources``) still to render when it died early."""
     job = json.dumps(
@@ -237,8 +267,11 @@ def _run_child(
             "timeout": timeout,
             "max_output": max_output,
             "memory": memory,
+            "max_work": MAX_WORK,
+            "max_names": MAX_NAMES,
             "path": [p for p in sys.path if p],
             "jinja": os.path.join(_HERE, "jinja.py"),
+            "observe": os.path.join(_HERE, "observe.py"),
         }
     )
     folder = tempfile.mkdtemp(prefix="gguf-render-")
@@ -289,6 +322,13 @@ def _run_child(
             current = t
         elif kind == "end":
             finished.add(t)
+        elif kind == "observed" and observed is not None:
+            names = event.get("names")
+            observed[batch[t]] = Observed(
+                tuple(str(n) for n in names) if isinstance(names, list) else (),
+                int(event.get("work", 0)),
+                str(event.get("where", "")),
+            )
         elif kind == "security":
             findings.add(T501, f"sandboxed render refused: {event.get('message', '')}", event.get("line"))
         elif kind == "bound":

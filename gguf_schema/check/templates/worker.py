@@ -64,7 +64,17 @@ def main() -> None:
         sys.stdout.write(json.dumps(fields) + "\n")
         sys.stdout.flush()
 
-    configurations = [(c, environments.runtime_environment(sandboxed=True, flavour=c)) for c in job["configurations"]]
+    spec = importlib.util.spec_from_file_location("_gguf_template_observe", job["observe"])
+    if not (spec is not None and spec.loader is not None):
+        raise RuntimeError("spec is not None and spec.loader is not None does not hold")
+    observing = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = observing  # its dataclasses look their module up
+    spec.loader.exec_module(observing)
+    job["counted"] = observing._counted  # the template with every loop's passes counted
+    configurations = [
+        (c, observing.observing_environment(environments.runtime_environment(sandboxed=True, flavour=c)))
+        for c in job["configurations"]
+    ]
 
     def ring(signum: int, frame: Any) -> None:
         raise _Timeout
@@ -87,10 +97,35 @@ def main() -> None:
 
 
 def _render_all(t: int, source: str, configurations: list[Any], job: dict[str, Any], emit: Any, security: Any) -> None:
-    """Every conversation of ``job`` rendered from ``source`` under every configuration; stops at the first bound."""
+    """Every conversation of ``job`` rendered from ``source`` under every configuration, observed (names looked
+    up, work done: :mod:`.observe`); stops at the first bound. Emits what was observed at the end."""
+    names: set[str] = set()
+    work = [0, ""]  # the most work one render did, and which
+
+    def note(env: Any, event: dict[str, Any]) -> bool:
+        """Keep what the render observed; whether it did more work than the bound (then it is reported)."""
+        seen = env.observation
+        names.update(str(x.name) for x in seen.lookups if x.is_text)
+        if seen.work > work[0]:
+            work[:] = [seen.work, f"{event['conversation']} conversation, {event['configuration']}"]
+        if seen.work > job["max_work"]:
+            emit(kind="bound", **event, message=f"did {seen.work:,} steps of work, more than {job['max_work']:,}")
+            return True
+        return False
+
+    try:
+        _render_configurations(t, source, configurations, job, emit, security, note)
+    finally:
+        emit(kind="observed", template=t, names=sorted(names)[: job["max_names"]], work=work[0], where=work[1])
+
+
+def _render_configurations(
+    t: int, source: str, configurations: list[Any], job: dict[str, Any], emit: Any, security: Any, note: Any
+) -> None:
     for name, env in configurations:
+        env.observation = type(env.observation)()
         try:
-            template = env.from_string(source)
+            template = env.from_string(job["counted"](env, source))
         except MemoryError:
             emit(kind="bound", template=t, configuration=name, message="ran out of the memory bound while compiling")
             return
@@ -106,9 +141,11 @@ def _render_all(t: int, source: str, configurations: list[Any], job: dict[str, A
         for label, context in job["conversations"]:
             event = {"template": t, "configuration": name, "conversation": label}
             size = 0
+            env.observation = type(env.observation)()
             try:
                 for chunk in template.generate(**context):
                     size += len(chunk)
+                    env.observation.output_chars = size
                     if size > job["max_output"]:
                         emit(kind="bound", **event, message=f"output passed {job['max_output']:,} characters")
                         return
@@ -129,6 +166,8 @@ def _render_all(t: int, source: str, configurations: list[Any], job: dict[str, A
                 return
             except Exception as e:
                 emit(kind="error", **event, message=f"{type(e).__name__}: {str(e)[:200]}")
+            if note(env, event):
+                return
 
 
 if __name__ == "__main__":  # pragma: no cover - the child process

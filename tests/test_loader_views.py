@@ -204,7 +204,9 @@ def test_transformers_rewrites_the_architecture_inside_the_template(live, archit
 
 def test_a_plain_architecture_is_left_alone():
     stored = "{# llama 3 #}" + BENIGN
-    data = save(make_field("general.architecture", "llama"), make_field("general.name", "x"), make_field(TEMPLATE, stored))
+    data = save(
+        make_field("general.architecture", "llama"), make_field("general.name", "x"), make_field(TEMPLATE, stored)
+    )
     assert views_of(data, "transformers") == [stored]
     # with general.name 'mistral' transformers renames llama: the comment changes, nothing else
     data = save(
@@ -236,7 +238,7 @@ def test_gguf_py_refuses_a_duplicate_whole_key(tmp_path):
     # two pairs with the same whole key: gguf-py raises, and the model gives no gguf-py or transformers view
     from gguf_schema.format.values import Field
 
-    dup = records + [Field(TEMPLATE, ValueType.STRING, PAYLOAD)]
+    dup = [*records, Field(TEMPLATE, ValueType.STRING, PAYLOAD)]
     buf = io.BytesIO()
     gguf_schema.save(buf, dup, {"w": np.zeros(4, np.float32)}, strict=None)
     path = tmp_path / "dup.gguf"

@@ -60,7 +60,7 @@ from ..reader import read
 from . import templates
 from .ggml_view import GGMLView, c_string, ggml_pad
 from .loaders import View, template_views
-from .templates import AuditRule, hidden_characters
+from .templates import AuditRule, TemplateFinding, hidden_characters
 
 __all__ = [
     "AUDIT_RULES",
@@ -539,7 +539,7 @@ class _Auditor:
                 key=show(self.unanalysed[0]),
             )
 
-    def render_all(self, texts: list[str]) -> dict[str, list[templates.TemplateFinding]]:
+    def render_all(self, texts: list[str]) -> dict[str, list[TemplateFinding]]:
         """The sandboxed render of every distinct text, in one child process for the file."""
         if not self.render or not texts:
             return {}
@@ -548,7 +548,7 @@ class _Auditor:
         except ImportError:
             return {}  # no Jinja2: reported per template below
 
-    def loader_view(self, vs: list[View], text: str, rendered: list[templates.TemplateFinding]) -> None:
+    def loader_view(self, vs: list[View], text: str, rendered: list[TemplateFinding]) -> None:
         """A text loaders render that differs from the stored value: said (GGUF-A106), and audited as such."""
         fld = vs[0].field
         loaders = tuple(dict.fromkeys(v.loader for v in vs))
@@ -563,13 +563,15 @@ class _Auditor:
             loaders=loaders,
         )
         before = {(f.rule, f.line, f.message) for f in self.report.findings if f.key == show(fld.key)}
-        self.template(fld, text, rendered, loaders=loaders, skip=before, prefix=f"as {' and '.join(loaders)} render it: ")
+        self.template(
+            fld, text, rendered, loaders=loaders, skip=before, prefix=f"as {' and '.join(loaders)} render it: "
+        )
 
     def template(
         self,
         fld: Field,
         text: str,
-        rendered: Sequence[templates.TemplateFinding] = (),
+        rendered: Sequence[TemplateFinding] = (),
         *,
         loaders: tuple[str, ...] = (),
         skip: set[tuple[str, int | None, str]] | None = None,

@@ -190,6 +190,7 @@ class Observed:
     work: int
     where: str
 
+
 _BOOT = (
     "import importlib.util, sys\n"
     "sys.dont_write_bytecode = True\n"

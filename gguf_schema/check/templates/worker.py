@@ -133,7 +133,9 @@ def _render_configurations(
             emit(kind="bound", template=t, configuration=name, message="recursed past Python's limit while compiling")
             return
         except _Timeout:
-            emit(kind="bound", template=t, configuration=name, conversation="compile", message="did not compile in time")
+            emit(
+                kind="bound", template=t, configuration=name, conversation="compile", message="did not compile in time"
+            )
             return
         except Exception as e:
             emit(kind="compile-error", template=t, configuration=name, message=f"{type(e).__name__}: {str(e)[:200]}")

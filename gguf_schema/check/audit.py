@@ -75,6 +75,12 @@ TEMPLATE_KEY = K.TOKENIZER_CHAT_TEMPLATE
 #: CPU seconds the audit of one file spends on analysing its templates (a file of thousands of distinct
 #: templates gets one GGUF-T402 finding for those past it; the same template twice is analysed once)
 TEMPLATE_SECONDS = 1.0
+#: The sandboxed render of a file's templates (one child process for the file): CPU seconds each template text
+#: has for all its renders, the child's address space, and how many distinct texts are rendered (real files have
+#: a few; the texts past it get one GGUF-T503 warning)
+RENDER_SECONDS = 2.0
+RENDER_MEMORY = 512 << 20
+RENDER_MAX_TEMPLATES = 32
 _EXCERPT = 80  # characters of a value shown in a finding
 _PEEK = 32  # bytes of an unread region shown in a finding
 _SEVERE = ("error", "warning")
@@ -543,8 +549,16 @@ class _Auditor:
         """The sandboxed render of every distinct text, in one child process for the file."""
         if not self.render or not texts:
             return {}
+        texts = list(dict.fromkeys(texts))
+        if len(texts) > RENDER_MAX_TEMPLATES:
+            self.add(
+                "GGUF-T503",
+                f"{len(texts) - RENDER_MAX_TEMPLATES:,} of the file's {len(texts):,} template texts not rendered: the "
+                f"audit renders at most {RENDER_MAX_TEMPLATES} (real files have a few); they were analysed",
+            )
+            texts = texts[:RENDER_MAX_TEMPLATES]
         try:
-            return templates.render_templates(list(dict.fromkeys(texts)))
+            return templates.render_templates(texts, timeout=RENDER_SECONDS, memory=RENDER_MEMORY)
         except ImportError:
             return {}  # no Jinja2: reported per template below
 

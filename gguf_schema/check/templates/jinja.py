@@ -8,8 +8,9 @@ This module imports nothing of gguf-schema: the render's child process loads it 
   loop controls, ``do``, transformers' ``{% generation %}``), returning the syntax tree and the
   string tokens as written (for escapes, :func:`escaped_ascii`).
 * :func:`fold_environment` is where the audit runs a filter on constants: an immutable sandbox.
-* :func:`runtime_environment` is what transformers and llama-cpp-python render with: an immutable
-  sandbox with ``trim_blocks``/``lstrip_blocks``, ``tojson``, ``raise_exception`` and ``strftime_now``.
+* :func:`runtime_environment` is what a loader renders with (:data:`FLAVOURS`): transformers' and
+  llama-cpp-python's immutable sandbox with ``trim_blocks``/``lstrip_blocks``, their ``tojson``,
+  ``raise_exception`` and ``strftime_now``; or plain jinja2's defaults (autoescape off or on).
 * :func:`identifier` is how Python sees a name: Jinja compiles variable names to Python
   identifiers, which Python normalises (NFKC), so a fullwidth ``n`` (U+FF4E) and ``n`` are one variable.
 """
@@ -143,11 +144,25 @@ def runtime_environment(sandboxed: bool = True, flavour: str = "transformers") -
         raise ValueError(f"flavour must be one of {FLAVOURS}, not {flavour!r}")
     jinja2 = require_jinja()
     from jinja2.exceptions import SecurityError
-    from jinja2.sandbox import ImmutableSandboxedEnvironment
+    from jinja2.sandbox import ImmutableSandboxedEnvironment, SandboxedEnvironment, modifies_known_mutable
 
-    class Sandbox(ImmutableSandboxedEnvironment):
+    # transformers renders in the immutable sandbox; a loader on plain jinja2 lets templates change lists and
+    # dicts, so its configurations render in the sandbox that allows that (and refuses the same internals)
+    base = ImmutableSandboxedEnvironment if flavour == "transformers" else SandboxedEnvironment
+
+    class Sandbox(base):  # type: ignore[valid-type,misc]
         def unsafe_undefined(self, obj: Any, attribute: str) -> Any:
-            raise SecurityError(f"access to attribute {attribute!r} of {type(obj).__name__!r} object is unsafe")
+            error = SecurityError(f"access to attribute {attribute!r} of {type(obj).__name__!r} object is unsafe")
+            # refused only because it changes a list, dict or set (the immutable sandbox's rule): on a value the
+            # template made, the template fails to render there and reaches nothing (``mutation`` and ``receiver``
+            # tell the render's child so); on the request's data it changes the caller's objects
+            mutation = modifies_known_mutable(obj, attribute) and SandboxedEnvironment.is_safe_attribute(
+                self, obj, attribute, getattr(obj, attribute, None)
+            )
+            # attributes SecurityError does not declare: the render's child reads them
+            setattr(error, "mutation", mutation)  # noqa: B010
+            setattr(error, "receiver", id(obj))  # noqa: B010
+            raise error
 
     def raise_exception(message: str) -> None:
         raise jinja2.TemplateError(message)

@@ -23,7 +23,7 @@ __all__ = ["main"]
 
 
 class _Timeout(BaseException):
-    """The alarm of one conversation rang (a BaseException, so the template cannot catch it)."""
+    """The CPU timer of one template rang (a BaseException, so the template cannot catch it)."""
 
 
 def _limit(memory: int, cpu: float) -> None:
@@ -38,6 +38,21 @@ def _limit(memory: int, cpu: float) -> None:
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     except (ImportError, ValueError, OSError):  # pragma: no cover - not every platform has every limit
         pass
+
+
+def _containers(value: Any) -> set[int]:
+    """The ids of every list and dict in the request (JSON data: a tree)."""
+    out: set[int] = set()
+    todo = [value]
+    while todo:
+        v = todo.pop()
+        if isinstance(v, dict):
+            out.add(id(v))
+            todo.extend(v.values())
+        elif isinstance(v, list):
+            out.add(id(v))
+            todo.extend(v)
+    return out
 
 
 def _template_line(tb: Any) -> int | None:
@@ -82,17 +97,18 @@ def main() -> None:
     seconds = job["timeout"]
     # the limits hold from the first compile on: Jinja folds constant expressions ('x' * 10**10) when it compiles
     _limit(job["memory"], seconds * len(job["templates"]) + 1)
-    signal.signal(signal.SIGALRM, ring)
+    signal.signal(signal.SIGPROF, ring)
     for t, source in enumerate(job["templates"]):
         emit(kind="start", template=t)
-        # each template has `seconds` for all its compiles and renders
-        signal.setitimer(signal.ITIMER_REAL, seconds)
+        # each template has `seconds` of CPU (user and system: a timer of the process's own time, which a loaded
+        # machine does not shorten) for all its compiles and renders
+        signal.setitimer(signal.ITIMER_PROF, seconds)
         try:
             _render_all(t, source, configurations, job, emit, SecurityError)
         except _Timeout:
-            emit(kind="bound", template=t, message=f"did not finish within {seconds:g} s")
+            emit(kind="bound", template=t, message=f"did not finish within {seconds:g} s of CPU")
         finally:
-            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.setitimer(signal.ITIMER_PROF, 0)
         emit(kind="end", template=t)
 
 
@@ -142,6 +158,7 @@ def _render_configurations(
             continue
         for label, context in job["conversations"]:
             event = {"template": t, "configuration": name, "conversation": label}
+            request = _containers(context)
             size = 0
             env.observation = type(env.observation)()
             try:
@@ -152,9 +169,13 @@ def _render_configurations(
                         emit(kind="bound", **event, message=f"output passed {job['max_output']:,} characters")
                         return
             except _Timeout:
-                emit(kind="bound", **event, message=f"did not finish within {job['timeout']:g} s")
+                emit(kind="bound", **event, message=f"did not finish within {job['timeout']:g} s of CPU")
                 return
             except security as e:
+                if getattr(e, "mutation", False) and getattr(e, "receiver", None) not in request:
+                    # the immutable sandbox refused a change of a list or dict the template made: no reach
+                    emit(kind="mutation", **event, message=str(e)[:300])
+                    continue
                 emit(kind="security", **event, message=str(e)[:300], line=_template_line(e.__traceback__))
             except MemoryError:
                 emit(kind="bound", **event, message="ran out of the memory bound")

@@ -15,7 +15,10 @@ when ``read_gaps`` is set, the small padding ranges are fetched) and reports :cl
   look-alike keys: trailing spaces, compatibility forms, confusable letters (``GGUF-A103``);
 * every template key (``tokenizer.chat_template``, ``tokenizer.chat_template.*``, and any key that
   reads or looks like one), stored as text or not (an ARRAY of strings is audited joined, and its
-  type flagged: ``GGUF-A104``), through the template audit (``GGUF-T*`` rules);
+  type flagged: ``GGUF-A104``), through the template audit (``GGUF-T*`` rules), and every other text a
+  loader renders of it (:mod:`.loaders`: cut at a NUL, cut by llama-cpp-python's buffer, rewritten by
+  transformers: ``GGUF-A106``), each distinct text analysed once and rendered in Jinja's sandbox (one
+  child process for the file; ``render=False`` leaves the render out);
 * invisible or direction-changing characters in special tokens (``GGUF-A201``);
 * bytes no loader reads: trailing data (``GGUF-A301``), gaps between tensors (``GGUF-A302``),
   non-zero padding (``GGUF-A303``), overlapping tensors (``GGUF-A304``), a file that ends before the

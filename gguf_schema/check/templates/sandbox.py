@@ -50,15 +50,15 @@ T501 = rule(
     "GGUF-T501",
     "error",
     "sandbox-violation",
-    "Rendering sample conversations in Jinja's immutable sandbox raised a SecurityError: the template tried to "
-    "reach an unsafe attribute, call, format string or mutation.",
+    "Rendering sample conversations in Jinja's sandbox (under each loader's configuration) raised a SecurityError: "
+    "the template tried to reach an unsafe attribute, call or format string, or to change the request's data.",
 )
 T502 = rule(
     "GGUF-T502",
     "error",
     "render-bound",
-    "Rendering a sample conversation in the sandbox exceeded the time, memory or output bound, recursed past "
-    "Python's limit, or was stopped by one of the sandbox's own limits (its range() refuses more than 100,000 "
+    "Rendering a sample conversation in the sandbox exceeded the CPU time, memory, output or work bound, recursed "
+    "past Python's limit, or was stopped by one of the sandbox's own limits (its range() refuses more than 100,000 "
     "items): the template can hang or exhaust a server on an ordinary request.",
 )
 T503 = rule(

@@ -19,7 +19,7 @@ import pytest
 import gguf_schema
 from gguf_schema import make_field
 from gguf_schema.check.audit import RENDER_MAX_TEMPLATES, audit, to_sarif
-from gguf_schema.check.templates import render_templates, sandbox
+from gguf_schema.check.templates import sandbox
 from gguf_schema.check.templates.jinja import FLAVOURS, runtime_environment
 from gguf_schema.testing.malformed import base_metadata
 
@@ -46,7 +46,7 @@ def test_real_and_benign_templates_render_clean_in_every_configuration():
     paths = sorted((DATA / "real").glob("*.jinja"))[::6] + sorted((DATA / "benign").glob("*.jinja"))
     sources = [p.read_bytes().decode("utf-8") for p in paths]
     observed: dict[str, sandbox.Observed] = {}
-    found = render_templates(sources, timeout=5.0, observed=observed)
+    found = sandbox.render_many(sources, timeout=5.0, observed=observed)
     assert {s: f for s, f in found.items() if f} == {}
     assert set(observed) == set(sources)  # every template was rendered and observed
     assert all(o.work > 0 for o in observed.values())
@@ -64,7 +64,7 @@ def test_each_configuration_is_rendered():
     sorted_only = "{% if (messages | tojson).startswith('[{\"content\"') %}{{ messages.__class__ }}{% endif %}"
     escaped_only = "{% set s %}{{ '<' }}{% endset %}{% if s == '&lt;' %}{{ messages.__class__ }}{% endif %}"
     never = "{% if false %}{{ messages.__class__ }}{% endif %}"
-    found = render_templates([sorted_only, escaped_only, never])
+    found = sandbox.render_many([sorted_only, escaped_only, never])
     for source in (sorted_only, escaped_only):
         assert [f.rule for f in found[source]] == ["GGUF-T501"], source
         assert "'__class__' of 'list'" in found[source][0].message
@@ -72,7 +72,7 @@ def test_each_configuration_is_rendered():
     # transformers' immutable sandbox refuses list.append: on a list the template made, the template fails there
     # and reaches nothing; on the request's messages it changes the caller's data
     made, request = "{% set x = [] %}{% do x.append(1) %}{{ x }}", "{% do messages.append(1) %}"
-    found = render_templates([made, request])
+    found = sandbox.render_many([made, request])
     assert found[made] == [] and [f.rule for f in found[request]] == ["GGUF-T501"]
 
 
@@ -113,16 +113,16 @@ def test_one_child_renders_every_template_of_a_file():
 
 def test_render_bounds_are_cpu_time_and_work():
     spin = "{% for i in range(99999) %}{% for j in range(99999) %}{% endfor %}{% endfor %}"
-    (f,) = render_templates([spin], timeout=0.5)[spin]
+    (f,) = sandbox.render_many([spin], timeout=0.5)[spin]
     assert f.rule == "GGUF-T502" and "did not finish within 0.5 s of CPU" in f.message
     # work counted in steps, whatever the machine's speed: 3 x 99,999 loop passes is over the bound
     busy = "{% for i in range(3) %}{% for j in range(99999) %}{% endfor %}{% endfor %}"
-    found = render_templates([busy], timeout=10.0)[busy]
+    found = sandbox.render_many([busy], timeout=10.0)[busy]
     assert [f.rule for f in found] == ["GGUF-T502"]
     assert f"steps of work, more than {sandbox.MAX_WORK:,}" in found[0].message
     # a template that is not slow gets no finding, and the next template of the same child still renders
     after = "{{ messages.__class__ }}"
-    found = render_templates([spin, after], timeout=0.5)
+    found = sandbox.render_many([spin, after], timeout=0.5)
     assert [f.rule for f in found[after]] == ["GGUF-T501"]
 
 

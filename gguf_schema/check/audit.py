@@ -381,7 +381,7 @@ def audit(
         storage_options: for a URL, the options of its fsspec backend.
         render: also render every template (and every other text a loader renders of it) in Jinja's sandbox,
             under each loader's Jinja configuration, on sample conversations, in one child process for the file
-            with time, memory and output bounds (:func:`~gguf_schema.check.templates.render_templates`). On by
+            with time, memory and output bounds (:func:`~gguf_schema.check.templates.sandbox.render_many`). On by
             default; ``False`` leaves only the static analysis, which is weaker (a render proves what a render
             does; the analysis can only over-approximate it), and saves the child process (a few tenths of a
             second when the file has a template; nothing when it has none).
@@ -423,7 +423,8 @@ class _Auditor:
     def __init__(self, f: GGUFFile, name: str | None, render: bool, read_gaps: bool | None):
         self.f = f
         self.view = GGMLView(f)
-        self.render = render
+        self.render_file = render  # every template text of the file rendered together, in one child (render_all)
+        self.render = False  # so not one child per template
         remote = name is not None and is_url(name)
         self.read_gaps = (not remote) if read_gaps is None else read_gaps
         self.report = AuditResult(name)
@@ -550,7 +551,7 @@ class _Auditor:
 
     def render_all(self, texts: list[str]) -> dict[str, list[TemplateFinding]]:
         """The sandboxed render of every distinct text, in one child process for the file."""
-        if not self.render or not texts:
+        if not self.render_file or not texts:
             return {}
         texts = list(dict.fromkeys(texts))
         if len(texts) > RENDER_MAX_TEMPLATES:
@@ -561,7 +562,7 @@ class _Auditor:
             )
             texts = texts[:RENDER_MAX_TEMPLATES]
         try:
-            return templates.render_templates(texts, timeout=RENDER_SECONDS, memory=RENDER_MEMORY)
+            return templates.sandbox.render_many(texts, RENDER_SECONDS, memory=RENDER_MEMORY)
         except ImportError:
             return {}  # no Jinja2: reported per template below
 
@@ -609,7 +610,7 @@ class _Auditor:
             return
         started = time.process_time()
         try:
-            found = templates.audit_template(text, name=fld.key, render=False)
+            found = templates.audit_template(text, name=fld.key, render=self.render)
         except ImportError:
             self.add(
                 "GGUF-A501",

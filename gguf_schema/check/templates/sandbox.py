@@ -230,9 +230,20 @@ def render_many(
     names: dict[str, str] | None = None,
     observed: dict[str, Observed] | None = None,
 ) -> dict[str, list[TemplateFinding]]:
-    """Render every template of ``sources`` in one child process (another one only after a child dies):
-    the findings of each, by source (a source without findings may be absent). ``observed``, when given, is
-    filled with what the renders of each template did (:class:`Observed`)."""
+    """The sandboxed render of several templates (those of one file) in one child process (another one only
+    after a child dies): the findings of each by source (``GGUF-T501``, ``T502``, ``T503``; a source without
+    findings may be absent).
+
+    Every template is rendered under each loader's Jinja configuration (:data:`CONFIGURATIONS`) on
+    :data:`CONVERSATIONS`, within ``timeout`` seconds of CPU of its own, ``memory`` bytes of address space for the
+    child and ``max_output`` characters of output per render. The renders are observed (:mod:`.observe`): a
+    render past :data:`MAX_WORK` steps of work is ``GGUF-T502``, and ``observed``, when given, is filled with the
+    names each template looked up and the most work one render did (:class:`Observed`). ``names``: the key
+    each source came from, copied into its findings.
+
+    Raises:
+        ImportError: Jinja2 is not installed.
+    """
     jinja2 = require_jinja()
     sources = list(dict.fromkeys(sources))
     names = names or {}

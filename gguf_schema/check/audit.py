@@ -611,6 +611,7 @@ class _Auditor:
         started = time.process_time()
         try:
             found = templates.audit_template(text, name=fld.key, render=self.render)
+            found = [*found, *rendered]  # the render's findings beside the static ones
         except ImportError:
             self.add(
                 "GGUF-A501",
@@ -632,7 +633,7 @@ class _Auditor:
                     )
                 )
         self.template_seconds -= time.process_time() - started
-        for t in [*found, *rendered]:
+        for t in found:
             if skip is not None and (t.rule, t.line, t.message) in skip:
                 continue
             self.add(

@@ -767,7 +767,7 @@ def test_render_bounds_time_and_output():
     spin = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}"
     findings = audit_template(spin, render=True, render_timeout=0.5)
     assert [(f.rule, f.severity) for f in findings] == [("GGUF-T502", "error"), ("GGUF-T504", "error")]
-    assert findings[0].message == "sandboxed render (one message conversation) did not finish within 0.5 s"
+    assert findings[0].message == "sandboxed render (one message conversation) did not finish within 0.5 s of CPU"
 
     flood = "{% for i in range(100000) %}{{ 'x' * 100 }}{% endfor %}"
     findings = audit_template(flood, render=True, render_max_output=10_000)

@@ -58,7 +58,13 @@ def _audit(args: argparse.Namespace, src: str) -> list[AuditResult]:
     arg("--json", action="store_true", help="print the reports as JSON (same as --format json)"),
     arg("--format", choices=("text", "json", "sarif"), default="text", help="output format (default text)"),
     arg("--sarif", metavar="OUT", default=None, help="also write a SARIF 2.1.0 log to OUT ('-': stdout)"),
-    arg("--render", action="store_true", help="also render each template in Jinja's sandbox (a child process each)"),
+    arg(
+        "--render",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="render every template in Jinja's sandbox, in one child process per file (the default); --no-render "
+        "leaves only the static analysis, which is weaker",
+    ),
     arg(
         "--read-gaps",
         action="store_true",

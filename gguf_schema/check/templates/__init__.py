@@ -15,8 +15,9 @@ This package audits one template, by concern:
   made the name (``GGUF-T101``, ``T102``, ``T103``, ``T106``);
 * :mod:`.cost` bounds what a render can cost (loop trips, string growth, macro recursion and
   fan-out) on a representative request (``GGUF-T504``);
-* :mod:`.sandbox` optionally renders sample conversations in Jinja's immutable sandbox, in a child
-  process (:mod:`.worker`) with time, memory and output bounds (``GGUF-T501``, ``T502``, ``T503``);
+* :mod:`.sandbox` renders sample conversations in Jinja's sandbox under each loader's configuration, in a
+  child process (:mod:`.worker`) with time, memory, output and work bounds (``GGUF-T501``, ``T502``,
+  ``T503``): part of every file audit, optional here (:func:`audit_template`'s ``render``);
 * :mod:`.hidden` finds invisible and direction-changing characters (``GGUF-T301``, ``T302``);
 * :mod:`.jinja` holds the environments (parsing, folding, the runtime-like sandbox);
 * :mod:`.rules` the rule table and findings.

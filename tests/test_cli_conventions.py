@@ -409,7 +409,8 @@ def test_json_outputs_parse_and_carry_the_data(small: Path, demo: Path, tmp_path
 
 def test_version_and_output_options(small: Path, tmp_path: Path) -> None:
     r = run("--version")
-    assert (r.returncode, r.stdout.decode()) == (0, f"gguf-schema {gguf_schema.__version__}\n")
+    assert r.returncode == 0
+    assert r.stdout.decode().splitlines()[0] == f"gguf-schema {gguf_schema.__version__}"  # then the compiled modules
     assert run("convert", small, tmp_path / "a.gguf").returncode == 0  # positional form
     assert run("convert", small, "-o", tmp_path / "b.gguf").returncode == 0  # option form
     assert (tmp_path / "a.gguf").read_bytes() == (tmp_path / "b.gguf").read_bytes() == small.read_bytes()

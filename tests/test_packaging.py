@@ -57,7 +57,9 @@ def repository_files() -> list[str]:
         return [f for f in out.splitlines() if (REPO / f).exists()]
     found = []
     for root, dirs, names in os.walk(REPO):
-        dirs[:] = [d for d in dirs if d not in ("__pycache__", ".hypothesis", ".pytest_cache") and not d.endswith(".egg-info")]
+        dirs[:] = [
+            d for d in dirs if d not in ("__pycache__", ".hypothesis", ".pytest_cache") and not d.endswith(".egg-info")
+        ]
         found += [os.path.relpath(os.path.join(root, n), REPO).replace(os.sep, "/") for n in names]
     return [f for f in found if not f.endswith((".pyc", ".so")) and f != "PKG-INFO" and f != "setup.cfg"]
 

@@ -26,7 +26,12 @@ def test_the_command_line_run_from_the_clone_finds_the_spec_data(tmp_path: Path)
     env = {"PYTHONPATH": ":".join(site), "PATH": "/usr/bin:/bin", "GGUF_SCHEMA_PROGRESS": "0"}
     for argv in (["check", str(model)], ["check", "--profile", "spec", "--json", str(model)]):
         r = subprocess.run(
-            [sys.executable, "-S", "-m", "gguf_schema", *argv], cwd=REPO, env=env, capture_output=True, text=True, timeout=120
+            [sys.executable, "-S", "-m", "gguf_schema", *argv],
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
         )
         assert "Traceback" not in r.stderr, r.stderr
         assert r.returncode == 0, r.stdout + r.stderr

@@ -13,7 +13,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 
-SUITE = '''
+SUITE = """
 import pytest
 
 def test_passes(tmp_path):
@@ -25,7 +25,7 @@ def test_fails(tmp_path):
 
 def test_skips():
     pytest.skip("the reason of this skip")
-'''
+"""
 
 
 def test_temporary_files_are_kept_for_failed_tests_only_and_skips_say_why(tmp_path: Path) -> None:

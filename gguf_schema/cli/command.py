@@ -49,6 +49,7 @@ from .conventions import (
     EPILOG,
     EXIT_ERROR,
     add_open_options,
+    add_quiet_option,
     error,
 )
 
@@ -186,6 +187,7 @@ class Command:
         )
         for a in self.arguments:
             a.add_to(p)
+        add_quiet_option(p, after_command=True)  # every command: -q before or after it
         if Trait.READS in self.traits:
             add_open_options(p, after_command=True)  # the global reading options, also accepted after the command
         if Trait.WRITES in self.traits:

@@ -25,7 +25,7 @@ from ..tools import jsonio
 from ..tools import split as split_mod
 from ..tools.export import DTYPES, export_safetensors
 from .command import Family, Trait, arg, exclusive, output, output_file
-from .conventions import EXIT_OK, count, open_options, positive_int, write, write_json
+from .conventions import EXIT_OK, count, open_options, positive_int, status, warn, write, write_json
 from .progress import Progress, file_size
 
 __all__ = ["COMMANDS"]
@@ -35,7 +35,7 @@ COMMANDS = Family()
 
 def _wrote(path: str) -> None:
     """The last line of a command that wrote ``path``, on stderr."""
-    print(f"wrote {path} ({count(os.path.getsize(path))} bytes)", file=sys.stderr)
+    status(f"wrote {path} ({count(os.path.getsize(path))} bytes)")
 
 
 @COMMANDS.command(
@@ -160,14 +160,14 @@ def _cmd_split(args: argparse.Namespace) -> int:
             **open_options(args),
         )
     for w in plan.warnings:
-        print(f"gguf-schema: warning: {w}", file=sys.stderr)
+        warn(str(w))
     if args.json:
         write_json({"dry_run": args.dry_run, **plan.to_json()})
         return EXIT_OK
     for shard in plan.shards:
         write(f"{shard.path}: {len(shard.tensors)} tensors, {count(shard.size)} bytes\n")
     if args.dry_run:
-        print(f"dry run: {len(plan.shards)} shards planned, nothing written", file=sys.stderr)
+        status(f"dry run: {len(plan.shards)} shards planned, nothing written")
     return EXIT_OK
 
 
@@ -209,7 +209,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
     bar = Progress(0, "export")
 
     def progress(done: int, total: int) -> None:
-        bar.total = total
+        bar.set_total(total)
         bar.update(done - bar.done)
 
     try:
@@ -218,7 +218,5 @@ def _cmd_export(args: argparse.Namespace) -> int:
         )
     finally:
         bar.close()
-    print(
-        f"wrote {result.path}: {result.tensors} tensors as {args.dtype} ({result.file_bytes:,} bytes)", file=sys.stderr
-    )
+    status(f"wrote {result.path}: {result.tensors} tensors as {args.dtype} ({result.file_bytes:,} bytes)")
     return EXIT_OK

@@ -401,6 +401,7 @@ def test_cli_quantize(model, tmp_path):
         "2",
         "--allow-requantize",
         "--measure",
+        "--verbose",
     )
     assert r.returncode == 0, r
     text = r.stdout.decode()
@@ -441,7 +442,7 @@ def test_cli_json_and_dry_run(model, tmp_path):
     r = run_cli("quantize", model, out, "-t", "Q6_K", "--json", "--allow-requantize", "--measure")
     record = json.loads(r.stdout)
     assert record["tensors"][0]["rms_error"] > 0 and record["tensors"][0]["relative_error"] < 0.05
-    r = run_cli("quantize", model, tmp_path / "fast.gguf", "-t", "Q6_K", "--allow-requantize")
+    r = run_cli("quantize", model, tmp_path / "fast.gguf", "-t", "Q6_K", "--allow-requantize", "--verbose")
     assert (tmp_path / "fast.gguf").read_bytes() == out.read_bytes() and " - " in r.stdout.decode()
 
 

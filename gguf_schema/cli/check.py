@@ -20,7 +20,7 @@ from .. import open as open_gguf
 from ..check import PROFILES, RULES, Finding, Report, audit_spec, validate
 from ..check.validate import split_place
 from .command import Family, Trait, arg
-from .conventions import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK, error, open_options, write, write_json
+from .conventions import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK, error, open_options, plural, write, write_json
 
 __all__ = ["COMMANDS"]
 
@@ -94,11 +94,6 @@ def finding_lines(findings: list[Finding], *, every: bool = False) -> list[str]:
             f"({len(group)} in all; --verbose lists them)"
         )
     return lines
-
-
-def plural(n: int, word: str) -> str:
-    """``1 error``, ``2 errors``, ``1,234 bytes``."""
-    return f"{n:,} {word}{'' if n == 1 else 's'}"
 
 
 @COMMANDS.command(

@@ -74,6 +74,7 @@ __all__ = [
     "output_streams",
     "parse_limit",
     "parse_storage_option",
+    "plural",
     "positive_int",
     "quiet",
     "read_options",
@@ -173,6 +174,15 @@ def human_count(n: int) -> str:
         if n >= scale:
             return f"{n / scale:.1f}{unit}"
     return str(n)
+
+
+def plural(n: int, word: str) -> str:
+    """A count and its noun, singular for one: ``1 error``, ``2 errors``, ``1,234 bytes``.
+
+    >>> plural(1, "header byte"), plural(3, "header byte"), plural(0, "error")
+    ('1 header byte', '3 header bytes', '0 errors')
+    """
+    return f"{n:,} {word}{'' if n == 1 else 's'}"
 
 
 def mib(n: int) -> str:

@@ -27,10 +27,10 @@ from .conventions import (
     EXIT_ERROR,
     EXIT_OK,
     EXIT_TRUNCATED,
-    count,
     error,
     note,
     open_options,
+    plural,
     read_options,
     status,
     visible,
@@ -120,11 +120,11 @@ def _report_edit(what: str, result: EditResult, args: argparse.Namespace | None 
         )
         return _edited_truncated(result)
     if result.in_place:
-        how = f"in place, {count(result.bytes_written)} header bytes changed"
+        how = f"in place, {plural(result.bytes_written, 'header byte')} changed"
     elif result.cloned:
-        how = f"a clone renamed over it, {count(result.bytes_written)} header bytes changed"
+        how = f"a clone renamed over it, {plural(result.bytes_written, 'header byte')} changed"
     else:
-        how = f"rewritten, {count(result.bytes_written)} bytes"
+        how = f"rewritten, {plural(result.bytes_written, 'byte')}"
     status(f"{what}: {result.path} ({how})")
     return _edited_truncated(result)
 

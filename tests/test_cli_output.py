@@ -119,3 +119,116 @@ def test_check_groups_the_findings_of_one_rule_with_a_count(truncated: Path) -> 
     assert len(lines) == 1 + others + 3
     every = run_cli("check", truncated, "--verbose").stdout.decode().splitlines()
     assert len([line for line in every if " GGUF-E002 " in line]) == cut and len(every) == 1 + len(rules)
+
+
+# --------------------------------------------------------------------------- the edges a first run meets
+
+
+def test_info_dump_and_tensors_take_many_files(f32_model: Path, truncated: Path, tmp_path: Path) -> None:
+    demo = tmp_path / "demo.gguf"
+    demo.write_bytes(demo_bytes())
+    for command in ("info", "dump", "tensors"):
+        one = [run_cli(command, p).stdout.decode() for p in (f32_model, demo)]
+        both = run_cli(command, f32_model, demo)
+        assert both.returncode == 0, both
+        assert both.stdout.decode() == f"==> {f32_model} <==\n{one[0]}\n==> {demo} <==\n{one[1]}", command
+        docs = json.loads(run_cli(command, f32_model, demo, "--json").stdout)
+        assert docs == [json.loads(run_cli(command, p, "--json").stdout) for p in (f32_model, demo)], command
+    # the worst exit code; a file that cannot be read does not stop the others
+    r = run_cli("info", f32_model, tmp_path / "absent.gguf", truncated)
+    assert r.returncode == 2 and f"==> {truncated} <==" in r.stdout.decode()
+    assert b"absent.gguf" in r.stderr and b"is truncated" in r.stderr
+    assert run_cli("tensors", f32_model, truncated).returncode == 3
+    r = run_cli("tensors", f32_model, demo, "--filter", "blk.0.ffn_up*")
+    assert r.returncode == 0 and b"no tensor name matches" not in r.stderr
+    r = run_cli("tensors", f32_model, demo, "--filter", "blk.0.attn_q*")  # in one file only
+    assert r.returncode == 0 and r.stderr.decode() == f"gguf-schema: {demo}: no tensor name matches blk.0.attn_q*\n"
+    r = run_cli("tensors", f32_model, demo, "--filter", "nothing*")
+    assert r.returncode == 1 and r.stderr.decode().count("no tensor name matches nothing*") == 2
+
+
+def test_estimate_takes_a_context_with_a_suffix(tmp_path: Path) -> None:
+    model = tmp_path / "demo.gguf"
+    model.write_bytes(demo_bytes())
+    for text, tokens in (("8k", 8192), ("8K", 8192), ("32Ki", 32768), ("1M", 1 << 20), ("4096", 4096)):
+        r = run_cli("estimate", model, "--ctx", text, "--json")
+        assert r.returncode == 0, r
+        assert json.loads(r.stdout)["settings"]["n_ctx"] == tokens, text
+    r = run_cli("estimate", model, "--ctx", "8.5k")
+    assert r.returncode == 2 and b"needs a whole number of tokens" in r.stderr
+
+
+def test_diff_of_a_truncated_file_says_the_data_was_not_compared(truncated: Path, tmp_path: Path) -> None:
+    whole = tmp_path / "whole.gguf"
+    whole.write_bytes(demo_bytes())
+    r = run_cli("diff", whole, truncated)
+    assert r.returncode == 3  # not 0: not known to be equal
+    assert r.stdout.decode() == (
+        "no differences in header, metadata or tensor types and shapes; tensor data not compared "
+        "(a file is truncated: exit 3)\n"
+    )
+    assert json.loads(run_cli("diff", whole, truncated, "--json").stdout) == {
+        "equal": None,
+        "data_compared": False,
+        "differences": [],
+    }
+    assert json.loads(run_cli("diff", whole, whole, "--json").stdout) == {
+        "equal": True,
+        "data_compared": True,
+        "differences": [],
+    }
+
+
+def test_bool_and_float_values_look_the_same_in_dump_and_diff(tmp_path: Path) -> None:
+    a, b = tmp_path / "a.gguf", tmp_path / "b.gguf"
+    floats = np.linspace(0, 1, 20, dtype=np.float32)
+    gguf_schema.save(a, {"x.b": True, "x.f": floats, "x.one": np.float32(0.1)})
+    gguf_schema.save(b, {"x.b": False, "x.f": floats * 2, "x.one": np.float32(0.2)})
+    dump = {
+        line.split()[1]: line.split(None, 3)[3]
+        for line in run_cli("dump", a, "--no-tensors").stdout.decode().splitlines()[2:]
+    }
+    diff = {}
+    for line in run_cli("diff", a, b).stdout.decode().splitlines():
+        key, change = line.split(": ", 1)
+        diff[key.split()[-1]] = change.split(" -> ")[0].split(" ", 1)[1]
+    assert dump == diff
+    assert dump["x.b"] == "true" and dump["x.one"] == "0.1"
+    shown = dump["x.f"]
+    assert shown.startswith("(20 items) [") and shown.endswith(", ...]")
+    items = json.loads(shown.split(" ", 2)[2].replace(", ...]", "]"))  # every item whole, none cut
+    assert items == [float(x) for x in map(str, floats[:8])]
+
+
+def test_edits_count_bytes_in_good_english(f32_model: Path) -> None:
+    r = run_cli("set", f32_model, "general.name", "tinz")  # one byte differs
+    assert r.stderr.decode() == f"set general.name: {f32_model} (in place, 1 header byte changed)\n"
+
+
+def test_bare_gguf_schema_prints_the_help() -> None:
+    r = run_cli()
+    assert r.returncode == 0 and r.stderr == b""
+    assert r.stdout == run_cli("--help").stdout and r.stdout.startswith(b"usage: gguf-schema")
+
+
+def test_convert_with_nothing_to_change_writes_nothing(f32_model: Path, tmp_path: Path) -> None:
+    out = tmp_path / "copy.gguf"
+    r = run_cli("convert", f32_model, out)
+    assert r.returncode == 2 and not out.exists()
+    assert (
+        r.stderr
+        == b"gguf-schema: error: convert: nothing to change: give --byte-order and/or --version (nothing was written)\n"
+    )
+    r = run_cli("convert", f32_model, out, "--byte-order", "little", "--version", "3")
+    assert r.returncode == 2 and not out.exists()
+    assert b"is little-endian GGUF v3 already: nothing to change" in r.stderr
+    assert run_cli("convert", f32_model, out, "--version", "2").returncode == 0 and out.exists()
+
+
+def test_the_default_check_asks_whether_llama_cpp_loads_the_file(tmp_path: Path) -> None:
+    p = tmp_path / "gemma3.gguf"
+    gguf_schema.save(p, {"general.architecture": "gemma3", "general.name": "x"}, {"w": np.ones(4, np.float32)})
+    r = run_cli("check", p)
+    assert (r.returncode, r.stdout.decode()) == (0, f"{p}: ok under profile ggml (0 errors, 0 warnings)\n")
+    spec = run_cli("check", "--profile", "spec", p).stdout.decode()
+    assert "GGUF-W001 warning [general.architecture]: architecture 'gemma3' is not one the spec names" in spec

@@ -196,6 +196,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _main(argv: Sequence[str] | None, given: list[argparse.Namespace]) -> int:
     parser = build_parser()
+    if not (sys.argv[1:] if argv is None else argv):  # bare `gguf-schema`: the help, as --help prints it
+        parser.print_help(sys.stdout)
+        return EXIT_OK
     args = parser.parse_args(argv)
     given.append(args)
     _resolve_output(parser, args)

@@ -19,13 +19,14 @@ import os
 import sys
 
 from .. import GGUFBuildError, durable
+from .. import open as open_gguf
 from ..io.source import is_url
 from ..tools import convert as convert_mod
 from ..tools import jsonio
 from ..tools import split as split_mod
 from ..tools.export import DTYPES, export_safetensors
 from .command import Family, Trait, arg, exclusive, output, output_file
-from .conventions import EXIT_OK, count, open_options, positive_int, status, warn, write, write_json
+from .conventions import EXIT_ERROR, EXIT_OK, count, error, open_options, positive_int, status, warn, write, write_json
 from .progress import Progress, file_size
 
 __all__ = ["COMMANDS"]
@@ -84,11 +85,23 @@ def _cmd_build(args: argparse.Namespace) -> int:
     arg("--version", type=int, choices=(2, 3), help="target GGUF version (default: unchanged)"),
     arg("--json", action="store_true", help='print the result as JSON: {"command", "path", "bytes"}'),
     description="Write FILE to OUT in another byte order (every tensor type converted, quantized blocks field by "
-    "field) and/or format version.",
+    "field) and/or format version. A conversion that would change nothing (no option, or FILE is in that byte "
+    "order and version already) is refused: exit 2, nothing written.",
     traits=Trait.READS | Trait.WRITES,
     targets=output_file,
 )
 def _cmd_convert(args: argparse.Namespace) -> int:
+    if args.byte_order is None and args.version is None:
+        error("convert: nothing to change: give --byte-order and/or --version (nothing was written)")
+        return EXIT_ERROR
+    with open_gguf(args.file, lazy=True, **open_options(args)) as f:
+        now = (f.byte_order, f.version)
+    if (args.byte_order or now[0], args.version or now[1]) == now:
+        error(
+            f"convert: {args.file} is {now[0]}-endian GGUF v{now[1]} already: nothing to change (nothing was written; "
+            "`cp` makes a copy)"
+        )
+        return EXIT_ERROR
     with Progress(file_size(args.file), "convert") as bar:
         convert_mod.convert(
             args.file,

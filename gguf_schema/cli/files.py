@@ -91,6 +91,7 @@ def _cmd_build(args: argparse.Namespace) -> int:
     targets=output_file,
 )
 def _cmd_convert(args: argparse.Namespace) -> int:
+    durable.refuse_overwriting_inputs([args.output], [args.file], command="convert")
     if args.byte_order is None and args.version is None:
         error("convert: nothing to change: give --byte-order and/or --version (nothing was written)")
         return EXIT_ERROR

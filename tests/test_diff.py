@@ -125,4 +125,6 @@ def test_describe_value_abbreviates() -> None:
     f = gguf_schema.make_field("s", "x" * 100)
     assert describe_value(f) == "STRING '" + "x" * 56 + "...' (100 chars)"
     f = gguf_schema.make_field("t", ["a"] * 20)
-    assert describe_value(f) == 'ARRAY[STRING] (20 items) ["a", "a", "a", "a", "a", "a", "a", "a", ...]'  # as dump shows it
+    assert (
+        describe_value(f) == 'ARRAY[STRING] (20 items) ["a", "a", "a", "a", "a", "a", "a", "a", ...]'
+    )  # as dump shows it

@@ -1,12 +1,15 @@
-"""The test-suite's own settings (pyproject.toml's ``[tool.pytest.ini_options]``), tried on a tiny suite.
+"""The test-suite's own settings (pyproject.toml's ``[tool.pytest.ini_options]``, conftest.py), tried on a tiny suite.
 
-A run must not leave its temporary files behind (the gemma copies are 253 MB each), and ``-q``
-must still say why tests were skipped. A small suite is run in a subprocess under the project's
-settings: one test that passes, one that fails and one that skips, each writing into ``tmp_path``.
+A run must not leave its temporary files behind (the gemma copies are 253 MB each; the doctests'
+examples make their files with ``tempfile.mkdtemp()``, as a user would), and ``-q`` must still say why
+tests were skipped. One pytest process runs, under the project's settings, a tiny suite (a test that
+passes, one that fails and one that skips, each writing into ``tmp_path``) and the doctests of
+``gguf_schema/tools/edit.py``, with the system's temporary folder pointed at an empty folder.
 """
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -28,32 +31,21 @@ def test_skips():
 """
 
 
-def test_temporary_files_are_kept_for_failed_tests_only_and_skips_say_why(tmp_path: Path) -> None:
-    suite = tmp_path / "suite"
+def test_only_failed_tests_keep_temporary_files_and_skips_say_why(tmp_path: Path) -> None:
+    suite, base, system_tmp = tmp_path / "suite", tmp_path / "base", tmp_path / "tmp"
     suite.mkdir()
+    system_tmp.mkdir()
     (suite / "test_tiny.py").write_text(SUITE, encoding="utf-8")
-    base = tmp_path / "base"
     r = subprocess.run(
         [
-            sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
-            "-c", str(REPO / "pyproject.toml"), "--rootdir", str(suite), "--basetemp", str(base),
-            "-o", "addopts=" + _addopts_without_doctests(), str(suite / "test_tiny.py"),
+            sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist", "--basetemp", str(base),
+            str(suite / "test_tiny.py"), "gguf_schema/tools/edit.py",
         ],
-        cwd=suite, capture_output=True, text=True, timeout=120,
+        cwd=REPO, env={**os.environ, "TMPDIR": str(system_tmp)}, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
-    assert r.returncode == 1, r.stdout + r.stderr
-    assert "SKIPPED [1] test_tiny.py:12: the reason of this skip" in r.stdout
+    assert r.returncode == 1, r.stdout + r.stderr  # test_fails
+    assert "1 failed, " in r.stdout and " passed, 1 skipped" in r.stdout
+    assert "test_tiny.py:12: the reason of this skip" in r.stdout  # -rs in addopts: the reason, under -q
     left = sorted(p.relative_to(base).as_posix() for p in base.rglob("*") if p.is_file())
     assert left == ["test_fails0/kept.bin"]
-
-
-def _addopts_without_doctests() -> str:
-    """The project's addopts less the doctest collection (the tiny suite has no modules to import)."""
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:  # pragma: no cover
-        import tomli as tomllib
-    options = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["pytest"]["ini_options"]
-    kept = [w for w in options["addopts"].split() if not w.startswith("--doctest")]
-    assert "-rs" in kept  # the reason of every skip, under -q too
-    return " ".join(kept)
+    assert os.listdir(system_tmp) == []  # the doctests' mkdtemp() folders went with their tmp_path

@@ -90,6 +90,6 @@ def test_the_sdist_carries_everything_the_tests_and_docs_need() -> None:
     files = repository_files()
     taken = manifest_matches((REPO / "MANIFEST.in").read_text(encoding="utf-8").splitlines(), files)
     needed = {f for f in files if f.split("/", 1)[0] in NEEDED and not f.endswith(".gitattributes")}
-    needed |= {"LICENSE", "README.md", "ARCHITECTURE.md", "conftest.py", "setup.py", "pyproject.toml"}
+    needed |= {"LICENSE", "README.md", "ARCHITECTURE.md", "conftest.py", "setup.py", "pyproject.toml", ".ci/run"}
     assert "tests/data/vocab/SOURCES" in needed and "docs/cli.md" in needed  # the walk found the data
     assert sorted(needed - taken) == []

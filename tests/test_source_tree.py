@@ -24,7 +24,7 @@ def test_the_command_line_run_from_the_clone_finds_the_spec_data(tmp_path: Path)
     model.write_bytes(demo_bytes())
     site = sorted({sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]})
     env = {"PYTHONPATH": ":".join(site), "PATH": "/usr/bin:/bin", "GGUF_SCHEMA_PROGRESS": "0"}
-    for argv in (["check", str(model)], ["check", "--profile", "spec", "--json", str(model)]):
+    for argv in (["check", "--profile", "spec", str(model)], ["check", "--profile", "spec", "--json", str(model)]):
         r = subprocess.run(
             [sys.executable, "-S", "-m", "gguf_schema", *argv],
             cwd=REPO,

@@ -12,9 +12,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
 
 import gguf_schema
+from gguf_schema import Field, GGUFArray, ValueType
 from gguf_schema.cli import COMMANDS, build_parser
+from gguf_schema.cli.text_values import type_label
+from gguf_schema.testing.strategies import fields
+from gguf_schema.tools import jsonio
 
 from .conftest import demo_bytes
 from .helpers import run_cli
@@ -232,3 +237,32 @@ def test_the_default_check_asks_whether_llama_cpp_loads_the_file(tmp_path: Path)
     assert (r.returncode, r.stdout.decode()) == (0, f"{p}: ok under profile ggml (0 errors, 0 warnings)\n")
     spec = run_cli("check", "--profile", "spec", p).stdout.decode()
     assert "GGUF-W001 warning [general.architecture]: architecture 'gemma3' is not one the spec names" in spec
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(fields())
+def test_every_value_is_shown_whole_as_its_json(f: Field) -> None:
+    """What dump and diff print for any value (jsonio.value_text): its JSON, an array's first 8 items
+    whole (the text parses back to them) and a count, never a repr cut in the middle."""
+    text = jsonio.value_text(f)
+    if f.type == ValueType.ARRAY:
+        n = len(f.value.items)
+        count, _, body = text.partition(" ")
+        assert count == f"({n:,}"
+        body = body.split(" ", 1)[1]
+        if n > 8:
+            assert body.endswith(", ...]")
+            body = body[: -len(", ...]")] + "]"
+        shown = GGUFArray(f.value.type, f.value.items[:8])
+        assert json.loads(body) == json.loads(json.dumps(jsonio.encode_value(ValueType.ARRAY, shown)))
+    elif f.type == ValueType.STRING:
+        assert text == repr(f.value) or text.endswith(f"...' ({len(f.value):,} chars)")
+    else:
+        assert json.loads(text) == json.loads(json.dumps(jsonio.encode_value(f.type, f.value)))
+    assert describe(f) == f"{type_label(f)} {text}"  # diff shows it the same way, after the type
+
+
+def describe(f: Field) -> str:
+    from gguf_schema.tools.diff import describe_value
+
+    return describe_value(f, limit=200)

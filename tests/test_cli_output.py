@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -266,3 +267,14 @@ def describe(f: Field) -> str:
     from gguf_schema.tools.diff import describe_value
 
     return describe_value(f, limit=200)
+
+
+def test_exports_progress_bar_shows_its_total(tmp_path: Path) -> None:
+    pytest.importorskip("tqdm")
+    demo = tmp_path / "demo.gguf"
+    demo.write_bytes(demo_bytes())
+    r = run_cli("export", demo, tmp_path / "d.safetensors", env={"GGUF_SCHEMA_PROGRESS": "1"})  # a bar off a terminal
+    assert r.returncode == 0
+    frames = [x for x in r.stderr.decode().replace("\r", "\n").splitlines() if x.startswith("export:")]
+    assert frames and all(re.search(r"\| +[\d.]+[kMG]?/[\d.]+[kMG]? \[", x) for x in frames[1:])  # done/total
+    assert len(frames) >= 2

@@ -414,7 +414,7 @@ def test_cli_quantize(model, tmp_path):
     assert line.split()[1:5] == ["8x96", "F32", "->", "Q8_0"] and line.endswith("fallback Q8_0")
     err = r.stderr.decode()
     assert "blk.0.ffn_up.weight: Q4_K: the default type; rows of 48 are not whole Q4_K blocks (256)" in err
-    assert "note: the model has no llama.block_count: 1 layers counted from tensor names" in err and "wrote" in err
+    assert "note: the model has no llama.block_count: 1 layer counted from tensor names" in err and "wrote" in err
     with gguf_schema.open(out) as f:
         assert f.tensors["blk.0.attn_k.weight"].type == G.Q8_0 and f.metadata["general.file_type"] == 15
         assert f.tensors["output.weight"].type == G.Q6_K

@@ -180,10 +180,10 @@ _FILE_RULES = (
     ),
     AuditRule(
         "GGUF-A501",
-        "warning",
+        "error",
         "template-not-analysed",
-        "A template was found but Jinja2 is not installed, so only its characters were checked "
-        "(pip install 'gguf-schema[audit]').",
+        "A template was found but Jinja2 is not installed, so only its characters were checked: an audit that "
+        "could not look is not a pass (pip install 'gguf-schema[audit]').",
     ),
 )
 
@@ -615,7 +615,8 @@ class _Auditor:
         except ImportError:
             self.add(
                 "GGUF-A501",
-                f"template {show(fld.key)} not analysed: Jinja2 is not installed; only its characters were checked",
+                f"template {show(fld.key)} not analysed: Jinja2 is not installed, so only its characters were "
+                "checked (pip install 'gguf-schema[audit]')",
                 key=show(fld.key),
                 offset=at,
             )

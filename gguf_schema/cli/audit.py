@@ -17,7 +17,7 @@ from .. import open as open_gguf
 from ..check import AUDIT_RULES, AuditResult, audit, to_sarif
 from ..check.validate import split_place
 from .command import Family, Trait, arg
-from .conventions import EXIT_ERROR, EXIT_OK, error, open_options, write_json
+from .conventions import EXIT_ERROR, EXIT_OK, error, open_options, plural, write_json
 
 __all__ = ["COMMANDS"]
 
@@ -111,7 +111,8 @@ def _cmd_audit(args: argparse.Namespace) -> int:
             verdict = "flagged" if r.flagged else "clean"
             fetched = f"; {r.bytes_read:,} bytes fetched" if r.bytes_read is not None else ""
             print(
-                f"{name}: {verdict} ({counts['error']} errors, {counts['warning']} warnings, {counts['info']} notes{fetched})"
+                f"{name}: {verdict} ({plural(counts['error'], 'error')}, {plural(counts['warning'], 'warning')}, "
+                f"{plural(counts['info'], 'note')}{fetched})"
             )
             for f in r.findings:
                 print(f"  {f}")

@@ -305,7 +305,7 @@ class _Cost:
 
     def tick(self) -> None:
         self.ticks += 1
-        if self.ticks & 15 == 0 and time.process_time() > self.deadline:
+        if self.ticks & 15 == 0 and time.thread_time() > self.deadline:
             raise CostOverBudget
 
     def limit(self, p: P, limit: float, line: int | None, why: str) -> None:
@@ -2062,7 +2062,7 @@ def bound(tree: Any, *, file_text: int | None = None, seconds: float = 1.0) -> R
     from jinja2 import nodes
 
     try:
-        cost = _run(tree, nodes, time.process_time() + seconds, file_text, judge=False)
+        cost = _run(tree, nodes, time.thread_time() + seconds, file_text, judge=False)
     except _Exceeded as e:
         return RenderBound(UNBOUNDED, UNBOUNDED, UNBOUNDED, e.why, e.line)
     except CostOverBudget:

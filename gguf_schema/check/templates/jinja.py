@@ -100,7 +100,7 @@ def _clocked(tokens: Iterable[Any], deadline: float | None, max_tokens: int | No
     per token, so the parse stops within a few milliseconds of ``deadline``) and at most ``max_tokens``."""
     for i, token in enumerate(tokens):
         if i & 63 == 0:
-            if deadline is not None and time.process_time() > deadline:
+            if deadline is not None and time.thread_time() > deadline:
                 raise ParseOverBudget("past its CPU deadline")
             if max_tokens is not None and i > max_tokens:
                 raise ParseOverBudget(f"more than {max_tokens:,} tokens")
@@ -113,7 +113,7 @@ def parse(
     """The template's syntax tree and its string tokens ``(line, raw text)``, lexed once.
 
     Raises Jinja's ``TemplateSyntaxError`` for a template Jinja cannot parse, :class:`ParseOverBudget` when
-    lexing and parsing pass the CPU time ``deadline`` (``time.process_time()``) or ``max_tokens`` tokens.
+    lexing and parsing pass the CPU time ``deadline`` (``time.thread_time()``) or ``max_tokens`` tokens.
     """
     from jinja2 import nodes
     from jinja2.lexer import TokenStream

@@ -135,6 +135,17 @@ TRICKS = {
         ("unbounded",),
         (("bos_token", "<s>" * 1000),),
     ),
+    "file-token-amplified": Costly("{{ bos_token * 10 ** 6 }}", ("F",), (("bos_token", "<s>" * 3000),)),
+    # numbers read back out of pairs
+    "number-from-items": Costly(big_loop("range(dict(a=10 ** 10).items()|first|last)"), ("range()",)),
+    "number-through-dictsort": Costly(big_loop("range({'a': 10 ** 10}|dictsort|first|last)"), ("range()",)),
+    # a recursion counted by a number, once per message at each level: n**depth calls
+    "counted-recursion-per-message": Costly(
+        "{% macro f(d) %}{% for m in messages %}{% if d > 0 %}{{ f(d - 1) }}{% else %}.{% endif %}{% endfor %}"
+        "{% endmacro %}{{ f(7) }}",
+        ("calls itself",),
+        (("messages", [{"role": "user", "content": "a"}] * 20),),
+    ),
     "file-token-repeated-by-the-file": Costly(
         "{{ eos_token * (eos_token|length) * (eos_token|length) }}", (), (("eos_token", "x" * 5000),)
     ),

@@ -88,11 +88,11 @@ RULES: Mapping[str, AuditRule] = MappingProxyType(declared())
 #: templates are under 20,000 characters; Jinja's own parser needs about a second for 1 MiB).
 MAX_ANALYSED = 256 * 1024
 #: CPU seconds one template's lexing, parsing and analyses may take before it is reported as not analysed (the
-#: whole audit process stays under 1 s: Python and the imports take about 0.45 s).
-ANALYSIS_SECONDS = 0.5
+#: whole audit process stays near 1 s: Python and the imports take about 0.45 s).
+ANALYSIS_SECONDS = 0.4
 #: The most tokens the audit lexes and parses in one template (the largest real chat template has under 4,000).
 MAX_TOKENS = 50_000
-_HARD_STOP = 0.05  # CPU seconds past the budget before the interval timer stops an analysis that has not
+_HARD_STOP = 0.03  # CPU seconds past the budget before a timer stops an analysis between two clock readings
 MAX_PER_RULE = 100
 _MORE_RUNS = 100_000  # hidden-character runs counted past the cap
 
@@ -122,7 +122,7 @@ class Prediction:
             a render looks up no other text, except (when ``request_names``) texts of the request, as items of
             plain data.
         request_names: a name the request chose may be looked up (only ever on plain data, unless flagged).
-        bound: the render-cost bound, when the cost analysis gives one.
+        bound: the render-cost bound (:class:`.cost.RenderBound`) of a template that is not flagged.
 
     >>> p = predict("{% for m in messages %}{{ m['role'] ~ m.content }}{% endfor %}")
     >>> p.flagged, sorted(p.names), p.request_names
@@ -145,9 +145,11 @@ def predict(source: str) -> Prediction:
         raise TypeError(f"predict needs the template as str, not {type(source).__name__}")
     require_jinja()
     p = _static(source)
-    if p.flagged:
-        return p
-    return dataclasses.replace(p, bound=cost.bound(parse(source, "")[0]))
+    if p.bound is None and not p.flagged:  # the render-cost bound, for the oracle (the audit needs only T504)
+        p = dataclasses.replace(p, bound=cost.bound(parse(source, "")[0]))
+        if source in _CACHE:
+            _CACHE[source] = p
+    return p
 
 
 def analyse(source: str, name: str, seconds: float = ANALYSIS_SECONDS) -> list[TemplateFinding]:

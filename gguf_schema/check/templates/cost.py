@@ -56,6 +56,8 @@ WORK_LIMIT = 2e7  # steps (a loop pass, a call, 64 characters made) a render may
 SIZE_LIMIT = float(1 << 27)  # characters (or items) of one value or of the output, whatever the request
 PER_REQUEST_WORK = 1e6  # steps per character of request, for each power of N
 PER_REQUEST_SIZE = 1e6  # characters per character of request, for each power of N
+PER_FILE = 1e3  # steps or characters per character of the file's token text, for each power of N (real
+# templates write a special token a few times per message; a file's tokens are a few characters)
 BITS_LIMIT = 1 << 22  # bits of a number computed (a power past that takes seconds)
 GEOMETRIC_TRIPS = 64  # passes of a loop whose variables grow geometrically computed one by one
 RECURSION = 1000.0  # calls deep Python lets a recursion go
@@ -310,7 +312,8 @@ class _Cost:
 
     def limit(self, p: P, limit: float, line: int | None, why: str) -> None:
         per_request = PER_REQUEST_WORK if limit == WORK_LIMIT else PER_REQUEST_SIZE
-        if pbig(p) or (self.judge and (p[0] > limit or any(x > per_request for x in p[1:]))):
+        over = p[0] > limit or any(x > per_request for x in p[1:_W]) or any(x > PER_FILE for x in p[_W:])
+        if pbig(p) or (self.judge and over):
             raise _Exceeded(line, f"{why}: {pfmt(p)} (N: the size of the request, F: of the file's token text)")
 
     def unbounded(self, line: int | None, what: str) -> NoReturn:
@@ -873,6 +876,8 @@ class _Cost:
             mine = {f"param:{tag}/{p}" for p in params}
             if not any(mine & c.part for c in bound.values()):
                 active["structural"] = False
+                if not any(_mentions(c, mine) for c in bound.values()) and any(_is_number(c) for c in bound.values()):
+                    active["unfounded"] = True  # a count (f(d - 1)), no part of its parameters: no walk of data
             for p, c in bound.items():
                 active["args"][p] = _jn(active["args"].get(p), c)
                 was = active["params"].get(p)
@@ -950,11 +955,11 @@ class _Cost:
                 calls = NSIZE  # a walk down its argument, unfolded: at most one call per value of it
                 for c in bound.values():
                     calls = padd(calls, c.text())
-            elif fanout[0] <= 1.0 and not pconst(fanout):
+            elif fanout[0] <= 1.0 and not pconst(fanout) and not frame.get("unfounded"):
                 # NOT PROVEN (docs/audit.md, "render cost"): a recursion per item of the request on values built
                 # from its parameter (JSON-schema walkers) is taken to walk the request
                 calls = NSIZE
-            elif fanout[0] <= 1.0:
+            elif fanout[0] <= 1.0 and pconst(fanout):
                 calls = poly(RECURSION)  # one call per level, as deep as Python lets it go
             else:
                 raise _Exceeded(
@@ -1397,7 +1402,10 @@ class _Cost:
         self.spend(count, line, f"{what} reads this many items")
         if r.items is None and not r.data:  # a text: its characters
             return self.made(C(items=r.text(), elem=C(chars=ONE), sites=frozenset({id(call)})), line, what)
-        return self.made(C(items=count, elem=self.parts(r), data=r.data, sites=frozenset({id(call)})), line, what)
+        e = self.parts(r)
+        if b.name in ("dictsort", "items") and not r.data:  # (key, value) pairs (the request's parts are all N)
+            e = C(items=poly(2.0), elem=e, part=e.part)
+        return self.made(C(items=count, elem=e, data=r.data, sites=frozenset({id(call)})), line, what)
 
     def r_groupby(
         self,
@@ -1514,18 +1522,11 @@ class _Cost:
             self.mult = mult
         return self.made(C(items=count, elem=out, sites=frozenset({id(call)})), line, what)
 
-    def r_view(
-        self,
-        b: Builtin,
-        r: C,
-        p: dict[str, C],
-        extra: list[C],
-        kw: dict[str, C],
-        line: int | None,
-        call: Any,
-        what: str,
-    ) -> C:
-        return C(items=r.count(), elem=self.parts(r), data=r.data)
+    def r_view(self, b: Builtin, r: C, *rest: Any) -> C:
+        e = self.parts(r)
+        if b.name == "items" and not r.data:  # (key, value) pairs (the request's parts are all N)
+            e = C(items=poly(2.0), elem=e, part=e.part)
+        return C(items=r.count(), elem=e, data=r.data)
 
     def r_get(self, b: Builtin, r: C, p: dict[str, C], *_: Any) -> C:
         return _jn(self.parts(r), p.get("default"))
@@ -1871,6 +1872,15 @@ class _Sub:
         self.kwargs = kwargs
         self.node = None
         self.lineno = None
+
+
+def _mentions(c: C, parts: set[str], depth: int = 0) -> bool:
+    """Whether ``c`` holds a part of one of ``parts`` (itself, or an item of it, a few levels down)."""
+    while c is not None and depth < 6:
+        if parts & c.part:
+            return True
+        c, depth = c.elem, depth + 1  # type: ignore[assignment]
+    return False
 
 
 def _is_number(c: C) -> bool:

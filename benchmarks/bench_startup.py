@@ -78,8 +78,10 @@ def main(argv: list[str] | None = None) -> int:
                     continue  # the same for both
                 results.setdefault((name, side), []).append(run(cmd, cwd))
     load1 = os.getloadavg()
-    print(f"Python {sys.version.split()[0]}; file {Path(file).name} ({os.path.getsize(file):,} bytes); "
-          f"{args.rounds} rounds, interleaved; load average {load0[0]:.1f} before, {load1[0]:.1f} after\n")
+    print(
+        f"Python {sys.version.split()[0]}; file {Path(file).name} ({os.path.getsize(file):,} bytes); "
+        f"{args.rounds} rounds, interleaved; load average {load0[0]:.1f} before, {load1[0]:.1f} after\n"
+    )
     print("| command | checkout | wall s (median) | CPU s (median) | max RSS MiB (median) |")
     print("|---|---|---|---|---|")
     for (name, side), rows in results.items():

@@ -54,7 +54,7 @@ from .writer import RawTensor, save
 
 if TYPE_CHECKING:
     from .check.audit import audit
-    from .shards import SplitModel, open_model, open_split
+    from .shards import SplitModel, open_split
     from .tools.scan import ScanRecord, scan, scan_file
 
 #: public names imported on first use (module ``__getattr__``): validation, shards and scanning cost
@@ -94,6 +94,7 @@ def _check_before_write(header: Any, strict: str | None = None) -> None:
 
     check_before_write(header, strict)
 
+
 __version__ = "0.1.0"
 
 # The layers wired, here and only here (no module registers itself on import): the model is below
@@ -101,7 +102,6 @@ __version__ = "0.1.0"
 # write is handed the check its header passes first.
 _model.register_writer(_writer.save_file)
 _writer.register_header_check(_check_before_write)
-
 
 
 def _compiled_elsewhere() -> str | None:

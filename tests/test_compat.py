@@ -275,6 +275,28 @@ def test_reader_field_and_tensor_behave_like_named_tuples(tmp_path):
     assert given.shape.tolist() == [2] and given.field is field
 
 
+def test_records_and_enum_members_are_gguf_own(tmp_path):
+    r = compat.GGUFReader(write(tmp_path, demo_bytes("big", 3)))
+    field, tensor = r.fields["general.name"], r.tensors[0]
+    assert isinstance(field, gguf.ReaderField) and isinstance(tensor, gguf.ReaderTensor)
+    assert isinstance(field, tuple) and field._fields == gguf.ReaderField._fields
+    assert field.types[0] is gguf.GGUFValueType.STRING and r.endianess is gguf.GGUFEndian.BIG
+    assert tensor.tensor_type is gguf.GGMLQuantizationType[tensor.tensor_type.name]
+    assert all(isinstance(t.tensor_type, gguf.GGMLQuantizationType) for t in r.tensors)
+    assert all(type(k) is gguf.GGUFValueType for k in compat.GGUFReader.gguf_scalar_to_np)
+    _offset, _name, parts, data, types = field  # unpacking, indexing and _replace go through the built members
+    assert field[2] is parts and field == tuple(field) and field._replace(name="x")[1:] == ("x", parts, data, types)
+    assert pickle_round_trip(field).contents() == field.contents()
+    with compat.patch():
+        assert isinstance(field, gguf.ReaderField) and gguf.ReaderField is compat.ReaderField
+
+
+def pickle_round_trip(x):
+    import pickle
+
+    return pickle.loads(pickle.dumps(x))
+
+
 # ---------------------------------------------------------------------- bad files
 
 

@@ -13,7 +13,6 @@ only one of them raises, the case must be one ``docs/compat.md`` decides (:data:
 from __future__ import annotations
 
 import struct
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -88,7 +87,7 @@ CORPUS = corpus()
 
 def test_the_corpus_is_large_and_every_class_of_gguf_py_is_in_it(tmp_path):
     seen = set()
-    for name, data in CORPUS[:: max(1, len(CORPUS) // 150)]:
+    for _name, data in CORPUS[:: max(1, len(CORPUS) // 150)]:
         path = tmp_path / "x.gguf"
         path.write_bytes(data)
         e = _outcome(gguf.GGUFReader, path)

@@ -49,6 +49,7 @@ from typing import Any, ClassVar, Literal, NamedTuple
 import numpy as np
 
 from ..errors import GGUFChangedError, GGUFError, GGUFFormatError, GGUFInternalError, GGUFTruncatedError, os_error
+from ..format import keys as K
 from ..format.layout import InfoOffsets, PairOffsets
 from ..format.limits import Limits
 from ..format.nodes import align_offset
@@ -57,7 +58,6 @@ from ..format.values import _U64_MAX, GGUFArray, LazyStrings, compiled_scan
 from ..format.variant import Variant
 from ..model import GGUFFile, Tensor
 from ..reader import read
-from ..format import keys as K
 from .constants import GGUF_DEFAULT_ALIGNMENT, members
 from .errors import CompatDuplicateKeyError, CompatShapeError, as_gguf_py
 from .originals import original
@@ -89,8 +89,6 @@ _PLAIN_TENSOR_TYPES: dict[GGMLType, type[np.generic]] = {
     GGMLType.I32: np.int32,
     GGMLType.I64: np.int64,
 }
-
-
 
 
 def _decode(raw: Any) -> str:
@@ -131,7 +129,7 @@ _FieldBase: Any = _record("ReaderField", _FieldRecord)
 _TensorBase: Any = _record("ReaderTensor", _TensorRecord)
 
 
-class ReaderField(_FieldBase):  # type: ignore[misc]
+class ReaderField(_FieldBase):
     """One field as gguf-py's ``ReaderField``: ``offset``, ``name``, ``parts``, ``data``, ``types``.
 
     A subclass of the installed gguf-py's own ``ReaderField`` (a named tuple), so
@@ -143,7 +141,7 @@ class ReaderField(_FieldBase):  # type: ignore[misc]
     """
 
     def __new__(cls, *args: Any, **kw: Any) -> ReaderField:
-        return super().__new__(cls, *args, **kw)  # type: ignore[no-any-return]
+        return super().__new__(cls, *args, **kw)
 
     @classmethod
     def _lazy(cls, offset: int, name: str, layout: _Layout) -> ReaderField:
@@ -161,20 +159,20 @@ class ReaderField(_FieldBase):  # type: ignore[misc]
             v = d[attr] = getattr(layout, build)()
         return v
 
-    @property  # type: ignore[misc]
-    def parts(self) -> list[np.ndarray]:  # type: ignore[override]
+    @property
+    def parts(self) -> list[np.ndarray]:
         """The field's bytes as numpy views of the map, in gguf-py's layout (built on first access)."""
-        return self._built(2, "_parts", "parts")  # type: ignore[no-any-return]
+        return self._built(2, "_parts", "parts")
 
-    @property  # type: ignore[misc]
-    def data(self) -> list[int]:  # type: ignore[override]
+    @property
+    def data(self) -> list[int]:
         """The indices of the parts that hold the value (for an array: each element's)."""
-        return self._built(3, "_data", "data")  # type: ignore[no-any-return]
+        return self._built(3, "_data", "data")
 
-    @property  # type: ignore[misc]
-    def types(self) -> list[Any]:  # type: ignore[override]
+    @property
+    def types(self) -> list[Any]:
         """The value type, then for an array its element type (and so on down the first element)."""
-        return self._built(4, "_types", "types")  # type: ignore[no-any-return]
+        return self._built(4, "_types", "types")
 
     def contents(self, index_or_slice: int | slice = slice(None)) -> Any:
         """The value as plain Python data: a scalar, a str, or for an array a list (an ``int`` index
@@ -226,7 +224,7 @@ class ReaderField(_FieldBase):  # type: ignore[misc]
         return f"ReaderField(offset={self.offset}, name={self.name!r}, types={self.types!r}{shown})"
 
 
-class ReaderTensor(_TensorBase):  # type: ignore[misc]
+class ReaderTensor(_TensorBase):
     """One tensor as gguf-py's ``ReaderTensor``: ``name``, ``tensor_type``, ``shape`` (the stored dims,
     innermost first, as a view of the map), ``n_elements``, ``n_bytes``, ``data_offset`` (absolute),
     ``data`` and ``field`` (its tensor info).
@@ -238,7 +236,7 @@ class ReaderTensor(_TensorBase):  # type: ignore[misc]
     """
 
     def __new__(cls, *args: Any, **kw: Any) -> ReaderTensor:
-        return super().__new__(cls, *args, **kw)  # type: ignore[no-any-return]
+        return super().__new__(cls, *args, **kw)
 
     @classmethod
     def _lazy(
@@ -258,20 +256,20 @@ class ReaderTensor(_TensorBase):  # type: ignore[misc]
             v = d[attr] = getattr(layout, build)()
         return v
 
-    @property  # type: ignore[misc]
-    def field(self) -> ReaderField:  # type: ignore[override]
-        return self._built(7, "_field", "field")  # type: ignore[no-any-return]
+    @property
+    def field(self) -> ReaderField:
+        return self._built(7, "_field", "field")
 
-    @property  # type: ignore[misc]
-    def shape(self) -> np.ndarray:  # type: ignore[override]
+    @property
+    def shape(self) -> np.ndarray:
         """The stored dims, innermost first: the dims part of the tensor's info (a view of the map)."""
         if self.__dict__.get("_layout") is None:
-            return tuple.__getitem__(self, 2)  # type: ignore[no-any-return]
+            return tuple.__getitem__(self, 2)
         return self.field.parts[3]
 
-    @property  # type: ignore[misc]
-    def data(self) -> np.ndarray:  # type: ignore[override]
-        return self._built(6, "_data", "data")  # type: ignore[no-any-return]
+    @property
+    def data(self) -> np.ndarray:
+        return self._built(6, "_data", "data")
 
     def __iter__(self) -> Iterator[Any]:
         return (getattr(self, name) for name in self._fields)
@@ -295,7 +293,6 @@ class ReaderTensor(_TensorBase):  # type: ignore[misc]
             f"ReaderTensor(name={self.name!r}, tensor_type={self.tensor_type!r}, n_elements={self.n_elements}, "
             f"n_bytes={self.n_bytes}, data_offset={self.data_offset})"
         )
-
 
 
 class GGUFReader:

@@ -460,7 +460,9 @@ class GGUFWriter:
                 shard_bar.set_description(f"Shard ({i + 1}/{len(self.fout)})")
                 total = sum(ti.nbytes for ti in tensors.values())
                 shard_bar.reset(total=(total if total > 0 else None))
-            self._stream(fout, [(name, ti, ti.tensor) for name, ti in tensors.items()], *(b for b in (shard_bar, bar) if b))
+            self._stream(
+                fout, [(name, ti, ti.tensor) for name, ti in tensors.items()], *(b for b in (shard_bar, bar) if b)
+            )
             for ti in tensors.values():
                 ti.tensor = None
         if self.temp_file is not None:
@@ -599,7 +601,9 @@ def _write_itself(tensor: Any, fout: IO[bytes], nbytes: int, name: str) -> None:
     tensor.tofile(fout)
     written = fout.tell() - at
     if written != nbytes:
-        raise GGUFBuildError(f"tensor data gave {written} bytes, {nbytes} expected", path=f"tensor {name!r}", value=written)
+        raise GGUFBuildError(
+            f"tensor data gave {written} bytes, {nbytes} expected", path=f"tensor {name!r}", value=written
+        )
 
 
 def _chunks(tensor: Any, nbytes: int, name: str) -> Iterator[Any]:

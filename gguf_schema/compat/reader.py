@@ -493,10 +493,19 @@ class _Views:
         self.length_size = length_size = variant.size_t
         self.length_type: type[np.generic] = np.uint64 if length_size == 8 else np.uint32
         self._phases: dict[tuple[str, int], np.ndarray] = {}
+        self._dtypes: dict[type[np.generic], np.dtype] = {}
 
     def dtype(self, t: type[np.generic]) -> np.dtype:
-        d = np.dtype(t)
-        return d.newbyteorder("S") if self.order == "S" else d
+        d = self._dtypes.get(t)
+        if d is None:
+            d = np.dtype(t)
+            d = self._dtypes[t] = d.newbyteorder("S") if self.order == "S" else d
+        return d
+
+    def one(self, offset: int, t: type[np.generic]) -> np.ndarray:
+        """A one-element view of ``t`` at ``offset`` (as :meth:`at` gives it), by one numpy index of a row array."""
+        size = self.dtype(t).itemsize
+        return self.rows_at(offset % size, t)[offset // size]  # type: ignore[no-any-return]
 
     def at(self, offset: int, t: type[np.generic], count: int = 1) -> np.ndarray:
         d = self.dtype(t)
@@ -543,13 +552,8 @@ class _Layout:
         if self.key is None:  # a pseudo-key of the header
             return [v.at(self.offset, _SCALAR_TYPES[self.vt])]
         at = PairOffsets.of(v.variant, self.offset, self.key)
-        head = [
-            v.at(at.start, v.length_type),
-            v.at(at.key, np.uint8, at.value_type - at.key),
-            v.at(at.value_type, np.uint32),
-        ]
-        out: list[np.ndarray] = head
-        _value_parts(v, self.vt, self.value, self._value_at(), out)
+        out = [v.one(at.start, v.length_type), v.u8[at.key : at.value_type], v.one(at.value_type, np.uint32)]
+        _value_parts(v, self.vt, self.value, at.value, out)
         return out
 
     def data(self) -> list[int]:
@@ -610,17 +614,17 @@ def _value_parts(v: _Views, vt: ValueType, value: Any, at: int, out: list[np.nda
     """Append the parts of a value at offset ``at`` to ``out``; return where the value ends."""
     scalar = _SCALAR_TYPES.get(vt)
     if scalar is not None:
-        out.append(v.at(at, scalar))
+        out.append(v.one(at, scalar))
         return at + vt.itemsize
     ls = v.length_size
     if vt == ValueType.STRING:
         n = len(value.encode("utf-8", "surrogateescape"))
-        out.append(v.at(at, v.length_type))
+        out.append(v.one(at, v.length_type))
         out.append(v.u8[at + ls : at + ls + n])
         return at + ls + n
     et, items = value.type, value.items
-    out.append(v.at(at, np.uint32))
-    out.append(v.at(at + 4, v.length_type))
+    out.append(v.one(at, np.uint32))
+    out.append(v.one(at + 4, v.length_type))
     at += 4 + ls
     n = len(items)
     scalar = _SCALAR_TYPES.get(et)

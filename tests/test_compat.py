@@ -214,9 +214,9 @@ def test_version_1_files_are_read_though_gguf_refuses_them(tmp_path):
 def test_fields_are_built_only_when_used(gemma):
     ours = compat.GGUFReader(gemma)
     tokens = ours.fields["tokenizer.ggml.tokens"]
-    assert "_parts" not in vars(tokens)  # opening built no parts
+    assert tokens._layout().built_parts is None  # opening built no parts
     assert len(tokens.data) == 262_144 and tokens.contents(5) == tokens.contents()[5]
-    assert "_parts" not in vars(tokens)  # neither do data, types and contents
+    assert tokens._layout().built_parts is None  # neither do data, types and contents
     assert len(tokens.parts) == 5 + 2 * 262_144
 
 

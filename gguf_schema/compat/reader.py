@@ -134,53 +134,62 @@ class ReaderField(_FieldBase):
 
     A subclass of the installed gguf-py's own ``ReaderField`` (a named tuple), so
     ``isinstance(field, gguf.ReaderField)`` holds. Built by :class:`GGUFReader` with ``parts``,
-    ``data`` and ``types`` left unbuilt until first read (the tuple holds None in their places;
-    unpacking, indexing, ``_asdict`` and ``_replace`` go through the attributes); constructed
+    ``data`` and ``types`` left unbuilt until first read (the tuple holds where they come from in
+    their places; unpacking, indexing, ``_asdict`` and ``_replace`` go through the attributes); constructed
     directly (``ReaderField(offset, name, parts, data, types)``) it holds what it is given, as
     gguf-py's does.
     """
+
+    __slots__ = ()  # (no instance dict: a field opened lazily keeps its _Layout in the tuple's parts slot)
 
     def __new__(cls, *args: Any, **kw: Any) -> ReaderField:
         return super().__new__(cls, *args, **kw)
 
     @classmethod
     def _lazy(cls, offset: int, name: str, layout: _Layout) -> ReaderField:
-        f: ReaderField = tuple.__new__(cls, (offset, name, None, None, None))
-        f.__dict__["_layout"] = layout
+        f: ReaderField = tuple.__new__(cls, (offset, name, layout, None, None))
         return f
 
-    def _built(self, i: int, attr: str, build: str) -> Any:
-        d = self.__dict__
-        v = d.get(attr)
-        if v is None:
-            layout = d.get("_layout")
-            if layout is None:
-                return tuple.__getitem__(self, i)
-            v = d[attr] = getattr(layout, build)()
-        return v
+    def _layout(self) -> _Layout | None:
+        x: Any = tuple.__getitem__(self, 2)
+        return x if type(x) is _Layout else None
 
     @property
     def parts(self) -> list[np.ndarray]:
         """The field's bytes as numpy views of the map, in gguf-py's layout (built on first access)."""
-        return self._built(2, "_parts", "parts")
+        x: Any = tuple.__getitem__(self, 2)
+        if type(x) is not _Layout:
+            return x
+        if x.built_parts is None:
+            x.built_parts = x.parts()
+        return x.built_parts
 
     @property
     def data(self) -> list[int]:
         """The indices of the parts that hold the value (for an array: each element's)."""
-        return self._built(3, "_data", "data")
+        x: Any = tuple.__getitem__(self, 2)
+        if type(x) is not _Layout:
+            return tuple.__getitem__(self, 3)
+        if x.built_data is None:
+            x.built_data = x.data()
+        return x.built_data
 
     @property
     def types(self) -> list[Any]:
         """The value type, then for an array its element type (and so on down the first element)."""
-        return self._built(4, "_types", "types")
+        x: Any = tuple.__getitem__(self, 2)
+        if type(x) is not _Layout:
+            return tuple.__getitem__(self, 4)
+        if x.built_types is None:
+            x.built_types = x.types()
+        return x.built_types
 
     def contents(self, index_or_slice: int | slice = slice(None)) -> Any:
         """The value as plain Python data: a scalar, a str, or for an array a list (an ``int`` index
         gives one element, a ``slice`` some); None for a tensor info. Arrays of arrays give their
         innermost values flattened, as gguf-py does."""
-        d = self.__dict__
-        layout = d.get("_layout")
-        if layout is not None and d.get("_parts") is None:
+        layout = self._layout()
+        if layout is not None and layout.built_parts is None:
             fast = layout.contents(index_or_slice)
             if fast is not _SLOW:
                 return fast
@@ -220,7 +229,8 @@ class ReaderField(_FieldBase):
         return (ReaderField, tuple(self))
 
     def __repr__(self) -> str:
-        shown = ", parts not built" if self.__dict__.get("_layout") and self.__dict__.get("_parts") is None else ""
+        layout = self._layout()
+        shown = ", parts not built" if layout is not None and layout.built_parts is None else ""
         return f"ReaderField(offset={self.offset}, name={self.name!r}, types={self.types!r}{shown})"
 
 
@@ -235,6 +245,8 @@ class ReaderTensor(_TensorBase):
     (so ``tensor.data.resize(...)`` in place sticks, as gguf-py's scripts expect).
     """
 
+    __slots__ = ()  # (no instance dict: a tensor opened lazily keeps its _TensorLayout in the tuple's field slot)
+
     def __new__(cls, *args: Any, **kw: Any) -> ReaderTensor:
         return super().__new__(cls, *args, **kw)
 
@@ -242,34 +254,33 @@ class ReaderTensor(_TensorBase):
     def _lazy(
         cls, name: str, tensor_type: Any, n_elements: int, n_bytes: int, data_offset: int, layout: _TensorLayout
     ) -> ReaderTensor:
-        t: ReaderTensor = tuple.__new__(cls, (name, tensor_type, None, n_elements, n_bytes, data_offset, None, None))
-        t.__dict__["_layout"] = layout
+        t: ReaderTensor = tuple.__new__(cls, (name, tensor_type, None, n_elements, n_bytes, data_offset, None, layout))
         return t
-
-    def _built(self, i: int, attr: str, build: str) -> Any:
-        d = self.__dict__
-        v = d.get(attr)
-        if v is None:
-            layout = d.get("_layout")
-            if layout is None:
-                return tuple.__getitem__(self, i)
-            v = d[attr] = getattr(layout, build)()
-        return v
 
     @property
     def field(self) -> ReaderField:
-        return self._built(7, "_field", "field")
+        x: Any = tuple.__getitem__(self, 7)
+        if type(x) is not _TensorLayout:
+            return x
+        if x.built_field is None:
+            x.built_field = x.field()
+        return x.built_field
 
     @property
     def shape(self) -> np.ndarray:
         """The stored dims, innermost first: the dims part of the tensor's info (a view of the map)."""
-        if self.__dict__.get("_layout") is None:
+        if type(tuple.__getitem__(self, 7)) is not _TensorLayout:
             return tuple.__getitem__(self, 2)
         return self.field.parts[3]
 
     @property
     def data(self) -> np.ndarray:
-        return self._built(6, "_data", "data")
+        x: Any = tuple.__getitem__(self, 7)
+        if type(x) is not _TensorLayout:
+            return tuple.__getitem__(self, 6)
+        if x.built_data is None:
+            x.built_data = x.data()
+        return x.built_data
 
     def __iter__(self) -> Iterator[Any]:
         return (getattr(self, name) for name in self._fields)
@@ -505,7 +516,7 @@ class _Views:
     def one(self, offset: int, t: type[np.generic]) -> np.ndarray:
         """A one-element view of ``t`` at ``offset`` (as :meth:`at` gives it), by one numpy index of a row array."""
         size = self.dtype(t).itemsize
-        return self.rows_at(offset % size, t)[offset // size]  # type: ignore[no-any-return]
+        return self.rows_at(offset % size, t)[offset // size]
 
     def at(self, offset: int, t: type[np.generic], count: int = 1) -> np.ndarray:
         d = self.dtype(t)
@@ -537,10 +548,13 @@ _SLOW: Any = _Slow()
 class _Layout:
     """Where one field's value lies in the map, from the parsed pair: computes its parts, data, types and contents."""
 
-    __slots__ = ("key", "offset", "value", "view", "vt")
+    __slots__ = ("built_data", "built_parts", "built_types", "key", "offset", "value", "view", "vt")
 
     def __init__(self, view: _Views, offset: int, key: str | None, vt: ValueType, value: Any):
         self.view, self.offset, self.key, self.vt, self.value = view, offset, key, vt, value
+        self.built_parts: list[np.ndarray] | None = None  # what the ReaderField built, kept here
+        self.built_data: list[int] | None = None
+        self.built_types: list[Any] | None = None
 
     def _value_at(self) -> int:
         if self.key is None:
@@ -710,10 +724,12 @@ def _types(vt: ValueType, value: Any) -> list[ValueType]:
 class _TensorLayout:
     """Where one tensor's info and data lie in the map: makes its field and data views on demand."""
 
-    __slots__ = ("gt", "start", "t", "view")
+    __slots__ = ("built_data", "built_field", "gt", "start", "t", "view")
 
     def __init__(self, view: _Views, t: Tensor, gt: GGMLType, start: int):
         self.view, self.t, self.gt, self.start = view, t, gt, start
+        self.built_field: ReaderField | None = None  # what the ReaderTensor built, kept here
+        self.built_data: np.ndarray | None = None
 
     def field(self) -> ReaderField:
         v, t = self.view, self.t

@@ -77,7 +77,7 @@ __all__ = [
 TEMPLATE_KEY = K.TOKENIZER_CHAT_TEMPLATE
 #: CPU seconds the audit of one file spends on analysing its templates (a file of thousands of distinct
 #: templates gets one GGUF-T402 finding for those past it; the same template twice is analysed once)
-TEMPLATE_SECONDS = 1.0
+TEMPLATE_SECONDS = templates.ANALYSIS_SECONDS  # CPU for all of a file's templates together (each gets what is left)
 #: The sandboxed render of a file's templates (one child process for the file): CPU seconds each template text
 #: has for all its renders, the child's address space, and how many distinct texts are rendered (real files have
 #: a few; the texts past it get one GGUF-T503 warning)
@@ -610,7 +610,9 @@ class _Auditor:
             return
         started = time.thread_time()
         try:
-            found = templates.audit_template(text, name=fld.key, render=self.render)
+            found = templates.audit_template(
+                text, name=fld.key, render=self.render, seconds=max(self.template_seconds, 0.05)
+            )
             found = [*found, *rendered]  # the render's findings beside the static ones
         except ImportError:
             self.add(

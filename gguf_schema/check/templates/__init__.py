@@ -246,13 +246,16 @@ _CACHE_CHARS = 8 << 20  # characters of template source the cache may hold
 _cached_chars = 0
 
 
-def _static(source: str) -> Prediction:
+def _static(source: str, seconds: float = ANALYSIS_SECONDS) -> Prediction:
     """Everything but the render, by source (cached, least recently used first out: models, and the named
-    templates of one file, repeat templates; the key a template came from is set on the findings afterwards)."""
+    templates of one file, repeat templates; the key a template came from is set on the findings afterwards).
+    An analysis given less than the whole budget is not cached when it ran out of it."""
     global _cached_chars
     hit = _CACHE.pop(source, None)
     if hit is None:
-        hit = _analyse(source, "")
+        hit = _analyse(source, "", min(seconds, ANALYSIS_SECONDS))
+        if seconds < ANALYSIS_SECONDS and any(f.rule == T402.id for f in hit.findings):
+            return hit
         _cached_chars += len(source)
     _CACHE[source] = hit
     while _cached_chars > _CACHE_CHARS and len(_CACHE) > 1:
@@ -282,6 +285,7 @@ def audit_template(
     render_timeout: float = 5.0,
     render_max_output: int = 1 << 20,
     render_memory: int = 1 << 30,
+    seconds: float = ANALYSIS_SECONDS,
 ) -> list[TemplateFinding]:
     """Audit one chat template (Jinja source) for ways to reach Python internals and for render cost, without
     running it.
@@ -296,6 +300,8 @@ def audit_template(
             output. The sandbox's refusals (``GGUF-T501``) and any render past a bound or stopped by one of the
             sandbox's own limits (``GGUF-T502``) are findings; ordinary errors such as missing variables are
             not. This adds a child process: a few tenths of a second.
+        seconds: CPU seconds (of the calling thread) the static analysis may take, lexing and parsing included;
+            at most :data:`ANALYSIS_SECONDS`. Past it the template is ``GGUF-T402`` (not analysed).
 
     Returns:
         The findings in rule order, then line order (at most 100 of one rule, then one finding that counts
@@ -319,7 +325,7 @@ def audit_template(
     if not isinstance(name, str):
         raise TypeError(f"name must be a str, not {type(name).__name__}")
     require_jinja()
-    findings = [dataclasses.replace(f, template=name) for f in _static(source).findings]
+    findings = [dataclasses.replace(f, template=name) for f in _static(source, seconds).findings]
     if render:
         findings = capped(
             findings

@@ -62,6 +62,7 @@ BITS_LIMIT = 1 << 22  # bits of a number computed (a power past that takes secon
 GEOMETRIC_TRIPS = 64  # passes of a loop whose variables grow geometrically computed one by one
 RECURSION = 1000.0  # calls deep Python lets a recursion go
 INF = math.inf
+AUTOESCAPE = 5.0  # the longest HTML entity autoescape writes for one character ('&#39;', '&#34;', '&amp;')
 _W = DEG + 1  # coefficients of N**0 .. N**DEG, then of F*N**0 .. F*N**DEG
 
 P = tuple[float, ...]  # coefficients of N**0 .. N**DEG, then F * N**0 .. F * N**DEG
@@ -192,9 +193,9 @@ class C:
         if self.data:
             return pmax(self.chars, NSIZE)
         t = self.chars
-        if self.items is not None:
+        if self.items is not None:  # its repr: brackets, and per item quotes, ': ', ', ' and 'Undefined' at most
             e = self.elem.text() if self.elem is not None else poly(8.0)
-            t = pmax(t, pmul(self.items, padd(e, poly(4.0))))
+            t = pmax(t, padd(pmul(self.items, padd(e, poly(16.0))), poly(2.0)))
         if self.mag is not None:  # Python writes an int of at most 4,300 digits (it refuses longer ones)
             t = pmax(t, poly(24.0) if pconst(self.mag) and self.mag[0] < 1e22 else poly(4400.0))
         return t
@@ -1097,11 +1098,11 @@ class _Cost:
 
     def r_text_same(self, b: Builtin, r: C, *rest: Any) -> C:
         # trimming, stripping and tags removed shorten a text; string and safe give the value's own text
-        return self.made(C(chars=r.text()), rest[-4], rest[-1])
+        return self.made(C(chars=r.text()), rest[-3], rest[-1])
 
     def r_case(self, b: Builtin, r: C, *rest: Any) -> C:
         # a case mapping writes at most three characters for one ('ΐ'.upper())
-        return self.made(C(chars=pscale(r.text(), 3.0)), rest[-4], rest[-1])
+        return self.made(C(chars=pscale(r.text(), 3.0)), rest[-3], rest[-1])
 
     def r_escape(
         self,
@@ -2081,7 +2082,11 @@ def bound(tree: Any, *, file_text: int | None = None, seconds: float = 1.0) -> R
         return RenderBound(UNBOUNDED, UNBOUNDED, UNBOUNDED, f"not computed within {seconds:g} s of CPU")
     except (ArithmeticError, ValueError, RecursionError):
         return RenderBound(UNBOUNDED, UNBOUNDED, UNBOUNDED, "the bound itself overflows")
-    return RenderBound(cost.work, cost.output, pmax(cost.size, cost.output))
+    # under autoescape (a loader may render with it on) every character an expression writes may become an entity
+    # of up to 5: the bound of what a render does covers that, the judgement (T504) is on the text itself
+    output = pscale(cost.output, AUTOESCAPE)
+    work = padd(cost.work, pscale(cost.output, (AUTOESCAPE - 1) / 64))
+    return RenderBound(work, output, pmax(cost.size, output))
 
 
 def request_size(variables: Mapping[str, Any]) -> float:

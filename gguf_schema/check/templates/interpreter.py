@@ -798,10 +798,10 @@ class Analysis:
             except ValueError:
                 continue
             for field, _spec in fields:
+                words = [w for w in re.split(r"[.\[\]]", field) if w]
+                for w in words:
+                    self.names.add(w)  # the argument a field picks (by keyword), and the names it walks
                 if "." in field or "[" in field:
-                    words = [w for w in re.split(r"[.\[\]]", field) if w]
-                    for w in words:
-                        self.names.add(w)
                     bad = next((w for w in words if is_internal(w)), None)
                     if bad:
                         self.t101_words.add((node.lineno, bad))

@@ -151,17 +151,22 @@ def scanners() -> dict[str, dict]:
                 hit.add(comp.get("name", ""))
         return {n: p.name in hit for n, p in files.items()}, seconds, "" if text else "empty report"
 
-    def ours(files: dict[str, Path], directory: Path) -> tuple[dict[str, bool | None], float, str]:
-        code, out, seconds = run([py, "-m", "gguf_schema", "audit", "--json", *map(str, files.values())], 3600, True)
-        try:
-            reports = json.loads(out)["reports"]
-        except (ValueError, KeyError):
-            return dict.fromkeys(files), seconds, f"unreadable output (exit {code}): {out[-200:]}"
-        flagged = {Path(r["source"]).name: r["flagged"] for r in reports}
-        return {n: flagged.get(p.name) for n, p in files.items()}, seconds, ""
+    def audit(*options: str):
+        def ours(files: dict[str, Path], directory: Path) -> tuple[dict[str, bool | None], float, str]:
+            args = [py, "-m", "gguf_schema", "audit", *options, "--json", *map(str, files.values())]
+            code, out, seconds = run(args, 3600, True)
+            try:
+                reports = json.loads(out)["reports"]
+            except (ValueError, KeyError):
+                return dict.fromkeys(files), seconds, f"unreadable output (exit {code}): {out[-200:]}"
+            flagged = {Path(r["source"]).name: r["flagged"] for r in reports}
+            return {n: flagged.get(p.name) for n, p in files.items()}, seconds, ""
+
+        return ours
 
     return {
-        "gguf-schema audit": {"dir": ours},
+        "gguf-schema audit": {"dir": audit()},
+        "gguf-schema audit --no-render": {"dir": audit("--no-render")},
         "modelaudit": {"dir": modelaudit, "venv": "venv-scan-modelaudit"},
         "aisbom-cli": {"dir": aisbom, "venv": "venv-scan-aisbom-cli"},
         "c4nary": {

@@ -55,6 +55,7 @@ __all__ = [
     "Call",
     "Lookup",
     "Observation",
+    "compile_observed",
     "ObservingMixin",
     "observe",
     "observing_environment",
@@ -395,9 +396,23 @@ def _counted(env: Any, source: str) -> Any:
     return tree
 
 
+def compile_observed(env: Any, source: str) -> Any:
+    """``source`` compiled in ``env`` (from :func:`observing_environment`) with its loops counted, or None when
+    Jinja cannot compile it (the error is in ``env.observation.error``); what compiling did (Jinja folds
+    constant expressions, lookups included) is in a fresh ``env.observation``."""
+    seen = env.observation = Observation()
+    try:
+        return env.from_string(_counted(env, source))
+    except (MemoryError, RecursionError):
+        raise
+    except Exception as e:
+        seen.error = f"{type(e).__name__}: {str(e)[:300]}"
+        return None
+
+
 def observe(
     env: Any,
-    source: str,
+    source: str | Any,
     context: dict[str, Any],
     *,
     keep: int = 4096,
@@ -405,7 +420,8 @@ def observe(
     memory: bool = False,
 ) -> Observation:
     """Compile ``source`` in ``env`` (from :func:`observing_environment`) and render it with ``context``,
-    recording what the compile and the render do (a fresh :class:`Observation`, also left in
+    recording what the compile and the render do (``source`` may be a template from :func:`compile_observed`:
+    then only the render is recorded) (a fresh :class:`Observation`, also left in
     ``env.observation``). An exception the template raises ends the render and is noted in ``error``
     (``Type: message``); ``BaseException``s that are not ``Exception``s (an alarm, ``KeyboardInterrupt``) and
     ``MemoryError``/``RecursionError`` propagate with the observation so far in ``env.observation``.
@@ -422,7 +438,7 @@ def observe(
             started = True
     kept: list[str] = []
     try:
-        template = env.from_string(_counted(env, source))
+        template = env.from_string(_counted(env, source)) if isinstance(source, str) else source
         for chunk in template.generate(**context):
             seen.output_chars += len(chunk)
             if sum(map(len, kept)) < keep:

@@ -1,0 +1,94 @@
+"""The containment oracle of the template audit (tests/oracle), a bounded sample: 0 failures.
+
+For a template the audit does not flag, every render (unsandboxed and in the immutable sandbox, with
+transformers' ``tojson`` and Jinja's, autoescape on and off), observed on generated requests, must be
+contained in what the audit allows: no internal name reached, no call outside the allowlist, work within
+the cost envelope (and, when the audit has ``predict()``, names within its predicted set and work within
+its bound). Random templates and mutants come from Hypothesis (derandomized: the same sample every run;
+a failure is shrunk to a minimal counter-example). The scaled run is benchmarks/template_oracle.py.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from gguf_schema.testing.live_templates import LiveRenderer
+
+from .oracle.containment import CONFIGS, Judgement, check_render, describe, run_template
+from .oracle.grammar import known, mutants, templates
+from .oracle.requests import CONTEXTS
+
+jinja2 = pytest.importorskip("jinja2")
+pytestmark = pytest.mark.skipif(os.name != "posix", reason="observed renders fork (POSIX)")
+
+SAMPLE = settings(
+    max_examples=40,
+    derandomize=True,
+    database=None,
+    deadline=None,
+    suppress_health_check=list(HealthCheck),
+)
+PICKS = st.lists(st.integers(0, len(CONTEXTS) - 1), min_size=1, max_size=4, unique=True)
+
+
+@pytest.fixture(scope="module")
+def live():
+    with LiveRenderer() as renderer:
+        yield renderer
+
+
+def contained(outcome) -> None:
+    assert not outcome.failures, "\n\n".join(describe(outcome, f) for f in outcome.failures[:3])
+
+
+@SAMPLE
+@given(
+    source=templates(),
+    picks=PICKS,
+    plain=st.sampled_from(CONFIGS[:4]),
+    boxed=st.sampled_from(CONFIGS[4:]),
+)
+def test_random_templates_are_contained(live, source, picks, plain, boxed):
+    contained(run_template(live, source, [(i, CONTEXTS[i]) for i in picks], [plain, boxed], timeout=2.0))
+
+
+@SAMPLE
+@given(source=mutants(), picks=PICKS, plain=st.sampled_from(CONFIGS[:4]), boxed=st.sampled_from(CONFIGS[4:]))
+def test_mutants_of_known_templates_are_contained(live, source, picks, plain, boxed):
+    contained(run_template(live, source, [(i, CONTEXTS[i]) for i in picks], [plain, boxed], timeout=2.0))
+
+
+@pytest.mark.parametrize("label", [label for label, _ in known()][::10])
+def test_known_templates_are_contained(live, label):
+    source = dict(known())[label]
+    picks = [(i, CONTEXTS[i]) for i in (1, 2, 4, 7)]
+    contained(run_template(live, source, picks, [CONFIGS[1], CONFIGS[4]], timeout=2.0))
+
+
+# -- the check can fail: the same renders, judged as if the audit had let them through ---------------------------
+
+
+def observed_failures(live, source, context=2, timeout=2.0):
+    results = live.observe(source, [(CONFIGS[0], CONTEXTS[context]), (CONFIGS[4], CONTEXTS[context])], timeout=timeout)
+    out = set()
+    for result, config in zip(results, (CONFIGS[0], CONFIGS[4]), strict=False):
+        out |= {f.cls for f in check_render(result, config, context, CONTEXTS[context], Judgement(False, ()))}
+    return out
+
+
+def test_the_check_sees_internal_names_calls_and_refusals(live):
+    got = observed_failures(live, "{{ cycler.__init__.__globals__.os.popen('true').read() }}")
+    assert {"name:internal-attribute", "call:other", "sandbox:refused"} <= got
+    got = observed_failures(live, "{{ messages|map(attribute='__class__')|list }}")
+    assert got == {"name:internal-attribute", "sandbox:refused"}
+    assert observed_failures(live, "{{ '{0.__class__}'.format(1) }}") >= {"name:internal-lookup", "call:format-field"}
+    assert observed_failures(live, "{{ (1.5).hex() }}") == {"call:method"}
+    assert observed_failures(live, "{% for m in messages %}{{ m['role'] }}{% endfor %}") == set()
+
+
+def test_the_check_sees_cost(live):
+    assert "cost:timeout" in observed_failures(live, "{% for i in range(10**9) %}{% endfor %}", timeout=0.3)

@@ -55,8 +55,8 @@ __all__ = [
     "Call",
     "Lookup",
     "Observation",
-    "compile_observed",
     "ObservingMixin",
+    "compile_observed",
     "observe",
     "observing_environment",
 ]

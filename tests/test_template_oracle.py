@@ -42,7 +42,7 @@ def live():
 
 
 def contained(outcome) -> None:
-    assert not outcome.failures, "\n\n".join(describe(outcome, f) for f in outcome.failures[:3])
+    assert not outcome.real_failures, "\n\n".join(describe(outcome, f) for f in outcome.real_failures[:3])
 
 
 @SAMPLE

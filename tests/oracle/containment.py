@@ -17,9 +17,12 @@ Level ``audit`` (the audit as it is, with a safety predicate of its own):
 * ``sandbox:refused``: the sandboxed render was refused (the audit's own render would say GGUF-T501),
   a refusal of a public mutating method of a list or dict (``append``: the immutable sandbox is
   stricter than the loaders without it) excepted;
-* ``cost:timeout``, ``cost:memory``, ``cost:recursion``, ``cost:crash``, ``cost:output``: the render
-  went past its CPU time, memory, recursion or output bound; ``cost:work``: its work passed the
-  absolute envelope ``WORK_LIMIT + PER_REQUEST_WORK * n`` of :mod:`gguf_schema.check.templates.cost`.
+* ``cost:timeout``, ``cost:memory``, ``cost:recursion``, ``cost:crash``, ``cost:output``: a render on an
+  ordinary request (at most :data:`ORDINARY_REQUEST` characters of JSON) went past its CPU time,
+  memory, recursion or output bound; ``cost:work``: its work passed the absolute envelope
+  ``WORK_LIMIT + PER_REQUEST_WORK * n`` of :mod:`gguf_schema.check.templates.cost`. On a larger request
+  the audit's polynomial allows any render, so a bound exceeded there is a ``note:large-request-*``
+  (reported, not a failure) until ``predict()`` gives a bound at that size.
 
 Level ``predict`` (when :func:`gguf_schema.check.templates.predict` exists): every text name
 looked up is in ``Prediction.names``, or (``request_names``) occurs as a string of the request and was
@@ -80,6 +83,16 @@ CONFIGS = (
     (True, "jinja2", True),
     (True, "transformers", True),
 )
+
+
+#: The largest request (in characters of JSON) the cost classes of the audit level hold renders to.
+ORDINARY_REQUEST = 6000
+#: Classes that are reported but are not containment failures.
+NOTES = ("note:",)
+
+
+def is_failure(cls: str) -> bool:
+    return not cls.startswith(NOTES)
 
 
 def internal(name: object) -> bool:
@@ -164,13 +177,16 @@ def check_render(
         out.append(Failure(cls, detail, config, index))
 
     kind = result["kind"]
+    n = request_size(context)
+    # an ordinary request: the audit's cost claim is about renders on these; past it the polynomial the audit
+    # allows (coefficients up to a million per power of n) exceeds any render, so only predict() can be held
+    ordinary = n <= ORDINARY_REQUEST
     if kind in ("timeout", "memory", "recursion", "crash"):
-        fail(f"cost:{kind}", f"the render ended by {kind}")
+        fail(f"cost:{kind}" if ordinary else f"note:large-request-{kind}", f"the render ended by {kind} at n={n}")
     seen: list[Observation] = []
     for part in ("compile", "observation"):
         if result.get(part):
             seen.append(Observation.from_json(result[part]))
-    n = request_size(context)
     request = None
     prediction = judgement.prediction
     for obs in seen:
@@ -198,7 +214,7 @@ def check_render(
         if obs.error and obs.error.startswith("SecurityError") and not _mutation_refused(obs.error):
             fail("sandbox:refused", obs.error[:200])
         if obs.error and obs.error.startswith("OutputBound"):
-            fail("cost:output", obs.error)
+            fail("cost:output" if ordinary else "note:large-request-output", f"{obs.error} at n={n}")
         if obs.work > envelope(n):
             fail("cost:work", f"work {obs.work:,} > envelope {envelope(n):,.0f} at n={n}")
         bound = getattr(prediction, "bound", None) if prediction is not None else None
@@ -223,6 +239,11 @@ class Outcome:
     def classes(self) -> set[str]:
         return {f.cls for f in self.failures}
 
+    @property
+    def real_failures(self) -> list[Failure]:
+        """The failures that are containment failures (notes excepted)."""
+        return [f for f in self.failures if is_failure(f.cls)]
+
 
 def run_template(
     live: Any,
@@ -230,8 +251,9 @@ def run_template(
     contexts: list[tuple[int, dict[str, Any]]],
     configs: list[tuple[bool, str, bool]],
     *,
-    timeout: float = 2.0,
+    timeout: float = 1.0,
     memory: int = 1 << 30,
+    max_output: int = 1 << 20,
 ) -> Outcome:
     """Judge ``source``; when not flagged, render it on each context under each configuration (observed, in a
     forked child) and check containment. A flagged template counts its pairs (the audit answered them)."""
@@ -241,12 +263,16 @@ def run_template(
         return outcome
     renders = [(config, ctx) for _, ctx in contexts for config in configs]
     labels = [(config, i, ctx) for i, ctx in contexts for config in configs]
-    results = live.observe(source, renders, timeout=timeout, memory=memory)
+    results = live.observe(source, renders, timeout=timeout, memory=memory, max_output=max_output)
     outcome.renders = len(results)
     for result, (config, i, ctx) in zip(results, labels, strict=False):
         outcome.kinds[result["kind"]] = outcome.kinds.get(result["kind"], 0) + 1
         outcome.failures.extend(check_render(result, tuple(config), i, ctx, judgement))
     return outcome
+
+
+def _cut(text: str, n: int) -> str:
+    return text if len(text) <= n else f"{text[: n // 2]} ...[{len(text) - n:,} characters]... {text[-n // 2 :]}"
 
 
 def describe(outcome: Outcome, failure: Failure) -> str:
@@ -257,7 +283,7 @@ def describe(outcome: Outcome, failure: Failure) -> str:
     sandboxed, tojson, autoescape = failure.config
     return (
         f"class {failure.cls}: {failure.detail}\n"
-        f"  template: {outcome.source!r}\n"
+        f"  template: {_cut(repr(outcome.source), 3000)}\n"
         f"  request: CONTEXTS[{failure.context}] = {json.dumps(ctx, ensure_ascii=False)[:300]}\n"
         f"  environment: {'ImmutableSandboxedEnvironment' if sandboxed else 'Environment'}, tojson {tojson}, "
         f"autoescape {'on' if autoescape else 'off'}"

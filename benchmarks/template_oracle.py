@@ -4,8 +4,9 @@ Run: ``nice python benchmarks/template_oracle.py [--pairs N] [--workers W] [--ba
 [--state FILE] [--out FILE]``
 
 Each worker process draws templates with Hypothesis (tests/oracle/grammar.py: random templates over the
-whole of Jinja with computed names and sizes, 60%; mutants and splices of the real templates and the
-known tricks, 30%; the known templates as they are, 10%) in batches of ``B`` examples, each batch under
+whole of Jinja with computed names and sizes, 50%; mutants and splices of the real templates and the
+known tricks, 20%; tests/oracle/launder.py: internal names and huge sizes sent through random compositions
+of value-preserving rewrites, 20%; the known templates as they are, 10%) in batches of ``B`` examples, each batch under
 its own seed. Every template is judged by the audit; an unflagged one is rendered, observed, on ``K/2``
 to ``K`` requests of tests/oracle/requests.py (each pair twice: unsandboxed and in the immutable sandbox,
 the ``tojson`` and autoescape settings drawn), in a forked child with limits, and each render is checked
@@ -46,6 +47,7 @@ def _strategy() -> Any:
 
     from tests.oracle.containment import CONFIGS
     from tests.oracle.grammar import known, mutants, templates
+    from tests.oracle.launder import reaches
 
     return st.one_of(
         templates(),
@@ -53,10 +55,10 @@ def _strategy() -> Any:
         templates(),
         templates(),
         templates(),
-        templates(),
         mutants(),
         mutants(),
-        mutants(),
+        reaches(),
+        reaches(),
         st.sampled_from([s for _, s in known()]),
     ), CONFIGS
 

@@ -13,13 +13,14 @@ from __future__ import annotations
 import os
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from gguf_schema.testing.live_templates import LiveRenderer
 
 from .oracle.containment import CONFIGS, Judgement, check_render, describe, run_template
 from .oracle.grammar import known, mutants, templates
+from .oracle.launder import reaches
 from .oracle.requests import CONTEXTS
 
 jinja2 = pytest.importorskip("jinja2")
@@ -92,3 +93,35 @@ def test_the_check_sees_internal_names_calls_and_refusals(live):
 
 def test_the_check_sees_cost(live):
     assert "cost:timeout" in observed_failures(live, "{% for i in range(10**9) %}{% endfor %}", timeout=0.3)
+
+
+# -- open counter-examples against the current analysis (the lead is rewriting it): strict xfails -----------------
+# When the analysis catches one, its test passes, the strict xfail fails, and the mark is removed. Each is a
+# minimized counter-example of the oracle (see /work/notes/oracle-findings.md at the time of writing).
+
+OPEN = {
+    "boolean-index": "{{ lipsum[((['x', ('__' ~ 'globals' ~ '__')][true])|list|join)]['os'] }}",
+    "range-alias": "{% set r3 = range %}{{ ('x' * ((r3(1099511627776)|length)|round|int))|length }}",
+}
+
+
+@pytest.mark.parametrize(
+    "label",
+    [
+        pytest.param(
+            label,
+            marks=pytest.mark.xfail(strict=True, reason=f"open: the audit lets through {source!r}"),
+        )
+        for label, source in OPEN.items()
+    ],
+)
+def test_open_counter_examples(live, label):
+    contained(run_template(live, OPEN[label], [(2, CONTEXTS[2]), (11, CONTEXTS[11])], [CONFIGS[1], CONFIGS[4]]))
+
+
+@pytest.mark.xfail(strict=True, reason="open: laundered names and sizes get past the current analysis (OPEN above)")
+# most are flagged (the audit alone answers them); no shrinking while the failure is expected (the benchmark shrinks)
+@settings(SAMPLE, max_examples=150, phases=[Phase.generate])
+@given(source=reaches(), picks=PICKS, plain=st.sampled_from(CONFIGS[:4]), boxed=st.sampled_from(CONFIGS[4:]))
+def test_laundered_names_and_sizes_are_contained(live, source, picks, plain, boxed):
+    contained(run_template(live, source, [(i, CONTEXTS[i]) for i in picks], [plain, boxed]))

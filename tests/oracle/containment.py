@@ -87,6 +87,8 @@ CONFIGS = (
 
 #: The largest request (in characters of JSON) the cost classes of the audit level hold renders to.
 ORDINARY_REQUEST = 6000
+#: Predicted work (steps) that a render does in well under the oracle's second of CPU.
+QUICK_WORK = 1e5
 #: Classes that are reported but are not containment failures.
 NOTES = ("note:",)
 
@@ -222,6 +224,13 @@ def check_render(
             limit = bound.work(n)
             if obs.work > limit:
                 fail("predict:work", f"work {obs.work:,} > predicted {limit:,.0f} at n={n}")
+            output = getattr(bound, "output", None)
+            if output is not None and obs.output_chars > output(n):
+                fail("predict:output", f"output {obs.output_chars:,} > predicted {output(n):,.0f} at n={n}")
+    bound = getattr(prediction, "bound", None) if prediction is not None else None
+    if bound is not None and kind in ("timeout", "memory") and bound.work(n) < QUICK_WORK:
+        # a bound this small is a render of well under a second: past the CPU or memory limit contradicts it
+        fail(f"predict:{kind}", f"the render ended by {kind} at n={n}; predicted work {bound.work(n):,.0f}")
     return out
 
 

@@ -36,6 +36,7 @@ ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
 RESULTS = HERE / "results"
+SHRINK_SECONDS = 180.0  # for the minimization of one class
 
 
 class _Found(Exception):
@@ -79,6 +80,7 @@ def run_batch(seed: int, batch: int, contexts: int, minimize: str | None, live: 
     failures: dict[str, int] = {}
     examples: dict[str, str] = {}
     smallest: dict[str, tuple[int, str]] = {}
+    give_up = time.perf_counter() + SHRINK_SECONDS
 
     @hseed(seed)
     @settings(
@@ -98,6 +100,8 @@ def run_batch(seed: int, batch: int, contexts: int, minimize: str | None, live: 
         boxed=st.sampled_from(configs[4:]),
     )
     def prop(source: str, picks: list[int], plain: Any, boxed: Any) -> None:
+        if minimize and time.perf_counter() > give_up:
+            return  # shrinking has had its time: nothing more is interesting, so Hypothesis stops
         outcome = run_template(live, source, [(i, CONTEXTS[i]) for i in picks], [plain, boxed])
         if minimize:
             hit = [f for f in outcome.failures if f.cls == minimize]  # the class being minimized

@@ -174,3 +174,10 @@ def test_observation_round_trips_through_json():
     assert again == seen
     assert Lookup(0, "int", "list", "item") in again.lookup_counts
     assert again.output == "r01" and again.fields == {"x"}
+
+
+def test_calls_of_values_that_are_not_callable_are_told_apart():
+    env = observing_environment(jinja2.Environment())
+    seen = observe(env, "{{ (0).real() }}", {})
+    assert seen.error is not None and seen.error.startswith("TypeError")
+    assert Call("uncallable", "int") in seen.call_counts

@@ -100,8 +100,17 @@ def test_the_check_sees_cost(live):
 # minimized counter-example of the oracle (see /work/notes/oracle-findings.md at the time of writing).
 
 OPEN = {
-    "boolean-index": "{{ lipsum[((['x', ('__' ~ 'globals' ~ '__')][true])|list|join)]['os'] }}",
-    "range-alias": "{% set r3 = range %}{{ ('x' * ((r3(1099511627776)|length)|round|int))|length }}",
+    "boolean-index": "{{ lipsum[['x', '__globals__'][true]]['os'] }}",
+    "boolean-index-map-attribute": "{{ [joiner]|map(attribute=['x', '__init__'][true])|list }}",
+    "alias-in-a-list": "{% set a = ['x'] %}{% set b = [a] %}{% do b[0].insert(0, '__globals__') %}{{ lipsum[a[0]]['os'] }}",
+    "namespace-text": "{{ joiner[(namespace(a='__init__')|string)[18:-3]] }}",
+    "update-pairs": "{% set d = {} %}{% do d.update([('k', '__init__')]) %}{{ joiner[d.k] }}",
+    "groupby-grouper": "{{ joiner[([{'k': '__init__'}]|groupby('k')|first|first)] }}",
+    "list-repetition": "{{ ([0] * 100000000)|length }}",
+    "printf-width-concatenated": "{{ ('%' ~ 1099511627776 ~ 's')|format('x')|length }}",
+    "batch-count": "{{ range(50000000)|batch(3)|list|length }}",
+    "slice-count": "{{ range({'k': 50000000}.k)|slice(3)|list|length }}",
+    "range-alias": "{% set r = range %}{% for i in r(1000000000) %}{% endfor %}",
 }
 
 
@@ -116,7 +125,8 @@ OPEN = {
     ],
 )
 def test_open_counter_examples(live, label):
-    contained(run_template(live, OPEN[label], [(2, CONTEXTS[2]), (11, CONTEXTS[11])], [CONFIGS[1], CONFIGS[4]]))
+    outcome = run_template(live, OPEN[label], [(2, CONTEXTS[2])], [CONFIGS[0]], timeout=0.5, memory=1 << 28)
+    contained(outcome)
 
 
 @pytest.mark.xfail(strict=True, reason="open: laundered names and sizes get past the current analysis (OPEN above)")

@@ -136,7 +136,7 @@ def judge(source: str) -> Judgement:
 
 
 def _allowed_call(kind: str, what: str) -> bool:
-    if kind in ("macro", "caller", "loop", "filter", "test"):
+    if kind in ("macro", "caller", "loop", "filter", "test", "uncallable"):
         return True
     if kind == "global":
         return what in ALLOWED_GLOBALS

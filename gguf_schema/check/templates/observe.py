@@ -13,8 +13,8 @@ copy (:meth:`jinja2.Environment.overlay`) whose class adds :class:`ObservingMixi
   ``attribute``, ``undefined``, ``unsafe``: refused by the sandbox, ``format``: a format field);
 * **calls**: each callable called, by what it is: ``macro``, ``caller``, ``global`` (``range``,
   ``namespace``..., by name), ``filter``, ``test``, ``method`` (``str.upper``, ``LoopContext.cycle``...),
-  ``loop`` (a recursive loop's ``loop(...)``), ``type`` (a class called), ``other``; a call the sandbox
-  refuses is noted with ``refused`` in its kind;
+  ``loop`` (a recursive loop's ``loop(...)``), ``type`` (a class called), ``uncallable`` (a value that is
+  not callable: the call raises), ``other``; a call the sandbox refuses is noted with ``refused`` in its kind;
 * **work**, in the units of the static cost bound (:mod:`.cost`): a **step** is one pass of a loop,
   one call (a macro, a global, a method, a filter or a test applied), or 64 characters of output.
   ``work = iterations + calls + ceil(output_chars / 64)``. Loop passes are counted by rewriting the
@@ -278,7 +278,9 @@ def _classify(env: Any, obj: Any) -> tuple[str, str]:
     """What a called object is: (kind, what)."""
     from jinja2.runtime import LoopContext, Macro
 
-    obj = getattr(obj, "__wrapped__", obj) if callable(obj) else obj  # the sandbox's str.format wrapper
+    if not callable(obj):
+        return "uncallable", type(obj).__name__  # calling it raises at once
+    obj = getattr(obj, "__wrapped__", obj)  # the sandbox's str.format wrapper
     if isinstance(obj, Macro):
         return ("caller", "caller") if obj.name in (None, "caller") else ("macro", obj.name)
     if isinstance(obj, LoopContext):

@@ -8,8 +8,9 @@ Level ``audit`` (the audit as it is, with a safety predicate of its own):
 
 * ``name:internal-attribute``: an internal name (an underscore name, a frame or code attribute,
   ``mro``, ``popen``...: the names ``live_templates`` traces) resolved as an attribute, or refused by
-  the sandbox; ``name:internal-lookup``: an internal name looked up any other way on something that
-  is not plain data (an item of a dict or list the template or the request made is data);
+  the sandbox; ``name:internal-lookup``: an internal name resolved any other way (an item of something
+  that is not plain data, a format field); an item of a dict or list the template or the request made
+  is data, and a lookup that resolved to nothing reached nothing (``predict`` holds those to the names);
 * ``call:<kind>``: a call outside the allowlist (macros, ``caller``, ``loop``, the Jinja globals,
   ``raise_exception``/``strftime_now``, filters, tests, the public methods of str/list/dict/tuple/
   Markup, ``loop.cycle``/``changed``, a cycler's ``next``/``reset``, a joiner);
@@ -199,9 +200,11 @@ def check_render(
             if internal(name):
                 if x.how in ("attribute", "unsafe"):
                     fail("name:internal-attribute", f"{name!r} of a {x.receiver} ({x.how})")
-                elif not (x.how == "item" and x.receiver in PLAIN):
+                elif x.how != "undefined" and not (x.how == "item" and x.receiver in PLAIN):
                     fail("name:internal-lookup", f"{name!r} of a {x.receiver} ({x.how})")
-            if prediction is not None and name not in prediction.names:
+            # a filter or test name (map('upper'), selectattr('role', 'equalto')) picks one of Jinja's registered
+            # functions, never an attribute: it is not held to the predicted names
+            if prediction is not None and name not in prediction.names and x.receiver not in ("filters", "tests"):
                 if request is None:
                     request = request_strings(context)
                 if not (prediction.request_names and name in request and x.receiver in PLAIN):

@@ -104,6 +104,7 @@ OPEN = {
     "boolean-index-map-attribute": "{{ [joiner]|map(attribute=['x', '__init__'][true])|list }}",
     "alias-in-a-list": "{% set a = ['x'] %}{% set b = [a] %}{% do b[0].insert(0, '__globals__') %}{{ lipsum[a[0]]['os'] }}",
     "namespace-text": "{{ joiner[(namespace(a='__init__')|string)[18:-3]] }}",
+    "namespace-pairs": "{{ joiner[namespace([('a', '__init__')]).a] }}",
     "update-pairs": "{% set d = {} %}{% do d.update([('k', '__init__')]) %}{{ joiner[d.k] }}",
     "groupby-grouper": "{{ joiner[([{'k': '__init__'}]|groupby('k')|first|first)] }}",
     "list-repetition": "{{ ([0] * 100000000)|length }}",

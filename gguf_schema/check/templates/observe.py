@@ -280,7 +280,9 @@ def _classify(env: Any, obj: Any) -> tuple[str, str]:
 
     if not callable(obj):
         return "uncallable", type(obj).__name__  # calling it raises at once
-    obj = getattr(obj, "__wrapped__", obj)  # the sandbox's str.format wrapper
+    wrapped = getattr(obj, "__wrapped__", None)  # the sandbox wraps str.format and format_map
+    if wrapped is not None and getattr(wrapped, "__name__", "") in ("format", "format_map"):
+        obj = wrapped
     if isinstance(obj, Macro):
         return ("caller", "caller") if obj.name in (None, "caller") else ("macro", obj.name)
     if isinstance(obj, LoopContext):
@@ -309,8 +311,9 @@ def _context_class(base: type) -> type:
             env = __self.environment
             kind, what = _classify(env, __obj)
             env.observation.note_call(kind, what)
-            if kind == "method" and what in ("str.format", "str.format_map", "Markup.format", "Markup.format_map"):
-                env._note_format(getattr(__obj, "__wrapped__", __obj))
+            if kind == "method" and what.endswith((".format", ".format_map")):
+                wrapped = getattr(__obj, "__wrapped__", __obj)
+                env._note_format(wrapped if getattr(wrapped, "__name__", "") in ("format", "format_map") else __obj)
             return super().call(__obj, *args, **kwargs)
 
     return ObservingContext

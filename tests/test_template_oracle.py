@@ -107,6 +107,7 @@ OPEN = {
     "namespace-pairs": "{{ joiner[namespace([('a', '__init__')]).a] }}",
     "update-pairs": "{% set d = {} %}{% do d.update([('k', '__init__')]) %}{{ joiner[d.k] }}",
     "groupby-grouper": "{{ joiner[([{'k': '__init__'}]|groupby('k')|first|first)] }}",
+    "number-method": "{{ 0.bit_length() }}",
     "list-repetition": "{{ ([0] * 100000000)|length }}",
     "printf-width-concatenated": "{{ ('%' ~ 1099511627776 ~ 's')|format('x')|length }}",
     "batch-count": "{{ range(50000000)|batch(3)|list|length }}",

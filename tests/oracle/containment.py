@@ -19,7 +19,7 @@ Level ``audit`` (the audit as it is, with a safety predicate of its own):
   a refusal of a public mutating method of a list or dict (``append``: the immutable sandbox is
   stricter than the loaders without it) excepted;
 * ``cost:timeout``, ``cost:memory``, ``cost:recursion``, ``cost:crash``, ``cost:output``: a render on an
-  ordinary request (at most :data:`ORDINARY_REQUEST` characters of JSON) went past its CPU time,
+  ordinary request (at most :data:`ORDINARY_REQUEST` characters of JSON: a few short messages) went past its CPU time,
   memory, recursion or output bound; ``cost:work``: its work passed the absolute envelope
   ``WORK_LIMIT + PER_REQUEST_WORK * n`` of :mod:`gguf_schema.check.templates.cost`. On a larger request
   the audit's polynomial allows any render, so a bound exceeded there is a ``note:large-request-*``
@@ -87,7 +87,7 @@ CONFIGS = (
 
 
 #: The largest request (in characters of JSON) the cost classes of the audit level hold renders to.
-ORDINARY_REQUEST = 6000
+ORDINARY_REQUEST = 300
 #: Predicted work (steps) that a render does in well under the oracle's second of CPU.
 QUICK_WORK = 1e5
 #: Classes that are reported but are not containment failures.

@@ -93,7 +93,7 @@ def llama_cpp_sizes(path: Path, s: dict[str, Any]) -> dict[str, Any]:
     mp = L.llama_model_default_params()
     mp.n_gpu_layers = s.get("gpu_layers", 0)
     mp.use_extra_bufts = (
-        False  # no CPU repacking: each weight in one buffer (the estimate says repacked copies are not counted)
+        False  # no CPU repacking: each weight in one buffer (repacked copies: benchmarks/llama_buffers.py)
     )
     model = L.llama_model_load_from_file(str(path).encode(), mp)
     if not model:
@@ -627,14 +627,14 @@ def write_report(out: Path, rows: list[Row], models: list, seconds: float, devic
             f"sizes, which include each tensor's alignment padding: a row agrees when the difference is at most "
             f"{ALIGN_SLACK} bytes per tensor (plus the 2-decimal rounding).",
             "",
-            "Not compared: the compute buffers (not estimated).",
+            "Not compared here: the compute buffers and repacked weights (benchmarks/llama_buffers.py compares them).",
             "",
         ]
     else:
         lines += [
             "",
             "Not compared here: the CPU/GPU split (this llama.cpp has no GPU backend; the estimate follows "
-            "llama.cpp's `load_tensors` rules, read from its source) and the compute buffers (not estimated).",
+            "llama.cpp's `load_tensors` rules, read from its source) and the compute buffers (benchmarks/llama_buffers.py).",
             "",
         ]
     lines += ["| model | setting | part | ours | llama.cpp | difference | agrees |", "|---|---|---|---:|---:|---:|:-:|"]

@@ -13,8 +13,9 @@ from .conftest import DATA, VOCAB_FILES
 from .helpers import GOLDEN_MANIFEST, ggml_golden
 
 #: folders whose every file (SOURCES itself aside) is listed in a SOURCES file: name<TAB>sha256<TAB>origin
-#: (templates/real has one too, checked with its own corpus in test_templates.py)
-LISTED = [DATA / "vocab", DATA / "golden"]
+#: (templates/real has one too, checked with its own corpus in test_templates.py; templates/real2 is the second corpus
+#: of real chat templates, tests/test_real_templates2.py)
+LISTED = [DATA / "vocab", DATA / "golden", DATA / "templates" / "real2"]
 #: files beside the data that are not data: the lists themselves and git's settings
 NOT_DATA = {"SOURCES", "SOURCES.md", ".gitattributes"}
 

@@ -341,6 +341,10 @@ def test_cacheless_hybrid_and_unknown_architectures() -> None:
     assert hybrid.kv_layers == () and any("'jamba'" in x for x in hybrid.not_estimated)
     odd = estimate(model("newarch", layers=2), ctx=512)
     assert odd.kv_k_bytes == 2 * 512 * 256 and any("'newarch' is not in this module's list" in n for n in odd.notes)
+    # compute buffers: not for a graph not modelled; the llama graph, said so, for an unknown decoder
+    assert bert.compute == hybrid.compute == {} and any("compute buffers" in x for x in hybrid.not_estimated)
+    odd = estimate(model("newarch", layers=2, vocab=100), ctx=512)
+    assert odd.compute_on("CPU") > 100 * 512 * 4 and any("graph of llama's family" in n for n in odd.notes)
 
 
 def test_next_token_prediction_layers_have_no_cache() -> None:
@@ -448,7 +452,19 @@ def test_to_dict_is_json_with_totals_and_what_is_not_estimated() -> None:
         "v_bytes": 256 * 256,
     }
     assert d["not_estimated"][: len(NOT_ESTIMATED)] == list(NOT_ESTIMATED)
-    assert set(d["formulas"]) == {"context", "weights", "kv cells", "kv k", "kv v", "output buffer"}
+    assert set(d["formulas"]) == {
+        "context",
+        "weights",
+        "repacked weights",
+        "kv cells",
+        "kv k",
+        "kv v",
+        "output buffer",
+        "compute buffer",
+    }
+    assert (
+        d["totals"]["compute_cpu"] == d["compute"]["CPU"] > 0 and d["totals"]["compute_gpu"] == d["compute"]["GPU"] > 0
+    )
     assert d["formulas"]["context"].startswith("n_ctx = pad256(ctx 256) = 256")
 
 
@@ -536,4 +552,9 @@ def test_cli_estimate_help(capsys: pytest.CaptureFixture[str]) -> None:
         main(["estimate", "--help"])
     assert exit_.value.code == 0
     out = capsys.readouterr().out
-    assert out.startswith("usage: gguf-schema estimate") and "--cache-type-k T" in out and "Compute buffers" in out
+    assert (
+        out.startswith("usage: gguf-schema estimate")
+        and "--cache-type-k T" in out
+        and "compute buffer per device" in out
+        and "--cpu-isa" in out
+    )

@@ -73,7 +73,7 @@ T = {
     "boolean-text": Trick(
         "{% set t = (messages is defined)|string %}"
         + reach("t|replace('True', '__init__')", "(t ~ '')|replace('True', '__globals__')"),
-        "GGUF-T102",
+        "GGUF-T101",
         ("|replace",),
     ),
     "number-indent": Trick(
@@ -109,7 +109,7 @@ T = {
         "{% set l = ['x', '__init__', 'y', '__globals__'] %}{% do l.remove('x') %}{% do l.remove('y') %}"
         + reach("l[0]", "l[1]"),
         "GGUF-T101",
-        (".remove()",),
+        ("set l",),
     ),
     "list-pop": Trick(
         "{% set l = ['__init__', '__globals__', 'z'] %}{% set _ = l.pop() %}" + reach("l.pop(0)", "l[-1]"),
@@ -346,7 +346,9 @@ def test_chain_names_each_step_with_its_line():
     source = (
         "{% set base = '__cla' %}\n{% macro pick(part) %}{{ messages[part ~ 'ss__'] }}{% endmacro %}\n{{ pick(base) }}"
     )
-    (f,) = audit_template(source)
+    # the name is built in a name position, which the syntactic floor reports too (GGUF-T102)
+    assert [x.rule for x in audit_template(source)] == ["GGUF-T101", "GGUF-T102"]
+    (f,) = [x for x in audit_template(source) if x.rule == "GGUF-T101"]
     assert (f.rule, f.line) == ("GGUF-T101", 2)
     assert f.chain == (
         "line 1: set base",

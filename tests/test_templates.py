@@ -705,7 +705,7 @@ def test_text_growing_through_recursion_settles_without_false_alarms():
     assert [(f.rule, f.message) for f in audit_template(as_name)] == [
         (
             "GGUF-T102",
-            "the item name in node[…] is computed at render time (line 1: parameter indent of macro show); it "
+            "the item name in node[…] is computed at render time (line 2: argument 2 of show(…)); it "
             "cannot be proven harmless",
         )
     ]
@@ -714,7 +714,9 @@ def test_text_growing_through_recursion_settles_without_false_alarms():
 def test_payload_behind_an_unmet_condition_is_still_reported_statically():
     source = "{% if messages | length > 99 %}{{ cycler.__init__.__globals__.os.popen('id').read() }}{% endif %}"
     findings = audit_template(source, render=True)
-    assert rules_of(findings) == {"GGUF-T101"}  # the sample conversations never take that branch
+    # the sample conversations never take that branch: only the static findings (the names, and the call of what
+    # they reach)
+    assert rules_of(findings) == {"GGUF-T101", "GGUF-T102"}
 
 
 # ---------------------------------------------------------------------------------------------

@@ -513,7 +513,7 @@ class _Auditor:
                     column=run.column,
                 )
             return
-        started = time.process_time()
+        started = time.thread_time()
         try:
             found = templates.audit_template(text, name=fld.key, render=self.render)
         except ImportError:
@@ -536,7 +536,7 @@ class _Auditor:
                         fld.key,
                     )
                 )
-        self.template_seconds -= time.process_time() - started
+        self.template_seconds -= time.thread_time() - started
         for t in found:
             self.add(
                 t.rule,

@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 from .. import GGMLType
 from .. import open as open_gguf
-from ..tools.estimate import CACHE_TYPES, MAX_SEQUENCES, Estimate, estimate
+from ..tools.estimate import CACHE_TYPES, CPU_ISAS, LLAMA_CPP_VERSION, MAX_SEQUENCES, Estimate, estimate
 from .command import Family, Trait, arg
 from .conventions import (
     EXIT_ERROR,
@@ -58,10 +58,14 @@ def estimate_text(e: Estimate, path: str) -> str:
         f"batch {s['n_batch']}, ubatch {s['n_ubatch']}, cache K {s['cache_type_k']} V {s['cache_type_v']}, "
         f"gpu layers {s['gpu_layers']} of {s['block_count'] + 1}, flash attention {'on' if s['flash_attn'] else 'off'}"
         + (", swa_full" if s["swa_full"] else "")
-        + (", kv_unified" if s["kv_unified"] else ""),
+        + (", kv_unified" if s["kv_unified"] else "")
+        + f", CPU {s['cpu_isa']}",
+        f"formulas:  follow {LLAMA_CPP_VERSION}",
         "",
     ]
     rows: list[tuple[str, int, int]] = [("weights", e.weights_cpu, e.weights_gpu)]
+    if e.repacked:
+        rows.append(("repacked weights", e.repacked, 0))
     if e.kv_layers:
         rows.append(
             (
@@ -80,6 +84,8 @@ def estimate_text(e: Estimate, path: str) -> str:
     if e.recurrent_layers:
         rows.append(("recurrent state", e.cache_on("CPU"), e.cache_on("GPU")))
     rows.append(("output buffer", e.output_buffer, 0))
+    if e.compute:
+        rows.append(("compute buffer", e.compute_on("CPU"), e.compute_on("GPU")))
     rows.append(("total", e.total_cpu, e.total_gpu))
     lines.append(f"{'part':18} {'CPU':>14} {'GPU':>14} {'total':>14}")
     for i, (name, cpu, gpu) in enumerate(rows):
@@ -129,7 +135,7 @@ def _cache_type_arg(text: str) -> str:
 
 @COMMANDS.command(
     "estimate",
-    "memory llama.cpp needs to run a model: weights by device, KV cache, recurrent state",
+    "memory llama.cpp needs to run a model: weights by device, KV cache, recurrent state, compute buffers",
     arg("file", metavar="FILE"),
     arg(
         "--ctx",
@@ -164,11 +170,18 @@ def _cache_type_arg(text: str) -> str:
     arg("--no-flash-attn", action="store_true", help="size the cache for attention without flash attention"),
     arg("--swa-full", action="store_true", help="full-size cache for sliding-window layers"),
     arg("--kv-unified", action="store_true", help="one KV stream shared by all sequences"),
+    arg(
+        "--cpu-isa",
+        choices=CPU_ISAS,
+        default="avx2",
+        help="the CPU's instruction set, which decides the weights llama.cpp repacks (default avx2; none: no repacking)",
+    ),
     arg("--json", action="store_true", help="print the estimate as JSON"),
     description="Estimate the memory llama.cpp needs to run FILE: weights on the CPU and the GPU (--gpu-layers), "
     "the KV cache (K and V, per layer, sliding-window layers and quantized cache types included), the "
-    "recurrent state of mamba/rwkv models and the output buffer, with the formula behind each figure. "
-    "Compute buffers and driver overhead are not estimated. A first shard stands for its split model.",
+    "recurrent state of mamba/rwkv models, the output buffer, the compute buffer per device (ggml's graph "
+    "allocator over llama.cpp's worst-case graph) and the weights llama.cpp repacks for the CPU, with the formula "
+    "behind each figure. Driver overhead is not estimated. A first shard stands for its split model.",
     traits=Trait.READS | Trait.ARGUMENT_ERRORS,
 )
 def _cmd_estimate(args: argparse.Namespace) -> int:
@@ -192,6 +205,7 @@ def _cmd_estimate(args: argparse.Namespace) -> int:
             flash_attn=not args.no_flash_attn,
             swa_full=args.swa_full,
             kv_unified=args.kv_unified,
+            cpu_isa=args.cpu_isa,
         )
         if args.json:
             write_json(e.to_dict())

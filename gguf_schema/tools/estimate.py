@@ -25,17 +25,27 @@ llama.cpp applies when it loads a model and creates a context:
   (llama.cpp's default, ``offload_kqv``); the output buffer is host memory.
 * **output buffer**: the logits of one token per sequence (``n_vocab x parallel x 4`` bytes,
   host memory), as allocated when the context is created.
+* **compute buffer**: per device, what ggml's graph allocator reserves for llama.cpp's worst-case
+  graphs (a prompt ubatch with every token an output, and one token per sequence), computed by
+  running the same allocator over the same graph (:mod:`.compute_graph`): logits
+  (``n_vocab x n_ubatch`` floats) dominate with big vocabularies, attention scores
+  (``n_kv x n_ubatch x n_head`` floats) without flash attention.
+* **repacked weights**: the second copy llama.cpp makes, in its ``CPU_REPACK`` buffer, of the
+  matmul weights on the CPU whose type its kernels repack for the instruction set (``cpu_isa``;
+  AVX2: Q4_0, Q4_K, IQ4_NL, MXFP4 with rows in multiples of 8).
 
-Not estimated (and listed in :attr:`Estimate.not_estimated`): the compute buffers (the graph's
-scratch memory, which grows with ``ubatch`` and the context), backend and driver overhead (CUDA
-context, cuBLAS workspaces), the OS page cache of a memory-mapped file, the copies of weights
-llama.cpp repacks for its CPU kernels on some processors, and the caches of
+The formulas follow llama.cpp 0c1e570 (:data:`LLAMA_CPP_VERSION`).
+
+Not estimated (and listed in :attr:`Estimate.not_estimated`): backend and driver overhead (CUDA
+context, cuBLAS workspaces), the OS page cache of a memory-mapped file, the CPU backend's work
+buffer, the caches and compute buffers of
 architectures whose layout this module does not model (hybrid attention/recurrent models,
 multi-head latent attention, shared-KV models, encoder-decoder models); for those the weights
 are still estimated.
 
 ``benchmarks/bench_estimate.py`` checks these figures against what llama.cpp reports when it loads
-a model (``benchmarks/results/estimate.md``).
+a model (``benchmarks/results/estimate.md``); ``benchmarks/llama_buffers.py`` records every CPU
+buffer llama.cpp allocates (``tests/data/llama_buffers/``), which the tests hold the estimate to.
 
 >>> import io, numpy as np, gguf_schema
 >>> meta = {"general.architecture": "llama", "llama.block_count": 2, "llama.context_length": 4096,
@@ -62,9 +72,12 @@ import numpy as np
 from ..errors import GGUFFormatError, GGUFKeyError
 from ..format import keys as K
 from ..format.types import GGMLType
+from .compute_graph import ComputeShapes, compute_buffer
 
 __all__ = [
     "CACHE_TYPES",
+    "CPU_ISAS",
+    "LLAMA_CPP_VERSION",
     "MAX_SEQUENCES",
     "NOT_ESTIMATED",
     "Estimate",
@@ -77,15 +90,31 @@ __all__ = [
 #: cache types llama.cpp accepts for ``--cache-type-k`` / ``--cache-type-v``
 CACHE_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")
 
+#: the llama.cpp whose rules the figures follow (compute graph, allocator, repacking)
+LLAMA_CPP_VERSION = "llama.cpp 0c1e570 (as vendored by llama-cpp-python 0.3.36)"
+
 #: what no estimate here includes
 NOT_ESTIMATED = (
-    "compute buffers (the graph's scratch memory per backend; grows with ubatch and the context)",
-    "backend and driver overhead (CUDA/Metal/Vulkan context, cuBLAS workspaces, host staging buffers)",
+    "backend and driver overhead (CUDA/Metal/Vulkan context, cuBLAS workspaces, pinned host staging buffers)",
     "page cache of the memory-mapped model file (weights on the CPU are read through mmap)",
-    "copies of weights llama.cpp repacks for its CPU kernels (Q4_0, Q4_K, Q8_0, IQ4_NL ... depending on the CPU's "
-    "instruction set): the same bytes again in anonymous memory, their mapped pages becoming evictable cache",
+    "the CPU backend's work buffer (quantized copies of matmul inputs; allocated per graph at run time, not at "
+    "context creation)",
     "growth of the output buffer when a batch asks for more than one token's logits per sequence",
 )
+
+#: the weight types llama.cpp's CPU backend repacks (ggml-cpu/repack.cpp), by instruction set, with the row
+#: multiple a matrix needs (its ``ne[1]``, the number of rows)
+_REPACK: dict[str, dict[str, int]] = {
+    "avx2": {"Q4_0": 8, "Q4_K": 8, "IQ4_NL": 8, "MXFP4": 8},
+    "avx512": {"Q4_0": 8, "Q4_K": 8, "IQ4_NL": 8, "MXFP4": 8, "Q2_K": 8},
+    "neon-dotprod": {"Q4_0": 4, "Q4_K": 8, "Q5_K": 8, "Q6_K": 8, "IQ4_NL": 4, "MXFP4": 4, "Q8_0": 4},
+    "neon-i8mm": {"Q4_0": 4, "Q4_K": 8, "Q5_K": 8, "Q6_K": 8, "IQ4_NL": 4, "MXFP4": 4, "Q8_0": 4},
+    "none": {},
+}
+
+#: instruction sets ``cpu_isa`` accepts: x86 with AVX2, x86 with AVX-512, ARM with dot product, ARM with int8
+#: matrix multiply, or no repacking (``--no-repack``, or a CPU without those)
+CPU_ISAS = tuple(_REPACK)
 
 MAX_SEQUENCES = 256  # llama.cpp's LLAMA_MAX_SEQ: the most sequences decoded in parallel
 _MAX_SEQ = MAX_SEQUENCES
@@ -237,6 +266,10 @@ class Estimate:
         formulas: ``(part, text)``: how each part was computed, with the numbers used.
         not_estimated: what this estimate leaves out.
         notes: assumptions and warnings about this model.
+        compute: the compute buffer per device (``{"CPU": bytes, "GPU": bytes}``; empty when the
+            graph of this architecture is not modelled).
+        repacked: host bytes of the weights llama.cpp repacks for its CPU kernels (a second copy:
+            the ``CPU_REPACK`` buffer).
     """
 
     architecture: str
@@ -248,6 +281,8 @@ class Estimate:
     formulas: tuple[tuple[str, str], ...]
     not_estimated: tuple[str, ...]
     notes: tuple[str, ...] = field(default=())
+    compute: Mapping[str, int] = field(default_factory=dict)
+    repacked: int = 0
 
     def _weights_on(self, device: str) -> int:
         return sum(g.bytes for g in self.weights if g.device == device)
@@ -282,14 +317,18 @@ class Estimate:
             x.r_bytes + x.s_bytes for x in self.recurrent_layers if x.device == device
         )
 
+    def compute_on(self, device: str) -> int:
+        """The compute buffer on ``device`` (0 when not estimated)."""
+        return int(self.compute.get(device, 0))
+
     @property
     def total_cpu(self) -> int:
-        """Weights, caches and the output buffer in host memory."""
-        return self.weights_cpu + self.cache_on("CPU") + self.output_buffer
+        """Weights, repacked weights, caches, the output buffer and the compute buffer in host memory."""
+        return self.weights_cpu + self.repacked + self.cache_on("CPU") + self.output_buffer + self.compute_on("CPU")
 
     @property
     def total_gpu(self) -> int:
-        return self.weights_gpu + self.cache_on("GPU")
+        return self.weights_gpu + self.cache_on("GPU") + self.compute_on("GPU")
 
     @property
     def total(self) -> int:
@@ -310,9 +349,14 @@ class Estimate:
             "kv_layers": [asdict(x) for x in self.kv_layers],
             "recurrent_layers": [asdict(x) for x in self.recurrent_layers],
             "output_buffer": self.output_buffer,
+            "compute": dict(self.compute),
+            "repacked": self.repacked,
             "totals": {
                 "weights_cpu": self.weights_cpu,
                 "weights_gpu": self.weights_gpu,
+                "repacked_cpu": self.repacked,
+                "compute_cpu": self.compute_on("CPU"),
+                "compute_gpu": self.compute_on("GPU"),
                 "kv_k": self.kv_k_bytes,
                 "kv_v": self.kv_v_bytes,
                 "kv": self.kv_bytes,
@@ -433,6 +477,7 @@ def estimate(
     flash_attn: bool = True,
     swa_full: bool = False,
     kv_unified: bool = False,
+    cpu_isa: str = "avx2",
 ) -> Estimate:
     """Estimate the memory llama.cpp needs to run ``model`` (see the module docstring for the rules).
 
@@ -451,6 +496,9 @@ def estimate(
             take the widest layer's width, and a quantized V cache is refused, as in llama.cpp.
         swa_full: give sliding-window layers a full-size cache (``--swa-full``).
         kv_unified: one KV stream shared by all sequences (``--kv-unified``).
+        cpu_isa: the CPU's instruction set, which decides the weights llama.cpp repacks for its CPU
+            kernels: one of :data:`CPU_ISAS` (``"avx2"``: x86-64 with AVX2, the default;
+            ``"none"``: no repacking, as ``--no-repack``).
 
     Returns:
         An :class:`Estimate`.
@@ -482,6 +530,10 @@ def estimate(
     parallel = _check_int("parallel", parallel, 1, _MAX_SEQ)
     gpu_layers = _check_int("gpu_layers", gpu_layers, -1)
     type_k, type_v = _cache_type("cache_type_k", cache_type_k), _cache_type("cache_type_v", cache_type_v)
+    if not isinstance(cpu_isa, str):
+        raise TypeError(f"cpu_isa must be one of {', '.join(CPU_ISAS)}, got {type(cpu_isa).__name__} {cpu_isa!r}")
+    if cpu_isa not in _REPACK:
+        raise ValueError(f"cpu_isa {cpu_isa!r} is not one of {', '.join(CPU_ISAS)}")
     for name, flag in (("flash_attn", flash_attn), ("swa_full", swa_full), ("kv_unified", kv_unified)):
         if not isinstance(flag, bool):
             raise TypeError(f"{name} must be a bool, got {type(flag).__name__} {flag!r}")
@@ -557,7 +609,11 @@ def estimate(
         "flash_attn": flash_attn,
         "swa_full": swa_full,
         "kv_unified": kv_unified,
+        "cpu_isa": cpu_isa,
+        "llama_cpp": LLAMA_CPP_VERSION,
     }
+    repacked, repack_text = _repacked(tensors, device, n_layer_all, cpu_isa)
+    formulas.append(("repacked weights", repack_text))
 
     kv_layers: tuple[KVLayer, ...] = ()
     recurrent: tuple[RecurrentLayer, ...] = ()
@@ -609,6 +665,26 @@ def estimate(
         not_estimated.append(
             "the output (logits) buffer: the vocabulary size is unknown (no tokenizer.ggml.tokens nor vocab_size)"
         )
+    compute: dict[str, int] = {}
+    if (kv_layers or arch == "mamba") and n_vocab:
+        compute, compute_text = _compute(
+            keys, tensors, kv_layers, n_layer, n_layer_all, n_vocab, settings, type_k, type_v, device
+        )
+        formulas.append(("compute buffer", compute_text))
+        if any(d == "GPU" for d in compute):
+            notes.append(
+                "the GPU compute buffer follows the same allocator over the layers placed there (and copies of what "
+                "they read from the CPU); it is checked against llama.cpp offloading to an RPC device, not on a "
+                "GPU: a GPU backend may add its own (operations it takes over from the CPU, driver workspaces)"
+            )
+        if arch not in _GRAPHS:
+            notes.append(
+                f"the compute buffer of {arch!r} is sized by the graph of llama's family (this module models the "
+                f"graphs of {', '.join(sorted(_GRAPHS))}); its own extra operations are not counted"
+            )
+    else:
+        why = "no KV cache modelled" if not kv_layers else "the vocabulary size is unknown"
+        not_estimated.append(f"the compute buffers ({why}: the graph of {arch!r} is not modelled)")
     return Estimate(
         arch,
         settings,
@@ -619,7 +695,160 @@ def estimate(
         tuple(formulas),
         tuple(not_estimated),
         tuple(notes),
+        compute,
+        repacked,
     )
+
+
+#: architectures whose graph the compute emulation follows (others: the llama graph, approximately)
+_GRAPHS = frozenset(
+    {
+        "llama",
+        "mistral3",
+        "qwen2",
+        "qwen2moe",
+        "qwen3",
+        "qwen3moe",
+        "phi3",
+        "deci",
+        "gemma2",
+        "gemma3",
+        "granite",
+        "mamba",
+    }
+)
+
+
+def _repacked(tensors: Sequence[Any], device: Any, n_layer_all: int, isa: str) -> tuple[int, str]:
+    """Bytes of the CPU_REPACK copies: CPU matmul weights of a repacked type with whole groups of rows."""
+    rules = _REPACK[isa]
+    names = {t.name for t in tensors}
+    total = 0
+    by_type: dict[str, int] = {}
+    for t in tensors:
+        kind, il = _placement(t.name)
+        name = getattr(t, "type_name", None) or getattr(t.type, "name", str(t.type))
+        tied = t.name == "token_embd.weight" and "output.weight" not in names
+        if kind == "input" and not tied:
+            continue
+        where = device(n_layer_all if (kind == "output" or tied) else il)
+        if where != "CPU" or name not in rules:
+            continue
+        dims = tuple(t.dims) if hasattr(t, "dims") else tuple(reversed(t.shape))
+        matmul = len(dims) == 2 or (len(dims) == 3 and t.name.endswith("_exps.weight"))
+        if not matmul or not t.name.endswith(".weight") or dims[1] % rules[name]:
+            continue
+        size = -(-t.nbytes // 32) * 32
+        total += size
+        by_type[name] = by_type.get(name, 0) + size
+    if not rules:
+        return 0, "none: no repacking (cpu_isa 'none')"
+    kinds = ", ".join(f"{k} (rows a multiple of {v})" for k, v in rules.items())
+    found = "; ".join(f"{k} {_mib(v)}" for k, v in sorted(by_type.items())) or "no such weight on the CPU"
+    return total, (
+        f"{isa}: llama.cpp copies into CPU_REPACK the matmul weights on the CPU of types {kinds}, "
+        f"the input embeddings excepted: {found}; total {_mib(total)}"
+    )
+
+
+def _compute(
+    keys: _Keys,
+    tensors: Sequence[Any],
+    kv_layers: Sequence[KVLayer],
+    n_layer: int,
+    n_layer_all: int,
+    n_vocab: int,
+    settings: Mapping[str, Any],
+    type_k: GGMLType,
+    type_v: GGMLType,
+    device: Any,
+) -> tuple[dict[str, int], str]:
+    """The compute buffer per device: the graph allocator over the prompt graph and the generation graph."""
+    dims = {t.name: (tuple(t.dims) if hasattr(t, "dims") else tuple(reversed(t.shape))) for t in tensors}
+    n_embd = keys.uint("embedding_length", "the width of the model")
+    ssm = (0, 0, 0, 0)
+    if keys.arch == "mamba":
+        n_head = n_head_kv = [0] * n_layer_all
+        head_k = head_v = 0
+        d_inner = keys.uint("ssm.inner_size", "the inner width of the SSM")
+        d_state = keys.uint("ssm.state_size", "the SSM state size")
+        ssm = (keys.uint("ssm.conv_kernel", "the convolution width of the SSM"), d_inner, d_state, 0)
+        ssm = (*ssm[:3], keys.uint("ssm.time_step_rank", "the rank of the SSM's time step"))
+    else:
+        n_head = keys.per_layer("attention.head_count", n_layer_all, "the number of attention heads")
+        n_head_kv = keys.per_layer("attention.head_count_kv", n_layer_all, "", default=n_head)
+        head_k = keys.uint("attention.key_length", "", default=n_embd // max(n_head[0], 1))
+        head_v = keys.uint("attention.value_length", "", default=n_embd // max(n_head[0], 1))
+    n_ff = max(
+        [d[1] for n, d in dims.items() if n.endswith("ffn_up.weight") and len(d) == 2]
+        or [max(keys.per_layer("feed_forward_length", n_layer_all, "", default=[0]))]
+    )
+    exps = [d for n, d in dims.items() if n.endswith("ffn_up_exps.weight") and len(d) == 3]
+    n_expert = exps[0][2] if exps else 0
+    n_ff_exp = exps[0][1] if exps else 0
+    n_used = keys.uint("expert_used_count", "the experts used per token", default=None if n_expert else 0)
+    arch = keys.arch
+    family = arch if arch in ("gemma2", "gemma3", "mamba", "phi3") else "llama"
+    has_gate = any(n.endswith("ffn_gate.weight") for n in dims)
+    ffn_kind = "gated" if has_gate else "fused" if arch in ("phi3", "phimoe") else "plain"
+    cells = {x.layer: x.cells for x in kv_layers}
+    widths = [x.n_embd_v_gqa for x in kv_layers]
+    flash = bool(settings["flash_attn"])
+    n_seqs, n_ctx, n_ubatch, n_batch = settings["n_seq"], settings["n_ctx"], settings["n_ubatch"], settings["n_batch"]
+    base = {
+        "n_embd": n_embd,
+        "n_ff": n_ff,
+        "n_vocab": n_vocab,
+        "n_head": n_head[:n_layer],
+        "n_head_kv": n_head_kv[:n_layer],
+        "head_k": head_k,
+        "head_v": head_v,
+        "n_kv": [cells.get(il, 0) for il in range(n_layer)],
+        "n_seqs": n_seqs,
+        "flash_attn": flash,
+        "kv_unified": bool(settings["kv_unified"]),
+        "family": family,
+        "n_expert": n_expert,
+        "n_expert_used": n_used,
+        "n_ff_exp": n_ff_exp,
+        "qk_norm": "blk.0.attn_q_norm.weight" in dims,
+        "qkv_bias": "blk.0.attn_q.bias" in dims,
+        "fused_qkv": "blk.0.attn_qkv.weight" in dims,
+        "v_trans_width": max(widths) if widths else 0,
+        "k_rot": type_k.quantized and head_k % 64 == 0,
+        "v_rot": type_v.quantized and head_v % 64 == 0,
+        "swa": [x.kind == "swa" for x in sorted(kv_layers, key=lambda x: x.layer)],
+        "layer_devices": [device(il) for il in range(n_layer)] + [device(n_layer_all)],
+        "ssm": ssm,
+        "ffn_kind": ffn_kind,
+    }
+    n_tokens = min(n_ctx, n_ubatch)
+    pp_tokens = -(-n_tokens // n_seqs) * n_seqs
+    pp = compute_buffer(ComputeShapes(**base, n_tokens=pp_tokens, n_outputs=min(n_tokens, n_batch)))
+    tg = compute_buffer(ComputeShapes(**base, n_tokens=n_seqs, n_outputs=n_seqs))
+    out = {d: max(pp.peak.get(d, 0), tg.peak.get(d, 0)) for d in sorted(set(pp.peak) | set(tg.peak))}
+
+    def peak(d: str) -> str:
+        r = pp if pp.peak.get(d, 0) >= tg.peak.get(d, 0) else tg
+        graph = "prompt" if r is pp else "generation"
+        size = r.peak_tensor[d]
+        return f"{r.peak_at[d]} ({_mib(size)}) placed above {_mib(r.peak[d] - size)} in use, in the {graph} graph"
+
+    per_device = "; ".join(f"{d} {_mib(b)}: {peak(d)}" for d, b in out.items())
+    text = (
+        f"ggml's graph allocator over llama.cpp's worst-case graphs ({LLAMA_CPP_VERSION}): the prompt graph of "
+        f"{pp_tokens} tokens (min(n_ctx, n_ubatch) rounded to the {n_seqs} sequence(s)) with "
+        f"{min(n_tokens, n_batch)} outputs, and the generation graph of {n_seqs} token(s); each tensor placed "
+        f"best-fit (32-byte aligned), freed after its last use, element-wise ops in place; "
+        + (
+            "selective-scan layers (conv window + scan output + states per sequence)"
+            if ssm[1]
+            else f"KV cells per layer as above, attention "
+            f"{'by flash attention (F16 mask)' if flash else 'by KQ = n_kv x n_tokens x n_head floats'}"
+        )
+        + f", logits n_vocab {n_vocab} x outputs x 4 bytes; {pp.nodes} graph nodes; {per_device}"
+    )
+    return out, text
 
 
 #: decoder architectures whose cache is the standard per-layer K/V (llama.cpp's default branch)

@@ -25,8 +25,8 @@ Jinja2 is an optional dependency (``pip install 'gguf-schema[audit]'``); only
 :func:`audit_template` needs it.
 
 >>> findings = audit_template("{{ cycler.__init__.__globals__.os.popen('id').read() }}")
->>> [(f.rule, f.severity, f.line) for f in findings]
-[('GGUF-T101', 'error', 1), ('GGUF-T101', 'error', 1), ('GGUF-T101', 'error', 1)]
+>>> [(f.rule, f.severity, f.line) for f in findings]  # three internal names; two calls of what they reach
+[('GGUF-T101', 'error', 1), ('GGUF-T101', 'error', 1), ('GGUF-T101', 'error', 1), ('GGUF-T102', 'error', 1), ('GGUF-T102', 'error', 1)]
 >>> print(findings[0].message)
 attribute '__init__' of cycler (a Jinja global) is a Python internal
 >>> audit_template("{% for m in messages %}{{ m['role'] ~ ': ' ~ m['content'] }}{% endfor %}")
@@ -52,10 +52,12 @@ __all__ = [
     "RULES",
     "AuditRule",
     "HiddenCharacter",
+    "Prediction",
     "Severity",
     "TemplateFinding",
     "audit_template",
     "hidden_characters",
+    "predict",
 ]
 
 T105 = rule(
@@ -101,8 +103,50 @@ def _lexical(lines: list[str], findings: Findings, where: str) -> None:
             findings.add(T104, f"{where} spells {w!r}, a Python internal or command runner", i, needle=w)
 
 
+@dataclasses.dataclass(frozen=True)
+class Prediction:
+    """What the static analysis says a render of one template can do.
+
+    Attributes:
+        findings: the static findings (what ``audit_template(source, render=False)`` returns).
+        flagged: some finding is at error severity: the audit refuses the template, and says nothing more of it.
+        names: every text the analysis proved may be looked up as a name (an attribute, an item, an attribute
+            parameter of a filter, a filter or test name handed to ``map``/``select``/``reject``, a field of a
+            ``str.format`` string, a key of ``.get``/``.pop``/``.setdefault``). For a template that is not flagged,
+            a render looks up no other text, except (when ``request_names``) texts of the request, as items of
+            plain data.
+        request_names: a name the request chose may be looked up (only ever on plain data, unless flagged).
+        bound: the render-cost bound, when the cost analysis gives one.
+
+    >>> p = predict("{% for m in messages %}{{ m['role'] ~ m.content }}{% endfor %}")
+    >>> p.flagged, sorted(p.names), p.request_names
+    (False, ['content', 'role'], False)
+    >>> predict("{{ cycler.__init__ }}").flagged
+    True
+    """
+
+    findings: tuple[TemplateFinding, ...]
+    flagged: bool
+    names: frozenset[str]
+    request_names: bool
+    bound: object | None = None
+
+
+def predict(source: str) -> Prediction:
+    """The static analysis of ``source`` as a :class:`Prediction` (cached like the audit's findings)."""
+    if not isinstance(source, str):
+        raise TypeError(f"predict needs the template as str, not {type(source).__name__}")
+    require_jinja()
+    return _static(source)
+
+
 def analyse(source: str, name: str, seconds: float = ANALYSIS_SECONDS) -> list[TemplateFinding]:
     """Every static finding of one template (no render), within ``seconds`` of CPU for the analysis."""
+    return list(_analyse(source, name, seconds).findings)
+
+
+def _analyse(source: str, name: str, seconds: float = ANALYSIS_SECONDS) -> Prediction:
+    """The static analysis of one template, within ``seconds`` of CPU."""
     jinja2 = require_jinja()
     lines = split_lines(source)
     findings = Findings(lines, name, excerpt)
@@ -115,18 +159,18 @@ def analyse(source: str, name: str, seconds: float = ANALYSIS_SECONDS) -> list[T
             f"the template is {len(source):,} characters long, more than the {MAX_ANALYSED:,} the audit analyses",
         )
         _lexical(lines, findings, "the unanalysed source")
-        return findings.result(MAX_PER_RULE)
+        return _prediction(findings, None)
     try:
         tree, strings = parse(source, name)
     except jinja2.TemplateSyntaxError as e:
         line = e.lineno if e.lineno and 0 < e.lineno <= len(lines) else None
         findings.add(T401, f"Jinja cannot parse the template: {str(e.message)[:200]}", line)
         _lexical(lines, findings, "the unparsed source")
-        return findings.result(MAX_PER_RULE)
+        return _prediction(findings, None)
     except RecursionError:
         findings.add(T402, "the template nests too deeply for Jinja's parser")
         _lexical(lines, findings, "the unparsed source")
-        return findings.result(MAX_PER_RULE)
+        return _prediction(findings, None)
 
     for line, raw in strings:
         hidden = escaped_ascii(raw)
@@ -135,7 +179,7 @@ def analyse(source: str, name: str, seconds: float = ANALYSIS_SECONDS) -> list[T
 
     from jinja2 import nodes
 
-    deadline = time.process_time() + seconds
+    deadline = time.thread_time() + seconds
     analysis = Analysis(nodes, findings, deadline)
     try:
         analysis.run(tree)
@@ -144,31 +188,42 @@ def analyse(source: str, name: str, seconds: float = ANALYSIS_SECONDS) -> list[T
             T402, "the template nests too deeply for the audit to follow; nothing is known about what it reaches"
         )
         _lexical(lines, findings, "the source")
+        return _prediction(findings, None)
     except AnalysisOverBudget:
         findings.add(
             T402, f"the analysis ran past its budget of {seconds:g} s of CPU; nothing is known about what it reaches"
         )
         _lexical(lines, findings, "the source")
-        return findings.result(MAX_PER_RULE)
+        return _prediction(findings, None)
     try:
         cost.check(tree, findings, nodes, deadline)  # one budget for both analyses
     except (RecursionError, cost.CostOverBudget):
         findings.add(T402, "the render cost of the template could not be bounded within the audit's budget")
-    return findings.result(MAX_PER_RULE)
+    return _prediction(findings, analysis)
 
 
-_CACHE: dict[str, tuple[TemplateFinding, ...]] = {}
+def _prediction(findings: Findings, analysis: Analysis | None) -> Prediction:
+    result = tuple(findings.result(MAX_PER_RULE))
+    return Prediction(
+        findings=result,
+        flagged=any(f.severity == "error" for f in result) or analysis is None,
+        names=frozenset(analysis.names) if analysis is not None else frozenset(),
+        request_names=analysis.request_names if analysis is not None else True,
+    )
+
+
+_CACHE: dict[str, Prediction] = {}
 _CACHE_CHARS = 8 << 20  # characters of template source the cache may hold
 _cached_chars = 0
 
 
-def _static_findings(source: str) -> tuple[TemplateFinding, ...]:
+def _static(source: str) -> Prediction:
     """Everything but the render, by source (cached, least recently used first out: models, and the named
     templates of one file, repeat templates; the key a template came from is set on the findings afterwards)."""
     global _cached_chars
     hit = _CACHE.pop(source, None)
     if hit is None:
-        hit = tuple(analyse(source, ""))
+        hit = _analyse(source, "")
         _cached_chars += len(source)
     _CACHE[source] = hit
     while _cached_chars > _CACHE_CHARS and len(_CACHE) > 1:
@@ -223,8 +278,8 @@ def audit_template(
 
     >>> [f.rule for f in audit_template("{% set n = '__cla' ~ 'ss__' %}{{ messages[n] }}")]
     ['GGUF-T101']
-    >>> [f.rule for f in audit_template("{{ x[(lipsum|string)[18] * 2 ~ 'class' ~ (lipsum|string)[18] * 2] }}")]
-    ['GGUF-T102']
+    >>> [f.message for f in audit_template("{{ x[(lipsum|string)[18] * 2 ~ 'class' ~ (lipsum|string)[18] * 2] }}")]
+    ['the item name in x[…] is built by an expression no chat template writes in a name position', 'the item name in x[…] is computed at render time (the Jinja global lipsum); it cannot be proven harmless']
     >>> [(f.rule, f.line) for f in audit_template("{% if x %}\\n{{ y }\\n")]
     [('GGUF-T401', 2)]
     """
@@ -235,7 +290,7 @@ def audit_template(
     if not isinstance(name, str):
         raise TypeError(f"name must be a str, not {type(name).__name__}")
     require_jinja()
-    findings = [dataclasses.replace(f, template=name) for f in _static_findings(source)]
+    findings = [dataclasses.replace(f, template=name) for f in _static(source).findings]
     if render:
         findings = capped(
             findings

@@ -249,7 +249,7 @@ class _Cost:
 
     def tick(self) -> None:
         self.ticks += 1
-        if self.ticks % 256 == 0 and time.process_time() > self.deadline:
+        if self.ticks % 256 == 0 and time.thread_time() > self.deadline:
             raise CostOverBudget
 
     def limit(self, p: P, limit: float, line: int | None, why: str) -> None:

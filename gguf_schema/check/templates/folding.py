@@ -1,10 +1,15 @@
-"""Constant folding, bounded: computing what Jinja would compute on constants, without letting a template make the
-audit allocate or loop.
+"""Constant folding, exact and bounded: computing what Jinja would compute on constants, under every configuration a
+loader renders with, without letting a template make the audit allocate or loop.
 
-Every fold checks its inputs and its output's size first (:func:`plain`): strings and containers
-of at most a few thousand items, numbers of a few thousand bits, format widths and repeat counts
-of at most a few thousand. What cannot be folded within those limits raises :class:`Unfoldable`,
-and the interpreter then treats the value as unknown (top), never as safe.
+Exact: a fold runs the real operation (Python's operators and methods on the constants, with
+their types: a ``Markup`` stays ``Markup`` and escapes what is added to it; Jinja's own filters)
+once per configuration a loader uses (:data:`CONFIGS`: autoescape off and on; plain jinja2's
+``tojson``, which sorts keys and escapes HTML, and transformers', which does neither), and the
+result is every outcome. Bounded: every fold checks its inputs and its output's size first
+(:func:`plain`): strings and containers of at most a few thousand items, numbers of a few
+thousand bits, format widths and repeat counts of at most a few thousand. What cannot be folded
+within those limits raises :class:`Unfoldable`, and the interpreter then treats the value as
+unknown text or anything, never as safe.
 """
 
 from __future__ import annotations
@@ -17,7 +22,17 @@ import string
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-__all__ = ["FOLD_FILTERS", "Unfoldable", "fold_binop", "fold_filter", "fold_method", "format_fields", "plain"]
+__all__ = [
+    "CONFIGS",
+    "FOLD_FILTERS",
+    "Unfoldable",
+    "fold_binop",
+    "fold_concat",
+    "fold_filter",
+    "fold_method",
+    "format_fields",
+    "plain",
+]
 
 TEXT_LIMIT = 4096  # longest string (or container) folded
 NUM_LIMIT = 4096  # largest width, count or repeat used while folding
@@ -47,9 +62,9 @@ def _size_ok(x: Any, budget: list[int]) -> bool:
 
 
 def plain(x: Any) -> Any:
-    """``x`` as plain data (str, bytes, numbers, None, lists, tuples, dicts) within the size limits."""
-    if isinstance(x, str) and type(x) is not str:
-        x = str(x)  # Markup
+    """``x`` as plain data (str or Markup, bytes, numbers, None, lists, tuples, dicts) within the size limits."""
+    if isinstance(x, str) and type(x) is not str and type(x).__name__ != "Markup":
+        x = str(x)
     if isinstance(x, (range, type({}.keys()), type({}.values()), type({}.items()))) or (
         hasattr(x, "__next__") and not isinstance(x, (str, list, tuple, dict))
     ):
@@ -270,10 +285,9 @@ def _check_filter(name: str, value: Any, args: list[Any], kwargs: dict[str, Any]
         raise Unfoldable
 
 
-#: filters folded on constants (run in an immutable sandbox, within the limits above)
+#: filters folded on constants (scalars in, run by Jinja's own filter functions, within the limits above)
 FOLD_FILTERS = frozenset(
     {
-        "join",
         "format",
         "replace",
         "string",
@@ -303,7 +317,6 @@ FOLD_FILTERS = frozenset(
         "unique",
         "min",
         "max",
-        "sum",
         "truncate",
         "indent",
         "wordwrap",
@@ -311,27 +324,69 @@ FOLD_FILTERS = frozenset(
         "striptags",
         "batch",
         "slice",
-        "dictsort",
-        "items",
         "tojson",
         "urlencode",
         "filesizeformat",
-        "select",
-        "reject",
-        "bool",
     }
 )
 
+#: The configurations a fold runs under, as (autoescape, tojson): a loader renders with one of them.
+CONFIGS = ((False, "jinja"), (True, "jinja"), (False, "transformers"), (True, "transformers"))
+_ENVS: dict[tuple[bool, str], Any] = {}
 
-def fold_filter(env: Any, name: str, value: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
-    """``value | name(*args, **kwargs)`` on constants, run by Jinja's own filter in ``env``."""
+
+def _transformers_tojson(
+    x: Any, ensure_ascii: bool = False, indent: Any = None, separators: Any = None, sort_keys: bool = False
+) -> str:
+    return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+
+
+def _environment(config: tuple[bool, str]) -> Any:
+    env = _ENVS.get(config)
+    if env is None:
+        from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+        env = ImmutableSandboxedEnvironment(autoescape=config[0])
+        if config[1] == "transformers":
+            env.filters["tojson"] = _transformers_tojson
+        _ENVS[config] = env
+    return env
+
+
+def fold_filter(name: str, value: Any, args: list[Any], kwargs: dict[str, Any]) -> list[Any]:
+    """``value | name(*args, **kwargs)`` on constants: its result under every configuration (:data:`CONFIGS`)."""
+    if name not in FOLD_FILTERS:
+        raise Unfoldable
     check_args([value, *args, *kwargs.values()])
     _check_filter(name, value, args, kwargs)
-    try:
-        if name == "tojson":  # as runtimes define it (json.dumps), not Jinja's HTML-safe variant
-            return plain(json.dumps(value, ensure_ascii=False, **kwargs))
-        return plain(env.call_filter(name, value, args, kwargs))
-    except Unfoldable:
-        raise
-    except Exception:
-        raise Unfoldable from None
+    from jinja2.nodes import EvalContext
+
+    out: list[Any] = []
+    for config in CONFIGS:
+        if config[1] == "transformers" and name != "tojson":
+            continue  # the two tojson variants differ in that filter only
+        env = _environment(config)
+        try:
+            r = plain(env.call_filter(name, value, args, kwargs, eval_ctx=EvalContext(env)))
+        except Unfoldable:
+            raise
+        except Exception:
+            continue  # fails at render time in this configuration: no value
+        if not any(type(r) is type(o) and r == o for o in out):
+            out.append(r)
+    return out
+
+
+def fold_concat(parts: Sequence[Any]) -> list[Any]:
+    """``a ~ b ~ ...`` on constants: str_join without autoescape, markup_join with it (Markup escapes the rest)."""
+    check_args(parts)
+    if sum(len(str(p)) for p in parts) > TEXT_LIMIT:
+        raise Unfoldable
+    from jinja2.runtime import markup_join, str_join
+
+    out: list[Any] = []
+    for join_ in (str_join, markup_join):
+        r = plain(join_(parts))
+        if not any(type(r) is type(o) and r == o for o in out):
+            out.append(r)
+    return out

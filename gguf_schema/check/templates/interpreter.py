@@ -1,64 +1,69 @@
-"""The abstract interpreter: every name a template can look up, proven safe or reported.
+"""The abstract interpreter: every name a template can look up, proven safe or reported, soundly.
 
-:class:`Analysis` interprets a parsed template over :mod:`.values`. The interpretation is
-flow-insensitive (every assignment of a variable joins into it; loop, macro, call-block and
-with-block variables are scoped to their binder) and solved as a system of units: each
-statement-level expression is a unit; a unit that reads a variable is evaluated again when that
-variable grows. A variable that keeps growing is widened (:func:`.values.widen`) after a few
-changes, so the solution is reached in a bounded number of evaluations whatever the template
-(ten thousand macros called ten thousand times are bound through one pool per macro name, not
-each call to each definition). A last pass over the solved state runs the checks.
+:class:`Analysis` interprets a parsed template over :mod:`.values`. Its one rule: **what is not
+modelled exactly is anything**. Every node type, filter, test, global and method has its rule in
+this module's tables (:data:`FILTERS`, :data:`STR_METHODS` ...); a node, filter, method or receiver
+outside them evaluates to :data:`~.values.TOP`, never to something small. So every abstract value
+covers every concrete value a render can make (the argument is written out in docs/audit.md, and
+the containment oracle in the test-suite checks it on generated templates and inputs).
 
-A lookup (``x.name``, ``x[name]``, ``|attr``, the attribute parameters of ``map``, ``selectattr``,
-``sort``, ``groupby``, ``sum``, ``unique``, ``min``, ``max``, ``join``, and the keys of ``.get``,
-``.pop``, ``.setdefault``) is accepted only when its name is proven safe: a constant that does
-not name an internal of the receiver (any underscore name on an object; a dunder or private
-attribute on plain data, where ``'_key'`` is just an item), or text the request chose looked up
-as an item on plain data. Anything else, whatever operation made it, is a finding, with the
-chain of steps that made the name.
+The interpretation is flow-insensitive: every assignment of a variable joins into it, loop, macro,
+call-block and with-block variables are scoped to their binder, and the containers the template
+makes are summarised per place of creation (a *site*): a mutation through any alias reaches the
+one summary. Mutations of request data, and of containers the audit cannot name, pollute every
+read that could see them. It is solved as a system of units (each statement-level expression is
+one; a unit that reads a state key is evaluated again when that key grows); values are finite
+(constants are capped, sites are nodes), so the solution is reached in a bounded number of steps.
+A last pass over the solved state runs the checks.
+
+A name (``x.name``, ``x[name]``, ``|attr``, the attribute parameters of ``map``, ``selectattr``,
+``sort``, ``groupby``, ``sum``, ``unique``, ``min``, ``max``, ``join``, the filter and test names
+given to ``map``, ``select``, ``reject``, and the keys of ``.get``, ``.pop``, ``.setdefault``) is
+accepted only when every text it may be is a constant that names no internal of the receiver, or
+text the request chose looked up as an item of plain data. Under the interpretation, a syntactic
+floor reports what no real template writes whatever the interpretation says: a name position
+holding an expression that builds text, a call of a value that is not a name or a method, a
+``str.format`` whose format string is not a literal.
 """
 
 from __future__ import annotations
 
 import itertools
-import math
 import re
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from . import folding
-from .jinja import fold_environment, identifier, target_names
+from .jinja import identifier, target_names
 from .rules import Findings, rule
 from .values import (
     BOT,
+    CALLER,
     DYN,
-    INTERNAL_NAMES,
-    LOOP,
-    NS,
     NUM,
-    OBJ,
+    RANGE,
     REQ,
-    TEXT,
+    STR,
+    SUSPECTS,
+    TOP,
+    UNDEF,
+    Atom,
     V,
-    candidates,
-    const,
-    container,
+    atom,
+    const_atom,
     is_internal,
     is_plain_internal,
     join,
-    key_sites,
-    kind,
-    may_be_container,
-    site_root,
-    sub_sites,
+    number,
+    of,
+    strip_strings,
+    text,
     top,
-    widen,
-    with_sites,
 )
 
-__all__ = ["T101", "T102", "T103", "T104", "T106", "T201", "Analysis", "AnalysisOverBudget"]
+__all__ = ["T101", "T102", "T103", "T104", "T106", "T201", "Analysis", "AnalysisOverBudget", "alarm_words"]
 
 T101 = rule(
     "GGUF-T101",
@@ -75,18 +80,19 @@ T102 = rule(
     "GGUF-T102",
     "error",
     "computed-name",
-    "An attribute, item or filter name is not proven safe: it is made at render time from template or model-file "
-    "material (string building, stringified objects, macro or block output, special-token text, strftime_now, "
-    "numbers or booleans turned to text and edited, values of operations the audit does not fold) in a way that "
-    "cannot be shown to be harmless. Real chat templates use constant names or names taken from the request.",
+    "An attribute, item or filter name is not proven safe, or a value that is not proven callable is called: the "
+    "name is made at render time from template or model-file material (string building, stringified objects, "
+    "macro or block output, special-token text, numbers or booleans turned to text, values of operations the "
+    "audit does not model exactly) in a way that cannot be shown to be harmless, or the expression is one no "
+    "real template writes (text built in a name position, a call of a computed value). Real chat templates use "
+    "constant names or names taken from the request, and call names and methods.",
 )
 T103 = rule(
     "GGUF-T103",
     "error",
     "format-fields",
     "str.format or format_map runs with a format string whose fields read attributes or items ({0.__class__}, "
-    "{0[key]}), or whose format string is built at render time or chosen by the request: format strings walk "
-    "Python objects.",
+    "{0[key]}), or whose format string is not a literal of the template: format strings walk Python objects.",
 )
 T104 = rule(
     "GGUF-T104",
@@ -113,15 +119,13 @@ T201 = rule(
     "whose source the audit cannot see.",
 )
 
-COMBOS = 32  # combinations of candidates an operator is folded over
-CHANGES = 12  # changes of one variable before it is widened
-DEADLINE_CHECK = 256  # units evaluated between two looks at the clock
+COMBOS = 64  # combinations of constants an operation is folded over
+TICK = 64  # expressions evaluated between two looks at the clock
 
 JINJA_GLOBALS = frozenset({"range", "dict", "lipsum", "cycler", "joiner", "namespace"})
 RUNTIME_HELPERS = frozenset({"raise_exception", "strftime_now"})
 LOOP_NUMBERS = frozenset({"index", "index0", "revindex", "revindex0", "length", "depth", "depth0", "first", "last"})
 _TOKEN_NAME_RE = re.compile(r"(^|_)tokens?$")
-_MACRO_ATTRS = frozenset({"name", "arguments", "defaults", "catch_kwargs", "catch_varargs", "caller"})
 
 #: filter -> (position of the attribute parameter among the filter's arguments, its keyword)
 ATTRIBUTE_PARAMS: dict[str, tuple[int | None, str | None]] = {
@@ -136,83 +140,81 @@ ATTRIBUTE_PARAMS: dict[str, tuple[int | None, str | None]] = {
     "join": (1, "attribute"),
     "map": (None, "attribute"),
 }
-#: filters whose result is a number, a boolean or None
-F_NUMBER = frozenset({"length", "count", "wordcount", "int", "float", "abs", "round", "bool"})
+#: filters whose result is text (whatever they are given): str or Markup
+F_TEXT = frozenset(
+    {"safe", "e", "escape", "forceescape", "trim", "striptags", "lower", "upper", "title", "capitalize", "string"}
+    | {"truncate", "wordwrap", "indent", "center", "urlencode", "tojson", "pprint", "urlize", "xmlattr", "replace"}
+    | {"format", "filesizeformat", "join"}
+)
+#: filters whose result is a number (or an error)
+F_COUNT = frozenset({"length", "count", "wordcount"})
 #: filters whose result is one element of the receiver
 F_ELEMENT = frozenset({"first", "last", "random", "min", "max"})
-#: filters whose result is a list of (some of) the receiver's elements
+#: filters whose result is a new list of (some of) the receiver's elements
 F_SAME = frozenset({"list", "sort", "unique", "select", "reject", "selectattr", "rejectattr"})
-F_NESTED = frozenset({"batch", "slice"})
-F_PAIRS = frozenset({"dictsort", "items"})
-#: text filters whose output, for request text and no template-chosen arguments, is still request text
-F_TEXT = frozenset(
-    {
-        "safe",
-        "e",
-        "escape",
-        "forceescape",
-        "trim",
-        "striptags",
-        "lower",
-        "upper",
-        "title",
-        "capitalize",
-        "string",
-        "truncate",
-        "wordwrap",
-        "indent",
-        "center",
-        "urlencode",
-        "tojson",
-        "pprint",
-        "urlize",
-        "xmlattr",
-        "replace",
-        "format",
-        "filesizeformat",
-    }
+#: Jinja's builtin tests (their result is a boolean)
+TESTS = frozenset(
+    {"boolean", "callable", "defined", "divisibleby", "eq", "equalto", "escaped", "even", "false", "filter", "float"}
+    | {"ge", "greaterthan", "gt", "in", "integer", "iterable", "le", "lessthan", "lower", "lt", "mapping", "ne"}
+    | {"none", "number", "odd", "sameas", "sequence", "string", "test", "true", "undefined", "upper", "=="}
+    | {"!=", ">", ">=", "<", "<="}
 )
-#: string methods whose result is a piece of the receiver's text (or a list of pieces)
+#: every filter this module models (map's and the block filters' names are checked against it)
+FILTERS = (
+    F_TEXT
+    | F_COUNT
+    | F_ELEMENT
+    | F_SAME
+    | {"attr", "map", "default", "d", "int", "float", "abs", "round", "reverse", "batch", "slice", "dictsort"}
+    | {"items", "sum", "groupby", "selectattr", "rejectattr", "list", "from_json"}
+)
+
+# -- methods by receiver type ---------------------------------------------------------------------
+M_STR_NUMBER = frozenset(
+    {"startswith", "endswith", "find", "rfind", "index", "rindex", "count", "isdigit", "isalpha", "isalnum"}
+    | {"isspace", "islower", "isupper", "istitle", "isnumeric", "isdecimal", "isidentifier", "isascii"}
+    | {"isprintable"}
+)
+M_STR_TEXT = frozenset(
+    {"upper", "lower", "title", "capitalize", "casefold", "swapcase", "strip", "lstrip", "rstrip", "replace"}
+    | {"center", "ljust", "rjust", "zfill", "expandtabs", "removeprefix", "removesuffix", "join", "format"}
+    | {"format_map", "translate", "encode", "escape", "unescape", "striptags"}
+)
+M_STR_SPLIT = frozenset({"split", "rsplit", "splitlines", "partition", "rpartition"})
+M_LIST = frozenset(
+    {"append", "extend", "insert", "pop", "remove", "clear", "sort", "reverse", "index", "count", "copy"}
+)
+M_DICT = frozenset(
+    {"get", "pop", "setdefault", "popitem", "keys", "values", "items", "update", "clear", "copy", "fromkeys"}
+)
+M_NUMBER = frozenset({"bit_length", "bit_count", "conjugate", "is_integer", "hex", "as_integer_ratio", "to_bytes"})
+M_KEYS = frozenset({"get", "pop", "setdefault"})
+#: attribute names of plain types that are methods (looked up on plain data, they give the method)
+_PLAIN_METHODS = frozenset(n for t in (str, list, dict, bytes, int, float) for n in dir(t) if not n.startswith("_"))
+_STR_ATTRS = frozenset(n for n in dir(str) if not n.startswith("_")) | {"escape", "unescape", "striptags"}
+_LIST_ATTRS = frozenset(n for n in dir(list) if not n.startswith("_"))
+_DICT_ATTRS = frozenset(n for n in dir(dict) if not n.startswith("_"))
+_NUM_ATTRS = frozenset(n for t in (int, float) for n in dir(t) if not n.startswith("_"))
+_NUM_VALUES = frozenset({"real", "imag", "numerator", "denominator"})
+
+#: filters the syntactic floor lets stand in a name position (the interpretation judges their result)
+#: Jinja globals and runtime helpers that are plain functions (their attributes are dunders only)
+_FUNCTIONS = frozenset({"range", "lipsum", "raise_exception", "strftime_now"})
+#: str methods and filters whose result, on text the request chose, is still text only the request chose (pieces
+#: of it, its letters in another case): no character of the template is added
 M_PIECES = frozenset(
     {"split", "rsplit", "splitlines", "partition", "rpartition", "strip", "lstrip", "rstrip", "removeprefix"}
-    | {"removesuffix", "upper", "lower", "title", "capitalize", "casefold", "swapcase", "encode", "decode"}
+    | {"removesuffix", "upper", "lower", "title", "capitalize", "casefold", "swapcase"}
 )
-M_SPLITS = frozenset({"split", "rsplit", "splitlines", "partition", "rpartition"})
-M_NUMBER = frozenset(
-    {"startswith", "endswith", "find", "rfind", "index", "rindex", "count", "isdigit", "isalpha", "isalnum"}
-    | {"isspace", "islower", "isupper", "istitle", "isnumeric", "isdecimal", "isidentifier", "isascii", "bit_length"}
-    | {"conjugate", "is_integer", "as_integer_ratio", "hex", "bit_count"}
+F_PIECES = frozenset({"trim", "lower", "upper", "title", "capitalize", "first", "last", "reverse", "list"})
+_NAME_FILTERS = frozenset({"int", "length", "count", "first", "last", "default", "d", "trim", "string", "lower"})
+_RUNNERS = frozenset(
+    {"popen", "Popen", "system", "check_output", "check_call", "getoutput", "getstatusoutput", "import_module"}
 )
-M_TEXT = frozenset(
-    {"replace", "join", "center", "ljust", "rjust", "zfill", "expandtabs", "translate", "format", "format_map"}
-)
-M_KEYS = frozenset({"get", "pop", "setdefault"})
-MUTATORS = frozenset(
-    {"append", "extend", "insert", "update", "add", "remove", "clear", "discard", "sort", "reverse", "pop"}
-    | {"setdefault", "popitem"}
-)
-#: attribute names of str, list and dict that are methods (looked up on request data, they give the method)
-_PLAIN_METHODS = frozenset(n for t in (str, list, dict, bytes) for n in dir(t) if not n.startswith("_"))
 
 
 class AnalysisOverBudget(Exception):
     """The analysis ran past its time budget."""
-
-
-class Undefined:
-    """What a missing item or attribute is at render time: text '' and nothing more."""
-
-    __slots__ = ()
-
-    def __str__(self) -> str:
-        return ""
-
-    def __repr__(self) -> str:
-        return "Undefined"
-
-
-UNDEF = Undefined()
-_UNDEF_V = V((UNDEF,))
 
 
 def _line(node: Any) -> int | None:
@@ -220,8 +222,36 @@ def _line(node: Any) -> int | None:
 
 
 def _show(c: Any) -> str:
-    text = repr(c)
-    return text if len(text) <= 40 else text[:37] + "…'"
+    t = repr(c)
+    return t if len(t) <= 40 else t[:37] + "…'"
+
+
+def _cut(s: str, n: int = 80) -> str:
+    return s if len(s) <= n else s[: n - 1] + "…"
+
+
+def _is_str(a: Atom) -> bool:
+    return a[0] == "c" and isinstance(a[3], str)
+
+
+def _may_text(a: Atom) -> bool:
+    return a is STR or a in (STR, REQ) or _is_str(a) or (a[0] == "c" and isinstance(a[3], bytes))
+
+
+def _may_number(a: Atom) -> bool:
+    return a in (NUM, REQ) or (a[0] == "c" and isinstance(a[3], (int, float)))
+
+
+def _may_list(a: Atom) -> bool:
+    return a[0] in ("list", "range") or a == REQ
+
+
+def _may_dict(a: Atom) -> bool:
+    return a[0] == "dict" or a == REQ
+
+
+def _unknown(a: Atom) -> bool:
+    return a in (TOP, DYN)
 
 
 class Unit:
@@ -237,27 +267,31 @@ class Unit:
 
 
 class Analysis:
-    """Abstract interpretation of one parsed template (see the module docstring)."""
+    """Abstract interpretation of one parsed template (see the module docstring).
+
+    After :meth:`run`: ``names`` holds every constant text the analysis saw in a name position (what a
+    render may look up), ``request_names`` whether a name the request chose reaches a name position.
+    """
 
     def __init__(self, nodes: Any, findings: Findings, deadline: float):
         self.n = nodes
         self.findings = findings
         self.deadline = deadline
-        self.state: dict[tuple[Any, ...], V] = {}
-        self.changes: dict[tuple[Any, ...], int] = {}
-        self.const_changes: dict[tuple[Any, ...], int] = {}
-        self.readers: dict[tuple[Any, ...], set[int]] = {}
+        self.state: dict[Any, V] = {}
+        self.widened: set[Any] = set()
+        self.readers: dict[Any, set[int]] = {}
         self.units: list[Unit] = []
         self.current = -1
         self.scope: tuple[Any, ...] = ()
         self.checking = False
         self.block_value: list[V] = []
-        self.macros: dict[str, list[Any]] = {}  # identifier -> Macro nodes of that name
+        self.macros: dict[str, list[Any]] = {}
         self.t101_words: set[tuple[int | None, str]] = set()
         self.literals: list[tuple[int | None, str, str]] = []
-        self.free_cache: dict[str, V] = {}
-        self.order: dict[int, int] = {}
-        self.first_set: dict[str, int] = {}
+        self.set_before: dict[int, list[frozenset[str]]] = {}
+        self.names: set[str] = set()
+        self.request_names = False
+        self.evaluations = 0
         self._expr = self._dispatch("ev_")
         self.worklist: deque[int] = deque()
         self.queued: set[int] = set()
@@ -278,24 +312,15 @@ class Analysis:
         self.number(tree)
         self.build(tree.body, ())
         self.collect_literals(tree)
-        count = 0
         for i in range(len(self.units)):
             self.evaluate(i)
-            count += 1
-            if count % DEADLINE_CHECK == 0:
-                self.tick()
         while self.worklist:
             i = self.worklist.popleft()
             self.queued.discard(i)
             self.evaluate(i)
-            count += 1
-            if count % DEADLINE_CHECK == 0:
-                self.tick()
         self.checking = True
         for i in range(len(self.units)):
             self.evaluate(i)
-            if i % DEADLINE_CHECK == 0:
-                self.tick()
         for line, word, where in self.literals:
             if (line, word) not in self.t101_words:
                 self.findings.add(
@@ -303,7 +328,7 @@ class Analysis:
                 )
 
     def tick(self) -> None:
-        if time.process_time() > self.deadline:
+        if time.thread_time() > self.deadline:
             raise AnalysisOverBudget
 
     def evaluate(self, i: int) -> None:
@@ -314,40 +339,28 @@ class Analysis:
 
     # ------------------------------------------------------------------ state
 
-    def get(self, key: tuple[Any, ...]) -> V:
+    def get(self, key: Any) -> V:
         if not self.checking:
             self.readers.setdefault(key, set()).add(self.current)
         return self.state.get(key, BOT)
 
-    def put(self, key: tuple[Any, ...], v: V) -> None:
+    def put(self, key: Any, v: V) -> None:
         if self.checking or v.is_bot():
             return
         old = self.state.get(key, BOT)
         new = join(old, v)
-        if new is old or new.sig() == old.sig():
-            return
-        # widening: after CHANGES changes, what keeps changing jumps to the top of its kind (its constants only
-        # when they are what kept changing); after four times as many, the value becomes anything
-        n = self.changes[key] = self.changes.get(key, 0) + 1
-        if new.sig()[0] != old.sig()[0]:
-            self.const_changes[key] = self.const_changes.get(key, 0) + 1
-        if n > 4 * CHANGES:
-            new = top("a value that kept changing")
-        elif n > CHANGES:
-            new = join(widen(new, old, widen_consts=self.const_changes.get(key, 0) > CHANGES), old)
-        if new.sig() == old.sig():
+        if key in self.widened:  # once widened, its texts stay STR: the state only grows
+            new = V(strip_strings(new.atoms), new.why)
+        elif new.has(STR) and sum(1 for a in new.atoms if _is_str(a)) > SUSPECTS:
+            self.widened.add(key)
+            new = V(strip_strings(new.atoms), new.why)
+        if new.atoms == old.atoms:
             return
         self.state[key] = new
         for r in self.readers.get(key, ()):
             if r not in self.queued:
                 self.queued.add(r)
                 self.worklist.append(r)
-
-    def pool(self, name: Any, v: V) -> None:
-        self.put(("pool", name), v)
-
-    def pooled(self, name: Any) -> V:
-        return self.get(("pool", name))
 
     def var_key(self, name: str) -> tuple[tuple[Any, ...], bool]:
         """The state key of variable ``name`` here, and whether a binder (not the template) owns it."""
@@ -358,6 +371,81 @@ class Analysis:
 
     def set_var(self, name: str, v: V) -> None:
         self.put(self.var_key(identifier(name))[0], v)
+
+    # ------------------------------------------------------------------ the heap
+
+    def heap(self, a: Atom) -> V:
+        """What iterating the container atom ``a`` gives (a list's elements, a dict's keys), with every mutation
+        that may have reached it."""
+        anyp = self.get(("anypoll",))
+        if a[0] == "list":
+            return join(self.get(("heap", a[1])), anyp)
+        if a[0] == "dict":
+            return join(self.get(("dkeys", a[1])), anyp)
+        return anyp
+
+    def dict_values(self, a: Atom) -> V:
+        return join(self.get(("dvals", a[1])), self.get(("anypoll",)))
+
+    def request_items(self) -> V:
+        """What an item of request data may be: request data, or what the template put into it."""
+        return join(atom(REQ), self.get(("reqpoll",)), self.get(("anypoll",)))
+
+    def new_list(self, node: Any, elems: V, tag: str = "") -> V:
+        site = (id(node), tag)
+        self.put(("heap", site), elems)
+        return atom(("list", site))
+
+    def new_dict(self, node: Any, keys: V, values: V, tag: str = "") -> V:
+        site = (id(node), tag)
+        self.put(("dkeys", site), keys)
+        self.put(("dvals", site), values)
+        return atom(("dict", site))
+
+    def materialize(self, value: Any, node: Any, tag: str = "", depth: int = 0) -> V:
+        """A folded constant as an abstract value: scalars as constants, containers as sites of ``node``."""
+        if isinstance(value, (list, tuple)):
+            if depth > 3:
+                return top("a deeply nested constant")
+            elems = join(*(self.materialize(x, node, f"{tag}.{depth}", depth + 1) for x in value))
+            site = (id(node), tag)
+            self.put(("heap", site), elems)
+            return atom(("list", site))
+        if isinstance(value, dict):
+            if depth > 3:
+                return top("a deeply nested constant")
+            keys = join(*(self.materialize(k, node, f"{tag}.k{depth}", depth + 1) for k in value))
+            vals = join(*(self.materialize(x, node, f"{tag}.v{depth}", depth + 1) for x in value.values()))
+            return self.new_dict(node, keys, vals, tag)
+        return V(frozenset((const_atom(value),)))
+
+    def mutate(self, recv: V, added: V) -> None:
+        """Record that ``added`` may now be in the containers ``recv`` may be."""
+        if added.is_bot():
+            return
+        for a in recv.atoms:
+            if a[0] == "list":
+                self.put(("heap", a[1]), added)
+            elif a[0] == "dict":
+                self.put(("dkeys", a[1]), added)
+                self.put(("dvals", a[1]), added)
+            elif a == REQ:
+                self.put(("reqpoll",), added)
+            elif _unknown(a):
+                self.put(("anypoll",), added)
+
+    def escape(self, *vals: V) -> None:
+        """Callables handed to code that may call them with anything: their parameters become anything."""
+        for v in vals:
+            for a in v.atoms:
+                if a[0] == "macro":
+                    self.put(("margs", a[1], "*"), top(f"macro {a[1]} is handed to code that may call it"))
+                elif a == CALLER:
+                    self.put(("callerargs",), top("caller is handed to code that may call it"))
+                elif a[0] == "loop":
+                    self.put(("looprec", a[1]), top("the loop is handed to code that may call it"))
+                elif a[0] in ("list", "dict"):
+                    pass  # elements are values, not calls
 
     # ------------------------------------------------------------------ building the units
 
@@ -380,7 +468,10 @@ class Analysis:
                 self.build(node.else_, scope)
             elif isinstance(node, n.Macro):
                 self.macros.setdefault(identifier(node.name), []).append(node)
-                inner = (*scope, (id(node), frozenset(identifier(a.name) for a in node.args) | {"varargs", "kwargs"}))
+                inner = (
+                    *scope,
+                    (id(node), frozenset(identifier(a.name) for a in node.args) | {"varargs", "kwargs", "caller"}),
+                )
                 self.units.append(Unit("macro", node, scope, inner))
                 self.build(node.body, inner)
             elif isinstance(node, n.CallBlock):
@@ -417,16 +508,24 @@ class Analysis:
                         self.build([child], scope)
 
     def number(self, tree: Any) -> None:
-        """Source order of the nodes, and where each name is first set unconditionally at the top level: a read
-        after that cannot see a value the runtime passed under that name."""
+        """For every variable read, the names an unconditional ``{% set %}`` earlier in the same body has set: such a
+        read cannot see a value the runtime passed under that name (statements of a body run in order)."""
+        self._visit_body(tree.body)
+
+    def _visit_body(self, body: list[Any]) -> None:
         n = self.n
-        self.order = {id(node): i for i, node in enumerate(tree.find_all(n.Node))}
-        body = tree.body
-        for j, node in enumerate(body):
-            if isinstance(node, (n.Assign, n.AssignBlock)):
-                end = self.order[id(body[j + 1])] if j + 1 < len(body) else len(self.order)
-                for name in target_names(self.n, node.target):
-                    self.first_set.setdefault(name, end)
+        assigned: frozenset[str] = frozenset()
+        for stmt in body:
+            if assigned:
+                for name_node in stmt.find_all(n.Name):
+                    self.set_before.setdefault(id(name_node), []).append(assigned)
+            self.evaluations += 1
+            if self.evaluations % TICK == 0:
+                self.tick()
+            for inner in _bodies(n, stmt):
+                self._visit_body(inner)
+            if isinstance(stmt, (n.Assign, n.AssignBlock)):
+                assigned = assigned | frozenset(target_names(n, stmt.target))
 
     def collect_literals(self, tree: Any) -> None:
         """Every literal and identifier that spells an internal (for GGUF-T104), found once."""
@@ -446,8 +545,8 @@ class Analysis:
                 for a in node.args:
                     self.literal(line, identifier(a.name), "a parameter name")
 
-    def literal(self, line: int | None, text: str, where: str) -> None:
-        for w in alarm_words(text):
+    def literal(self, line: int | None, text_: str, where: str) -> None:
+        for w in alarm_words(text_):
             self.literals.append((line, w, where))
 
     # ------------------------------------------------------------------ units
@@ -459,11 +558,11 @@ class Analysis:
         node = unit.node
         it = self.ev(node.iter)
         if node.recursive:
-            it = join(it, self.pooled("loop-recursion"))
+            it = join(it, self.get(("looprec", id(node))))
         elem = self.elements(it).step(f"line {node.lineno}: a loop variable over {self.path_text(node.iter, 3)}")
-        self.pool("loop-items", elem)
+        self.put(("loopitems", id(node)), elem)
         self.scope = unit.inner
-        self.put(("var", "loop", id(node)), self.free("loop"))
+        self.put(("var", "loop", id(node)), atom(("loop", id(node)), "the loop object"))
         self.assign(node.target, elem, node)
         if node.test is not None:
             self.ev(node.test)
@@ -471,24 +570,27 @@ class Analysis:
     def u_macro(self, unit: Unit) -> None:
         node = unit.node
         name = identifier(node.name)
-        self.set_var(name, V((), OBJ, calls=frozenset({"macro:" + name})))
+        self.set_var(name, atom(("macro", name), f"macro {node.name}"))
         params = [identifier(a.name) for a in node.args]
         self.scope = unit.inner
         defaults = {
             p: self.ev(d) for p, d in zip(params[len(params) - len(node.defaults) :], node.defaults, strict=True)
         }
-        everything = self.pooled(("margs", "*"))
-        spread = join(self.pooled(("margs", name, "spread")), everything)
+        spread = self.get(("margs", name, "*"))
         for i, p in enumerate(params):
             v = join(
-                self.pooled(("margs", name, i)),
-                self.pooled(("margs", name, "kw", p)),
+                self.get(("margs", name, i)),
+                self.get(("margs", name, "kw", p)),
                 spread,
                 defaults.get(p),
+                atom(UNDEF) if p not in defaults else None,
             )
             self.put(("var", p, id(node)), v.step(f"line {node.lineno}: parameter {p} of macro {node.name}"))
-        self.put(("var", "varargs", id(node)), container(join(self.pooled(("margs", name, "extra")), spread)))
-        self.put(("var", "kwargs", id(node)), container(join(self.pooled(("margs", name, "kwextra")), spread)))
+        extra = join(self.get(("margs", name, "extra")), spread)
+        self.put(("var", "varargs", id(node)), self.new_list(node, extra, "varargs"))
+        kwextra = join(self.get(("margs", name, "kwextra")), spread)
+        self.put(("var", "kwargs", id(node)), self.new_dict(node, kwextra, kwextra, "kwargs"))
+        self.put(("var", "caller", id(node)), join(atom(CALLER, "the caller of a {% call %} block"), atom(UNDEF)))
 
     def u_callblock(self, unit: Unit) -> None:
         node = unit.node
@@ -498,11 +600,11 @@ class Analysis:
         defaults = {
             p: self.ev(d) for p, d in zip(params[len(params) - len(node.defaults) :], node.defaults, strict=True)
         }
-        args = self.pooled("caller-args")
+        args = self.get(("callerargs",))
         for p in params:
             self.put(
                 ("var", p, id(node)),
-                join(args, defaults.get(p)).step(f"line {node.lineno}: parameter {p} of a call block"),
+                join(args, defaults.get(p), atom(UNDEF)).step(f"line {node.lineno}: parameter {p} of a call block"),
             )
 
     def u_with(self, unit: Unit) -> None:
@@ -517,14 +619,14 @@ class Analysis:
 
     def u_assignblock(self, unit: Unit) -> None:
         node = unit.node
-        value = kind(TEXT, f"line {node.lineno}: the text a {{% set %}} block captures")
+        value = text(f"line {node.lineno}: the text a {{% set %}} block captures")
         if node.filter is not None:
             value = self.block_filter(node.filter, value)
         self.assign(node.target, value, node)
 
     def u_filterblock(self, unit: Unit) -> None:
         node = unit.node
-        self.block_filter(node.filter, kind(TEXT, f"line {node.lineno}: the output of a {{% filter %}} block"))
+        self.block_filter(node.filter, text(f"line {node.lineno}: the output of a {{% filter %}} block"))
 
     def block_filter(self, flt: Any, value: V) -> V:
         self.block_value.append(value)
@@ -559,14 +661,16 @@ class Analysis:
         if isinstance(target, n.Name):
             self.set_var(target.name, value.step(f"line {at.lineno}: set {target.name}"))
         elif isinstance(target, n.NSRef):
-            self.check_lookup(
-                target,
-                const(target.attr),
-                self.ev_Name(n.Name(target.name, "load", lineno=target.lineno)),
-                f"namespace attribute {target.name}.{target.attr}",
-                "attr",
+            ns = self.ev_Name(n.Name(target.name, "load", lineno=target.lineno))
+            self.check_name(
+                target, of(target.attr), ns, f"namespace attribute {target.name}.{target.attr}", "attr", literal=True
             )
-            self.put(("ns", target.attr), value.step(f"line {at.lineno}: set {target.name}.{target.attr}"))
+            v = value.step(f"line {at.lineno}: set {target.name}.{target.attr}")
+            for a in ns.atoms:
+                if a[0] == "ns":
+                    self.put(("nsattr", a[1], target.attr), v)
+                elif _unknown(a):
+                    self.put(("nspoll",), v)
         elif isinstance(target, (n.Tuple, n.List)):
             elem = self.elements(value)
             for item in target.items:
@@ -574,25 +678,26 @@ class Analysis:
 
     # ------------------------------------------------------------------ checks
 
-    def check_lookup(self, node: Any, name: V, recv: V, how: str, mode: str) -> None:
-        """Report when ``name``, looked up on ``recv``, is not proven safe.
+    def check_name(self, node: Any, name: V, recv: V, how: str, mode: str, *, literal: bool = False) -> None:
+        """Report when ``name``, looked up on ``recv``, is not proven safe; note the names that are.
 
         ``mode``: ``attr`` (attribute first: ``x.name``, ``|attr``), ``item`` (item first, then the
         attribute: ``x[name]``), ``path`` (a dotted attribute parameter, item first per part), ``key``
-        (the key of a dict method: ``.get``, ``.pop``, ``.setdefault``).
+        (the key of a dict method: ``.get``, ``.pop``, ``.setdefault``), ``filter`` (a filter or test name).
         """
         if not self.checking:
             return
         line = _line(node)
         plain = recv.plain()
-        if mode == "key" and plain:
-            return  # a dict key lookup: it never reaches an attribute
-        for c in name.consts:
-            if not isinstance(c, str):
-                continue
+        for c in name.strings():
             parts = c.split(".") if mode == "path" else [c]
             for p in parts:
                 if mode == "path" and p.isdigit():
+                    continue
+                self.names.add(p)
+                if mode == "key" and plain:
+                    continue  # a dict key: it never reaches an attribute
+                if mode == "filter":
                     continue
                 if is_plain_internal(p) if plain else is_internal(p):
                     self.t101_words.add((line, p))
@@ -600,7 +705,7 @@ class Analysis:
                     kind_ = "a command runner" if p in _RUNNERS else "a Python internal"
                     said = f"{how} is {kind_}" if repr(p) in how else f"{how} is {shown}, {kind_}"
                     self.findings.add(T101, said, line, needle=p, chain=self.chain(name, line, how))
-        if name.kinds & (TEXT | OBJ):
+        if name.has(STR) or name.has(TOP):
             why = name.why[0] if name.why else "template text"
             self.findings.add(
                 T102,
@@ -608,25 +713,63 @@ class Analysis:
                 line,
                 chain=self.chain(name, line, how),
             )
-        if name.kinds & (REQ | DYN) and (mode == "attr" or not plain):
-            where = (
-                "read with |attr, which tries attributes first"
-                if mode == "attr"
-                else ("looked up on a Jinja or Python object")
-            )
-            self.findings.add(
-                T106,
-                f"{how} comes from the request and is {where}: the request chooses the attribute",
-                line,
-                chain=self.chain(name, line, how),
-            )
+        if name.has(REQ) or name.has(DYN):
+            self.request_names = True
+            if name.has(DYN) or mode in ("attr", "filter") or not plain:
+                where = (
+                    "read with |attr, which tries attributes first"
+                    if mode == "attr"
+                    else "a filter or test name"
+                    if mode == "filter"
+                    else "looked up on a Jinja or Python object"
+                )
+                self.findings.add(
+                    T106,
+                    f"{how} comes from the request and is {where}: the request chooses the attribute",
+                    line,
+                    chain=self.chain(name, line, how),
+                )
 
     @staticmethod
     def chain(v: V, line: int | None, how: str) -> tuple[str, ...]:
         return (*v.why, f"line {line}: {how}")
 
+    def floor(self, node: Any, what: str, line: int | None = None) -> None:
+        """The syntactic floor: a construct no real template writes, whatever the interpretation says."""
+        if self.checking:
+            at = line if line is not None else _line(node)
+            self.findings.add(T102, what, at, chain=(f"line {at}: {what}",))
+
+    def name_expression(self, node: Any) -> bool:
+        """Whether ``node`` is an expression real templates write in a name position: a literal, a variable, a
+        path of lookups with such names, a number computed from those, a choice between such."""
+        n = self.n
+        if isinstance(node, (n.Const, n.Name)):
+            return True
+        if isinstance(node, n.Getattr):
+            return self.name_expression(node.node)
+        if isinstance(node, n.Getitem):
+            return self.name_expression(node.node) and (isinstance(node.arg, n.Slice) or self.name_expression(node.arg))
+        if isinstance(node, (n.Add, n.Sub, n.Mul, n.Div, n.FloorDiv, n.Mod)):
+            return all(
+                (isinstance(x, n.Const) and isinstance(x.value, int)) or self.name_expression(x)
+                for x in (node.left, node.right)
+            ) and not any(isinstance(x, n.Const) and isinstance(x.value, str) for x in (node.left, node.right))
+        if isinstance(node, (n.Neg, n.Pos)):
+            return self.name_expression(node.node)
+        if isinstance(node, n.CondExpr):
+            return self.name_expression(node.expr1) and (node.expr2 is None or self.name_expression(node.expr2))
+        if isinstance(node, n.Filter):
+            return node.name in _NAME_FILTERS and (node.node is not None and self.name_expression(node.node))
+        return False
+
     def check_call(self, node: Any, callee: V) -> None:
-        if self.checking and callee.kinds & DYN:
+        if not self.checking:
+            return
+        n = self.n
+        if not isinstance(node.node, (n.Name, n.Getattr, n.Getitem)):
+            self.floor(node, f"{self.path_text(node.node, 3)} is a computed value and it is called")
+        if callee.has(DYN):
             self.findings.add(
                 T106,
                 f"{self.path_text(node.node, 3)} is picked by a name from the request and then called: "
@@ -634,10 +777,21 @@ class Analysis:
                 node.lineno,
                 chain=self.chain(callee, node.lineno, "called"),
             )
+        if callee.has(TOP):
+            why = callee.why[0] if callee.why else "an unknown value"
+            self.findings.add(
+                T102,
+                f"{self.path_text(node.node, 3)} is called but is not proven to be a macro, a global or a method "
+                f"of plain data ({_cut(why)})",
+                node.lineno,
+                chain=self.chain(callee, node.lineno, "called"),
+            )
 
     def check_format(self, node: Any, recv: V, has_args: bool) -> None:
         if not self.checking:
             return
+        n = self.n
+        literal = isinstance(node.node, n.Getattr) and isinstance(node.node.node, n.Const)
         for c in recv.strings():
             try:
                 fields = folding.format_fields(c)
@@ -646,6 +800,8 @@ class Analysis:
             for field, _spec in fields:
                 if "." in field or "[" in field:
                     words = [w for w in re.split(r"[.\[\]]", field) if w]
+                    for w in words:
+                        self.names.add(w)
                     bad = next((w for w in words if is_internal(w)), None)
                     if bad:
                         self.t101_words.add((node.lineno, bad))
@@ -656,32 +812,25 @@ class Analysis:
                         needle=field,
                         chain=self.chain(recv, node.lineno, "used as a str.format string"),
                     )
-        if recv.kinds & (TEXT | OBJ):
+        if recv.has(STR) or recv.has(TOP) or (recv.has(REQ) and has_args) or (not literal and recv.texty()):
             self.findings.add(
                 T103,
-                f"format string is computed at render time ({_cut(recv.why[0] if recv.why else 'template text')})",
-                node.lineno,
-                needle="format",
-                chain=self.chain(recv, node.lineno, "used as a str.format string"),
-            )
-        if recv.kinds & (REQ | DYN) and has_args:
-            self.findings.add(
-                T103,
-                "format string comes from the request: the request chooses which attributes of the arguments it reads",
+                "the format string of str.format is not a literal of the template "
+                f"({_cut(recv.why[0] if recv.why else 'computed at render time')})",
                 node.lineno,
                 needle="format",
                 chain=self.chain(recv, node.lineno, "used as a str.format string"),
             )
 
     def describe(self, node: Any) -> str:
-        text = self.path_text(node, 4)
+        t = self.path_text(node, 4)
         if isinstance(node, self.n.Name):
             name = identifier(node.name)
             if name in JINJA_GLOBALS or name == "self":
-                return f"{text} (a Jinja global)"
+                return f"{t} (a Jinja global)"
             if name in ("loop", "caller", "varargs", "kwargs"):
-                return f"{text} (a Jinja object)"
-        return text
+                return f"{t} (a Jinja object)"
+        return t
 
     def path_text(self, node: Any, budget: int) -> str:
         n = self.n
@@ -705,24 +854,29 @@ class Analysis:
     # ------------------------------------------------------------------ expressions
 
     def ev(self, node: Any) -> V:
+        self.evaluations += 1
+        if self.evaluations % TICK == 0:
+            self.tick()
         fn = self._expr.get(type(node))
-        v = self.generic(node) if fn is None else fn(node)
-        if not v.sites and (v.elems is not None or any(isinstance(c, (list, dict)) for c in v.consts)):
-            v = with_sites(v, frozenset({f"n{id(node)}"}))
-        return v
+        return self.generic(node) if fn is None else fn(node)
 
     def generic(self, node: Any) -> V:
-        """A node the audit has no rule for: evaluate what is inside, assume anything about its value."""
+        """A node the audit has no rule for: evaluate what is inside, and it may be anything."""
         for child in node.iter_child_nodes():
             if isinstance(child, self.n.Expr):
                 self.ev(child)
         return top(f"line {_line(node)}: an expression the audit does not model ({type(node).__name__})")
 
     def ev_Const(self, node: Any) -> V:
-        return V((node.value,))
+        value = node.value
+        if isinstance(value, (list, tuple, dict)):
+            return self.materialize(value, node)
+        if value is None or isinstance(value, (str, bytes, int, float)):
+            return of(value)
+        return top(f"line {_line(node)}: a constant of type {type(value).__name__}")
 
     def ev_TemplateData(self, node: Any) -> V:
-        return V((node.data,))
+        return join(of(node.data), self.markup(const_atom(node.data)))
 
     def ev_Name(self, node: Any) -> V:
         raw = node.name
@@ -731,8 +885,7 @@ class Analysis:
         assigned = self.get(key)
         if bound:
             return assigned
-        first = self.first_set.get(name)
-        if first is not None and self.order.get(id(node), -1) >= first:
+        if any(name in names for names in self.set_before.get(id(node), ())):
             return assigned  # read after the template set it: the runtime's value of that name is gone
         free = self.free(name)
         if raw != name:
@@ -741,57 +894,30 @@ class Analysis:
 
     def free(self, name: str) -> V:
         """The value of a name the template does not assign: a Jinja global, a runtime helper, request or file data."""
-        v = self.free_cache.get(name)
-        if v is not None:
-            return v
-        if name in JINJA_GLOBALS:
-            v = V((), OBJ, calls=frozenset({name}), why=(f"the Jinja global {name}",))
-        elif name == "self":
-            v = V((), OBJ, calls=frozenset({"self"}), why=("the template object self",))
-        elif name == "loop":
-            v = V((), LOOP, calls=frozenset({"loop"}), why=("the loop object",))
-        elif name == "caller":
-            v = V((), OBJ, calls=frozenset({"caller"}), why=("the caller object",))
-        elif name in ("varargs", "kwargs"):
-            v = container(self.pooled(("margs", "*")))
-        elif name in RUNTIME_HELPERS:
-            v = V((), OBJ, calls=frozenset({name}), why=(f"the runtime helper {name}",))
-        elif _TOKEN_NAME_RE.search(name):
-            v = V((), TEXT, why=(f"{name}: a token's text, chosen by the model file",))
-        else:
-            v = V((), REQ, why=(f"{name}: data of the request",), sites=frozenset({"req:" + name}))
-        if name not in ("varargs", "kwargs"):
-            self.free_cache[name] = v
-        return v
+        if name in JINJA_GLOBALS or name in RUNTIME_HELPERS:
+            return atom(("g", name), f"the Jinja global {name}")
+        if name in ("self", "caller", "loop", "varargs", "kwargs"):
+            return join(top(f"{name}: a Jinja object"), atom(UNDEF))
+        if _TOKEN_NAME_RE.search(name):
+            tok = text(f"{name}: a token's text, chosen by the model file")
+            site = ("tokens", name)
+            self.put(("heap", site), tok)
+            return join(tok, atom(("list", site)), atom(UNDEF))
+        return join(atom(REQ, f"{name}: data of the request"), atom(UNDEF))
 
     def ev_Tuple(self, node: Any) -> V:
-        return self.sequence([self.ev(i) for i in node.items], tuple)
+        return self.new_list(node, join(*(self.ev(i) for i in node.items)))
 
-    def ev_List(self, node: Any) -> V:
-        return self.sequence([self.ev(i) for i in node.items], list)
-
-    def sequence(self, items: list[V], kind_: type) -> V:
-        if (
-            len(items) <= folding.TEXT_LIMIT
-            and all(i.pure() for i in items)
-            and math.prod(len(i.consts) for i in items) <= COMBOS
-        ):
-            return V(tuple(kind_(p) for p in itertools.product(*(i.consts for i in items))))
-        return container(join(*items))
+    ev_List = ev_Tuple
 
     def ev_Dict(self, node: Any) -> V:
-        keys = [self.ev(p.key) for p in node.items]
-        values = [self.ev(p.value) for p in node.items]
-        if len(keys) <= folding.TEXT_LIMIT and all(v.pure() and len(v.consts) == 1 for v in keys + values):
-            try:
-                return const({k.consts[0]: v.consts[0] for k, v in zip(keys, values, strict=True)})
-            except TypeError:  # an unhashable key: the runtime fails too
-                pass
-        return container(join(*keys, *values))
+        keys = join(*(self.ev(p.key) for p in node.items))
+        values = join(*(self.ev(p.value) for p in node.items))
+        return self.new_dict(node, keys, values)
 
     def ev_CondExpr(self, node: Any) -> V:
         self.ev(node.test)
-        return join(self.ev(node.expr1), self.ev(node.expr2) if node.expr2 is not None else _UNDEF_V)
+        return join(self.ev(node.expr1), self.ev(node.expr2) if node.expr2 is not None else atom(UNDEF))
 
     def ev_And(self, node: Any) -> V:
         return join(self.ev(node.left), self.ev(node.right))
@@ -800,37 +926,59 @@ class Analysis:
 
     def ev_Not(self, node: Any) -> V:
         self.ev(node.node)
-        return kind(NUM)
+        return of(True, False)
 
     def ev_Neg(self, node: Any) -> V:
         v = self.ev(node.node)
-        if v.pure() and all(isinstance(c, (int, float)) for c in v.consts):
-            return V(tuple(-c if type(node).__name__ == "Neg" else +c for c in v.consts))
-        return kind(NUM)
+        neg = type(node).__name__ == "Neg"
+        out: list[V] = []
+        for a in v.atoms:
+            if a[0] == "c" and isinstance(a[3], (int, float)):
+                out.append(of(-a[3] if neg else +a[3]))
+            elif a in (NUM, REQ):
+                out.append(number())
+            elif a[0] == "c" or a in (UNDEF, STR):
+                continue  # a TypeError (or Undefined's error) at render time
+            else:
+                out.append(top(f"line {node.lineno}: a sign applied to an object"))
+        return join(*out)
 
     ev_Pos = ev_Neg
 
     def ev_Compare(self, node: Any) -> V:
-        self.ev(node.expr)
-        for op in node.ops:
-            self.ev(op.expr)
-        return kind(NUM)
+        parts = [self.ev(node.expr), *(self.ev(op.expr) for op in node.ops)]
+        if any(not p.plain() for p in parts):
+            return join(of(True, False), top(f"line {node.lineno}: a comparison of objects"))
+        return of(True, False)
 
     def ev_Test(self, node: Any) -> V:
         self.ev(node.node)
-        self.call_args(node)
-        return kind(NUM)
+        _args, _kwargs, _dyn_a, _dyn_k = self.call_args(node)
+        if node.name in TESTS:
+            return of(True, False)
+        return top(f"line {node.lineno}: the test {node.name}, which the audit does not model")
 
     def ev_MarkSafe(self, node: Any) -> V:
-        return self.ev(node.expr)
+        v = self.ev(node.expr)
+        return join(v, *(self.markup(a) for a in v.atoms))
 
     ev_MarkSafeIfAutoescape = ev_MarkSafe
+
+    def markup(self, a: Atom) -> V | None:
+        if _is_str(a):
+            try:
+                from markupsafe import Markup
+
+                return of(Markup(a[3]))
+            except ImportError:  # pragma: no cover - markupsafe comes with jinja2
+                return text("Markup")
+        return None
 
     def ev_Slice(self, node: Any) -> V:
         for part in (node.start, node.stop, node.step):
             if part is not None:
                 self.ev(part)
-        return kind(NUM)
+        return top(f"line {node.lineno}: a slice object")
 
     # -- operators ---------------------------------------------------------------------------
 
@@ -859,340 +1007,274 @@ class Analysis:
         return self.binop("**", [self.ev(node.left), self.ev(node.right)], node)
 
     def binop(self, op: str, parts: list[V], node: Any) -> V:
-        """``a op b (op c ...)`` over every way the operands can be: constants folded, the rest by kind."""
+        """``a op b (op c ...)``: the constants folded exactly, every other combination by what it may be."""
         line = _line(node)
-        folded: V | None = None
-        if all(p.consts for p in parts) and math.prod(len(p.consts) for p in parts) <= COMBOS:
-            results = []
-            try:
-                for combo in itertools.product(*(p.consts for p in parts)):
-                    acc = combo[0]
-                    if op == "~":
-                        acc = folding.fold_binop("~", "", acc)
-                    for x in combo[1:]:
-                        acc = folding.fold_binop(op, acc, x)
-                    results.append(acc)
-                folded = V(tuple(results))
-                if any(isinstance(r, str) and r[:1] == "_" for r in results):
-                    why = max((p.why for p in parts), key=len)
-                    folded = folded.but(why=(*why, f"line {line}: {_OPS.get(op, op)} gives {_show(results[0])}"))
-            except Exception:  # Unfoldable, or the operation fails as it would at render time
-                folded = None
-            if folded is not None and all(p.pure() for p in parts):
-                return folded
-        return join(folded, self.binop_kinds(op, parts, line, True))
-
-    def binop_kinds(self, op: str, parts: list[V], line: int | None, with_consts: bool) -> V:
-        """The result of an operator from what its operands are made of (their constants included when
-        ``with_consts``): Python's operators on numbers, text and containers, anything for objects."""
+        if op == "~":  # an undefined value concatenates as ''
+            parts = [V((p.atoms - {UNDEF}) | {const_atom("")}, p.why) if p.has(UNDEF) else p for p in parts]
         what = f"line {line}: {_OPS.get(op, op)}"
-        if any(p.kinds & (OBJ | DYN | NS | LOOP) or p.calls or p.methods for p in parts):
-            return top(f"{what} of an object")
-        number = all(self.may_be_number(p) for p in parts)
-        if op in ("-", "/", "//", "**"):
-            if op == "-" and self.may_be_container(parts[0]):  # dict views and sets subtract
-                return join(kind(NUM), container(self.elements(parts[0])))
-            return kind(NUM)
+        out: list[V] = []
+        consts = [[a for a in p.atoms if a[0] == "c"] for p in parts]
+        rest = [p.atoms - frozenset(c) for p, c in zip(parts, consts, strict=True)]
+        n_combos = 1
+        for c in consts:
+            n_combos *= max(len(c), 1)
+        if all(consts) and n_combos <= COMBOS:
+            results: list[Any] = []
+            for combo in itertools.product(*consts):
+                values = [a[3] for a in combo]
+                try:
+                    if op == "~":
+                        results.extend(folding.fold_concat(values))
+                    else:
+                        acc = values[0]
+                        for x in values[1:]:
+                            acc = folding.fold_binop(op, acc, x)
+                        results.append(acc)
+                except folding.Unfoldable:
+                    out.append(self.binop_kinds(op, [V(frozenset((a,))) for a in combo], node))
+                except Exception:
+                    continue  # the operation fails at render time: no value
+            folded = join(*(self.materialize(r, node, f"fold{i}") for i, r in enumerate(results)))
+            if any(isinstance(r, str) and r[:1] == "_" for r in results):
+                why = max((p.why for p in parts), key=len)
+                folded = folded.with_why((*why, f"{what} gives {_show(results[0])}"))
+            out.append(folded)
+            if all(not r for r in rest):
+                return join(*out)
+        elif all(consts):
+            out.append(self.binop_kinds(op, parts, node))
+            return join(*out)
+        out.append(self.binop_kinds(op, parts, node))
+        return join(*out)
+
+    def binop_kinds(self, op: str, parts: list[V], node: Any) -> V:
+        """An operator's result from what its operands may be: Python's operators on numbers, text and
+        containers; anything for objects (their operators are their own)."""
+        what = f"line {_line(node)}: {_OPS.get(op, op)}"
+        atoms = [p.atoms for p in parts]
+        everything = frozenset().union(*atoms)
+        out: list[V] = []
+        objects = [a for a in everything if not (_may_text(a) or _may_number(a) or _may_list(a) or _may_dict(a))]
+        objects = [a for a in objects if a != UNDEF and not (a[0] == "c" and a[3] is None)]
+        if op != "~" and any(
+            _unknown(a) or a[0] in ("ns", "cyc", "joiner", "macro", "g", "m", "loop") or a == CALLER for a in objects
+        ):
+            out.append(top(f"{what} of an object"))
+        why = max((p.why for p in parts if p.texty()), key=len, default=())
+        made = V(frozenset((STR,)), (*why, what)[-10:])
         if op == "~":
-            return self.text_of(parts, what, with_consts)
-        out: list[V | None] = [kind(NUM) if number else None]
-        if op == "+":  # number + number, text + text, list + list
-            if all(self.may_be_container(p) for p in parts):
-                out.append(container(join(*(self.elements(p) for p in parts))))
-            if all(self.may_be_text(p) for p in parts):
-                out.append(self.text_of(parts, what, with_consts))
-            return join(*out)
-        if op == "*":  # repetition: a text or a list times a number keeps what it is made of
-            if any(self.may_be_number(p) for p in parts):
-                lists = [p for p in parts if self.may_be_container(p)]
-                if lists:
-                    out.append(container(join(*(self.elements(p) for p in lists))))
-                texts = [p for p in parts if self.may_be_text(p)]
-                if texts:
-                    out.append(self.text_of(texts, what, with_consts))
-            return join(*out)
-        if op == "%":  # printf formatting; a number modulo a number
-            if self.may_be_text(parts[0]):
-                args = [parts[1], self.elements(parts[1])] if self.may_be_container(parts[1]) else [parts[1]]
-                out.append(self.text_of([parts[0], *args], what, with_consts))
-            return join(*out)
-        return top(what)  # pragma: no cover - every operator is listed
-
-    def text_of(self, parts: list[V], what: str, with_consts: bool) -> V:
-        """Text made by joining the text of ``parts``: request text stays request text (with numbers'
-        digits), anything with template text in it is unknown text."""
-        kinds = 0
-        for p in parts:
-            kinds |= p.kinds
-            if p.elems is not None:
-                kinds |= TEXT  # a container's repr: brackets and quotes the template added
-            if with_consts and any(p.strings()):
-                kinds |= TEXT
-        if kinds & TEXT:
-            worst = max(parts, key=lambda p: (bool(p.kinds & TEXT), len(p.why)))
-            return V((), TEXT, why=(*worst.why, what)[-12:])
-        out = 0
-        if kinds & (REQ | DYN):
-            out |= REQ
-        elif kinds & NUM or with_consts:
-            out |= NUM
-        if not out:
-            return BOT
-        src = next((p for p in parts if p.kinds & (REQ | DYN)), parts[0])
-        return V((), out, why=src.why)
-
-    @staticmethod
-    def may_be_number(v: V) -> bool:
-        return bool(v.kinds & (NUM | REQ | TEXT | OBJ)) or any(
-            c is None or isinstance(c, (int, float)) for c in v.consts
-        )
-
-    @staticmethod
-    def may_be_text(v: V) -> bool:
-        return bool(v.kinds & (REQ | TEXT | OBJ | DYN)) or any(isinstance(c, (str, bytes)) for c in v.consts)
-
-    @staticmethod
-    def may_be_container(v: V) -> bool:
-        return may_be_container(v)
+            return join(made, *out)
+        texts = [any(_may_text(a) for a in s) for s in atoms]
+        numbers = [any(_may_number(a) for a in s) for s in atoms]
+        lists = [any(_may_list(a) for a in s) for s in atoms]
+        if all(numbers):
+            out.append(number())
+        if op == "+":
+            if all(texts):
+                out.append(made)
+            if all(lists):
+                out.append(self.new_list(node, join(*(self.elements(p) for p in parts)), "+"))
+        elif op == "*":
+            if any(numbers):
+                if any(texts):
+                    out.append(made)
+                seqs = [p for p, is_list in zip(parts, lists, strict=True) if is_list]
+                if seqs:
+                    out.append(self.new_list(node, join(*(self.elements(p) for p in seqs)), "*"))
+        elif op == "%":
+            if texts[0]:
+                out.append(made)
+        elif op == "-" and (lists[0] or any(_may_dict(a) for a in atoms[0])):  # dict views and sets subtract
+            out.append(self.new_list(node, self.elements(parts[0]), "-"))
+        return join(*out)
 
     # -- lookups -----------------------------------------------------------------------------
 
-    def mutations(self, v: V) -> V | None:
-        """What ``append``/``update``/... may have put in ``v``, were it a container: the changes made through any
-        value that may be the same container (the places it may have been made), and through unknown ones."""
-        if not may_be_container(v):
-            return None
-        roots = {site_root(s) for s in v.sites if not s.startswith("key:")}
-        if v.kinds & REQ:
-            roots.add("req")
-        if v.kinds & (TEXT | OBJ | DYN) or "*" in roots:
-            return self.pooled(("mut", "**"))  # an unknown object: any container
-        return join(self.pooled(("mut", "*")), *(self.pooled(("mut", s)) for s in roots))
-
-    def shuffled(self, v: V) -> bool:
-        """A container a mutation may have reordered, shortened or lengthened: its positions mean nothing."""
-        roots = {site_root(s) for s in v.sites if not s.startswith("key:")}
-        return any(not self.pooled(("shuffled", r)).is_bot() for r in (*roots, "*"))
-
-    def mutate(self, recv: V, added: V) -> None:
-        """Record that ``added`` may now be in the containers ``recv`` may be (and that their order changed)."""
-        mark = const(True)
-        self.pool(("shuffled", "*") if recv.kinds & (TEXT | OBJ | DYN) else ("shuffled", "-"), mark)
-        for s in recv.sites:
-            if not s.startswith("key:"):
-                self.pool(("shuffled", site_root(s)), mark)
-        if added.is_bot():
-            return
-        self.pool(("mut", "**"), added)
-        roots = {site_root(s) for s in recv.sites if not s.startswith("key:")}
-        if recv.kinds & REQ and not any(r.startswith("req:") for r in roots):
-            roots.add("req")
-        if recv.kinds & (TEXT | OBJ | DYN) or "*" in roots:
-            self.pool(("mut", "*"), added)
-            return
-        for s in roots:
-            self.pool(("mut", s), added)
-
-    def elements(self, v: V, *, item: bool = False) -> V:
-        """What iterating ``v`` (or indexing it with an unknown key, ``item=True``) can give."""
-        parts: list[V | None] = [v.elems, self.mutations(v)]
-        if v.flat:
-            parts.append(V(v.consts, v.kinds & ~DYN, flat=True, calls=v.calls, methods=v.methods, why=v.why))
-        chars: list[str] = []
-        inner = sub_sites(v, "*")
-        for c in v.consts:
-            if isinstance(c, str):
-                if len(c) <= folding.TEXT_LIMIT:
-                    chars.extend(dict.fromkeys(c))
-                else:
-                    parts.append(kind(TEXT, "the characters of a long string"))
-            elif isinstance(c, (list, tuple)):
-                parts.append(with_sites(candidates(c, "a long constant list"), inner))
-            elif isinstance(c, dict):
-                parts.append(with_sites(candidates(c.values() if item else c.keys(), "a large constant dict"), inner))
-        if chars:
-            parts.append(candidates(chars, "the characters of a string"))
-        if v.kinds & (REQ | DYN):  # items of request data; iterated, also the keys of a dict
-            parts.append(V((), REQ, why=v.why, sites=inner if item else inner | key_sites(v)))
-        if v.kinds & (TEXT | OBJ):
-            parts.append(V((), v.kinds & (TEXT | OBJ) | (TEXT if v.kinds & OBJ else 0), why=v.why))
-        if v.kinds & NUM:
-            parts.append(kind(NUM))
-        if v.kinds & LOOP:
-            parts.append(self.pooled("loop-items"))
-        if "range" in v.calls:
-            parts.append(kind(NUM))
-        return join(*parts)
-
-    def ns_all(self) -> V:
-        return self.pooled("ns-any")
-
-    def lookup(self, recv: V, name: str, attr_first: bool) -> V:
-        """``recv.name`` (``attr_first``) or ``recv[name]``: Jinja tries one, then the other."""
-        parts: list[V | None] = [self.mutations(recv)]
-        if recv.kinds & LOOP:
-            if name in LOOP_NUMBERS:
-                parts.append(kind(NUM, f"loop.{name} (a number)"))
-            elif name in ("previtem", "nextitem"):
-                parts.append(self.pooled("loop-items"))
-            elif name in ("cycle", "changed"):
-                parts.append(V(methods=((name, kind(LOOP)),)))
+    def elements(self, v: V) -> V:
+        """What iterating ``v`` can give."""
+        out: list[V | None] = []
+        for a in v.atoms:
+            if a[0] == "c":
+                c = a[3]
+                if isinstance(c, str):
+                    if len(c) <= folding.TEXT_LIMIT:
+                        out.append(of(*dict.fromkeys(str(c))))
+                    else:
+                        out.append(text("the characters of a long string"))
+                elif isinstance(c, bytes):
+                    out.append(number())
+            elif a == STR:
+                out.append(V(frozenset((STR,)), v.why))
+            elif a == REQ:
+                out.append(self.request_items())
+            elif a == RANGE:
+                out.append(number())
+            elif a[0] in ("list", "dict"):
+                out.append(self.heap(a))
+            elif a in (UNDEF, NUM):
+                continue  # iterating Undefined gives nothing; a number is not iterable
             else:
-                parts.append(text(f"an attribute of the loop object ({name})", obj=True))
-        if recv.kinds & NS:
-            parts.append(self.get(("ns", name)))
-            parts.append(self.ns_all())
-        for c in recv.consts:
-            parts.append(self.const_lookup(c, name, attr_first, recv.sites))
-        if recv.elems is not None:
-            parts.append(recv.elems)
-            if name in _PLAIN_METHODS:
-                parts.append(V(methods=((name, container(recv.elems)),)))
-        if recv.kinds & REQ:
-            parts.append(V((), REQ, why=recv.why, sites=sub_sites(recv, name)))
-            if name in _PLAIN_METHODS:
-                parts.append(V(methods=((name, V((), REQ, why=recv.why, sites=recv.sites)),)))
-        if recv.kinds & TEXT and name in _PLAIN_METHODS:
-            parts.append(V(methods=((name, V((), TEXT, why=recv.why)),)))
-        if recv.kinds & (OBJ | DYN):  # an attribute the template names of an object: not picked by the request
-            parts.append(
-                V(
-                    (),
-                    TEXT | OBJ,
-                    methods=((name, V((), OBJ | TEXT, why=recv.why)),),
-                    why=(*recv.why, f"its attribute {name}")[-12:],
+                out.append(
+                    top(f"the elements of {_atom_text(a)}").with_why((*v.why, f"the elements of {_atom_text(a)}"))
                 )
-            )
-        if recv.kinds & NUM and name in ("real", "imag", "numerator", "denominator"):
-            parts.append(kind(NUM))
-        elif recv.kinds & NUM and not name.startswith("_"):
-            parts.append(V(methods=((name, kind(NUM)),)))
-        if recv.flat:  # its items are like itself; but a name the template wrote picks nothing the request chose
-            parts.append(V(recv.consts, recv.kinds & ~DYN, flat=True, why=recv.why))
-        for target in recv.calls:
-            parts.append(self.callable_attr(target, name))
-        for mname, _ in recv.methods:  # a bound method of plain data has no attribute without underscores
-            parts.append(_UNDEF_V if not name.startswith("_") else top(f"an attribute of the method {mname}"))
-        return join(*parts)
+        return join(*out)
 
-    def const_lookup(self, c: Any, name: str, attr_first: bool, sites: frozenset[str] = frozenset()) -> V:
-        if isinstance(c, dict):
-            has_attr = hasattr(dict, name)
-            if name in c and not (attr_first and has_attr):
-                return V((c[name],), sites=sub_sites(V(sites=sites), name))
-            if has_attr and not name.startswith("_"):
-                return V(methods=((name, V((c,), sites=sites)),))
-            return _UNDEF_V
-        if c is UNDEF or c is None:
-            return _UNDEF_V
-        if isinstance(c, (int, float)) and name in ("real", "imag", "numerator", "denominator"):
-            return const(getattr(c, name))
-        if not name.startswith("_") and callable(getattr(type(c), name, None)):
-            return V(methods=((name, V((c,), sites=sites)),))
-        return _UNDEF_V
+    def lookup(self, recv: V, name: V, mode: str, node: Any) -> V:
+        """``recv.name`` (``mode`` attr: attribute first) or ``recv[name]`` (item first, then the attribute), as
+        Jinja's getattr and getitem do."""
+        out: list[V | None] = []
+        for r in recv.atoms:
+            for k in name.atoms:
+                out.append(self.lookup_atom(r, k, mode, node))
+        v = join(*out)
+        if recv.why and not v.why:
+            v = v.with_why((*recv.why, f"line {_line(node)}: an item of it")[-10:])
+        return v
 
-    def callable_attr(self, target: str, name: str) -> V:
-        """An attribute of a Jinja callable: a macro's name and arguments are constants of the template."""
-        if target.startswith("macro:") and name in _MACRO_ATTRS:
-            defs = self.macros.get(target[6:], [])
-            if name == "name":
-                return V(tuple(d.name for d in defs))
-            if name == "arguments":
-                return V(tuple(tuple(a.name for a in d.args) for d in defs))
-            if name == "defaults":
-                return container(join(*(self.ev(x) for d in defs for x in d.defaults)))
-            return kind(NUM)
-        if target == "self":
-            return V((), OBJ, calls=frozenset({"block"}), why=(f"the block {name} of self",))
-        if target == "loop":
-            return BOT  # the loop object's attributes are its own (see lookup)
-        if target == "cycler-object" and name in ("next", "current"):
-            return V((), OBJ, calls=frozenset({"cycler-next"}))
-        return text(f"an attribute of a Jinja object ({target})", obj=True)
+    def lookup_atom(self, r: Atom, k: Atom, mode: str, node: Any) -> V | None:
+        kind = r[0]
+        key: Any = k[3] if k[0] == "c" else None
+        key_is_int = k[0] == "c" and isinstance(key, int) and not isinstance(key, bool)
+        key_is_str = _is_str(k)
+        if r == DYN and key_is_str and not key.startswith("_"):
+            # what a request name picked (an item, a method or the type of plain data), then a name the template
+            # wrote: still the request's pick (calling it, or looking the request's names up on it, is reported)
+            if key in _PLAIN_METHODS:  # the method (getattr comes first), or nothing
+                return join(atom(("m", key, DYN)), atom(UNDEF))
+            return join(atom(DYN, "an attribute of what a request name picked"), self.request_items(), atom(UNDEF))
+        if _unknown(r):
+            return top(f"line {_line(node)}: an attribute of an unknown object")
+        if r == UNDEF or (kind == "c" and r[3] is None):
+            return atom(UNDEF)
+        if k in (TOP, STR):
+            return top(f"line {_line(node)}: a lookup by a computed name")
+        if (kind == "c" and isinstance(r[3], str)) or r == STR:
+            if key_is_int and kind == "c":
+                try:
+                    return of(r[3][key])
+                except IndexError:
+                    return atom(UNDEF)
+            if key_is_str:
+                if key in _STR_ATTRS:
+                    return atom(("m", key, r))
+                return atom(UNDEF) if not key.startswith("_") else top(f"an internal of a str ({key})")
+            if k == REQ:
+                return join(atom(STR), atom(UNDEF), atom(DYN, "a str attribute the request chose"))
+            return join(atom(STR), atom(UNDEF))
+        if (kind == "c" and isinstance(r[3], (int, float, bytes))) or r == NUM:
+            if key_is_str:
+                if key in _NUM_VALUES and not isinstance(r[3] if kind == "c" else 0, bytes):
+                    return number()
+                if key in _NUM_ATTRS or (kind == "c" and isinstance(r[3], bytes) and hasattr(bytes, key)):
+                    return atom(("m", key, r))
+                return atom(UNDEF) if not key.startswith("_") else top(f"an internal of a number ({key})")
+            if kind == "c" and isinstance(r[3], bytes):
+                return join(number(), atom(UNDEF))
+            return atom(UNDEF) if k != REQ else join(atom(UNDEF), atom(DYN, "a number's attribute the request chose"))
+        if r == REQ:
+            out = [self.request_items(), atom(UNDEF)]
+            if key_is_str and key in _PLAIN_METHODS:
+                out.append(atom(("m", key, REQ)))
+            if key_is_str and key.startswith("_"):
+                out.append(top(f"an internal of request data ({key})"))
+            if k == REQ:
+                out.append(atom(DYN, f"line {_line(node)}: an attribute of request data the request chose"))
+            return join(*out)
+        if kind in ("list", "range"):
+            elems = self.heap(r) if kind == "list" else number()
+            if key_is_str:
+                if key in _LIST_ATTRS or (kind == "range" and key in ("start", "stop", "step", "count", "index")):
+                    return atom(("m", key, r)) if key not in ("start", "stop", "step") else number()
+                return atom(UNDEF) if not key.startswith("_") else top(f"an internal of a list ({key})")
+            if k == REQ:
+                return join(elems, atom(UNDEF), atom(DYN, "a list attribute the request chose"))
+            return join(elems, atom(UNDEF))
+        if kind == "dict":
+            out2: list[V | None] = [self.dict_values(r), atom(UNDEF)]
+            if key_is_str and key in _DICT_ATTRS:
+                out2.append(atom(("m", key, r)))
+            if key_is_str and key.startswith("_"):
+                out2.append(top(f"an internal of a dict ({key})"))
+            if k in (REQ, DYN):
+                out2.append(atom(DYN, "a dict attribute the request chose"))
+            return join(*out2)
+        if kind == "ns":
+            if key_is_str and not key.startswith("_"):
+                return join(
+                    self.get(("nsattr", r[1], key)),
+                    self.get(("nsany", r[1])),
+                    self.get(("nspoll",)),
+                    atom(UNDEF),
+                )
+            return top("an attribute of a namespace")
+        if kind == "loop":
+            if key_is_str:
+                if key in LOOP_NUMBERS:
+                    return number().with_why((f"line {_line(node)}: loop.{key} (a number)",))
+                if key in ("previtem", "nextitem"):
+                    return join(self.get(("loopitems", r[1])), atom(UNDEF))
+                if key in ("cycle", "changed"):
+                    return atom(("m", key, r))
+            return top("an attribute of the loop object")
+        if kind == "cyc":
+            if key_is_str and key == "current":
+                return self.get(("cycitems", r[1]))
+            if key_is_str and key in ("next", "reset"):
+                return atom(("m", key, r))
+            return top("an attribute of a cycler")
+        if kind == "macro" and key_is_str and key == "name":
+            return of(*(d.name for d in self.macros.get(r[1], ())))
+        if (kind == "m" or (kind == "g" and r[1] in _FUNCTIONS)) and key_is_str and not key.startswith("_"):
+            return atom(UNDEF)  # a method or function object has no attribute but dunders
+        return top(f"an attribute of {_atom_text(r)}")
 
     def ev_Getattr(self, node: Any) -> V:
         recv = self.ev(node.node)
-        self.check_lookup(
-            node, const(node.attr), recv, f"attribute {node.attr!r} of {self.describe(node.node)}", "attr"
+        name = of(node.attr)
+        self.check_name(
+            node, name, recv, f"attribute {node.attr!r} of {self.describe(node.node)}", "attr", literal=True
         )
-        out = self.lookup(recv, node.attr, True)
-        if out.calls & {"cycler-next"}:
-            out = V((), OBJ, calls=out.calls, elems=recv.elems)
-        return out
+        return self.lookup(recv, name, "attr", node)
 
     def ev_Getitem(self, node: Any) -> V:
         recv = self.ev(node.node)
         if isinstance(node.arg, self.n.Slice):
-            parts = [
-                self.ev(p) if p is not None else const(None) for p in (node.arg.start, node.arg.stop, node.arg.step)
-            ]
-            return self.sliced(recv, parts)
+            parts = [self.ev(p) if p is not None else of(None) for p in (node.arg.start, node.arg.stop, node.arg.step)]
+            return self.sliced(recv, parts, node)
         key = self.ev(node.arg)
-        self.check_lookup(node.arg, key, recv, f"the item name in {self.path_text(node, 3)}", "item")
-        return self.item_value(recv, key, node)
+        how = f"the item name in {self.path_text(node, 3)}"
+        if not self.name_expression(node.arg):
+            self.floor(node.arg, f"{how} is built by an expression no chat template writes in a name position")
+        self.check_name(node.arg, key, recv, how, "item")
+        return self.lookup(recv, key, "item", node)
 
-    def sliced(self, recv: V, parts: list[V]) -> V:
-        if recv.pure() and all(p.pure() for p in parts):
-            out = []
-            try:
-                for c in recv.consts:
-                    for s in itertools.product(*(p.consts for p in parts)):
-                        folding.check_args(s)
-                        out.append(folding.plain(c[slice(*s)]))
-                if len(out) <= COMBOS:
-                    return V(tuple(out), why=recv.why)
-            except Exception:
-                pass
-            return kind(TEXT, "slicing")
-        # slicing a list keeps its elements; slicing text gives pieces of that text
-        return join(
-            container(self.elements(recv)) if self.may_be_container(recv) else None,
-            V((), TEXT, why=(*recv.why, "a slice of it")[-12:])
-            if (recv.kinds & (TEXT | OBJ) or recv.strings())
-            else None,
-            V((), recv.kinds & (REQ | DYN | NUM), why=recv.why) if recv.kinds & (REQ | DYN | NUM) else None,
-            top("a slice of an object") if recv.kinds & (OBJ | DYN) else None,
-        )
-
-    def item_value(self, recv: V, key: V, node: Any) -> V:
-        parts: list[V | None] = [self.mutations(recv)]
-        if recv.pure() and key.pure() and self.shuffled(recv):  # positions moved: any of its items
-            return join(*parts, self.elements(recv, item=True))
-        if recv.pure() and key.pure():
-            for c in recv.consts:
-                for k in key.consts:
-                    try:
-                        if isinstance(c, dict) and k in c:
-                            parts.append(const(c[k]))
-                            continue
-                        if isinstance(c, (list, tuple, str)) and isinstance(k, int) and not isinstance(k, bool):
-                            parts.append(const(c[k]))
-                            continue
-                    except (IndexError, TypeError, KeyError):
-                        continue
-                    if isinstance(k, str):
-                        parts.append(self.const_lookup(c, k, False))
-            out = join(*parts)
-            return out.but(why=(*recv.why, f"line {node.lineno}: an item of it")[-12:]) if recv.why else out
-        for k in key.consts:
-            if isinstance(k, str):
-                parts.append(self.lookup(recv, k, False))
-        if key.kinds or key.elems is not None or key.flat or any(not isinstance(k, str) for k in key.consts):
-            parts.append(self.elements(recv, item=True))
-        proven_key = (
-            bool(key.sites)
-            and not key.kinds & DYN
-            and all(s.startswith("key:") and s[4:] in recv.sites for s in key.sites)
-        )
-        if (
-            key.kinds & (REQ | DYN)
-            and not proven_key
-            and (recv.kinds & (REQ | TEXT | NUM) or recv.elems is not None or recv.consts)
-        ):
-            parts.append(V((), DYN, why=(*key.why, f"line {node.lineno}: picks {self.path_text(node, 3)}")[-12:]))
-        if key.kinds & (TEXT | OBJ) or key.flat:
-            parts.append(top(f"line {node.lineno}: an item picked by a computed name"))
-        return join(*parts)
+    def sliced(self, recv: V, parts: list[V], node: Any) -> V:
+        out: list[V | None] = []
+        bounds = [p.atoms for p in parts]
+        slices: list[slice] | None = None
+        if all(all(a[0] == "c" and (a[3] is None or type(a[3]) is int) for a in b) for b in bounds):
+            combos = list(itertools.product(*(sorted(b, key=repr) for b in bounds)))
+            if len(combos) <= COMBOS and all(
+                a[3] is None or abs(a[3]) <= folding.NUM_LIMIT for combo in combos for a in combo
+            ):
+                slices = [slice(*(a[3] for a in combo)) for combo in combos]
+                if any(s.step == 0 for s in slices):
+                    slices = [s for s in slices if s.step != 0]  # a zero step fails at render time
+        for r in recv.atoms:
+            if r[0] == "c" and isinstance(r[3], (str, bytes)) and slices is not None:
+                out.append(of(*(r[3][s] for s in slices)))
+                continue
+            if _may_text(r) and r != REQ:
+                out.append(self.derived(recv, f"line {_line(node)}: a slice of it"))
+            elif r == REQ:
+                out.append(join(atom(REQ), self.new_list(node, self.request_items(), "slice")))
+            elif r[0] in ("list", "range", "dict"):
+                out.append(self.new_list(node, self.elements(V(frozenset((r,)))), "slice"))
+            elif r in (UNDEF, NUM) or r[0] == "c":
+                continue
+            else:
+                out.append(top(f"line {_line(node)}: a slice of an object"))
+        return join(*out)
 
     # -- calls -------------------------------------------------------------------------------
 
@@ -1203,107 +1285,117 @@ class Analysis:
         dyn_k = self.ev(node.dyn_kwargs) if node.dyn_kwargs is not None else None
         return args, kwargs, dyn_a, dyn_k
 
-    def spread(self, dyn_a: V | None, dyn_k: V | None) -> V:
+    def spread(self, dyn_a: V | None, dyn_k: V | None) -> V | None:
         """Everything ``*args`` / ``**kwargs`` can hand over: elements, keys and values."""
-        return join(
-            self.elements(dyn_a) if dyn_a is not None else None,
-            self.elements(dyn_a, item=True) if dyn_a is not None else None,
-            self.elements(dyn_k) if dyn_k is not None else None,
-            self.elements(dyn_k, item=True) if dyn_k is not None else None,
-        )
+        if dyn_a is None and dyn_k is None:
+            return None
+        parts: list[V | None] = []
+        for d in (dyn_a, dyn_k):
+            if d is not None:
+                parts.append(self.elements(d))
+                parts.append(self.item_values(d))
+        return join(*parts)
+
+    def item_values(self, v: V) -> V:
+        """What ``v[some key]`` can give (a dict's values, a list's elements)."""
+        out: list[V | None] = []
+        for a in v.atoms:
+            if a[0] == "dict":
+                out.append(self.dict_values(a))
+            elif a[0] == "list":
+                out.append(self.heap(a))
+            elif a == REQ:
+                out.append(self.request_items())
+            elif a == RANGE:
+                out.append(number())
+            elif _unknown(a) or a[0] not in ("c", "str", "num", "undef"):
+                out.append(top(f"an item of {_atom_text(a)}"))
+        return join(*out)
 
     def ev_Call(self, node: Any) -> V:
         callee = self.ev(node.node)
         args, kwargs, dyn_a, dyn_k = self.call_args(node)
         self.check_call(node, callee)
+        extra = self.spread(dyn_a, dyn_k)
+        everything = join(*args, *(v for _, v in kwargs), extra)
         results: list[V | None] = []
-        for target in sorted(callee.calls):
-            results.append(self.call_known(target, callee, node, args, kwargs, dyn_a, dyn_k))
-        for name, recv in callee.methods:
-            results.append(self.call_method(node, name, recv, args, kwargs, dyn_a, dyn_k))
-        if (callee.kinds & (OBJ | DYN | TEXT) and not callee.calls and not callee.methods) or callee.kinds & DYN:
-            results.append(top(f"line {node.lineno}: what calling {self.path_text(node.node, 3)} returns"))
+        for a in callee.atoms:
+            results.append(self.call_atom(a, node, args, kwargs, extra, everything))
         return join(*results)
 
-    def call_known(
-        self,
-        target: str,
-        callee: V,
-        node: Any,
-        args: list[V],
-        kwargs: list[tuple[str, V]],
-        dyn_a: V | None,
-        dyn_k: V | None,
-    ) -> V:
-        extra = self.spread(dyn_a, dyn_k) if (dyn_a is not None or dyn_k is not None) else BOT
-        everything = join(*args, *(v for _, v in kwargs), extra)
+    def call_atom(
+        self, a: Atom, node: Any, args: list[V], kwargs: list[tuple[str, V]], extra: V | None, everything: V
+    ) -> V | None:
         line = node.lineno
-        if target.startswith("macro:") or target == "*":
-            name = target[6:] if target != "*" else "*"
-            if name == "*":
-                self.pool(("margs", "*"), everything.step(f"line {line}: passed to a callable the audit cannot name"))
-                return top(f"line {line}: what a callable the audit cannot name returns")
-            for i, a in enumerate(args):
-                self.pool(("margs", name, i), a.step(f"line {line}: argument {i + 1} of {name}(…)"))
-                self.pool(("margs", name, "extra"), a.step(f"line {line}: argument {i + 1} of {name}(…)"))
+        kind = a[0]
+        if kind == "macro":
+            name = a[1]
+            for i, v in enumerate(args):
+                self.put(("margs", name, i), v.step(f"line {line}: argument {i + 1} of {name}(…)"))
+                self.put(("margs", name, "extra"), v)
             for k, v in kwargs:
-                self.pool(("margs", name, "kw", k), v.step(f"line {line}: argument {k}= of {name}(…)"))
-                self.pool(("margs", name, "kwextra"), join(const(k), v))
-            if not extra.is_bot():
-                self.pool(("margs", name, "spread"), extra.step(f"line {line}: spread into {name}(…)"))
+                self.put(("margs", name, "kw", k), v.step(f"line {line}: argument {k}= of {name}(…)"))
+                self.put(("margs", name, "kwextra"), join(of(k), v))
+            if extra is not None:
+                self.put(("margs", name, "*"), extra.step(f"line {line}: spread into {name}(…)"))
             return text(f"line {line}: the output of macro {name}")
-        if target == "range":
-            return V(elems=kind(NUM), why=(f"line {line}: range()",))
-        if target == "dict":
-            if not args and dyn_a is None and dyn_k is None and all(v.pure() and len(v.consts) == 1 for _, v in kwargs):
-                return const({k: v.consts[0] for k, v in kwargs})
-            return container(
-                join(
-                    V(tuple(k for k, _ in kwargs)),
-                    *(v for _, v in kwargs),
-                    *(self.elements(a) for a in args),
-                    *(self.elements(self.elements(a)) for a in args),
-                    extra,
-                )
-            )
-        if target == "namespace":
-            for k, v in kwargs:
-                self.put(("ns", k), v.step(f"line {line}: namespace({k}=…)"))
-            if args or not extra.is_bot():
-                self.pool(
-                    "ns-any",
-                    join(*(self.elements(a) for a in args), *(self.elements(a, item=True) for a in args), extra),
-                )
-            return kind(NS)
-        if target == "caller":
-            self.pool("caller-args", everything.step(f"line {line}: passed to caller()"))
+        if a == CALLER:
+            self.put(("callerargs",), everything.step(f"line {line}: passed to caller()"))
             return text(f"line {line}: the output of a {{% call %}} block")
-        if target == "loop":
-            self.pool("loop-recursion", join(*args, extra))
+        if kind == "loop":
+            self.put(("looprec", a[1]), everything)
             return text(f"line {line}: the output of a recursive loop")
-        if target == "raise_exception":
-            return BOT
-        if target == "cycler":
-            return V((), OBJ, calls=frozenset({"cycler-object"}), elems=everything if not everything.is_bot() else None)
-        if target == "cycler-next":
-            return callee.elems if callee.elems is not None else BOT
-        if target == "joiner":
-            sep = args[0] if args else const(", ")
-            return V((), OBJ, calls=frozenset({"joined"}), elems=join(sep, const(""), kwargs[0][1] if kwargs else None))
-        if target == "joined":
-            return callee.elems if callee.elems is not None else const("")
-        if target == "strftime_now":
+        if kind == "g":
+            return self.call_global(a[1], node, args, kwargs, extra, everything)
+        if kind == "m":
+            return self.call_method(node, a[1], V(frozenset((a[2],))), args, kwargs, extra, everything)
+        if kind == "joiner":
+            return join(self.get(("joinsep", a[1])), of(""))
+        if _unknown(a):
+            # reported (check_call): a template that calls an unknown value is refused, so what the call does to its
+            # arguments need not be followed
+            return top(f"line {line}: what calling {self.path_text(node.node, 3)} returns")
+        return None  # not callable: an error at render time
+
+    def call_global(
+        self, name: str, node: Any, args: list[V], kwargs: list[tuple[str, V]], extra: V | None, everything: V
+    ) -> V | None:
+        line = node.lineno
+        if name == "range":
+            return atom(RANGE, f"line {line}: range()")
+        if name == "dict":
+            keys = join(of(*(k for k, _ in kwargs)), *(self.elements(self.elements(x)) for x in args), extra)
+            keys = join(keys, *(self.elements(x) for x in args))
+            values = join(*(v for _, v in kwargs), *(self.elements(self.elements(x)) for x in args), extra)
+            values = join(values, *(self.item_values(x) for x in args))
+            return self.new_dict(node, keys, values, "dict()")
+        if name == "namespace":
+            site = (id(node), "ns")
+            for k, v in kwargs:
+                self.put(("nsattr", site, k), v.step(f"line {line}: namespace({k}=…)"))
+            unknown = join(
+                *(self.item_values(x) for x in args), *(self.elements(self.elements(x)) for x in args), extra
+            )
+            self.put(("nsany", site), unknown)
+            return atom(("ns", site))
+        if name == "cycler":
+            site = (id(node), "cyc")
+            self.put(("cycitems", site), join(everything, atom(UNDEF)))
+            return atom(("cyc", site))
+        if name == "joiner":
+            site = (id(node), "joiner")
+            self.put(("joinsep", site), join(args[0] if args else of(", "), *(v for _, v in kwargs), extra))
+            return atom(("joiner", site))
+        if name == "lipsum":
+            return text(f"line {line}: lipsum() text")
+        if name == "raise_exception":
+            return None
+        if name == "strftime_now":
             fmt = args[0] if args else BOT
-            if fmt.pure() and all(isinstance(c, str) and "%" not in c for c in fmt.consts):
+            if fmt.pure() and all(isinstance(c, str) and "%" not in c for c in fmt.consts()):
                 return fmt
             return text(f"line {line}: the text strftime_now() returns")
-        if target == "lipsum":
-            return text(f"line {line}: lipsum() text")
-        if target == "block":
-            return text(f"line {line}: the output of a block")
-        if target in ("self", "cycler-object", "loop-object"):
-            return top(f"line {line}: calling a Jinja object")
-        return top(f"line {line}: the result of {target}()")
+        return top(f"line {line}: the result of {name}()")  # pragma: no cover - every global is listed
 
     def call_method(
         self,
@@ -1312,111 +1404,150 @@ class Analysis:
         recv: V,
         args: list[V],
         kwargs: list[tuple[str, V]],
-        dyn_a: V | None,
-        dyn_k: V | None,
+        extra: V | None,
+        everything: V,
     ) -> V:
         line = node.lineno
-        extra = self.spread(dyn_a, dyn_k) if (dyn_a is not None or dyn_k is not None) else BOT
-        everything = join(*args, *(v for _, v in kwargs), extra)
-        if name in ("format", "format_map"):
-            self.check_format(node, recv, bool(args or kwargs or dyn_a is not None or dyn_k is not None))
-        if name in M_KEYS and (args or not extra.is_bot()):
-            key = join(args[0] if args else None, extra)
-            self.check_lookup(node.args[0] if node.args else node, key, recv, f"the key of .{name}()", "key")
-        if name in MUTATORS:
-            added = join(
-                *(self.elements(a) for a in args if name in ("extend", "update")),
-                *(self.elements(a, item=True) for a in args if name == "update"),
-                *(args if name not in ("extend", "update") else ()),
-                *(v for _, v in kwargs),
-                V(tuple(k for k, _ in kwargs)) if kwargs else None,
-                extra,
-            )
-            self.mutate(recv, added.step(f"line {line}: .{name}() puts it in a container"))
-        if recv.kinds & LOOP and name == "cycle":
-            return everything
-        if recv.kinds & LOOP and name == "changed":
-            return kind(NUM)
-        if recv.consts and not recv.pure():  # fold the constants, reason about the rest
-            known, rest = recv.split()
-            return join(
-                self.call_method(node, name, known, args, kwargs, dyn_a, dyn_k),
-                self.call_method(node, name, rest, args, kwargs, dyn_a, dyn_k),
-            )
-        if recv.pure() and all(a.pure() for a in args) and all(v.pure() for _, v in kwargs) and extra.is_bot():
-            out = []
-            try:
-                for c in recv.consts:
-                    for combo in itertools.product(*(a.consts for a in args)):
-                        for kcombo in itertools.product(*(v.consts for _, v in kwargs)):
-                            out.append(
-                                folding.fold_method(
-                                    c, name, list(combo), dict(zip((k for k, _ in kwargs), kcombo, strict=True))
-                                )
-                            )
-                            if len(out) > COMBOS:
-                                raise folding.Unfoldable
-                result = V(tuple(out))
-                if any(isinstance(r, str) and r[:1] == "_" for r in out):
-                    result = result.but(why=(*recv.why, f"line {line}: .{name}() gives {_show(out[0])}"))
-                return result
-            except folding.Unfoldable:
-                pass
-        return self.method_kinds(node, name, recv, args, everything)
-
-    def method_kinds(self, node: Any, name: str, recv: V, args: list[V], everything: V) -> V:
-        """A method's result from what its receiver and arguments are made of."""
-        line = node.lineno
         what = f"line {line}: .{name}()"
-        if recv.kinds & (OBJ | DYN) or recv.flat or recv.calls or recv.methods:
-            return top(f"{what} of an object")
-        material = everything.material()
-        parts: list[V | None] = []
-        strings = recv.strings()
-        # the text this receiver stands for: request text, numbers' digits, or template text
-        text_kinds = recv.kinds & (REQ | NUM | TEXT) | (TEXT if strings else 0)
-        if name in M_NUMBER:
-            return kind(NUM)
-        if name in M_PIECES:  # pieces of the receiver's own text (partition also gives back its separator)
-            piece = V((), text_kinds, why=(*recv.why, what)[-12:]) if text_kinds else BOT
-            if name in ("partition", "rpartition"):
-                piece = join(piece, *args)
-            parts.append(container(piece) if name in M_SPLITS else piece)
-        elif name in M_TEXT:
-            kinds = text_kinds | everything.kinds & (REQ | NUM | TEXT) | (TEXT if material else 0)
-            if kinds & TEXT or (name in ("format", "format_map") and everything.kinds & (OBJ | DYN)):
-                parts.append(V((), TEXT, why=(*recv.why, what)[-12:]))
+        if name in ("format", "format_map"):
+            self.check_format(node, recv, bool(args or kwargs or extra is not None))
+        if name in M_KEYS and (args or extra is not None):
+            key = join(args[0] if args else None, extra)
+            self.check_name(node.args[0] if node.args else node, key, recv, f"the key of .{name}()", "key")
+        self.escape(everything)
+        out: list[V | None] = []
+        for r in recv.atoms:
+            out.append(self.method_atom(node, name, r, args, kwargs, extra, everything, what))
+        return join(*out)
+
+    def method_atom(
+        self,
+        node: Any,
+        name: str,
+        r: Atom,
+        args: list[V],
+        kwargs: list[tuple[str, V]],
+        extra: V | None,
+        everything: V,
+        what: str,
+    ) -> V | None:
+        if r == DYN:
+            r = REQ  # a method of what a request name picked: of plain data (or of its type: an error)
+        kind = r[0]
+        # constants: fold exactly
+        if kind == "c" and extra is None and all(a.pure() for a in args) and all(v.pure() for _, v in kwargs):
+            combos = list(itertools.product(*(a.consts() for a in args)))
+            kcombos = list(itertools.product(*(v.consts() for _, v in kwargs)))
+            if len(combos) * len(kcombos) <= COMBOS:
+                results: list[V] = []
+                try:
+                    for combo in combos:
+                        for kcombo in kcombos:
+                            kw = dict(zip((k for k, _ in kwargs), kcombo, strict=True))
+                            folded = folding.fold_method(r[3], name, list(combo), kw)
+                            v = self.materialize(folded, node)
+                            if isinstance(folded, str) and folded[:1] == "_":
+                                v = v.with_why((f"{what} gives {_show(folded)}",))
+                            results.append(v)
+                    return join(*results)
+                except folding.Unfoldable:
+                    pass
+        texty = (_may_text(r) and r != REQ) or r == REQ
+        out: list[V | None] = []
+        if kind == "loop":
+            if name == "cycle":
+                return everything
+            if name == "changed":
+                return of(True, False)
+        if kind == "cyc":
+            if name == "next":
+                return self.get(("cycitems", r[1]))
+            return of(None)
+        if kind == "range" and name in ("count", "index"):
+            return number()
+        if texty and name in M_STR_NUMBER | M_STR_TEXT | M_STR_SPLIT:
+            if name in M_STR_NUMBER:
+                out.append(number())
+            elif r == REQ and name in M_PIECES:
+                piece = V(frozenset((REQ,)), (f"{what}: a piece of request text",))
+                if name in M_STR_SPLIT:
+                    out.append(self.new_list(node, join(piece, *args) if "partition" in name else piece, "split"))
+                else:
+                    out.append(piece)
+            elif name in M_STR_SPLIT:
+                piece = self.derived(V(frozenset((r,))), f"{what}: a piece of text")
+                out.append(self.new_list(node, join(piece, *args) if "partition" in name else piece, "split"))
             else:
-                parts.append(V((), kinds & (REQ | NUM), why=recv.why))
-        elif name in ("keys", "values", "items", "copy"):  # only dicts have keys(), values() and items()
-            keys = with_sites(self.elements(recv), key_sites(recv)) if recv.kinds & REQ else self.elements(recv)
-            values = self.elements(recv, item=True)
-            if name == "items":
-                parts.append(container(join(keys, values, container(join(keys, values)))))
+                out.append(self.derived(join(V(frozenset((r,))), everything), f"{what} makes text"))
+        list_like = kind == "list" or r == REQ
+        if list_like and name in M_LIST and name not in M_DICT | M_STR_NUMBER:
+            added = join(
+                *(args if name in ("append", "insert") else ()), *(self.elements(x) for x in args if name == "extend")
+            )
+            if name == "insert" and args:
+                added = join(*args[1:])
+            self.mutate(V(frozenset((r,))), added.step(f"{what} puts it in a container"))
+            if name == "pop":
+                out.append(self.elements(V(frozenset((r,)))))
+            elif name == "copy":
+                out.append(self.new_list(node, self.elements(V(frozenset((r,)))), "copy"))
             else:
-                parts.append(container(keys if name == "keys" else values if name == "values" else join(keys, values)))
-        elif name in ("get", "pop", "setdefault", "popitem"):
-            parts.append(self.elements(recv, item=True))
-            if name == "popitem":
-                parts.append(container(join(self.elements(recv), self.elements(recv, item=True))))
-            parts.append(args[1] if len(args) > 1 else const(None))
-        elif name in MUTATORS:
-            parts.append(const(None))
-        elif recv.kinds & NUM and name in ("to_bytes", "from_bytes"):
-            parts.append(text(f"{what} turns a number into bytes"))
-        else:
-            parts.append(top(f"{what}, a method the audit does not model"))
-        return join(*parts)
+                out.append(of(None))
+        if list_like and name in ("index", "count"):
+            out.append(number())
+        dict_like = kind == "dict" or r == REQ
+        if dict_like and name in M_DICT:
+            rv = V(frozenset((r,)))
+            keys = self.elements(rv)
+            values = self.item_values(rv)
+            if name in ("get", "pop", "setdefault"):
+                out.append(join(values, args[1] if len(args) > 1 else of(None), atom(UNDEF)))
+                if name == "setdefault" and args:
+                    self.mutate(rv, join(*args))
+            elif name == "popitem":
+                out.append(self.new_list(node, join(keys, values), "popitem"))
+            elif name in ("keys", "values"):
+                out.append(self.new_list(node, keys if name == "keys" else values, name))
+            elif name == "items":
+                pair = self.new_list(node, join(keys, values), "pair")
+                out.append(self.new_list(node, pair, "items"))
+            elif name == "update":
+                added = join(
+                    *(self.elements(x) for x in args),
+                    *(self.item_values(x) for x in args),
+                    *(self.elements(self.elements(x)) for x in args),
+                    of(*(k for k, _ in kwargs)),
+                    *(v for _, v in kwargs),
+                    extra,
+                )
+                self.mutate(rv, added.step(f"{what} puts it in a dict"))
+                out.append(of(None))
+            elif name == "copy":
+                out.append(self.new_dict(node, keys, values, "copy"))
+            elif name == "fromkeys":
+                out.append(self.new_dict(node, join(*(self.elements(x) for x in args[:1])), join(*args[1:], of(None))))
+            else:
+                out.append(of(None))
+        if ((kind == "c" and isinstance(r[3], (int, float))) or r == NUM) and name in M_NUMBER:
+            if name == "hex" or name == "to_bytes":
+                out.append(text(f"{what} makes text"))
+            elif name == "as_integer_ratio":
+                out.append(self.new_list(node, number(), "ratio"))
+            else:
+                out.append(number())
+        if not any(o is not None for o in out):
+            return top(f"{what}, a method the audit does not model, on {_atom_text(r)}")
+        return join(*out)
 
     # -- filters -----------------------------------------------------------------------------
 
     def ev_Filter(self, node: Any) -> V:
         if node.node is None:
-            recv = self.block_value[-1] if self.block_value else kind(TEXT, "block output")
+            recv = self.block_value[-1] if self.block_value else text("block output")
         else:
             recv = self.ev(node.node)
         args, kwargs, dyn_a, dyn_k = self.call_args(node)
-        return self.apply_filter(node, node.name, recv, args, dict(kwargs), dyn_a, dyn_k)
+        return self.apply_filter(node, node.name, recv, args, dict(kwargs), self.spread(dyn_a, dyn_k))
 
     def apply_filter(
         self,
@@ -1425,236 +1556,265 @@ class Analysis:
         recv: V,
         args: list[V],
         kwargs: dict[str, V],
-        dyn_a: V | None,
-        dyn_k: V | None,
+        extra: V | None,
         depth: int = 0,
     ) -> V:
         line = node.lineno
-        extra = self.spread(dyn_a, dyn_k) if (dyn_a is not None or dyn_k is not None) else None
         what = f"line {line}: |{name}"
-        # -- names this filter looks up ----------------------------------------------------------
+        n = self.n
         if name == "attr":
             target = join(args[0] if args else kwargs.get("name"), extra)
-            self.check_lookup(node, target, recv, "the attribute name of |attr", "attr")
-            return join(
-                *(self.lookup(recv, c, True) for c in target.strings()),
-                top(f"{what} with a name not known in advance") if (target.kinds or target.flat) else None,
-            )
+            if node.args and not isinstance(node.args[0], n.Const) and depth == 0:
+                self.floor(node, "the attribute name of |attr is not a literal")
+            self.check_name(node, target, recv, "the attribute name of |attr", "attr")
+            return self.lookup(recv, target, "attr", node) if not target.is_bot() else atom(UNDEF)
         if extra is not None and name in ("map", "select", "reject", "selectattr", "rejectattr", *ATTRIBUTE_PARAMS):
-            self.check_lookup(node, extra, self.elements(recv), f"a name spread into |{name}", "path")
-        if name == "map" and args:
+            self.check_name(node, extra, self.elements(recv), f"a name spread into |{name}", "path")
+        if name in ("map", "select", "reject") and args and "attribute" not in kwargs:
             fname = args[0]
-            if self.checking and (fname.kinds or fname.flat):
-                if fname.kinds & (TEXT | OBJ) or fname.flat:
-                    self.findings.add(
-                        T102,
-                        f"the filter name of |map is computed at render time ({_cut(fname.why[0] if fname.why else 'template text')})",
-                        line,
-                        chain=self.chain(fname, line, "the filter name of |map"),
-                    )
-                if fname.kinds & (REQ | DYN):
-                    self.findings.add(
-                        T106,
-                        "the filter name of |map comes from the request: the request chooses the filter (attr...)",
-                        line,
-                        chain=self.chain(fname, line, "the filter name of |map"),
-                    )
-            results = []
-            for c in fname.strings():
-                if depth < 3:
-                    results.append(
-                        self.apply_filter(node, c, self.elements(recv), args[1:], kwargs, dyn_a, dyn_k, depth + 1)
-                    )
-            if fname.kinds or fname.flat:
+            if depth == 0 and node.args and not isinstance(node.args[0], n.Const):
+                self.floor(node, f"the filter or test name of |{name} is not a literal")
+            self.check_name(node, fname, recv, f"the filter or test name of |{name}", "filter")
+            elems = self.elements(recv)
+            if name != "map":
+                for t in fname.strings():
+                    if t not in TESTS:
+                        self.escape(elems)
+                return self.new_list(node, elems, name)
+            results: list[V | None] = []
+            for f in fname.strings():
+                if depth < 4 and f in FILTERS:
+                    results.append(self.apply_filter(node, f, elems, args[1:], kwargs, None, depth + 1))
+                else:
+                    results.append(top(f"{what} with the filter {f!r}, which the audit does not model"))
+            if fname.has(STR) or fname.has(TOP) or fname.has(REQ) or fname.has(DYN):
                 results.append(top(f"{what} with a filter chosen at render time"))
-            return container(join(*results))
+            return self.new_list(node, join(*results), f"map{depth}")
         spec = ATTRIBUTE_PARAMS.get(name)
         attribute: V | None = None
         if spec is not None:
             pos, kw = spec
+            attr_node = None
             if pos is not None and len(args) > pos:
                 attribute = args[pos]
+                attr_node = node.args[pos] if depth == 0 and len(node.args) > pos else None
             elif kw is not None and kw in kwargs:
                 attribute = kwargs[kw]
+                attr_node = next((k.value for k in node.kwargs if k.key == kw), None) if depth == 0 else None
             if attribute is not None:
-                self.check_lookup(node, attribute, self.elements(recv), f"the attribute of |{name}", "path")
-        # -- what the result is made of ----------------------------------------------------------
-        if attribute is None and name in folding.FOLD_FILTERS and extra is None:
-            if recv.consts and not recv.pure():
-                known, rest = recv.split()
-                return join(
-                    self.apply_filter(node, name, known, args, kwargs, dyn_a, dyn_k, depth),
-                    self.apply_filter(node, name, rest, args, kwargs, dyn_a, dyn_k, depth),
-                )
-            if recv.pure() and all(a.pure() for a in args) and all(v.pure() for v in kwargs.values()):
-                folded = self.fold_filter(name, recv, args, kwargs, line)
-                if folded is not None:
-                    return folded
+                if attr_node is not None and not isinstance(attr_node, n.Const) and not self.name_expression(attr_node):
+                    self.floor(node, f"the attribute of |{name} is built by an expression, not written")
+                self.check_name(node, attribute, self.elements(recv), f"the attribute of |{name}", "path")
+        if name in F_TEXT and recv.has(UNDEF):  # an undefined value is '' to a text filter
+            recv = V((recv.atoms - {UNDEF}) | {const_atom("")}, recv.why)
+        # constants: fold exactly
+        results2: list[V | None] = []
+        rest = recv
+        if (
+            attribute is None
+            and name in folding.FOLD_FILTERS
+            and extra is None
+            and all(a.pure() for a in args)
+            and all(v.pure() for v in kwargs.values())
+        ):
+            consts = [a for a in recv.atoms if a[0] == "c"]
+            combos = list(itertools.product(*(a.consts() for a in args)))
+            kcombos = list(itertools.product(*(v.consts() for v in kwargs.values())))
+            if consts and len(consts) * len(combos) * len(kcombos) <= COMBOS:
+                folded: list[V] = []
+                try:
+                    for c in consts:
+                        for combo in combos:
+                            for kcombo in kcombos:
+                                kwds = dict(zip(kwargs, kcombo, strict=True))
+                                for r in folding.fold_filter(name, c[3], list(combo), kwds):
+                                    folded.append(self.materialize(r, node, f"f{len(folded)}"))
+                    fv = join(*folded)
+                    if any(a[0] == "c" and isinstance(a[3], str) and a[3][:1] == "_" for a in fv.atoms):
+                        fv = fv.with_why((*recv.why, f"{what} gives {_show(fv.strings()[0] if fv.strings() else '')}"))
+                    results2.append(fv)
+                    rest = V(recv.atoms - frozenset(consts), recv.why)
+                except folding.Unfoldable:
+                    pass
+        if not rest.is_bot():
+            results2.append(self.filter_kinds(node, name, rest, args, kwargs, attribute, what))
+        return join(*results2)
+
+    @staticmethod
+    def derived(recv: V, what: str) -> V:
+        """Text made from ``recv`` by an operation the audit does not fold: unknown text, its chain one step longer."""
+        why = (*recv.why, what)
+        return V(frozenset((STR,)), why if len(why) <= 10 else (*why[:2], "…", *why[-7:]))
+
+    def filter_kinds(
+        self, node: Any, name: str, recv: V, args: list[V], kwargs: dict[str, V], attribute: V | None, what: str
+    ) -> V:
+        """A filter's result from what its receiver may be."""
+        elems = self.elements(recv) if name not in F_TEXT - {"join"} else BOT
+        if recv.has(REQ) and name in F_PIECES:
+            rest = V(recv.atoms - {REQ}, recv.why)
+            pieces = atom(REQ, f"{what}: request text")
+            if name == "list":
+                pieces = self.new_list(node, self.request_items(), "list")
+            return join(
+                pieces,
+                self.filter_kinds(node, name, rest, args, kwargs, attribute, what) if not rest.is_bot() else None,
+            )
+        if name == "from_json":
+            return self.json_data(node, recv)
         if name == "map":
             if attribute is not None:
-                return container(self.attr_path_value(self.elements(recv), attribute, line))
-            return container(self.elements(recv))
-        if name in F_NUMBER:
-            return kind(NUM)
-        if attribute is not None and name in ("sum", "join", "groupby"):
-            looked_up = self.attr_path_value(self.elements(recv), attribute, line)
+                return self.new_list(node, self.attr_path_value(elems, attribute, node), "map")
+            return self.new_list(node, elems, "map")
+        if name in F_COUNT:
+            return number()
+        if name in ("int", "float"):
+            return join(number(), args[0] if args else kwargs.get("default"))
+        if name in ("abs", "round"):
+            if recv.numeric() or all(_may_number(a) or a == UNDEF for a in recv.atoms):
+                return number()
+            return join(number(), top(f"{what} of an object"))
+        if attribute is not None and name in ("sum", "join", "groupby", "min", "max", "unique", "sort"):
+            looked_up = self.attr_path_value(elems, attribute, node)
             if name == "join":
-                sep = args[0] if args else kwargs.get("d", const(""))
-                return self.text_of([looked_up, sep], what, True)
+                return text(what)
             if name == "groupby":
-                return container(join(looked_up, self.elements(recv), container(self.elements(recv))))
-            return join(looked_up, args[1] if len(args) > 1 else kwargs.get("start"))
+                return self.new_list(node, top(f"{what}: a group"), "groupby")
+            if name == "sum":
+                return join(number(), top(f"{what} of non-numbers")) if not looked_up.numeric() else number()
+            if name in ("min", "max"):
+                return join(elems, atom(UNDEF))
+            return self.new_list(node, elems, name)
         if name in F_ELEMENT:
-            return self.elements(recv)
+            return join(elems, atom(UNDEF))
         if name in ("default", "d"):
-            return join(recv, args[0] if args else kwargs.get("default_value", const("")))
+            return join(recv, args[0] if args else kwargs.get("default_value", of("")))
         if name in F_SAME:
-            return container(self.elements(recv))
+            return self.new_list(node, elems, name)
         if name == "reverse":
-            return join(
-                container(self.elements(recv)) if self.may_be_container(recv) else None,
-                self.text_filter(recv, [], kwargs, what) if self.may_be_text(recv) else None,
-            )
-        if name in F_NESTED:
+            out: list[V | None] = []
+            if any(_may_text(a) for a in recv.atoms):
+                out.append(text(what))
+            if any(not _may_text(a) or a == REQ for a in recv.atoms):
+                out.append(self.new_list(node, elems, "reverse"))
+            return join(*out)
+        if name in ("batch", "slice"):
             fill = args[1] if len(args) > 1 else kwargs.get("fill_with")
-            return container(container(join(self.elements(recv), fill)))
-        if name in F_PAIRS:
-            inner = join(self.elements(recv), self.elements(recv, item=True))
-            return container(join(inner, container(inner)))
-        if name == "join":
-            sep = args[0] if args else kwargs.get("d", const(""))
-            return self.text_of([self.elements(recv), sep], what, True)
+            inner = self.new_list(node, join(elems, fill), name + "-inner")
+            return self.new_list(node, inner, name)
+        if name in ("dictsort", "items"):
+            pair = self.new_list(node, join(elems, self.item_values(recv)), "pair")
+            return self.new_list(node, pair, name)
         if name == "sum":
-            return join(self.elements(recv), args[1] if len(args) > 1 else kwargs.get("start", const(0)))
+            if elems.numeric() and all(a.numeric() for a in args[1:2]):
+                return number()
+            return join(number(), top(f"{what} of non-numbers"))
         if name == "groupby":
-            return container(join(self.elements(recv), container(self.elements(recv))))
+            return self.new_list(node, top(f"{what}: a group"), "groupby")
         if name in F_TEXT:
-            return self.text_filter(recv, args, kwargs, what)
-        if name == "from_json":  # runtimes' JSON parser: request text gives request data, other text unknown data
-            parsed = self.text_filter(recv, [], {}, what)
-            return join(parsed, container(parsed), kind(NUM))
-        if name == "random":
-            return self.elements(recv)
-        # a filter the audit does not know (a runtime may add its own): anything
+            if name == "join":
+                self.escape(elems)
+            return self.derived(join(recv, *args, *kwargs.values()), what)
         return top(f"{what}, a filter the audit does not model")
 
-    def text_filter(self, recv: V, args: list[V], kwargs: dict[str, V], what: str) -> V:
-        """A text filter's result: request text or numbers' digits stay so when the arguments add no template text."""
-        if recv.kinds & (OBJ | DYN) or recv.flat or recv.calls or recv.methods:
-            return V((), TEXT, why=(*recv.why, f"{what} of an object")[-12:])
-        material = any(a.material() for a in args) or any(v.material() for v in kwargs.values())
-        kinds = recv.kinds & (REQ | NUM | TEXT) | (TEXT if recv.strings() or recv.elems is not None else 0)
-        if recv.consts and not recv.strings():
-            kinds |= NUM  # numbers, None, undefined: digits
-        if material or kinds & TEXT:
-            return V((), TEXT, why=(*recv.why, what)[-12:])
-        return V((), kinds, why=recv.why) if kinds else BOT
+    def json_data(self, node: Any, recv: V) -> V:
+        """What a runtime's ``from_json`` filter makes of text: request data from request text; from other text,
+        plain data (dicts, lists, texts, numbers) whose texts are that text's."""
+        out: list[V | None] = []
+        for a in recv.atoms:
+            if a == REQ:
+                out.append(atom(REQ))
+            elif _is_str(a) and len(a[3]) <= folding.TEXT_LIMIT:
+                try:
+                    import json
 
-    def attr_path_value(self, items: V, attribute: V, line: int | None) -> V:
-        out: list[V] = []
-        for c in attribute.consts:
-            if isinstance(c, str):
-                v = items
-                for part in c.split("."):
-                    v = self.lookup(v, part, False) if not part.isdigit() else self.elements(v, item=True)
-                out.append(v)
-            elif isinstance(c, int):
-                out.append(self.elements(items, item=True))
-        if attribute.kinds or attribute.flat or not attribute.consts:
-            out.append(self.elements(items, item=True))
-            if attribute.kinds & (REQ | DYN):
-                out.append(kind(DYN, f"line {line}: an attribute parameter from the request"))
-            if attribute.kinds & (TEXT | OBJ) or attribute.flat:
-                out.append(top(f"line {line}: an attribute path computed at render time"))
+                    out.append(self.materialize(folding.plain(json.loads(a[3])), node, "json"))
+                except (ValueError, folding.Unfoldable, RecursionError):
+                    out.append(text("JSON text"))
+            elif a in (UNDEF, NUM) or a[0] == "c":
+                continue
+            else:
+                site = (id(node), "json")
+                inner = join(
+                    text("a text of JSON data"),
+                    number(),
+                    of(None, True, False),
+                    atom(("list", site)),
+                    atom(("dict", site)),
+                )
+                self.put(("heap", site), inner)
+                self.put(("dkeys", site), text("a key of JSON data"))
+                self.put(("dvals", site), inner)
+                out.append(inner)
         return join(*out)
 
-    def fold_filter(self, name: str, recv: V, args: list[V], kwargs: dict[str, V], line: int | None) -> V | None:
-        env = fold_environment()
-        out = []
-        try:
-            for c in recv.consts:
-                for combo in itertools.product(*(a.consts for a in args)):
-                    for kcombo in itertools.product(*(v.consts for v in kwargs.values())):
-                        out.append(
-                            folding.fold_filter(env, name, c, list(combo), dict(zip(kwargs, kcombo, strict=True)))
-                        )
-                        if len(out) > COMBOS:
-                            return None
-        except Exception:
-            return None
-        result = V(tuple(out), why=recv.why)
-        if any(isinstance(r, str) and r[:1] == "_" for r in out):
-            result = result.step(f"line {line}: |{name} gives {_show(out[0])}")
-        return result
+    def attr_path_value(self, items: V, attribute: V, node: Any) -> V:
+        out: list[V | None] = []
+        for a in attribute.atoms:
+            if _is_str(a):
+                v = items
+                for part in a[3].split("."):
+                    v = self.lookup(v, of(int(part)) if part.isdigit() else of(part), "item", node)
+                out.append(v)
+            elif a[0] == "c" and isinstance(a[3], int):
+                out.append(self.item_values(items))
+            else:
+                out.append(self.lookup(items, V(frozenset((a,))), "item", node))
+        return join(*out)
+
+
+def _bodies(n: Any, stmt: Any) -> list[list[Any]]:
+    """The statement lists directly inside ``stmt`` (each runs in order)."""
+    if isinstance(stmt, n.If):
+        return [stmt.body, *(e.body for e in stmt.elif_), stmt.else_]
+    if isinstance(stmt, n.For):
+        return [stmt.body, stmt.else_]
+    if isinstance(stmt, (n.Macro, n.CallBlock, n.With, n.FilterBlock, n.Block, n.AssignBlock, n.Scope)):
+        return [stmt.body]
+    if isinstance(stmt, (n.OverlayScope, n.ScopedEvalContextModifier)):
+        return [stmt.body]
+    return []
 
 
 _OPS = {"~": "'~' concatenation", "+": "'+'", "*": "'*' repetition", "%": "'%' formatting", "-": "'-'"}
-_RUNNERS = frozenset(
-    {"popen", "Popen", "system", "check_output", "check_call", "getoutput", "getstatusoutput", "import_module"}
-)
 
 
-def text(why: str, *, obj: bool = False) -> V:
-    return V((), TEXT | (OBJ if obj else 0), why=(why,))
-
-
-def _cut(s: str, n: int = 80) -> str:
-    return s if len(s) <= n else s[: n - 1] + "…"
+def _atom_text(a: Atom) -> str:
+    names = {
+        "list": "a list",
+        "dict": "a dict",
+        "ns": "a namespace",
+        "cyc": "a cycler",
+        "joiner": "a joiner",
+        "macro": "a macro",
+        "loop": "the loop object",
+        "g": "a Jinja global",
+        "m": "a method",
+        "c": "a constant",
+        "str": "text",
+        "num": "a number",
+        "req": "request data",
+        "dyn": "what a request name picked",
+        "top": "an unknown value",
+        "range": "a range",
+        "caller": "caller",
+        "undef": "an undefined value",
+    }
+    return names.get(a[0], "an object")
 
 
 #: Words a string literal or identifier must not spell (GGUF-T104); dunders are matched by shape.
-_LITERAL_WORDS = INTERNAL_NAMES | {"popen", "Popen", "check_output", "getoutput", "import_module"}
+_LITERAL_WORDS = frozenset(
+    {"mro", "gi_frame", "gi_code", "f_globals", "f_locals", "f_builtins", "f_back", "f_code", "tb_frame"}
+    | {"co_code", "func_globals", "popen", "Popen", "check_output", "getoutput", "import_module", "cr_frame"}
+    | {"ag_frame", "f_trace", "tb_next", "co_consts", "co_names"}
+)
 _DUNDER_WORDS = frozenset(
-    {
-        "class",
-        "mro",
-        "base",
-        "bases",
-        "subclasses",
-        "globals",
-        "builtins",
-        "import",
-        "init",
-        "dict",
-        "getattribute",
-        "getattr",
-        "setattr",
-        "delattr",
-        "code",
-        "closure",
-        "func",
-        "self",
-        "module",
-        "loader",
-        "spec",
-        "reduce",
-        "reduce_ex",
-        "getitem",
-        "call",
-        "new",
-        "qualname",
-        "defaults",
-        "kwdefaults",
-        "wrapped",
-        "objclass",
-        "traceback",
-        "frame",
-        "class_getitem",
-        "init_subclass",
-        "subclasshook",
-        "getstate",
-        "setstate",
-        "file",
-        "cached",
-        "package",
-        "annotations",
-        "dir",
-        "slots",
-        "weakref",
-        "name",
-        "doc",
-        "locals",
-    }
+    {"class", "mro", "base", "bases", "subclasses", "globals", "builtins", "import", "init", "dict"}
+    | {"getattribute", "getattr", "setattr", "delattr", "code", "closure", "func", "self", "module", "loader"}
+    | {"spec", "reduce", "reduce_ex", "getitem", "call", "new", "qualname", "defaults", "kwdefaults", "wrapped"}
+    | {"objclass", "traceback", "frame", "class_getitem", "init_subclass", "subclasshook", "getstate", "setstate"}
+    | {"file", "cached", "package", "annotations", "dir", "slots", "weakref", "name", "doc", "locals"}
 )
 _WORD_RE = re.compile(r"[A-Za-z0-9_]+")
 
@@ -1668,7 +1828,3 @@ def alarm_words(text_: str) -> list[str]:
         for w in _WORD_RE.findall(text_)
         if w in _LITERAL_WORDS or (len(w) > 4 and w.startswith("__") and w.endswith("__") and w[2:-2] in _DUNDER_WORDS)
     ]
-
-
-def iter_units(a: Analysis) -> Iterator[Unit]:  # for debugging
-    return iter(a.units)

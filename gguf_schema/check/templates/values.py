@@ -1,28 +1,40 @@
-"""Abstract values: what an expression of a template is PROVEN to be, over every way the template can run.
+"""Abstract values: every concrete value an expression of a template can have, covered.
 
-A :class:`V` is a set of possible runtime values, described by:
+The analysis is sound by construction when every abstract value covers every concrete value the
+render can produce. Covering is easy to keep when the default is "anything": an abstract value
+here is a set of **atoms**, each standing for a set of concrete values, and an operation that the
+interpreter does not model exactly gives :data:`TOP`, the atom that stands for every value. Nothing
+is ever "empty because unknown".
 
-* ``consts``: constants it may be, known exactly (strings, numbers, lists, dicts...);
-* ``kinds``: what else it may be, as bit flags:
+The atoms:
 
-  ``REQ``   data of the request (messages, tools...: JSON values), or text the request chose;
-  ``NUM``   a number, boolean or None (its text is digits: it never names an attribute);
-  ``TEXT``  text the template or the model file made that the audit cannot fold (unknown text);
-  ``OBJ``   a Jinja or Python object (a global, a macro, a method, what an unknown call returns);
-  ``DYN``   picked out of plain data by a name the request chose: it may be an attribute of a
-            str/dict/list (a method, a type) rather than an item;
-  ``NS``    a ``namespace()``;   ``LOOP``  the loop object;
+==================  ===================================================================================
+``("c", t, k, v)``  the constant ``v`` of type name ``t`` (str, Markup, int, float, bool, NoneType,
+                    bytes); ``k`` is its identity (``repr`` for floats, so ``-0.0`` and ``0.0`` stay
+                    apart; NaN is never a constant)
+``STR``             any text (a str or Markup the audit cannot fold, or text the model file chose)
+``NUM``             any int, float or bool (never a str: as a subscript it never falls back to an
+                    attribute)
+``UNDEF``           Jinja's Undefined
+``REQ``             any request data: a JSON value (dict, list, str, number, bool, None) the caller
+                    passed; as a name, text the request chose
+``DYN``             an attribute of plain data picked by a name the request chose (a method, a type)
+``TOP``             anything at all: any Python object
+``("list", s)``     a list or tuple the template made at site ``s`` (its elements: the heap)
+``("dict", s)``     a dict the template made at site ``s``
+``("ns", s)``       a ``namespace()`` made at site ``s``
+``("cyc", s)``      a ``cycler()`` made at site ``s``;  ``("joiner", s)``: a ``joiner()``
+``RANGE``           a ``range`` object (its elements are numbers)
+``("macro", n)``    the macro(s) named ``n``;  ``CALLER``: a ``{% call %}`` block's body
+``("loop", i)``     the loop object of the for loop ``i``
+``("g", n)``        a Jinja global or runtime helper (range, dict, namespace, cycler, joiner, lipsum,
+                    raise_exception, strftime_now)
+``("m", n, r)``     the bound method ``n`` of the receiver atoms ``r``
+==================  ===================================================================================
 
-* ``elems``: what its elements may be (a container made of non-constants), ``flat`` when nested
-  deeper than tracked (its elements are like itself);
-* ``calls``: what calling it does (``macro:<name>``, ``range``, ``caller``...; ``*``: anything);
-* ``methods``: bound methods ``(name, receiver)``;
-* ``why``: how its most suspicious part came to be, step by step (for the chain of a finding;
-  never part of its identity).
-
-Unknown is top: every flag set. A name is safe only when proven: a constant that is not an
-internal, or request text looked up on plain data. Everything else the interpreter reports.
-This module also holds what a name reaches (:func:`is_internal`, :func:`is_plain_internal`).
+:class:`V` carries the atoms and ``why``, how its most suspicious part came to be (the chain of a
+finding; never part of its identity). This module also says what a name reaches
+(:func:`is_internal`, :func:`is_plain_internal`).
 """
 
 from __future__ import annotations
@@ -33,413 +45,228 @@ from collections.abc import Iterable
 from typing import Any
 
 __all__ = [
-    "ALL",
     "BOT",
+    "CALLER",
     "DYN",
-    "NS",
     "NUM",
-    "OBJ",
+    "RANGE",
     "REQ",
-    "TEXT",
+    "STR",
+    "TOP",
+    "UNDEF",
     "V",
+    "const_atom",
     "is_internal",
     "is_plain_internal",
     "join",
+    "strip_strings",
 ]
 
-REQ, NUM, TEXT, OBJ, DYN, NS, LOOP = 1, 2, 4, 8, 16, 32, 64
-ALL = REQ | NUM | TEXT | OBJ | DYN | NS | LOOP
-#: kinds that are plain Python data (a str, a number, a JSON value): request names on them are item lookups
-PLAIN = REQ | NUM | TEXT
-#: kinds that may be an object whose attributes lead somewhere
-OBJECTISH = OBJ | DYN | NS | LOOP
+Atom = tuple[Any, ...]
 
-CAP = 64  # constants tracked per value (more: unknown text)
-NUMBERS = 8  # numbers tracked per value (more: "a number")
-DEPTH = 3  # nesting of containers tracked
-SITES = 8  # places a container may have been made, tracked per value (more: anywhere)
-WHY = 12  # steps of a chain kept
+STR: Atom = ("str",)
+NUM: Atom = ("num",)
+UNDEF: Atom = ("undef",)
+REQ: Atom = ("req",)
+DYN: Atom = ("dyn",)
+TOP: Atom = ("top",)
+RANGE: Atom = ("range",)
+CALLER: Atom = ("caller",)
+
+CAP = 48  # constants one value holds before they are widened to STR / NUM
+SUSPECTS = 8  # texts beginning with '_' kept beside STR (they make the finding precise), at most
+WHY = 10  # steps of a chain kept
+
+#: atoms a name can be text through: a constant str (checked by name), or one of these (not proven)
+_TEXTY = frozenset({STR, TOP, REQ, DYN})
+#: atoms of plain data: a name the request chose, looked up on them, is an item lookup (or a method of plain data)
+_PLAIN_KINDS = frozenset({"c", "str", "num", "undef", "req", "list", "dict", "range"})
 
 
-def ckey(c: Any) -> tuple[str, Any]:
-    """A hashable identity for a constant (``True`` and ``1`` stay apart)."""
-    if c is None or isinstance(c, (str, int, float)):
-        return type(c).__name__, c
-    return type(c).__name__, repr(c)
+def const_atom(value: Any) -> Atom:
+    """The atom of one scalar constant (NaN is not a constant: it is a number)."""
+    t = type(value).__name__
+    if isinstance(value, float):
+        if math.isnan(value):
+            return NUM
+        return ("c", t, repr(value), value)
+    return ("c", t, value, value)
 
 
-def _suspicion(v: V) -> int:
-    """How alarming a value is as a name: which of two chains to keep when joining."""
-    if v.kinds & (TEXT | OBJ):
-        return 3
-    if any(isinstance(c, str) and c[:1] == "_" for c in v.consts):
+def _suspicion(atoms: frozenset[Atom]) -> int:
+    if TOP in atoms:
+        return 5
+    if STR in atoms:
         return 4
-    if v.kinds & DYN:
+    if any(a[0] == "c" and isinstance(a[3], str) and a[3][:1] == "_" for a in atoms):
+        return 3
+    if DYN in atoms:
         return 2
-    return 1 if v.kinds & REQ else 0
+    return 1 if REQ in atoms else 0
 
 
 class V:
-    """One abstract value (see the module docstring). Immutable; build with the constructor or :func:`join`."""
+    """One abstract value: a set of atoms (see the module docstring). Immutable; build with :func:`join`."""
 
-    __slots__ = ("_sig", "calls", "consts", "elems", "flat", "kinds", "methods", "sites", "why")
+    __slots__ = ("atoms", "why")
 
-    def __init__(
-        self,
-        consts: tuple[Any, ...] = (),
-        kinds: int = 0,
-        *,
-        elems: V | None = None,
-        flat: bool = False,
-        calls: frozenset[str] = frozenset(),
-        methods: tuple[tuple[str, V], ...] = (),
-        why: tuple[str, ...] = (),
-        sites: frozenset[Any] = frozenset(),
-    ):
-        self.sites = sites
-        self.consts = consts
-        self.kinds = kinds
-        self.elems = elems
-        self.flat = flat
-        self.calls = calls
-        self.methods = methods
+    def __init__(self, atoms: Iterable[Atom] = (), why: tuple[str, ...] = ()):
+        self.atoms = atoms if isinstance(atoms, frozenset) else frozenset(atoms)
         self.why = why
-        self._sig: tuple[Any, ...] | None = None
 
-    def sig(self) -> tuple[Any, ...]:
-        """The value's identity (what the fixpoint compares), without its chain."""
-        if self._sig is None:
-            self._sig = (
-                frozenset(ckey(c) for c in self.consts),
-                self.kinds,
-                self.flat,
-                self.calls,
-                frozenset((n, r.sig()) for n, r in self.methods),
-                self.elems.sig() if self.elems is not None else None,
-                self.sites,
-            )
-        return self._sig
-
-    # -- shape --------------------------------------------------------------------------------
-
-    def pure(self) -> bool:
-        """Only constants: fully known."""
-        return bool(self.consts) and not (self.kinds or self.elems is not None or self.calls or self.methods)
+    # -- shape -------------------------------------------------------------------------------
 
     def is_bot(self) -> bool:
-        return not (self.consts or self.kinds or self.elems is not None or self.calls or self.methods)
+        return not self.atoms
 
-    def numeric(self) -> bool:
-        """Only numbers, booleans and None (known or not)."""
-        return (
-            not self.is_bot()
-            and not (self.kinds & ~NUM or self.elems is not None or self.calls or self.methods)
-            and all(c is None or isinstance(c, (int, float)) for c in self.consts)
-        )
-
-    def plain(self) -> bool:
-        """Proven plain data (str, number, JSON container): request names on it are item lookups."""
-        return not (self.kinds & OBJECTISH or self.calls or self.methods)
-
-    def material(self) -> bool:
-        """Carries text the template (or the model file) chose: constant text, unknown text or objects."""
-        return bool(
-            self.kinds & (TEXT | OBJ)
-            or self.calls
-            or self.methods
-            or any(not (c is None or isinstance(c, (int, float))) for c in self.consts)
-            or (self.elems is not None and self.elems.material())
-        )
+    def consts(self) -> list[Any]:
+        """The constants it may be."""
+        return [a[3] for a in self.atoms if a[0] == "c"]
 
     def strings(self) -> list[str]:
-        return [c for c in self.consts if isinstance(c, str)]
+        """The constant texts (str and Markup) it may be."""
+        return [a[3] for a in self.atoms if a[0] == "c" and isinstance(a[3], str)]
 
-    # -- derived values -----------------------------------------------------------------------
+    def pure(self) -> bool:
+        """Only constants: known exactly."""
+        return bool(self.atoms) and all(a[0] == "c" for a in self.atoms)
 
-    def but(
-        self, *, kinds: int | None = None, consts: tuple[Any, ...] | None = None, why: tuple[str, ...] | None = None
-    ) -> V:
-        return V(
-            self.consts if consts is None else consts,
-            self.kinds if kinds is None else kinds,
-            elems=self.elems,
-            flat=self.flat,
-            calls=self.calls,
-            methods=self.methods,
-            why=self.why if why is None else why,
-            sites=self.sites,
+    def kinds(self) -> frozenset[str]:
+        return frozenset(a[0] for a in self.atoms)
+
+    def plain(self) -> bool:
+        """Proven plain data (text, numbers, request data, the template's lists and dicts): a name the request
+        chose, looked up on it, is an item (or a method of plain data), never an object's attribute."""
+        return all(a[0] in _PLAIN_KINDS for a in self.atoms)
+
+    def texty(self) -> bool:
+        """May be text that is not a known constant (unknown text, anything, request text)."""
+        return bool(self.atoms & _TEXTY)
+
+    def has(self, atom: Atom) -> bool:
+        return atom in self.atoms
+
+    def of_kind(self, *kinds: str) -> list[Atom]:
+        return [a for a in self.atoms if a[0] in kinds]
+
+    def numeric(self) -> bool:
+        """Only numbers, booleans and None."""
+        return bool(self.atoms) and all(
+            a is NUM or a == NUM or (a[0] == "c" and (a[3] is None or isinstance(a[3], (int, float))))
+            for a in self.atoms
         )
+
+    # -- derived -----------------------------------------------------------------------------
 
     def step(self, text: str) -> V:
         """The same value, its chain one step longer."""
         why = (*self.why, text)
         if len(why) > WHY:
             why = (*why[:2], "…", *why[-(WHY - 3) :])
-        return self.but(why=why)
+        return V(self.atoms, why)
 
-    def split(self) -> tuple[V, V]:
-        """(its constants alone, everything else): to fold the known part of a mixed value."""
-        return V(self.consts, why=self.why, sites=self.sites), V(
-            (),
-            self.kinds,
-            elems=self.elems,
-            flat=self.flat,
-            calls=self.calls,
-            methods=self.methods,
-            why=self.why,
-            sites=self.sites,
-        )
+    def with_why(self, why: tuple[str, ...]) -> V:
+        return V(self.atoms, why)
+
+    def sig(self) -> frozenset[Atom]:
+        """The value's identity (what the fixpoint compares), without its chain."""
+        return self.atoms
 
     def __repr__(self) -> str:  # for debugging and test failures
-        flags = [
-            n
-            for n, b in (
-                ("REQ", REQ),
-                ("NUM", NUM),
-                ("TEXT", TEXT),
-                ("OBJ", OBJ),
-                ("DYN", DYN),
-                ("NS", NS),
-                ("LOOP", LOOP),
-            )
-            if self.kinds & b
-        ]
-        parts = [repr(c)[:40] for c in self.consts[:6]] + flags
-        if self.elems is not None:
-            parts.append(f"elems={self.elems!r}")
-        if self.flat:
-            parts.append("flat")
-        if self.calls:
-            parts.append(f"calls={sorted(self.calls)}")
-        if self.methods:
-            parts.append(f"methods={[n for n, _ in self.methods]}")
-        return "V(" + ", ".join(parts) + ")"
+        shown = sorted(
+            (repr(a[3]) if a[0] == "c" else ":".join(str(x) for x in a if not isinstance(x, frozenset)))
+            for a in self.atoms
+        )
+        return f"V({', '.join(shown)})"
 
 
 BOT = V()
 
 
-def const(*values: Any, why: tuple[str, ...] = ()) -> V:
-    return V(tuple(values), why=why)
-
-
-def kind(k: int, why: str = "") -> V:
-    return V((), k, why=(why,) if why else ())
-
-
-def top(why: str = "") -> V:
-    """Anything at all."""
-    return V((), ALL, flat=True, calls=frozenset({"*"}), why=(why,) if why else ())
-
-
-def text(why: str, *, obj: bool = False) -> V:
-    """Unknown text (and an object, with ``obj``) the template or the file made."""
-    return V((), TEXT | (OBJ if obj else 0), why=(why,))
-
-
-def candidates(values: Iterable[Any], why: str) -> V:
-    """Any one of ``values`` (unknown text when there are more than the audit tracks)."""
-    unique = {ckey(c): c for c in values}
-    if len(unique) <= CAP:
-        return V(tuple(unique.values()))
-    return V(tuple(c for c in unique.values() if not isinstance(c, str))[:NUMBERS], TEXT | NUM, why=(why,))
-
-
-def depth(v: V) -> int:
-    d = 0
-    e: V | None = v
-    while e is not None and e.elems is not None:
-        d += 1
-        e = e.elems
-    return d
-
-
-def _flatten(v: V) -> V:
-    """``v`` with every nesting level merged into one value that is also its own element."""
-    levels = []
-    level: V | None = v
-    while level is not None:
-        levels.append(
-            V(level.consts, level.kinds, calls=level.calls, methods=level.methods, why=level.why, sites=level.sites)
-        )
-        level = level.elems
-    flat = join(*levels)
-    return V(flat.consts, flat.kinds, flat=True, calls=flat.calls, methods=flat.methods, why=flat.why, sites=flat.sites)
-
-
-def container(elems: V, why: tuple[str, ...] = ()) -> V:
-    """A list/dict made of non-constant parts: only its elements are tracked."""
-    v = V(elems=None if elems.is_bot() else elems, why=why or elems.why)
-    return _flatten(v) if depth(v) > DEPTH else v
-
-
-def with_sites(v: V, sites: frozenset[Any]) -> V:
-    """``v``, made (also) where ``sites`` say."""
-    if not sites or sites <= v.sites:
-        return v
-    return V(
-        v.consts,
-        v.kinds,
-        elems=v.elems,
-        flat=v.flat,
-        calls=v.calls,
-        methods=v.methods,
-        why=v.why,
-        sites=v.sites | sites,
-    )
-
-
-def sub_sites(v: V, step: str) -> frozenset[Any]:
-    """Where the parts of ``v`` were made: its places, one step deeper (``req:tools/*/function``)."""
-    out = set()
-    for s in v.sites:
-        if s.startswith("key:"):
-            continue
-        out.add(s if s.endswith("/…") or s == "*" else s.split("/")[0] + "/…" if s.count("/") >= 5 else f"{s}/{step}")
+def atoms_of(*vals: V | None) -> frozenset[Atom]:
+    out: set[Atom] = set()
+    for v in vals:
+        if v is not None:
+            out |= v.atoms
     return frozenset(out)
 
 
-def key_sites(v: V) -> frozenset[Any]:
-    """A key of one of the dicts ``v`` may be (so looking it up there finds an item, not an attribute)."""
-    return frozenset(f"key:{s}" for s in v.sites if not (s.startswith("key:") or s.endswith("…") or s == "*"))
-
-
-def may_be_container(v: V) -> bool:
-    return (
-        bool(v.kinds & (REQ | OBJ | DYN | TEXT))
-        or v.elems is not None
-        or v.flat
-        or any(isinstance(c, (list, tuple, dict)) for c in v.consts)
-    )
-
-
 def join(*vals: V | None) -> V:
-    """What any one of ``vals`` can be (the least upper bound)."""
-    vs = [v for v in vals if v is not None and not v.is_bot()]
-    if not vs:
+    """Everything any of ``vals`` may be; the chain of the most suspicious one."""
+    present = [v for v in vals if v is not None and not v.is_bot()]
+    if not present:
         return BOT
-    first = vs[0]
-    if len(vs) == 1:
-        return first
-    sig = first.sig()
-    if all(v is first or v.sig() == sig for v in vs):
-        return first
-    consts: dict[Any, Any] = {}
-    kinds = 0
-    flat = False
-    sites: frozenset[Any] = frozenset()
-    calls: frozenset[str] = frozenset()
-    methods: dict[str, list[V]] = {}
-    elems: list[V] = []
-    why = first.why
-    worst = -1
-    for v in vs:
-        for c in v.consts:
-            consts.setdefault(ckey(c), c)
-        kinds |= v.kinds
-        flat |= v.flat
-        if v.sites:
-            sites |= v.sites
-        if v.calls:
-            calls |= v.calls
-        for n, r in v.methods:
-            methods.setdefault(n, []).append(r)
-        if v.elems is not None:
-            elems.append(v.elems)
-        if v.why:
-            s = _suspicion(v)
-            if s > worst:
-                worst, why = s, v.why
-    values = list(consts.values())
-    numbers = [c for c in values if isinstance(c, (int, float)) and not isinstance(c, bool)]
-    if len(numbers) > NUMBERS:  # numbers are never names: a counter need not be tracked value by value
-        values = [c for c in values if not (isinstance(c, (int, float)) and not isinstance(c, bool))]
-        kinds |= NUM
-    if len(values) > CAP:
-        kept = [c for c in values if c is None or isinstance(c, (int, float))][:NUMBERS]
-        kinds |= TEXT | (OBJ if any(isinstance(c, (list, tuple, dict)) for c in values) else 0)
-        nested = [element_consts(c) for c in values if isinstance(c, (list, tuple, dict))]
-        if nested:
-            elems.append(join(*nested))
-        values = kept
-        why = (*why, "more candidate values than the audit tracks")[-WHY:]
-    out = V(
-        tuple(values),
-        kinds,
-        elems=join(*elems) if elems else None,
-        flat=flat,
-        calls=frozenset({"*"}) if len(calls) > CAP else calls,
-        methods=tuple((n, join(*rs)) for n, rs in sorted(methods.items())),
-        why=why,
-        sites=frozenset({"*"}) if len(sites) > SITES else sites,
-    )
-    if out.elems is not None and depth(out) > DEPTH:
-        out = _flatten(out)
-    return out
+    if len(present) == 1:
+        return present[0]
+    atoms = frozenset().union(*(v.atoms for v in present))
+    told = [v for v in present if v.why]
+    if len(told) > 1 and any(v.why != told[0].why for v in told):
+        why = max(told, key=lambda v: _suspicion(v.atoms)).why
+    else:
+        why = told[0].why if told else ()
+    return V(widen(atoms), why)
 
 
-def element_consts(c: Any) -> V:
-    """The elements (and for a dict its keys and values) of a constant container."""
-    if isinstance(c, dict):
-        return candidates([*c.keys(), *c.values()], "a large constant dict")
-    return candidates(c, "a long constant list")
+def _text_const(a: Atom) -> bool:
+    return a[0] == "c" and isinstance(a[3], (str, bytes))
 
 
-def widen(new: V, old: V, *, widen_consts: bool = True) -> V:
-    """A value above ``new`` (which grew from ``old``) from which few further changes are possible: each part
-    that changed jumps to the top of its kind. New text constants become unknown text, new numbers a number,
-    new containers and deeper nesting a flat container, new places a container was made their roots
-    (``req:tools/…``), new callables "anything", new methods keep their names but not their receivers."""
-    kinds = new.kinds
-    old_keys = {ckey(c) for c in old.consts}
-    consts: list[Any] = []
-    elems = [new.elems] if new.elems is not None else []
-    flat = new.flat
-    for c in new.consts:
-        if ckey(c) in old_keys or not widen_consts:
-            consts.append(c)
-        elif isinstance(c, (str, bytes)):
-            kinds |= TEXT
-        elif isinstance(c, (list, tuple, dict)):
-            elems.append(element_consts(c))
-            flat = True
-        else:  # numbers, None, undefined
-            kinds |= NUM
-    flat_elems = join(*elems)
-    if new.elems is not None and (old.elems is None or new.elems.sig() != old.elems.sig()):
-        flat = True
-    if flat and not flat_elems.is_bot():
-        flat_elems = _flatten(V(elems=flat_elems))
-        kinds |= flat_elems.kinds
-        consts += [c for c in flat_elems.consts if ckey(c) not in {ckey(x) for x in consts}][: CAP - len(consts)]
-        flat_elems = BOT
-    sites = new.sites
-    if sites != old.sites:
-        sites = frozenset(s if s == "*" else s.split("/")[0] + "/…" for s in sites if not s.startswith("key:"))
-    return V(
-        tuple(consts),
-        kinds,
-        elems=None if flat or flat_elems.is_bot() else flat_elems,
-        flat=flat,
-        sites=sites,
-        calls=new.calls if new.calls == old.calls else frozenset({"*"}),
-        methods=new.methods
-        if new.methods == old.methods
-        else tuple((n, top("a receiver the audit widened")) for n, _ in new.methods),
-        why=(*new.why, "a value that kept changing, widened")[-WHY:],
-    )
+def _number_const(a: Atom) -> bool:
+    return a[0] == "c" and isinstance(a[3], (int, float)) and not isinstance(a[3], bool)
 
 
-def site_root(s: str) -> str:
-    """The root of a place a container was made: the request variable or the template expression."""
-    return s.split("/")[0]
+def widen(atoms: frozenset[Atom]) -> frozenset[Atom]:
+    """The canonical form of a set of atoms (what :func:`join` keeps): STR covers the constant texts (but the
+    few beginning with '_' stay, for a precise finding), NUM covers the constant numbers; more than :data:`CAP`
+    constant texts or numbers become STR or NUM."""
+    if len(atoms) <= CAP and STR not in atoms and NUM not in atoms:
+        return atoms
+    texts = sum(1 for a in atoms if _text_const(a))
+    numbers = sum(1 for a in atoms if _number_const(a))
+    if texts > CAP:
+        atoms = atoms | {STR}
+    if numbers > CAP:
+        atoms = atoms | {NUM}
+    if STR in atoms and texts:
+        keep = [a for a in atoms if _text_const(a) and isinstance(a[3], str) and a[3][:1] == "_"]
+        atoms = frozenset(a for a in atoms if not _text_const(a)) | (
+            frozenset(keep) if len(keep) <= SUSPECTS else frozenset()
+        )
+    if NUM in atoms and numbers:
+        atoms = frozenset(a for a in atoms if not _number_const(a))
+    return atoms
 
 
-# --------------------------------------------------------------------------------------------
-# What a name reaches
-# --------------------------------------------------------------------------------------------
+def strip_strings(atoms: frozenset[Atom]) -> frozenset[Atom]:
+    """``atoms`` with every constant text replaced by STR."""
+    return frozenset(a for a in atoms if not _text_const(a)) | {STR}
 
-#: Attribute names without underscores that still lead into the interpreter.
+
+def of(*values: Any, why: tuple[str, ...] = ()) -> V:
+    """The constants ``values``."""
+    return V(frozenset(const_atom(x) for x in values), why)
+
+
+def atom(a: Atom, why: str = "") -> V:
+    return V(frozenset((a,)), (why,) if why else ())
+
+
+def top(why: str) -> V:
+    """Anything at all, and why."""
+    return V(frozenset((TOP,)), (why,))
+
+
+def text(why: str) -> V:
+    """Some text the audit cannot fold, and why."""
+    return V(frozenset((STR,)), (why,))
+
+
+def number() -> V:
+    return V(frozenset((NUM,)))
+
+
+# ---------------------------------------------------------------------------------------------- names
+
 INTERNAL_NAMES = frozenset(
     {
         "mro",
@@ -514,7 +341,7 @@ def _private_attributes() -> frozenset[str]:
     and Jinja's Undefined (a missing item); a dunder of any object is added by shape."""
     import jinja2.runtime
 
-    kinds: list[type] = [str, int, float, bool, type(None), list, dict, tuple, bytes]
+    kinds: list[type] = [str, int, float, bool, type(None), list, dict, tuple, bytes, range]
     kinds += [jinja2.runtime.Undefined, jinja2.runtime.StrictUndefined, jinja2.runtime.ChainableUndefined]
     kinds += [jinja2.runtime.DebugUndefined]
     try:
@@ -542,7 +369,3 @@ def is_plain_internal(name: str) -> bool:
     if _PLAIN_PRIVATE is None:
         _PLAIN_PRIVATE = _private_attributes()
     return name in _PLAIN_PRIVATE
-
-
-def finite(x: float) -> bool:
-    return not (math.isinf(x) or math.isnan(x))

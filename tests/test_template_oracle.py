@@ -63,7 +63,19 @@ def test_mutants_of_known_templates_are_contained(live, source, picks, plain, bo
     contained(run_template(live, source, [(i, CONTEXTS[i]) for i in picks], [plain, boxed], timeout=2.0))
 
 
-@pytest.mark.parametrize("label", [label for label, _ in known()][::10])
+# corpus tricks still open against the analysis on main (their classes are the cost helper's, not merged yet)
+OPEN_KNOWN = {"tricks:loop-in-sort-key-macro": "a macro as a sort key runs range(10**10): cost, open on main"}
+
+
+@pytest.mark.parametrize(
+    "label",
+    [
+        pytest.param(label, marks=pytest.mark.xfail(strict=True, reason=OPEN_KNOWN[label]))
+        if label in OPEN_KNOWN
+        else label
+        for label, _ in known()[::20]
+    ],
+)
 def test_known_templates_are_contained(live, label):
     source = dict(known())[label]
     picks = [(i, CONTEXTS[i]) for i in (1, 2, 4, 7)]
@@ -99,21 +111,32 @@ def test_the_check_sees_cost(live):
 # When the analysis catches one, its test passes, the strict xfail fails, and the mark is removed. Each is a
 # minimized counter-example of the oracle (see /work/notes/oracle-findings.md at the time of writing).
 
-OPEN = {
+CAUGHT = {  # found by the oracle against the analysis before the sound rewrite; caught since: kept as regressions
     "boolean-index": "{{ lipsum[['x', '__globals__'][true]]['os'] }}",
     "boolean-index-map-attribute": "{{ [joiner]|map(attribute=['x', '__init__'][true])|list }}",
     "alias-in-a-list": "{% set a = ['x'] %}{% set b = [a] %}{% do b[0].insert(0, '__globals__') %}{{ lipsum[a[0]]['os'] }}",
     "namespace-text": "{{ joiner[(namespace(a='__init__')|string)[18:-3]] }}",
+    "namespace-text-sliced": "{{ lipsum[((namespace(a='__globals__')|string)[18:-3])]['os'] }}",
     "namespace-pairs": "{{ joiner[namespace([('a', '__init__')]).a] }}",
     "update-pairs": "{% set d = {} %}{% do d.update([('k', '__init__')]) %}{{ joiner[d.k] }}",
     "groupby-grouper": "{{ joiner[([{'k': '__init__'}]|groupby('k')|first|first)] }}",
+}
+OPEN = {
     "number-method": "{{ 0.bit_length() }}",
     "list-repetition": "{{ ([0] * 100000000)|length }}",
     "printf-width-concatenated": "{{ ('%' ~ 1099511627776 ~ 's')|format('x')|length }}",
     "batch-count": "{{ range(50000000)|batch(3)|list|length }}",
     "slice-count": "{{ range({'k': 50000000}.k)|slice(3)|list|length }}",
     "range-alias": "{% set r = range %}{% for i in r(1000000000) %}{% endfor %}",
+    "range-alias-slice": "{% set r3 = range %}{{ range((r3(100000000)|length))|slice(3)|list|length }}",
 }
+
+
+@pytest.mark.parametrize("label", list(CAUGHT))
+def test_caught_counter_examples(live, label):
+    outcome = run_template(live, CAUGHT[label], [(2, CONTEXTS[2])], [CONFIGS[0]], timeout=0.5, memory=1 << 28)
+    assert outcome.flagged
+    contained(outcome)
 
 
 @pytest.mark.parametrize(

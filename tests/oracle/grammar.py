@@ -653,7 +653,7 @@ def _known() -> list[tuple[str, str]]:
     from tests import test_templates as payloads
 
     out = [(f"real:{p.stem}", p.read_bytes().decode("utf-8")) for p in sorted(REAL.glob("*.jinja"))]
-    for folder in ("benign", "tricks"):  # the corpus' live tricks, where the branch has them
+    for folder in ("benign", "real2", "tricks"):  # the other corpora, where the branch has them
         for p in sorted((REAL.parent / folder).glob("*.jinja")):
             out.append((f"{folder}:{p.stem}", p.read_bytes().decode("utf-8")))
     for name, p in payloads.P.items():

@@ -132,9 +132,12 @@ def test_format_fields_and_callables(sandboxed):
     assert seen.error is None, seen.error
     assert seen.output == "[1c][2]5:wab1Q"
     assert seen.fields == {"0.real", "k[z]"}
-    assert {Lookup("real", "str", "format-argument", "format"), Lookup("z", "str", "format-argument", "format")} <= set(
-        seen.lookups
-    )
+    assert {
+        Lookup("real", "str", "format-argument", "format"),
+        Lookup("z", "str", "format-argument", "format"),
+        Lookup(0, "int", "format-arguments", "format"),
+        Lookup("k", "str", "format-arguments", "format"),
+    } <= set(seen.lookups)
     calls = set(seen.call_counts)
     assert {
         Call("macro", "m"),

@@ -88,6 +88,8 @@ CONFIGS = (
 
 #: The largest request (in characters of JSON) the cost classes of the audit level hold renders to.
 ORDINARY_REQUEST = 300
+#: Receivers of lookups that are not held to the predicted names (see check_render).
+HELD_APART = frozenset({"filters", "tests", "format-arguments"})
 #: Predicted work (steps) that a render does in well under the oracle's second of CPU.
 QUICK_WORK = 1e5
 #: Classes that are reported but are not containment failures.
@@ -197,14 +199,15 @@ def check_render(
             if not x.is_text:
                 continue
             name = str(x.name)
-            if internal(name):
+            if internal(name) and x.receiver != "format-arguments":
                 if x.how in ("attribute", "unsafe"):
                     fail("name:internal-attribute", f"{name!r} of a {x.receiver} ({x.how})")
                 elif x.how != "undefined" and not (x.how == "item" and x.receiver in PLAIN):
                     fail("name:internal-lookup", f"{name!r} of a {x.receiver} ({x.how})")
             # a filter or test name (map('upper'), selectattr('role', 'equalto')) picks one of Jinja's registered
             # functions, never an attribute: it is not held to the predicted names
-            if prediction is not None and name not in prediction.names and x.receiver not in ("filters", "tests"):
+            # so is the argument a format field picks ('{x}'.format(x=...)): a keyword of the call, not an attribute
+            if prediction is not None and name not in prediction.names and x.receiver not in HELD_APART:
                 if request is None:
                     request = request_strings(context)
                 if not (prediction.request_names and name in request and x.receiver in PLAIN):

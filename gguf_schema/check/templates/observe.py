@@ -8,7 +8,8 @@ copy (:meth:`jinja2.Environment.overlay`) whose class adds :class:`ObservingMixi
 * **lookups**: each ``x.name`` and ``x[name]``, the ``attr`` filter, the dotted attribute paths of
   ``map``/``selectattr``/``sort``/``groupby``/``sum``/``join``/``unique``/``min``/``max`` (they go
   through the environment's ``getitem``), the filter and test names ``map``/``select``/``reject``
-  look up, and the fields of ``str.format``/``format_map`` format strings: the name (its Python type
+  look up, and the fields of ``str.format``/``format_map`` format strings (the argument a field picks is
+  noted on ``format-arguments``, each attribute or index in it on ``format-argument``): the name (its Python type
   kept apart, so ``x['0']`` and ``x[0]`` differ), the receiver's type, and how it resolved (``item``,
   ``attribute``, ``undefined``, ``unsafe``: refused by the sandbox, ``format``: a format field);
 * **calls**: each callable called, by what it is: ``macro``, ``caller``, ``global`` (``range``,
@@ -183,8 +184,9 @@ def _type(obj: Any) -> str:
 _FIELD_PART = re.compile(r"^[^.\[]*|\.[^.\[]*|\[[^\]]*\]")
 
 
-def _format_names(fmt: str) -> Iterator[tuple[str, Any]]:
-    """(field as written, each name its lookups use) of a ``str.format`` string, nested fields included."""
+def _format_names(fmt: str) -> Iterator[tuple[str, Any, bool]]:
+    """(field as written, each name its lookups use, whether it is the argument's name or number) of a
+    ``str.format`` string, nested fields included."""
     for _, name, spec, _ in string.Formatter().parse(fmt):
         if not name:
             if spec and "{" in spec:
@@ -195,7 +197,7 @@ def _format_names(fmt: str) -> Iterator[tuple[str, Any]]:
             if i == 0 and not text:  # an automatically numbered argument
                 continue
             # as str.format reads them: the argument and [index] are numbers when all digits, .attr never
-            yield name, int(text) if text.isdigit() and (i == 0 or key[:1] == "[") else text
+            yield name, int(text) if text.isdigit() and (i == 0 or key[:1] == "[") else text, i == 0
         if spec and "{" in spec:
             yield from _format_names(spec)
 
@@ -210,9 +212,10 @@ class ObservingMixin:
         if not isinstance(fmt, str):
             return
         try:
-            for whole, name in _format_names(fmt):
+            for whole, name, first in _format_names(fmt):
                 self.observation.fields.add(whole)
-                self.observation.note_lookup(name, "format-argument", "format")
+                # the first part picks an argument of the call (by position or keyword); the rest are lookups in it
+                self.observation.note_lookup(name, "format-arguments" if first else "format-argument", "format")
         except ValueError:  # the format string is malformed: str.format raises too
             pass
 

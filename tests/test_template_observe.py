@@ -184,3 +184,12 @@ def test_calls_of_values_that_are_not_callable_are_told_apart():
     seen = observe(env, "{{ (0).real() }}", {})
     assert seen.error is not None and seen.error.startswith("TypeError")
     assert Call("uncallable", "int") in seen.call_counts
+
+
+def test_names_that_are_not_text_are_kept_as_their_repr():
+    env = observing_environment(jinja2.Environment())
+    seen = observe(env, "{{ m[m] }}{{ m[(1, 2)] }}", {"m": [1]})
+    assert seen.error is None
+    assert Lookup("[1]", "repr:list", "list", "undefined") in seen.lookup_counts
+    assert Lookup("(1, 2)", "repr:tuple", "list", "undefined") in seen.lookup_counts
+    assert seen.text_names() == set()

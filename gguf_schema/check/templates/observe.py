@@ -75,7 +75,8 @@ _NATIVE = (str, int, float, bool, type(None))
 @dataclass(frozen=True)
 class Lookup:
     """One distinct name looked up: ``name`` (a str, int, float, bool or None as written; anything else as its
-    ``repr``), ``name_type`` (the Python type of the name: ``str``, ``int``, ``Markup``, ``slice``...),
+    ``repr``), ``name_type`` (the Python type of the name: ``str``, ``int``, ``Markup``...; ``repr:list``,
+    ``repr:tuple``... when ``name`` is the repr of a name of another type),
     ``receiver`` (the type of the object looked into), ``how`` it resolved."""
 
     name: str | int | float | bool | None
@@ -86,7 +87,7 @@ class Lookup:
     @property
     def is_text(self) -> bool:
         """The name is text (a ``str`` or a subclass such as ``Markup``): a name an attribute could have."""
-        return isinstance(self.name, str) and self.name_type not in ("slice", "tuple", "other")
+        return isinstance(self.name, str) and not self.name_type.startswith("repr:")
 
 
 @dataclass(frozen=True)
@@ -130,7 +131,7 @@ class Observation:
         if isinstance(name, _NATIVE):
             key = Lookup(name if type(name) in _NATIVE else str(name), type(name).__name__, receiver, how)
         else:
-            key = Lookup(repr(name)[:200], type(name).__name__, receiver, how)
+            key = Lookup(repr(name)[:200], f"repr:{type(name).__name__}", receiver, how)
         self._count(self.lookup_counts, key)
 
     def note_call(self, kind: str, what: str) -> None:

@@ -128,6 +128,8 @@ OPEN = {
     "batch-count": "{{ range(50000000)|batch(3)|list|length }}",
     "slice-count": "{{ range({'k': 50000000}.k)|slice(3)|list|length }}",
     "range-alias": "{% set r = range %}{% for i in r(1000000000) %}{% endfor %}",
+    "expandtabs-keyword": "{{ '\\t\\t'.expandtabs(tabsize=2 ** 31 - 1) }}",
+    "in-place-growth": "{% set l = [0] %}{% for i in range(40) %}{% do l.extend(l * 2) %}{% endfor %}{{ l|length }}",
     "range-alias-slice": "{% set r3 = range %}{{ range((r3(100000000)|length))|slice(3)|list|length }}",
 }
 

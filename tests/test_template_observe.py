@@ -132,9 +132,12 @@ def test_format_fields_and_callables(sandboxed):
     assert seen.error is None, seen.error
     assert seen.output == "[1c][2]5:wab1Q"
     assert seen.fields == {"0.real", "k[z]"}
-    assert {Lookup("real", "str", "format-argument", "format"), Lookup("z", "str", "format-argument", "format")} <= set(
-        seen.lookups
-    )
+    assert {
+        Lookup("real", "str", "format-argument", "format"),
+        Lookup("z", "str", "format-argument", "format"),
+        Lookup(0, "int", "format-arguments", "format"),
+        Lookup("k", "str", "format-arguments", "format"),
+    } <= set(seen.lookups)
     calls = set(seen.call_counts)
     assert {
         Call("macro", "m"),
@@ -174,3 +177,19 @@ def test_observation_round_trips_through_json():
     assert again == seen
     assert Lookup(0, "int", "list", "item") in again.lookup_counts
     assert again.output == "r01" and again.fields == {"x"}
+
+
+def test_calls_of_values_that_are_not_callable_are_told_apart():
+    env = observing_environment(jinja2.Environment())
+    seen = observe(env, "{{ (0).real() }}", {})
+    assert seen.error is not None and seen.error.startswith("TypeError")
+    assert Call("uncallable", "int") in seen.call_counts
+
+
+def test_names_that_are_not_text_are_kept_as_their_repr():
+    env = observing_environment(jinja2.Environment())
+    seen = observe(env, "{{ m[m] }}{{ m[(1, 2)] }}", {"m": [1]})
+    assert seen.error is None
+    assert Lookup("[1]", "repr:list", "list", "undefined") in seen.lookup_counts
+    assert Lookup("(1, 2)", "repr:tuple", "list", "undefined") in seen.lookup_counts
+    assert seen.text_names() == set()

@@ -8,13 +8,14 @@ copy (:meth:`jinja2.Environment.overlay`) whose class adds :class:`ObservingMixi
 * **lookups**: each ``x.name`` and ``x[name]``, the ``attr`` filter, the dotted attribute paths of
   ``map``/``selectattr``/``sort``/``groupby``/``sum``/``join``/``unique``/``min``/``max`` (they go
   through the environment's ``getitem``), the filter and test names ``map``/``select``/``reject``
-  look up, and the fields of ``str.format``/``format_map`` format strings: the name (its Python type
+  look up, and the fields of ``str.format``/``format_map`` format strings (the argument a field picks is
+  noted on ``format-arguments``, each attribute or index in it on ``format-argument``): the name (its Python type
   kept apart, so ``x['0']`` and ``x[0]`` differ), the receiver's type, and how it resolved (``item``,
   ``attribute``, ``undefined``, ``unsafe``: refused by the sandbox, ``format``: a format field);
 * **calls**: each callable called, by what it is: ``macro``, ``caller``, ``global`` (``range``,
   ``namespace``..., by name), ``filter``, ``test``, ``method`` (``str.upper``, ``LoopContext.cycle``...),
-  ``loop`` (a recursive loop's ``loop(...)``), ``type`` (a class called), ``other``; a call the sandbox
-  refuses is noted with ``refused`` in its kind;
+  ``loop`` (a recursive loop's ``loop(...)``), ``type`` (a class called), ``uncallable`` (a value that is
+  not callable: the call raises), ``other``; a call the sandbox refuses is noted with ``refused`` in its kind;
 * **work**, in the units of the static cost bound (:mod:`.cost`): a **step** is one pass of a loop,
   one call (a macro, a global, a method, a filter or a test applied), or 64 characters of output.
   ``work = iterations + calls + ceil(output_chars / 64)``. Loop passes are counted by rewriting the
@@ -56,6 +57,7 @@ __all__ = [
     "Lookup",
     "Observation",
     "ObservingMixin",
+    "compile_observed",
     "observe",
     "observing_environment",
 ]
@@ -73,7 +75,8 @@ _NATIVE = (str, int, float, bool, type(None))
 @dataclass(frozen=True)
 class Lookup:
     """One distinct name looked up: ``name`` (a str, int, float, bool or None as written; anything else as its
-    ``repr``), ``name_type`` (the Python type of the name: ``str``, ``int``, ``Markup``, ``slice``...),
+    ``repr``), ``name_type`` (the Python type of the name: ``str``, ``int``, ``Markup``...; ``repr:list``,
+    ``repr:tuple``... when ``name`` is the repr of a name of another type),
     ``receiver`` (the type of the object looked into), ``how`` it resolved."""
 
     name: str | int | float | bool | None
@@ -84,7 +87,7 @@ class Lookup:
     @property
     def is_text(self) -> bool:
         """The name is text (a ``str`` or a subclass such as ``Markup``): a name an attribute could have."""
-        return isinstance(self.name, str) and self.name_type not in ("slice", "tuple", "other")
+        return isinstance(self.name, str) and not self.name_type.startswith("repr:")
 
 
 @dataclass(frozen=True)
@@ -128,7 +131,7 @@ class Observation:
         if isinstance(name, _NATIVE):
             key = Lookup(name if type(name) in _NATIVE else str(name), type(name).__name__, receiver, how)
         else:
-            key = Lookup(repr(name)[:200], type(name).__name__, receiver, how)
+            key = Lookup(repr(name)[:200], f"repr:{type(name).__name__}", receiver, how)
         self._count(self.lookup_counts, key)
 
     def note_call(self, kind: str, what: str) -> None:
@@ -182,8 +185,9 @@ def _type(obj: Any) -> str:
 _FIELD_PART = re.compile(r"^[^.\[]*|\.[^.\[]*|\[[^\]]*\]")
 
 
-def _format_names(fmt: str) -> Iterator[tuple[str, Any]]:
-    """(field as written, each name its lookups use) of a ``str.format`` string, nested fields included."""
+def _format_names(fmt: str) -> Iterator[tuple[str, Any, bool]]:
+    """(field as written, each name its lookups use, whether it is the argument's name or number) of a
+    ``str.format`` string, nested fields included."""
     for _, name, spec, _ in string.Formatter().parse(fmt):
         if not name:
             if spec and "{" in spec:
@@ -194,7 +198,7 @@ def _format_names(fmt: str) -> Iterator[tuple[str, Any]]:
             if i == 0 and not text:  # an automatically numbered argument
                 continue
             # as str.format reads them: the argument and [index] are numbers when all digits, .attr never
-            yield name, int(text) if text.isdigit() and (i == 0 or key[:1] == "[") else text
+            yield name, int(text) if text.isdigit() and (i == 0 or key[:1] == "[") else text, i == 0
         if spec and "{" in spec:
             yield from _format_names(spec)
 
@@ -209,9 +213,10 @@ class ObservingMixin:
         if not isinstance(fmt, str):
             return
         try:
-            for whole, name in _format_names(fmt):
+            for whole, name, first in _format_names(fmt):
                 self.observation.fields.add(whole)
-                self.observation.note_lookup(name, "format-argument", "format")
+                # the first part picks an argument of the call (by position or keyword); the rest are lookups in it
+                self.observation.note_lookup(name, "format-arguments" if first else "format-argument", "format")
         except ValueError:  # the format string is malformed: str.format raises too
             pass
 
@@ -277,7 +282,11 @@ def _classify(env: Any, obj: Any) -> tuple[str, str]:
     """What a called object is: (kind, what)."""
     from jinja2.runtime import LoopContext, Macro
 
-    obj = getattr(obj, "__wrapped__", obj) if callable(obj) else obj  # the sandbox's str.format wrapper
+    if not callable(obj):
+        return "uncallable", type(obj).__name__  # calling it raises at once
+    wrapped = getattr(obj, "__wrapped__", None)  # the sandbox wraps str.format and format_map
+    if wrapped is not None and getattr(wrapped, "__name__", "") in ("format", "format_map"):
+        obj = wrapped
     if isinstance(obj, Macro):
         return ("caller", "caller") if obj.name in (None, "caller") else ("macro", obj.name)
     if isinstance(obj, LoopContext):
@@ -306,8 +315,9 @@ def _context_class(base: type) -> type:
             env = __self.environment
             kind, what = _classify(env, __obj)
             env.observation.note_call(kind, what)
-            if kind == "method" and what in ("str.format", "str.format_map", "Markup.format", "Markup.format_map"):
-                env._note_format(getattr(__obj, "__wrapped__", __obj))
+            if kind == "method" and what.endswith((".format", ".format_map")):
+                wrapped = getattr(__obj, "__wrapped__", __obj)
+                env._note_format(wrapped if getattr(wrapped, "__name__", "") in ("format", "format_map") else __obj)
             return super().call(__obj, *args, **kwargs)
 
     return ObservingContext
@@ -395,9 +405,23 @@ def _counted(env: Any, source: str) -> Any:
     return tree
 
 
+def compile_observed(env: Any, source: str) -> Any:
+    """``source`` compiled in ``env`` (from :func:`observing_environment`) with its loops counted, or None when
+    Jinja cannot compile it (the error is in ``env.observation.error``); what compiling did (Jinja folds
+    constant expressions, lookups included) is in a fresh ``env.observation``."""
+    seen = env.observation = Observation()
+    try:
+        return env.from_string(_counted(env, source))
+    except (MemoryError, RecursionError):
+        raise
+    except Exception as e:
+        seen.error = f"{type(e).__name__}: {str(e)[:300]}"
+        return None
+
+
 def observe(
     env: Any,
-    source: str,
+    source: str | Any,
     context: dict[str, Any],
     *,
     keep: int = 4096,
@@ -405,7 +429,8 @@ def observe(
     memory: bool = False,
 ) -> Observation:
     """Compile ``source`` in ``env`` (from :func:`observing_environment`) and render it with ``context``,
-    recording what the compile and the render do (a fresh :class:`Observation`, also left in
+    recording what the compile and the render do (``source`` may be a template from :func:`compile_observed`:
+    then only the render is recorded) (a fresh :class:`Observation`, also left in
     ``env.observation``). An exception the template raises ends the render and is noted in ``error``
     (``Type: message``); ``BaseException``s that are not ``Exception``s (an alarm, ``KeyboardInterrupt``) and
     ``MemoryError``/``RecursionError`` propagate with the observation so far in ``env.observation``.
@@ -422,7 +447,7 @@ def observe(
             started = True
     kept: list[str] = []
     try:
-        template = env.from_string(_counted(env, source))
+        template = env.from_string(_counted(env, source)) if isinstance(source, str) else source
         for chunk in template.generate(**context):
             seen.output_chars += len(chunk)
             if sum(map(len, kept)) < keep:

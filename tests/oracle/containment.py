@@ -33,6 +33,8 @@ size (``predict:work``).
 
 from __future__ import annotations
 
+import math
+
 import json
 import re
 from dataclasses import dataclass, field
@@ -227,16 +229,16 @@ def check_render(
             fail("cost:work", f"work {obs.work:,} > envelope {envelope(n):,.0f} at n={n}")
         bound = getattr(prediction, "bound", None) if prediction is not None else None
         if bound is not None:
-            limit = bound.work(n)
+            # loop passes and calls are whole steps; the bound's output/64 is a fraction: compare whole steps
+            limit = math.ceil(bound.work_at(n))
             if obs.work > limit:
                 fail("predict:work", f"work {obs.work:,} > predicted {limit:,.0f} at n={n}")
-            output = getattr(bound, "output", None)
-            if output is not None and obs.output_chars > output(n):
-                fail("predict:output", f"output {obs.output_chars:,} > predicted {output(n):,.0f} at n={n}")
+            if obs.output_chars > bound.output_at(n):
+                fail("predict:output", f"output {obs.output_chars:,} > predicted {bound.output_at(n):,.0f} at n={n}")
     bound = getattr(prediction, "bound", None) if prediction is not None else None
-    if bound is not None and kind in ("timeout", "memory") and bound.work(n) < QUICK_WORK:
+    if bound is not None and kind in ("timeout", "memory") and bound.work_at(n) < QUICK_WORK:
         # a bound this small is a render of well under a second: past the CPU or memory limit contradicts it
-        fail(f"predict:{kind}", f"the render ended by {kind} at n={n}; predicted work {bound.work(n):,.0f}")
+        fail(f"predict:{kind}", f"the render ended by {kind} at n={n}; predicted work {bound.work_at(n):,.0f}")
     return out
 
 

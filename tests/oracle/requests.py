@@ -12,6 +12,8 @@ text, non-ASCII) in every place a request has text. The special tokens (``bos_to
 
 from __future__ import annotations
 
+import math
+
 import json
 import random
 from typing import Any
@@ -205,5 +207,5 @@ def request_size(context: dict[str, Any]) -> int:
 
     measure = getattr(cost, "request_size", None)
     if measure is not None:
-        return int(measure(context))
+        return math.ceil(measure(context))
     return len(json.dumps({k: v for k, v in context.items() if k not in FILE_VARIABLES}, ensure_ascii=False))

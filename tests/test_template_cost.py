@@ -94,7 +94,7 @@ TRICKS = {
     "batch-filled": Costly("{{ [1]|batch(10 ** 10, 'x')|list }}", ("|batch",)),
     "slice-count": Costly("{{ [1]|slice(10 ** 9)|list|length }}", ("|slice",)),
     # a number from a method that is not modelled
-    "unmodelled-method-number": Costly(big_loop("range((10 ** 10).conjugate())"), (".conjugate()",)),
+    "number-method": Costly(big_loop("range((10 ** 10).conjugate())"), ("range() makes a value this large",)),
     "text-read-as-a-number": Costly("{{ 'x' * ('1' ~ '0' * 10)|int }}", ("repetition count",)),
     # in-place growth
     "extend-itself": Costly(

@@ -33,9 +33,8 @@ size (``predict:work``).
 
 from __future__ import annotations
 
-import math
-
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -140,6 +139,12 @@ def judge(source: str) -> Judgement:
     return Judgement(flagged, errors, prediction)
 
 
+#: methods of numbers the analysis allows (gguf_schema.check.templates.interpreter.M_NUMBER)
+NUMBER_METHODS = frozenset(
+    {"bit_length", "bit_count", "conjugate", "is_integer", "hex", "as_integer_ratio", "to_bytes"}
+)
+
+
 def _allowed_call(kind: str, what: str) -> bool:
     if kind in ("macro", "caller", "loop", "filter", "test", "uncallable"):
         return True
@@ -149,6 +154,8 @@ def _allowed_call(kind: str, what: str) -> bool:
         owner, _, name = what.partition(".")
         if what in OTHER_METHODS:
             return True
+        if owner in ("int", "float", "bool") and name in NUMBER_METHODS:
+            return True  # the analysis's number methods (interpreter.M_NUMBER): they make a number or its text
         return owner in METHOD_OWNERS and not name.startswith("_") and "(of the class)" not in name
     if kind == "other":
         return what in OTHER_OBJECTS or what.endswith("Undefined")  # calling an Undefined raises at once

@@ -12,9 +12,8 @@ text, non-ASCII) in every place a request has text. The special tokens (``bos_to
 
 from __future__ import annotations
 
-import math
-
 import json
+import math
 import random
 from typing import Any
 

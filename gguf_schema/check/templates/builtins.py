@@ -135,6 +135,9 @@ _TABLE: list[Builtin] = [
     *_b("method", "encode", "encoding errors", "encode"),
     *_b("method", "escape", "", "escape"),  # Markup's
     *_b("method", "striptags unescape", "", "text_same"),  # Markup's
+    # -- methods of numbers ---------------------------------------------------------------------------------
+    *_b("method", "bit_length bit_count conjugate is_integer", "", "number_same"),  # at most the number itself
+    *_b("method", "hex", "", "text_same"),  # no longer than the number's own text bound (24, or 4,400 digits)
     # -- methods of list and dict -------------------------------------------------------------------------
     *_b("method", "keys values items", "", "view"),
     *_b("method", "get", "key default", "get"),

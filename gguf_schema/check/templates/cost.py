@@ -62,6 +62,7 @@ BITS_LIMIT = 1 << 22  # bits of a number computed (a power past that takes secon
 GEOMETRIC_TRIPS = 64  # passes of a loop whose variables grow geometrically computed one by one
 RECURSION = 1000.0  # calls deep Python lets a recursion go
 INF = math.inf
+ITEM_BYTES = 8.0  # bytes an item of a container takes at least, against SIZE_LIMIT's characters
 AUTOESCAPE = 5.0  # the longest HTML entity autoescape writes for one character ('&#39;', '&#34;', '&amp;')
 _W = DEG + 1  # coefficients of N**0 .. N**DEG, then of F*N**0 .. F*N**DEG
 
@@ -328,7 +329,8 @@ class _Cost:
 
     def made(self, c: C, line: int | None, what: str) -> C:
         """A value just made: its size is checked and its making counted."""
-        size = pmax(c.chars, c.items if c.items is not None else ZERO)
+        # an item of a list costs at least a pointer (8 bytes) where a character of text costs one
+        size = pmax(c.chars, pscale(c.items, ITEM_BYTES) if c.items is not None else ZERO)
         self.limit(size, SIZE_LIMIT, line, f"{what} makes a value this large")
         self.size = pmax(self.size, size)
         self.spend(padd(ONE, pscale(size, 1 / 64)), line, f"{what} costs this many steps")

@@ -64,6 +64,7 @@ __all__ = [
     "TensorRecord",
     "check_header",
     "encoded_size",
+    "ggml_dims",
     "header_bytes",
     "header_size",
     "plan_tensor",
@@ -174,6 +175,24 @@ class PlannedTensor:
 
 
 TensorLike = np.ndarray | RawTensor | Tensor
+
+
+def ggml_dims(dims: Sequence[int]) -> tuple[int, ...]:
+    """The dimensions (innermost first) as ggml's writer stores them: ``gguf_write_tensor_info``
+    writes ``ggml_n_dims`` of them, the dimensions up to the last one larger than 1, at least one.
+    ggml's tools that write a model (``llama-quantize``, ``llama-gguf-split``) store a one-row
+    matrix with one dimension, so every offset after it is 8 bytes earlier than with two. The
+    tools of this library that write those tools' files use it; edits and copies keep the dims as
+    stored. One deliberate difference: a trailing dimension of 0 is kept (ggml would drop it too,
+    giving the info of a tensor with elements whose data has none: a broken file).
+
+    >>> ggml_dims((256, 1)), ggml_dims((256, 1, 8)), ggml_dims((1, 1)), ggml_dims(()), ggml_dims((256, 0, 1))
+    ((256,), (256, 1, 8), (1,), (1,), (256, 0))
+    """
+    n = len(dims)
+    while n > 1 and dims[n - 1] == 1:
+        n -= 1
+    return tuple(int(d) for d in dims[:n]) or (1,)
 
 
 # --------------------------------------------------------------------------- the check before writing

@@ -71,7 +71,7 @@ from ..reader import read
 from ..shards import SplitModel, open_model, shard_name
 from ..tensors import CODECS, QUANTIZE_TYPES, quantize
 from ..tensors.engine import error_sums
-from ..writer import PlannedTensor, Progress, plan_tensor, write_file
+from ..writer import PlannedTensor, Progress, ggml_dims, plan_tensor, write_file
 from . import quantplan
 from .imatrix import Imatrix, read_imatrix, tensor_weights
 from .quantplan import FALLBACK, PlanOptions, Preset
@@ -684,6 +684,7 @@ def _copied(t: Tensor, report: TensorReport, measure: bool) -> PlannedTensor:
     """A tensor copied as it is: a little-endian one read a few MiB of rows at a time (a
     big-endian one converted by the writer, whole)."""
     planned = plan_tensor(t.name, t, "little")
+    planned.dims = ggml_dims(planned.dims)  # llama-quantize rewrites every tensor's info, copied ones too
     if t.byte_order == "little" and t.dims:
         rows = math.prod(t.dims[1:])
         step = max(1, _CHUNK_BYTES // max(1, t.nbytes // rows)) if rows else 1
@@ -934,7 +935,7 @@ def _write(
             planned = PlannedTensor(
                 t.name,
                 int(report.new_type),
-                tuple(t.dims),
+                ggml_dims(t.dims),  # as llama-quantize stores them: a [256, 1] matrix with one dimension
                 report.nbytes,
                 functools.partial(_stream, t, report, used.get(t.name), workers, measure),
             )

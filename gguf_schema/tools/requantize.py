@@ -73,6 +73,7 @@ from ..tensors import CODECS, QUANTIZE_TYPES, quantize
 from ..tensors.engine import error_sums
 from ..writer import PlannedTensor, Progress, ggml_dims, plan_tensor, write_file
 from . import quantplan
+from .ecmascript import compile_ecmascript
 from .imatrix import Imatrix, read_imatrix, tensor_weights
 from .quantplan import FALLBACK, PlanOptions, Preset
 from .split import SPLIT_KEYS
@@ -141,10 +142,7 @@ def parse_tensor_type(text: str) -> tuple[str, GGMLType]:
     pattern, sep, name = text.partition("=")
     if not sep or not pattern or not name:
         raise ValueError(f"a tensor type is REGEX=TYPE, got {text!r}")
-    try:
-        re.compile(pattern)
-    except re.error as e:
-        raise ValueError(f"{pattern!r} is not a regular expression: {e}") from None
+    compile_ecmascript(pattern)  # as llama-quantize reads it, or refused
     return pattern, _writable_type(name)
 
 
@@ -500,10 +498,7 @@ def _options(
         parse_tensor_type(o) if isinstance(o, str) else (o[0], _writable_type(o[1])) for o in tensor_types
     )
     for pattern, _ in overrides:
-        try:
-            re.compile(pattern)
-        except re.error as e:
-            raise ValueError(f"{pattern!r} is not a regular expression: {e}") from None
+        compile_ecmascript(pattern)  # ECMAScript's meaning exactly, or a ValueError saying what differs
     return PlanOptions(
         pure=pure,
         output_tensor_type=_writable_type(output_tensor_type) if output_tensor_type is not None else None,

@@ -939,17 +939,13 @@ def _write(
         shards[report.shard].append(planned)
     head = model.shards[0] if isinstance(model, SplitModel) else model
     fields = _fields(model, result)
-    alignment = [f for f in fields if f.key == K.GENERAL_ALIGNMENT][:1]
-    if alignment and _alignment_value(alignment[0]) == _DEFAULT_ALIGNMENT:
-        alignment = []  # llama-quantize writes no key in the other shards; 32 is the default
+    per_shard = _shard_fields(fields, n, len(result.tensors))
 
     def writer(i: int) -> Callable[[Any], None]:
-        shard_fields = (fields if i == 0 else alignment) + _split_fields(i, n, len(result.tensors))
-
         def write(stream: Any) -> None:
             write_file(
                 stream,
-                shard_fields,
+                per_shard[i],
                 shards[i],
                 version=3,
                 byte_order="little",
@@ -963,7 +959,7 @@ def _write(
     if n == 1:
         write_file(
             result.paths[0],
-            fields + _split_fields(0, 1, len(result.tensors)),
+            per_shard[0],
             shards[0],
             version=3,
             byte_order="little",
@@ -974,6 +970,15 @@ def _write(
         )
     else:
         atomic_replace_set([(path, writer(i)) for i, path in enumerate(result.paths)], sync=sync)
+
+
+def _shard_fields(fields: list[Field], n: int, total: int) -> list[list[Field]]:
+    """The metadata of each of the ``n`` output shards: the first the whole of it, the others
+    ``general.alignment`` (where it is not 32) and the split keys (none for a single file)."""
+    alignment = [f for f in fields if f.key == K.GENERAL_ALIGNMENT][:1]
+    if alignment and _alignment_value(alignment[0]) == _DEFAULT_ALIGNMENT:
+        alignment = []  # llama-quantize writes no key in the other shards; 32 is the default
+    return [(fields if i == 0 else alignment) + _split_fields(i, n, total) for i in range(n)]
 
 
 def _alignment_value(f: Field) -> int | None:

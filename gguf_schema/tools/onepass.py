@@ -33,7 +33,7 @@ from __future__ import annotations
 import math
 import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Union
 
@@ -169,6 +169,7 @@ def requantize_many(
     dry_run: bool = False,
     overwrite: bool = False,
     progress: Progress | None = None,
+    on_plan: Callable[[ManyResult], None] | None = None,
     storage_options: Mapping[str, Any] | None = None,
     limits: Limits | None = None,
     mmap: bool = True,
@@ -185,6 +186,7 @@ def requantize_many(
             takes one; each at most once.
         overwrite: replace outputs that exist (else refused, before anything is written).
         progress: called with the bytes written, over all outputs.
+        on_plan: called with the complete plan (every output's), before anything is written.
         the others: as in :func:`~gguf_schema.tools.requantize.requantize`, the same for every preset.
 
     Returns:
@@ -250,6 +252,8 @@ def requantize_many(
                     "nothing was written (replace them with --overwrite, overwrite=True)",
                     path=existing[0],
                 )
+        if on_plan is not None:
+            on_plan(job)
         if dry_run:
             return job
         os.makedirs(out, exist_ok=True)

@@ -1,7 +1,8 @@
 """The ``quantize`` command: quantize a model file as ``llama-quantize`` does (:func:`gguf_schema.tools.requantize.requantize`), printed.
 
 ``gguf-schema quantize IN OUT --type PRESET`` (or ``IN OUT PRESET [THREADS]``, as
-``llama-quantize`` takes them) with ``llama-quantize``'s options. The plan's notes (fallbacks,
+``llama-quantize`` takes them) with ``llama-quantize``'s options; ``IN OUTDIR -t A -t B ...`` writes
+every preset in one pass (:func:`gguf_schema.tools.onepass.requantize_many`) as ``OUTDIR/<stem>-<PRESET>.gguf``. The plan's notes (fallbacks,
 tensors without importance weights) go to stderr before the write starts, the progress bar to
 stderr while it runs, and the per-tensor table (types, why, bytes, RMS error against the input)
 to stdout at the end (``--json``: the same as one JSON record; with ``--dry-run`` the plan,

@@ -591,6 +591,7 @@ def test_one_row_matrices_are_written_with_ggml_n_dims(tmp_path, preset_name):
 
 def test_llama_layout_split_writes_ggml_n_dims_and_default_split_keeps_them(tmp_path):
     """llama-gguf-split rewrites tensor infos as ggml stores them; our own split copies them as stored."""
+    from gguf_schema.tools.edit import set_key
     from gguf_schema.tools.split import split_plan
 
     rng = np.random.default_rng(1)
@@ -605,3 +606,8 @@ def test_llama_layout_split_writes_ggml_n_dims_and_default_split_keeps_them(tmp_
                 for t in f.tensor_list:
                     assert t.dims == expected[t.name]
                     np.testing.assert_array_equal(t.data.reshape(tensors[t.name].shape), tensors[t.name])
+    convert(src, tmp_path / "be.gguf", byte_order="big")  # a conversion and an edit keep the infos as stored
+    set_key(src, "general.name", "a longer name", in_place=False)
+    for path in (tmp_path / "be.gguf", src):
+        with gguf_schema.open(path) as f:
+            assert [t.dims for t in f.tensor_list] == [(64, 1), (32, 1, 2)]

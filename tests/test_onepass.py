@@ -51,13 +51,23 @@ def test_every_output_is_the_single_run_file(models, tmp_path, kind):
     options = {"imatrix": str(im), "allow_requantize": True}
     if rng.random() < 0.5:
         options["tensor_types"] = ["ffn_down=q6_k"]
-    job = requantize_many(src, tmp_path / "out", names, threads=1, **options)
+    job = requantize_many(src, tmp_path / "out", names, threads=1, measure=True, **options)
     assert [r.preset for r in job.results] == names
     for r in job.results:
         assert r.paths == [str(tmp_path / "out" / f"{kind}-{r.preset}.gguf")]
         single = tmp_path / f"single-{r.preset}.gguf"
-        requantize(src, single, r.preset, threads=1, **options)
+        alone = requantize(src, single, r.preset, threads=1, measure=True, **options)
         assert sha(r.paths[0]) == sha(single), (kind, r.preset)
+        # the same plan and the same measures (RMS errors, summed over other chunks of rows: to rounding)
+        measures = ("rms_error", "rms_input", "relative_error")
+        for a, b in zip(r.tensors, alone.tensors, strict=True):
+            da, db = a.to_dict(), b.to_dict()
+            assert {k: v for k, v in da.items() if k not in measures} == {
+                k: v for k, v in db.items() if k not in measures
+            }
+            for k in measures:
+                assert (da[k] is None) == (db[k] is None) and (da[k] is None or da[k] == pytest.approx(db[k], rel=1e-9))
+        assert (r.notes, r.metadata, r.file_type) == (alone.notes, alone.metadata, alone.file_type)
     assert sorted(os.listdir(tmp_path / "out")) == sorted(f"{kind}-{n}.gguf" for n in names)
     # each tensor read once: the tensor data of the source, and no more
     with gguf_schema.open(src) as f:

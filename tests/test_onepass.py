@@ -151,6 +151,14 @@ def test_refusals_write_nothing(models, tmp_path):
     assert os.listdir(out) == ["llama-gqa-Q8_0.gguf"]
 
 
+def test_an_output_folder_that_is_a_file_is_refused(models, tmp_path):
+    src, _ = models["llama-gqa"]
+    (tmp_path / "f").write_bytes(b"x")
+    r = run_cli("quantize", str(src), str(tmp_path / "f"), "-t", "Q4_0", "-t", "Q8_0")
+    assert r.returncode != 0 and b"Traceback" not in r.stderr and str(tmp_path / "f").encode() in r.stderr
+    assert (tmp_path / "f").read_bytes() == b"x"
+
+
 def test_output_stem():
     assert output_stem("/m/model-00001-of-00004.gguf") == "model"
     assert output_stem("hf://org/repo/gemma-f32.gguf") == "gemma-f32"

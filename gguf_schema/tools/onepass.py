@@ -212,6 +212,12 @@ def requantize_many(
     out = os.fspath(outdir)
     if is_url(out):
         raise ValueError(f"the output folder must be a local path, got the URL {out!r}")
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise GGUFBuildError(
+            "the output of several presets is a folder (each written as <stem>-<PRESET>.gguf in it), and this is a "
+            "file: nothing was written",
+            path=out,
+        )
     reading: dict[str, Any] = {"limits": limits, "mmap": mmap}
     weights = _imatrix(imatrix, include_weights, exclude_weights, reading)
     options = _options(
@@ -256,7 +262,10 @@ def requantize_many(
             on_plan(job)
         if dry_run:
             return job
-        os.makedirs(out, exist_ok=True)
+        try:
+            os.makedirs(out, exist_ok=True)
+        except OSError as e:  # a file of that name, no permission ...
+            raise os_error(e, out) from None
         job.source_bytes = _write_all(model, planned, workers, measure, progress, sync, strict)
         return job
     finally:

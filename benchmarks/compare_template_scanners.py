@@ -9,8 +9,10 @@ virtual environment under /work (a benchmark only, never a dependency of gguf-sc
 The corpus is written here as small GGUF files (one template each, key ``tokenizer.chat_template``):
 
 * malicious: every trick of the test-suite (tests/test_templates.py's payloads, tests/test_template_tricks.py's
-  tricks and costly renders), each PROVEN live there by an unsandboxed render; the command they run is ``true``;
-* benign: the real chat templates of tests/data/templates/real and our fixtures in tests/data/templates/benign.
+  tricks and costly renders, the corpus of tests/data/templates/tricks), each PROVEN live there by an unsandboxed
+  render; the command they run is ``true`` (the corpus's: ``touch "$GGUF_TRICK_MARKER"``, unset here);
+* benign: the real chat templates of tests/data/templates/real and real2 and our fixtures in
+  tests/data/templates/benign.
 
 A scanner "flags" a file when its own verdict says so: ``gguf-schema audit`` a finding at warning or above (its
 exit status 1); modelaudit an issue of severity warning or above; aisbom a CRITICAL risk (exit 2); c4nary a FAIL (exit
@@ -64,7 +66,10 @@ def corpus() -> dict[str, tuple[str, bool]]:
         out[f"payload-{name}"] = (src, True)
     for name, t in {**tricks.T, **tricks.DOS}.items():
         out[f"trick-{name}"] = (t.source.replace("{CMD}", "'true'"), True)
-    for d in ("real", "benign"):
+    tricks_dir = ROOT / "tests" / "data" / "templates" / "tricks"
+    for path in sorted(tricks_dir.glob("*.jinja")):  # the corpus of live tricks (tests/test_trick_corpus.py)
+        out[f"corpus-{path.stem}"] = (path.read_bytes().decode("utf-8"), True)
+    for d in ("real", "real2", "benign"):
         for path in sorted((ROOT / "tests" / "data" / "templates" / d).glob("*.jinja")):
             out[f"{d}-{path.stem}"] = (path.read_bytes().decode("utf-8"), False)
     return out

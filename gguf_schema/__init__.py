@@ -18,13 +18,10 @@ from __future__ import annotations
 
 import os as _os
 from collections.abc import Mapping
-from typing import Any, Literal, overload
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 from . import model as _model
 from . import writer as _writer
-from .check import require as _require
-from .check.audit import audit
-from .check.writing import check_before_write as _check_before_write
 from .errors import (
     GGUFBuildError,
     GGUFChangedError,
@@ -53,10 +50,50 @@ from .format.values import BoolByte, Field, GGUFArray, LazyStrings, make_field
 from .io.source import Source, SourceLike
 from .model import Fields, GGUFFile, Metadata, Tensor
 from .reader import read
-from .shards import SplitModel, open_model, open_split
-from .tensors.engine import compiled_elsewhere as _compiled_elsewhere
-from .tools.scan import ScanRecord, scan, scan_file
 from .writer import RawTensor, save
+
+if TYPE_CHECKING:
+    from .check.audit import audit
+    from .shards import SplitModel, open_split
+    from .tools.scan import ScanRecord, scan, scan_file
+
+#: public names imported on first use (module ``__getattr__``): validation, shards and scanning cost
+#: an import that reading and writing a file do not need
+_LAZY = {
+    "audit": "check.audit",
+    "SplitModel": "shards",
+    "open_model": "shards",
+    "open_split": "shards",
+    "ScanRecord": "tools.scan",
+    "scan": "tools.scan",
+    "scan_file": "tools.scan",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def _require(f: Any, strict: str) -> Any:
+    """:func:`gguf_schema.check.require` (validation, imported when a profile is asked for)."""
+    from .check import require
+
+    return require(f, strict)
+
+
+def _check_before_write(header: Any, strict: str | None = None) -> None:
+    """The check run before a header is written (imported on the first write)."""
+    from .check.writing import check_before_write
+
+    check_before_write(header, strict)
+
 
 __version__ = "0.1.0"
 
@@ -65,6 +102,23 @@ __version__ = "0.1.0"
 # write is handed the check its header passes first.
 _model.register_writer(_writer.save_file)
 _writer.register_header_check(_check_before_write)
+
+
+def _compiled_elsewhere() -> str | None:
+    """:func:`gguf_schema.tensors.engine.compiled_elsewhere`, asked only of a source tree without kernels
+    (importing the kernels' package costs more than the rest of this package's import)."""
+    import importlib.machinery
+
+    here = _os.path.dirname(_os.path.abspath(__file__))
+    if not _os.path.isfile(_os.path.join(_os.path.dirname(here), "setup.py")):
+        return None  # not a source tree
+    kernels = _os.path.join(here, "tensors", "_kernels")
+    if any(_os.path.isfile(kernels + suffix) for suffix in importlib.machinery.EXTENSION_SUFFIXES):
+        return None  # this copy has its kernels
+    from .tensors.engine import compiled_elsewhere
+
+    return compiled_elsewhere()
+
 
 _installed = _compiled_elsewhere()
 if _installed is not None:  # once, at import: the library never prints, it warns
@@ -156,6 +210,8 @@ def open(
     GGUFFileNotFoundError True
     """
     if split:
+        from .shards import SplitModel, open_model
+
         if not isinstance(source, (str, _os.PathLike)):
             raise TypeError(f"split=True opens a path or URL, got {type(source).__name__}")
         model = open_model(source, lazy=lazy, limits=limits, mmap=mmap, storage_options=storage_options)

@@ -34,8 +34,6 @@ from .format.schema import alignment_of
 from .format.types import GGMLType, ValueType, tensor_nbytes, type_name
 from .format.values import Field, make_field
 from .format.variant import Variant
-from .tensors import dequantize
-from .tensors.engine import _row_range as row_range  # the engine's reading of ``rows=``, shared
 
 __all__ = ["Fields", "GGUFFile", "Metadata", "Storage", "Tensor"]
 
@@ -281,6 +279,8 @@ class Tensor:
         else:
             data, n = self._row_bytes(rows)
             shape, rows = (n, self.dims[0]), None
+        from .tensors import dequantize  # (the kernels are imported when first used)
+
         return dequantize(
             data,
             t,
@@ -313,7 +313,9 @@ class Tensor:
         """The stored bytes of a range of rows, and how many rows they are."""
         nbytes = self.nbytes
         n_rows = math.prod(self.dims[1:])
-        start, stop = row_range(rows, n_rows)
+        from .tensors.engine import _row_range  # the engine's reading of ``rows=``, shared
+
+        start, stop = _row_range(rows, n_rows)
         row = nbytes // n_rows if n_rows else 0
         return self._bytes(start * row, (stop - start) * row, nbytes), stop - start
 

@@ -52,7 +52,6 @@ from .format.schema import alignment_of
 from .format.types import GGMLType, ValueType, tensor_nbytes
 from .format.values import Field, make_field
 from .model import GGUFFile, Tensor
-from .tensors import byteswap
 
 __all__ = [
     "CHUNK",
@@ -938,7 +937,7 @@ def _swapped(pieces: Iterable[Any], t: GGMLType, src_order: str, dst_order: str)
         cut = raw.size - raw.size % unit
         carry = raw[cut:].copy()
         if cut:
-            yield byteswap(raw[:cut], t, src_order, dst_order)
+            yield _byteswap(raw[:cut], t, src_order, dst_order)
     if carry.size:  # a piece that ends inside a block: the size check names it
         yield carry
 
@@ -1152,3 +1151,10 @@ class _Counting:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.stream, name)
+
+
+def _byteswap(raw: Any, t: Any, src_order: str, dst_order: str) -> Any:
+    """:func:`gguf_schema.tensors.byteswap` (the kernels' package is imported when first needed)."""
+    from .tensors import byteswap
+
+    return byteswap(raw, t, src_order, dst_order)

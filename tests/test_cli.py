@@ -509,7 +509,7 @@ def test_diff_reports_metadata_and_tensor_changes(demo: Path, tmp_path: Path) ->
         "detail": "F32 [2]",
     }
     r = run("diff", demo, demo, "--json")
-    assert (r.returncode, json.loads(r.stdout)) == (0, {"equal": True, "differences": []})
+    assert (r.returncode, json.loads(r.stdout)) == (0, {"equal": True, "data_compared": True, "differences": []})
 
 
 def _tensor_sha(path: Path, name: str) -> str:

@@ -214,9 +214,9 @@ def test_version_1_files_are_read_though_gguf_refuses_them(tmp_path):
 def test_fields_are_built_only_when_used(gemma):
     ours = compat.GGUFReader(gemma)
     tokens = ours.fields["tokenizer.ggml.tokens"]
-    assert tokens._parts is None  # opening built no parts
+    assert tokens._layout().built_parts is None  # opening built no parts
     assert len(tokens.data) == 262_144 and tokens.contents(5) == tokens.contents()[5]
-    assert tokens._parts is None  # neither do data, types and contents
+    assert tokens._layout().built_parts is None  # neither do data, types and contents
     assert len(tokens.parts) == 5 + 2 * 262_144
 
 
@@ -273,6 +273,28 @@ def test_reader_field_and_tensor_behave_like_named_tuples(tmp_path):
         "t", compat.GGMLQuantizationType.F32, np.array([2], np.uint64), 2, 8, 0, np.zeros(2), field
     )
     assert given.shape.tolist() == [2] and given.field is field
+
+
+def test_records_and_enum_members_are_gguf_own(tmp_path):
+    r = compat.GGUFReader(write(tmp_path, demo_bytes("big", 3)))
+    field, tensor = r.fields["general.name"], r.tensors[0]
+    assert isinstance(field, gguf.ReaderField) and isinstance(tensor, gguf.ReaderTensor)
+    assert isinstance(field, tuple) and field._fields == gguf.ReaderField._fields
+    assert field.types[0] is gguf.GGUFValueType.STRING and r.endianess is gguf.GGUFEndian.BIG
+    assert tensor.tensor_type is gguf.GGMLQuantizationType[tensor.tensor_type.name]
+    assert all(isinstance(t.tensor_type, gguf.GGMLQuantizationType) for t in r.tensors)
+    assert all(type(k) is gguf.GGUFValueType for k in compat.GGUFReader.gguf_scalar_to_np)
+    _offset, _name, parts, data, types = field  # unpacking, indexing and _replace go through the built members
+    assert field[2] is parts and field == tuple(field) and field._replace(name="x")[1:] == ("x", parts, data, types)
+    assert pickle_round_trip(field).contents() == field.contents()
+    with compat.patch():
+        assert isinstance(field, gguf.ReaderField) and gguf.ReaderField is compat.ReaderField
+
+
+def pickle_round_trip(x):
+    import pickle
+
+    return pickle.loads(pickle.dumps(x))
 
 
 # ---------------------------------------------------------------------- bad files
@@ -519,6 +541,91 @@ def test_lazy_tensors_are_written_as_gguf_writes_them(tmp_path):
 
     theirs, ours = _write_both(tmp_path, calls)
     assert ours == theirs
+
+
+class ChunkedTensor:
+    """A tensor with the protocol of llama.cpp's newest gguf-py ``LazyChunkedTensor`` (written here, not
+    taken from it): ``shape``, ``dtype``, ``nbytes``, ``byteswap``, and ``tofile`` that loads and writes one
+    chunk of rows at a time; it refuses to become an ndarray (gguf-py's refuses since llama.cpp #27869).
+    ``by_write`` writes each chunk with ``fout.write`` instead of numpy's ``tofile`` (which needs a real file)."""
+
+    def __init__(self, loaders, shape, dtype, by_write=False, loaded=None):
+        self.loaders, self.shape, self.dtype, self.by_write = loaders, tuple(shape), np.dtype(dtype), by_write
+        self.nbytes = int(np.prod(self.shape)) * self.dtype.itemsize
+        self.loaded = loaded if loaded is not None else [0]  # chunks loaded (shared with its byteswapped copy)
+
+    def __array__(self, *args, **kw):
+        raise TypeError("ChunkedTensor cannot become an ndarray")
+
+    def byteswap(self, inplace=False):
+        swapped = [lambda f=f: f().byteswap() for f in self.loaders]
+        return ChunkedTensor(swapped, self.shape, self.dtype, self.by_write, self.loaded)
+
+    def tofile(self, fout):
+        for load in self.loaders:
+            chunk = np.ascontiguousarray(load(), self.dtype)
+            self.loaded[0] += 1
+            if self.by_write:
+                fout.write(chunk.tobytes())
+            else:
+                chunk.tofile(fout)
+
+
+def _chunked(rows: int = 10, cols: int = 24, step: int = 3, by_write: bool = False) -> ChunkedTensor:
+    full = np.arange(rows * cols, dtype=np.float32).reshape(rows, cols)
+    loaders = [lambda a=a: full[a : a + step] for a in range(0, rows, step)]
+    return ChunkedTensor(loaders, full.shape, np.float32, by_write)
+
+
+@pytest.mark.parametrize("how", ["in-memory", "use_temp_file", "big-endian", "by-write", "split", "streaming"])
+def test_chunked_tensors_write_themselves_as_in_gguf(tmp_path, how):
+    kw = {
+        "use_temp_file": {"use_temp_file": True},
+        "big-endian": {"endianess": gguf.GGUFEndian.BIG},
+        "split": {"split_max_tensors": 1},
+    }.get(how, {})
+    made = []
+
+    def calls(w):
+        t = _chunked(by_write=how == "by-write")
+        made.append(t)
+        if how == "streaming":
+            w.add_tensor_info("chunked", t.shape, t.dtype, t.nbytes)
+            w.add_tensor_info("after", (3,), np.float32, 12)
+            w.write_header_to_file()
+            w.write_kv_data_to_file()
+            w.write_ti_data_to_file()
+            w.write_tensor_data(t)
+            w.write_tensor_data(np.ones(3, np.float32))
+            w.close()
+            return
+        w.add_tensor("before", np.ones(5, np.float16))
+        w.add_tensor("chunked", t)
+        w.add_tensor("after", np.arange(3, dtype=np.int32))
+        _finish(w)
+
+    theirs, ours = _write_both(tmp_path, calls, **kw)
+    assert ours == theirs and all(t.loaded == [4] for t in made)
+    with compat.patch():  # and through the names gguf-py's users call
+        folder = tmp_path / "patched"
+        folder.mkdir()
+        w = gguf.GGUFWriter(folder / "model.gguf", "llama", **kw)
+        calls(w)
+        assert {p.name: p.read_bytes() for p in sorted(folder.iterdir())} == theirs
+
+
+def test_a_chunked_tensor_that_writes_the_wrong_size_is_refused(tmp_path):
+    t = _chunked()
+    t.nbytes += 4  # says more than it writes
+    w = compat.GGUFWriter(tmp_path / "m.gguf", "llama")
+    w.add_tensor("chunked", t)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    with pytest.raises(GGUFError, match="expected"):
+        w.write_tensors_to_file()
+    with pytest.raises(ValueError, match="incomplete"):
+        w.close()
+    assert not (tmp_path / "m.gguf").exists()
 
 
 def test_vocab_only_files_and_empty_models_give_gguf_bytes(tmp_path):

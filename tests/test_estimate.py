@@ -526,7 +526,7 @@ def test_cli_estimate_errors_name_the_flags_not_the_api(tmp_path: Path, capsys: 
         "attention: leave out --no-flash-attn, or choose f32, f16 or bf16\n"
     )
     for flag, value, words in (
-        ("--ctx", "-1", "argument --ctx: needs a whole number >= 0, got '-1'"),
+        ("--ctx", "-1", "argument --ctx: needs a whole number of tokens (4096, 8k = 8192, 128K, 1M), got '-1'"),
         ("--batch", "0", "argument --batch: needs a whole number >= 1, got '0'"),
         ("--gpu-layers", "-2", "argument --gpu-layers: needs a whole number >= -1, got '-2'"),
         ("--parallel", "300", "argument --parallel: needs a whole number from 1 to 256, got '300'"),

@@ -105,7 +105,7 @@ READING: dict[str, tuple[list[str], int]] = {
     "dump": (["@d.gguf"], 0),
     "tensors": (["@d.gguf"], 0),
     "get": (["@d.gguf", "general.name"], 0),
-    "check": (["@d.gguf"], 0),
+    "check": (["--profile", "spec", "@d.gguf"], 0),  # the demo's nested array: refused by the default (ggml)
     "audit": (["@d.gguf"], 0),
     "scan": (["@d.gguf"], 0),
     "diff": (["@d.gguf", "@e.gguf"], 0),

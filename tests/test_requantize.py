@@ -401,6 +401,7 @@ def test_cli_quantize(model, tmp_path):
         "2",
         "--allow-requantize",
         "--measure",
+        "--verbose",
     )
     assert r.returncode == 0, r
     text = r.stdout.decode()
@@ -413,7 +414,7 @@ def test_cli_quantize(model, tmp_path):
     assert line.split()[1:5] == ["8x96", "F32", "->", "Q8_0"] and line.endswith("fallback Q8_0")
     err = r.stderr.decode()
     assert "blk.0.ffn_up.weight: Q4_K: the default type; rows of 48 are not whole Q4_K blocks (256)" in err
-    assert "note: the model has no llama.block_count: 1 layers counted from tensor names" in err and "wrote" in err
+    assert "note: the model has no llama.block_count: 1 layer counted from tensor names" in err and "wrote" in err
     with gguf_schema.open(out) as f:
         assert f.tensors["blk.0.attn_k.weight"].type == G.Q8_0 and f.metadata["general.file_type"] == 15
         assert f.tensors["output.weight"].type == G.Q6_K
@@ -441,7 +442,7 @@ def test_cli_json_and_dry_run(model, tmp_path):
     r = run_cli("quantize", model, out, "-t", "Q6_K", "--json", "--allow-requantize", "--measure")
     record = json.loads(r.stdout)
     assert record["tensors"][0]["rms_error"] > 0 and record["tensors"][0]["relative_error"] < 0.05
-    r = run_cli("quantize", model, tmp_path / "fast.gguf", "-t", "Q6_K", "--allow-requantize")
+    r = run_cli("quantize", model, tmp_path / "fast.gguf", "-t", "Q6_K", "--allow-requantize", "--verbose")
     assert (tmp_path / "fast.gguf").read_bytes() == out.read_bytes() and " - " in r.stdout.decode()
 
 

@@ -328,8 +328,8 @@ def test_shards_are_checked_as_shards_and_a_first_shard_stands_for_its_model(tmp
     r = run_cli("audit", paths[0], paths[2])  # the first shard stands for its model; no shard twice
     assert r.returncode == 0 and r.stdout.decode().count(": clean") == 3
     os.rename(paths[1], tmp_path / "away.gguf")
-    r = run_cli("check", paths[0])
+    r = run_cli("check", "--profile", "spec", paths[0])
     lines = r.stdout.decode().splitlines()
     assert r.returncode == 2 and lines[0].startswith(f"{paths[0]}: rejected under profile spec (7 errors")
-    assert f"{paths[0]}: unreadable under profile spec (1 errors, 0 warnings)" in lines
+    assert f"{paths[0]}: unreadable under profile spec (1 error, 0 warnings)" in lines
     assert f"the split model it starts cannot be read: shard 2 of 3 is missing: {paths[1]}" in lines[-1]

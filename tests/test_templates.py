@@ -714,9 +714,9 @@ def test_text_growing_through_recursion_settles_without_false_alarms():
 def test_payload_behind_an_unmet_condition_is_still_reported_statically():
     source = "{% if messages | length > 99 %}{{ cycler.__init__.__globals__.os.popen('id').read() }}{% endif %}"
     findings = audit_template(source, render=True)
-    # the sample conversations never take that branch: only the static findings (the names, and the call of what
-    # they reach)
-    assert rules_of(findings) == {"GGUF-T101", "GGUF-T102"}
+    # the sample conversations never take that branch (no render finding): only the static findings (the names, the
+    # calls of what they reach, whose cost is not modelled either)
+    assert rules_of(findings) == {"GGUF-T101", "GGUF-T102", "GGUF-T504"}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -767,7 +767,7 @@ def test_render_bounds_time_and_output():
     spin = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}"
     findings = audit_template(spin, render=True, render_timeout=0.5)
     assert [(f.rule, f.severity) for f in findings] == [("GGUF-T502", "error"), ("GGUF-T504", "error")]
-    assert findings[0].message == "sandboxed render (one message conversation) did not finish within 0.5 s"
+    assert findings[0].message == "sandboxed render (one message conversation) did not finish within 0.5 s of CPU"
 
     flood = "{% for i in range(100000) %}{{ 'x' * 100 }}{% endfor %}"
     findings = audit_template(flood, render=True, render_max_output=10_000)

@@ -79,3 +79,26 @@ def test_the_audit_reports_every_name_trick(name):
     findings = audit_template(trick.source)
     assert any(f.severity == "error" for f in findings), [(f.rule, f.message) for f in findings]
     assert predict(trick.source).flagged
+
+
+@pytest.mark.parametrize("name", sorted(n for n, t in TRICKS.items() if t.cls.startswith("cost:")))
+def test_the_audit_reports_every_cost_trick(name):
+    """The render-cost bound reports most costly renders statically; what it lets through (loops nested deeper than
+    its degree limit, which real JSON-schema walkers need) the render, part of every file audit, measures."""
+    import io
+
+    import numpy as np
+
+    import gguf_schema
+    from gguf_schema import make_field
+    from gguf_schema.check.templates import audit_template
+
+    trick = TRICKS[name]
+    if any(f.severity == "error" for f in audit_template(trick.source)):
+        return
+    buf = io.BytesIO()
+    fields = [make_field("general.architecture", "llama"), make_field("tokenizer.chat_template", trick.source)]
+    gguf_schema.save(buf, fields, {"w": np.zeros(4, np.float32)})
+    result = gguf_schema.audit(buf.getvalue())
+    assert result.exit_code == 1
+    assert "GGUF-T502" in {f.rule for f in result.findings if f.severity == "error"}

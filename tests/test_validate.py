@@ -861,14 +861,15 @@ def test_cli_check_exit_codes_and_text(tmp_path):
     p = run_cli("check", "--profile", "ggml", str(clean), str(bad))
     assert p.returncode == 1
     assert "GGUF-E028 error [general.alignment]: general.alignment 48 is not a power of two" in p.stdout
-    assert run_cli("check", str(bad)).returncode == 0  # default profile spec: 48 is a multiple of 8
+    assert run_cli("check", "--profile", "spec", str(bad)).returncode == 0  # spec: 48 is a multiple of 8
+    assert run_cli("check", str(bad)).returncode == 1  # the default profile is ggml's
     p = run_cli("check", "--profile", "lenient", str(bad), str(broken))
     assert p.returncode == 2 and f"{broken}: unreadable" in p.stdout
 
 
 def test_cli_check_json(tmp_path):
     bad = write(tmp_path, save(base(), F32_2x4, alignment=4), "bad.gguf")
-    p = run_cli("check", "--json", str(bad))
+    p = run_cli("check", "--json", "--profile", "spec", str(bad))
     assert p.returncode == 1
     out = json.loads(p.stdout)
     assert out["profile"] == "spec"

@@ -15,7 +15,10 @@ when ``read_gaps`` is set, the small padding ranges are fetched) and reports :cl
   look-alike keys: trailing spaces, compatibility forms, confusable letters (``GGUF-A103``);
 * every template key (``tokenizer.chat_template``, ``tokenizer.chat_template.*``, and any key that
   reads or looks like one), stored as text or not (an ARRAY of strings is audited joined, and its
-  type flagged: ``GGUF-A104``), through the template audit (``GGUF-T*`` rules);
+  type flagged: ``GGUF-A104``), through the template audit (``GGUF-T*`` rules), and every other text a
+  loader renders of it (:mod:`.loaders`: cut at a NUL, cut by llama-cpp-python's buffer, rewritten by
+  transformers: ``GGUF-A106``), each distinct text analysed once and rendered in Jinja's sandbox (one
+  child process for the file; ``render=False`` leaves the render out);
 * invisible or direction-changing characters in special tokens (``GGUF-A201``);
 * bytes no loader reads: trailing data (``GGUF-A301``), gaps between tensors (``GGUF-A302``),
   non-zero padding (``GGUF-A303``), overlapping tensors (``GGUF-A304``), a file that ends before the
@@ -59,7 +62,8 @@ from ..model import GGUFFile
 from ..reader import read
 from . import templates
 from .ggml_view import GGMLView, c_string, ggml_pad
-from .templates import AuditRule, hidden_characters
+from .loaders import View, template_views
+from .templates import AuditRule, TemplateFinding, hidden_characters
 
 __all__ = [
     "AUDIT_RULES",
@@ -73,7 +77,13 @@ __all__ = [
 TEMPLATE_KEY = K.TOKENIZER_CHAT_TEMPLATE
 #: CPU seconds the audit of one file spends on analysing its templates (a file of thousands of distinct
 #: templates gets one GGUF-T402 finding for those past it; the same template twice is analysed once)
-TEMPLATE_SECONDS = 1.0
+TEMPLATE_SECONDS = templates.ANALYSIS_SECONDS  # CPU for all of a file's templates together (each gets what is left)
+#: The sandboxed render of a file's templates (one child process for the file): CPU seconds each template text
+#: has for all its renders, the child's address space, and how many distinct texts are rendered (real files have
+#: a few; the texts past it get one GGUF-T503 warning)
+RENDER_SECONDS = 2.0
+RENDER_MEMORY = 512 << 20
+RENDER_MAX_TEMPLATES = 32
 _EXCERPT = 80  # characters of a value shown in a finding
 _PEEK = 32  # bytes of an unread region shown in a finding
 _SEVERE = ("error", "warning")
@@ -112,6 +122,15 @@ _FILE_RULES = (
         "warning",
         "nul-in-tensor-name",
         "A tensor name holds a NUL byte: ggml names the tensor by the text before it.",
+    ),
+    AuditRule(
+        "GGUF-A106",
+        "warning",
+        "loader-renders-other-text",
+        "A loader renders a template key as another text than the stored value: llama.cpp cuts it at a NUL and "
+        "skips an ARRAY stored first, llama-cpp-python copies it through a 1,024-byte buffer (a value of that size "
+        "loses its last byte), transformers replaces the architecture name inside it. The text each loader "
+        "renders is audited too; the template findings of a text only a loader sees say which loader.",
     ),
     AuditRule(
         "GGUF-A201",
@@ -161,10 +180,10 @@ _FILE_RULES = (
     ),
     AuditRule(
         "GGUF-A501",
-        "warning",
+        "error",
         "template-not-analysed",
-        "A template was found but Jinja2 is not installed, so only its characters were checked "
-        "(pip install 'gguf-schema[audit]').",
+        "A template was found but Jinja2 is not installed, so only its characters were checked: an audit that "
+        "could not look is not a pass (pip install 'gguf-schema[audit]').",
     ),
 )
 
@@ -188,6 +207,9 @@ class AuditFinding:
         column: for template findings, the 1-based column when known.
         chain: for template findings, the steps (with template lines) from where a name or a cost comes from to
             where it is used.
+        loaders: for template findings, the loaders that render the text the finding is of
+            (:mod:`~gguf_schema.check.loaders`): ``llama.cpp``, ``llama-cpp-python``, ``transformers``,
+            ``gguf-py``; empty when none of them reads the key as a template (a look-alike key).
     """
 
     rule: str
@@ -200,11 +222,13 @@ class AuditFinding:
     line: int | None = None
     column: int | None = None
     chain: tuple[str, ...] = ()
+    loaders: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """The finding as JSON-ready data."""
         out = {k: getattr(self, k) for k in self.__dataclass_fields__}
         out["chain"] = list(self.chain)
+        out["loaders"] = list(self.loaders)
         return out
 
     def __str__(self) -> str:
@@ -345,7 +369,7 @@ def audit(
     source: Any,
     *,
     storage_options: Mapping[str, Any] | None = None,
-    render: bool = False,
+    render: bool = True,
     read_gaps: bool | None = None,
     limits: Limits | None = None,
     mmap: bool = True,
@@ -355,8 +379,12 @@ def audit(
     Args:
         source: a path, URL, bytes, binary file object, or an open :class:`~gguf_schema.model.GGUFFile`.
         storage_options: for a URL, the options of its fsspec backend.
-        render: also render each template in Jinja's sandbox (a child process each; see
-            :func:`~gguf_schema.check.templates.audit_template`).
+        render: also render every template (and every other text a loader renders of it) in Jinja's sandbox,
+            under each loader's Jinja configuration, on sample conversations, in one child process for the file
+            with time, memory and output bounds (:func:`~gguf_schema.check.templates.sandbox.render_many`). On by
+            default; ``False`` leaves only the static analysis, which is weaker (a render proves what a render
+            does; the analysis can only over-approximate it), and saves the child process (a few tenths of a
+            second when the file has a template; nothing when it has none).
         read_gaps: read the contents of padding, gaps and trailing bytes (at most a few bytes of each
             region). Default: yes for local files, no for URLs (their sizes are still checked from the
             offsets; a note says the contents were not fetched).
@@ -395,7 +423,8 @@ class _Auditor:
     def __init__(self, f: GGUFFile, name: str | None, render: bool, read_gaps: bool | None):
         self.f = f
         self.view = GGMLView(f)
-        self.render = render
+        self.render_file = render  # every template text of the file rendered together, in one child (render_all)
+        self.render = False  # so not one child per template
         remote = name is not None and is_url(name)
         self.read_gaps = (not remote) if read_gaps is None else read_gaps
         self.report = AuditResult(name)
@@ -421,13 +450,21 @@ class _Auditor:
         view = self.view
         for sh in view.shadows:
             read_value = _excerpt_value(sh.read)
+            strings = ""
+            if sh.read.type == ValueType.ARRAY:
+                first = next((h for h in sh.hidden if h.type != ValueType.ARRAY), None)
+                if first is not None:
+                    strings = (
+                        f"; llama.cpp's map of metadata as text (its chat templates, llama_model_meta_val_str) skips "
+                        f"ARRAY values, so there {show(first.key)} at offset {first.offset} is read instead"
+                    )
             for hidden in sh.hidden:
                 if hidden.key == sh.read.key:
                     continue  # an exact duplicate: ggml refuses the file (check --profile ggml says so)
                 self.add(
                     "GGUF-A101",
-                    f"{show(hidden.key)!s} is never read by ggml/llama.cpp: the lookup of {show(sh.key)} returns "
-                    f"{show(sh.read.key)} at offset {sh.read.offset}, whose value is {read_value}",
+                    f"{show(hidden.key)!s} is never read by ggml's key lookup: the lookup of {show(sh.key)} returns "
+                    f"{show(sh.read.key)} at offset {sh.read.offset}, whose value is {read_value}{strings}",
                     key=show(hidden.key),
                     offset=hidden.offset,
                     excerpt=_excerpt_value(hidden),
@@ -473,6 +510,8 @@ class _Auditor:
     def templates(self) -> None:
         self.template_seconds = TEMPLATE_SECONDS
         self.unanalysed: list[str] = []
+        views = template_views(self.f)
+        stored: list[tuple[Field, str]] = []
         for fld in self.f.fields.records:
             if not _is_template_name(key_skeleton(fld.key)):
                 continue
@@ -487,9 +526,20 @@ class _Auditor:
                     offset=fld.offset,
                     excerpt=show(text) if text is not None else "",
                 )
-            if text is None:
-                continue
-            self.template(fld, text)
+            if text is not None:
+                stored.append((fld, text))
+        # what each loader renders that is not the stored text of the pair it comes from (cut, rewritten...)
+        other: dict[tuple[int, str], list[View]] = {}
+        for v in views:
+            if v.text != _template_text(v.field):
+                other.setdefault((id(v.field), v.text), []).append(v)
+        texts = [text for _, text in stored] + [text for _, text in other]
+        rendered = self.render_all(texts)
+        for fld, text in stored:
+            seen = [v.loader for v in views if v.field is fld and v.text == text]
+            self.template(fld, text, rendered.get(text, []), loaders=tuple(dict.fromkeys(seen)))
+        for (_, text), vs in other.items():
+            self.loader_view(vs, text, rendered.get(text, []))
         if self.unanalysed:
             keys = ", ".join(show(k, 40) for k in self.unanalysed[:3]) + (" ..." if len(self.unanalysed) > 3 else "")
             self.add(
@@ -499,7 +549,52 @@ class _Auditor:
                 key=show(self.unanalysed[0]),
             )
 
-    def template(self, fld: Field, text: str) -> None:
+    def render_all(self, texts: list[str]) -> dict[str, list[TemplateFinding]]:
+        """The sandboxed render of every distinct text, in one child process for the file."""
+        if not self.render_file or not texts:
+            return {}
+        texts = list(dict.fromkeys(texts))
+        if len(texts) > RENDER_MAX_TEMPLATES:
+            self.add(
+                "GGUF-T503",
+                f"{len(texts) - RENDER_MAX_TEMPLATES:,} of the file's {len(texts):,} template texts not rendered: the "
+                f"audit renders at most {RENDER_MAX_TEMPLATES} (real files have a few); they were analysed",
+            )
+            texts = texts[:RENDER_MAX_TEMPLATES]
+        try:
+            return templates.sandbox.render_many(texts, RENDER_SECONDS, memory=RENDER_MEMORY)
+        except ImportError:
+            return {}  # no Jinja2: reported per template below
+
+    def loader_view(self, vs: list[View], text: str, rendered: list[TemplateFinding]) -> None:
+        """A text loaders render that differs from the stored value: said (GGUF-A106), and audited as such."""
+        fld = vs[0].field
+        loaders = tuple(dict.fromkeys(v.loader for v in vs))
+        how = "; ".join(dict.fromkeys(f"{v.loader}: {v.change}" for v in vs))
+        self.add(
+            "GGUF-A106",
+            f"{' and '.join(loaders)} render{'s' if len(loaders) == 1 else ''} template {show(vs[0].name)} from "
+            f"{show(fld.key)} as another text than the stored one ({how})",
+            key=show(fld.key),
+            offset=self.value_offset(fld),
+            excerpt=show(text),
+            loaders=loaders,
+        )
+        before = {(f.rule, f.line, f.message) for f in self.report.findings if f.key == show(fld.key)}
+        self.template(
+            fld, text, rendered, loaders=loaders, skip=before, prefix=f"as {' and '.join(loaders)} render it: "
+        )
+
+    def template(
+        self,
+        fld: Field,
+        text: str,
+        rendered: Sequence[TemplateFinding] = (),
+        *,
+        loaders: tuple[str, ...] = (),
+        skip: set[tuple[str, int | None, str]] | None = None,
+        prefix: str = "",
+    ) -> None:
         at = self.value_offset(fld)
         if self.template_seconds <= 0 and not templates.is_cached(text):
             self.unanalysed.append(fld.key)
@@ -515,11 +610,15 @@ class _Auditor:
             return
         started = time.thread_time()
         try:
-            found = templates.audit_template(text, name=fld.key, render=self.render)
+            found = templates.audit_template(
+                text, name=fld.key, render=self.render, seconds=max(self.template_seconds, 0.05)
+            )
+            found = [*found, *rendered]  # the render's findings beside the static ones
         except ImportError:
             self.add(
                 "GGUF-A501",
-                f"template {show(fld.key)} not analysed: Jinja2 is not installed; only its characters were checked",
+                f"template {show(fld.key)} not analysed: Jinja2 is not installed, so only its characters were "
+                "checked (pip install 'gguf-schema[audit]')",
                 key=show(fld.key),
                 offset=at,
             )
@@ -538,9 +637,12 @@ class _Auditor:
                 )
         self.template_seconds -= time.thread_time() - started
         for t in found:
+            if skip is not None and (t.rule, t.line, t.message) in skip:
+                continue
             self.add(
                 t.rule,
-                t.message,
+                prefix + t.message,
+                loaders=loaders,
                 key=show(fld.key),
                 offset=at,
                 excerpt=t.excerpt[: _EXCERPT * 2],
@@ -798,8 +900,12 @@ def to_sarif(reports: Sequence[AuditResult] | AuditResult, *, tool_version: str 
                 "message": {"text": text},
                 "locations": [location],
             }
-            if f.excerpt or f.chain:
-                result["properties"] = {"excerpt": f.excerpt, **({"chain": list(f.chain)} if f.chain else {})}
+            if f.excerpt or f.chain or f.loaders:
+                result["properties"] = {
+                    "excerpt": f.excerpt,
+                    **({"chain": list(f.chain)} if f.chain else {}),
+                    **({"loaders": list(f.loaders)} if f.loaders else {}),
+                }
             results.append(result)
     return {
         "$schema": _SARIF_SCHEMA,

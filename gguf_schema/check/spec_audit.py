@@ -27,6 +27,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 from ..errors import GGUFDocumentError, GGUFInternalError
@@ -64,9 +65,16 @@ def load_spec() -> dict[str, Any]:
     >>> load_spec()["enums"]["gguf_metadata_value_type"]["values"]["FLOAT64"]
     12
     """
-    spec: dict[str, Any] = json.loads(
-        resources.files("gguf_schema.spec").joinpath("gguf.json").read_text(encoding="utf-8")
-    )
+    try:
+        text = resources.files("gguf_schema.spec").joinpath("gguf.json").read_text(encoding="utf-8")
+    except ModuleNotFoundError:
+        # imported from a clone's own gguf_schema folder (Python started in the clone after
+        # `pip install .`): the spec data is the clone's top-level spec/, which only an install maps in
+        beside = Path(__file__).resolve().parents[2] / "spec" / "gguf.json"
+        if not beside.is_file():
+            raise
+        text = beside.read_text(encoding="utf-8")
+    spec: dict[str, Any] = json.loads(text)
     return spec
 
 

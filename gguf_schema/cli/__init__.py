@@ -55,6 +55,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from .. import GGUFError, __version__, durable
+from ..tensors.engine import compiled_modules
 from . import audit, check, edit, estimate, files, generate, inspect, quantize, scan
 from .command import Command, Family, HelpFormatter, Trait
 from .conventions import (
@@ -63,10 +64,13 @@ from .conventions import (
     EXIT_INTERRUPTED,
     EXIT_OK,
     add_open_options,
+    add_quiet_option,
     error,
     library_warnings,
+    note,
     output_streams,
     parse_storage_option,
+    quiet,
     write,
 )
 
@@ -99,6 +103,21 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(EXIT_ERROR)
 
 
+def version_text() -> str:
+    """What ``gguf-schema --version`` prints: the version, then each compiled module and its state
+    (active; off, by ``GGUF_SCHEMA_NO_KERNELS=1``; not built, so the numpy kernels and Python loops
+    do its work: the same results, more slowly)."""
+    lines = [f"gguf-schema {__version__}"]
+    hints = {
+        "off": "off (GGUF_SCHEMA_NO_KERNELS=1)",
+        "not built": "not built (no C compiler at install: the numpy kernels give the same results, more slowly; "
+        "reinstall with a C compiler to build it)",
+    }
+    for name, state in compiled_modules().items():
+        lines.append(f"{name}: {hints.get(state, state)}")
+    return "\n".join(lines)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``gguf-schema`` parser: the global options, then every family's commands."""
     parser = _Parser(
@@ -107,7 +126,8 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EPILOG,
         formatter_class=HelpFormatter,
     )
-    parser.add_argument("--version", action="version", version=f"gguf-schema {__version__}")
+    parser.add_argument("--version", action="version", version=version_text())
+    add_quiet_option(parser)
     add_open_options(parser)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for family in FAMILIES:
@@ -130,7 +150,7 @@ class _NoteHandler(logging.Handler):
     """Prints what the library notes while a command runs (e.g. a server without range requests) on stderr."""
 
     def emit(self, record: logging.LogRecord) -> None:
-        print(f"gguf-schema: note: {record.getMessage()}", file=sys.stderr)
+        note(record.getMessage())
 
 
 def _error(message: str) -> None:
@@ -176,6 +196,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _main(argv: Sequence[str] | None, given: list[argparse.Namespace]) -> int:
     parser = build_parser()
+    if not (sys.argv[1:] if argv is None else argv):  # bare `gguf-schema`: the help, as --help prints it
+        parser.print_help(sys.stdout)
+        return EXIT_OK
     args = parser.parse_args(argv)
     given.append(args)
     _resolve_output(parser, args)
@@ -187,7 +210,7 @@ def _main(argv: Sequence[str] | None, given: list[argparse.Namespace]) -> int:
     library_log.addHandler(notes)
     library_log.setLevel(logging.INFO)
     try:
-        with output_streams(), library_warnings():
+        with output_streams(), library_warnings(), quiet(args.quiet_before or getattr(args, "quiet_after", False)):
             rc = args.func(args)
             sys.stdout.flush()
         return int(rc)

@@ -17,7 +17,7 @@ from .. import open as open_gguf
 from ..check import AUDIT_RULES, AuditResult, audit, to_sarif
 from ..check.validate import split_place
 from .command import Family, Trait, arg
-from .conventions import EXIT_ERROR, EXIT_OK, error, open_options, write_json
+from .conventions import EXIT_ERROR, EXIT_OK, error, open_options, plural, write_json
 
 __all__ = ["COMMANDS"]
 
@@ -58,7 +58,13 @@ def _audit(args: argparse.Namespace, src: str) -> list[AuditResult]:
     arg("--json", action="store_true", help="print the reports as JSON (same as --format json)"),
     arg("--format", choices=("text", "json", "sarif"), default="text", help="output format (default text)"),
     arg("--sarif", metavar="OUT", default=None, help="also write a SARIF 2.1.0 log to OUT ('-': stdout)"),
-    arg("--render", action="store_true", help="also render each template in Jinja's sandbox (a child process each)"),
+    arg(
+        "--render",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="render every template in Jinja's sandbox, in one child process per file (the default); --no-render "
+        "leaves only the static analysis, which is weaker",
+    ),
     arg(
         "--read-gaps",
         action="store_true",
@@ -105,7 +111,8 @@ def _cmd_audit(args: argparse.Namespace) -> int:
             verdict = "flagged" if r.flagged else "clean"
             fetched = f"; {r.bytes_read:,} bytes fetched" if r.bytes_read is not None else ""
             print(
-                f"{name}: {verdict} ({counts['error']} errors, {counts['warning']} warnings, {counts['info']} notes{fetched})"
+                f"{name}: {verdict} ({plural(counts['error'], 'error')}, {plural(counts['warning'], 'warning')}, "
+                f"{plural(counts['info'], 'note')}{fetched})"
             )
             for f in r.findings:
                 print(f"  {f}")

@@ -20,7 +20,7 @@ from .. import open as open_gguf
 from ..check import PROFILES, RULES, Finding, Report, audit_spec, validate
 from ..check.validate import split_place
 from .command import Family, Trait, arg
-from .conventions import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK, error, open_options, write_json
+from .conventions import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK, error, open_options, plural, write, write_json
 
 __all__ = ["COMMANDS"]
 
@@ -62,11 +62,58 @@ def _validate(args: argparse.Namespace, path: str) -> list[Report]:
         return reports
 
 
+#: findings of one rule shown one by one before the rest are counted (``--verbose`` shows all)
+SHOWN_PER_RULE = 3
+
+
+def finding_lines(findings: list[Finding], *, every: bool = False) -> list[str]:
+    """The findings as printed: grouped by rule (in the order the rules first appear); a rule with
+    more than :data:`SHOWN_PER_RULE` findings shows its first ones and counts the rest in one line
+    (a truncated file breaks one rule once per tensor), unless ``every``.
+
+    >>> f = [Finding("GGUF-E002", "error", 10 * i, f"t{i}", None, "runs past the end") for i in range(5)]
+    >>> for line in finding_lines([Finding("GGUF-W001", "warning", None, None, None, "odd"), *f]):
+    ...     print(line)
+    @- GGUF-W001 warning: odd
+    @0 GGUF-E002 error [t0]: runs past the end
+    @10 GGUF-E002 error [t1]: runs past the end
+    ... and 3 more GGUF-E002 errors like these (5 in all; --verbose lists them)
+    """
+    groups: dict[str, list[Finding]] = {}
+    for finding in findings:
+        groups.setdefault(finding.rule, []).append(finding)
+    lines = []
+    for rule, group in groups.items():
+        if every or len(group) <= SHOWN_PER_RULE:
+            lines += [str(x) for x in group]
+            continue
+        shown = SHOWN_PER_RULE - 1
+        lines += [str(x) for x in group[:shown]]
+        lines.append(
+            f"... and {len(group) - shown} more {rule} {group[0].severity}s like these "
+            f"({len(group)} in all; --verbose lists them)"
+        )
+    return lines
+
+
 @COMMANDS.command(
     "check",
     "check GGUF files against the spec, ggml's reader, or readability",
-    arg("--profile", choices=PROFILES, default="spec", help="which rules to apply (default: spec)"),
+    arg(
+        "--profile",
+        choices=PROFILES,
+        default="ggml",
+        help="which rules to apply: ggml (the default: will llama.cpp's reader load it?), spec (the "
+        "specification's letter too: architectures and keys it names, ...), lenient (can it be read at all?)",
+    ),
     arg("--json", action="store_true", help="print the reports as JSON"),
+    arg(
+        "--verbose",
+        "-v",
+        action="store_true",
+        help=f"list every finding (by default a rule broken more than {SHOWN_PER_RULE} times shows its first "
+        "findings and a count of the rest)",
+    ),
     arg("files", nargs="+", metavar="FILE"),
     description="Check GGUF files. The first shard of a split model stands for its model: every shard is "
     "checked, the rules about the model's metadata and tensors on the first, each later shard as a shard. "
@@ -84,9 +131,12 @@ def _cmd_check(args: argparse.Namespace) -> int:
     else:
         for r in reports:
             verdict = "unreadable" if not r.readable else ("ok" if r.ok else "rejected")
-            print(f"{r.path}: {verdict} under profile {r.profile} ({len(r.errors)} errors, {len(r.warnings)} warnings)")
-            for finding in r.findings:
-                print(f"  {finding}")
+            print(
+                f"{r.path}: {verdict} under profile {r.profile} ({plural(len(r.errors), 'error')}, "
+                f"{plural(len(r.warnings), 'warning')})"
+            )
+            for line in finding_lines(r.findings, every=args.verbose):
+                write(f"  {line}\n")
     if any(not r.readable for r in reports):
         return EXIT_ERROR
     return EXIT_FINDINGS if any(not r.ok for r in reports) else EXIT_OK

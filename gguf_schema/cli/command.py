@@ -5,7 +5,7 @@ Every command module holds one :class:`Family` and declares each of its commands
 description), the arguments (:func:`arg`, :func:`exclusive`, :func:`output`), the
 :class:`Trait` flags, and the files it writes (for the Ctrl-C report). The traits add what every
 command of their kind shares, so no command spells it again and nothing edits argparse's
-internals afterwards:
+internals afterwards (and every command takes ``-q/--quiet``, as the main parser does):
 
 - :attr:`Trait.READS`: it reads a GGUF file of the user's, so the reading options (``--limit``,
   ``--no-mmap``, ``--storage-option``) are accepted after the command too (before it they are
@@ -29,7 +29,7 @@ internals afterwards:
 >>> sub = argparse.ArgumentParser(prog="gguf-schema").add_subparsers()
 >>> family.add_to(sub)
 >>> sorted(a.option_strings[-1] for a in sub.choices["hello"]._actions if a.option_strings)
-['--help', '--limit', '--no-mmap', '--output', '--storage-option']
+['--help', '--limit', '--no-mmap', '--output', '--quiet', '--storage-option']
 >>> [c.name for c in family], family["hello"].targets(argparse.Namespace(output="o.gguf"))
 (['hello'], ['o.gguf'])
 """
@@ -49,6 +49,7 @@ from .conventions import (
     EPILOG,
     EXIT_ERROR,
     add_open_options,
+    add_quiet_option,
     error,
 )
 
@@ -186,6 +187,7 @@ class Command:
         )
         for a in self.arguments:
             a.add_to(p)
+        add_quiet_option(p, after_command=True)  # every command: -q before or after it
         if Trait.READS in self.traits:
             add_open_options(p, after_command=True)  # the global reading options, also accepted after the command
         if Trait.WRITES in self.traits:

@@ -62,17 +62,23 @@ __all__ = [
     "EXIT_OK",
     "EXIT_TRUNCATED",
     "add_open_options",
+    "add_quiet_option",
     "count",
     "error",
     "human_count",
+    "is_quiet",
     "library_warnings",
     "mib",
+    "note",
     "open_options",
     "output_streams",
     "parse_limit",
     "parse_storage_option",
+    "plural",
     "positive_int",
+    "quiet",
     "read_options",
+    "status",
     "to_json",
     "truncation",
     "visible",
@@ -168,6 +174,15 @@ def human_count(n: int) -> str:
         if n >= scale:
             return f"{n / scale:.1f}{unit}"
     return str(n)
+
+
+def plural(n: int, word: str) -> str:
+    """A count and its noun, singular for one: ``1 error``, ``2 errors``, ``1,234 bytes``.
+
+    >>> plural(1, "header byte"), plural(3, "header byte"), plural(0, "error")
+    ('1 header byte', '3 header bytes', '0 errors')
+    """
+    return f"{n:,} {word}{'' if n == 1 else 's'}"
 
 
 def mib(n: int) -> str:
@@ -309,6 +324,18 @@ def add_open_options(parser: argparse.ArgumentParser, *, after_command: bool = F
     )
 
 
+def add_quiet_option(parser: argparse.ArgumentParser, *, after_command: bool = False) -> None:
+    """``-q/--quiet``, on the main parser (before the command) and on every command's (after it)."""
+    parser.add_argument(
+        "-q",
+        "--quiet",
+        dest="quiet_after" if after_command else "quiet_before",
+        action="store_true",
+        default=argparse.SUPPRESS if after_command else False,
+        help="print results, warnings and errors only: no notes, status lines, progress bars or summaries of writes",
+    )
+
+
 def read_options(args: argparse.Namespace) -> dict[str, Any]:
     """``limits`` and ``mmap`` as the command line asks (``--limit``, ``--no-mmap``): the keyword
     arguments every library function that reads a local GGUF file takes (edits)."""
@@ -336,14 +363,50 @@ def error(message: str) -> None:
     write(f"gguf-schema: error: {message}\n", sys.stderr)
 
 
-def warn(message: str) -> None:
-    """A warning line on stderr: ``gguf-schema: warning: ...`` (above a progress bar being drawn)."""
-    line = f"gguf-schema: warning: {message}"
+_quiet: list[bool] = [False]
+
+
+@contextlib.contextmanager
+def quiet(enabled: bool) -> Iterator[None]:
+    """While a command runs with ``-q/--quiet``: no notes, status lines or progress bars (warnings,
+    errors and results still print)."""
+    saved = _quiet[0]
+    _quiet[0] = enabled
+    try:
+        yield
+    finally:
+        _quiet[0] = saved
+
+
+def is_quiet() -> bool:
+    """Whether the running command was given ``-q/--quiet``."""
+    return _quiet[0]
+
+
+def note(message: str) -> None:
+    """A note on stderr, ``gguf-schema: note: ...`` (what was done on the way; not under ``--quiet``)."""
+    if not _quiet[0]:
+        _to_stderr(f"gguf-schema: note: {message}")
+
+
+def status(message: str) -> None:
+    """A status line on stderr (``wrote FILE ...``, ``set KEY: FILE ...``; not under ``--quiet``)."""
+    if not _quiet[0]:
+        _to_stderr(message)
+
+
+def _to_stderr(line: str) -> None:
+    """One line on stderr, above a progress bar being drawn."""
     tqdm = sys.modules.get("tqdm")
     if tqdm is not None and getattr(tqdm.tqdm, "_instances", None):
         tqdm.tqdm.write(visible(line, getattr(sys.stderr, "encoding", None) or "utf-8"), file=sys.stderr)
     else:
         write(line + "\n", sys.stderr)
+
+
+def warn(message: str) -> None:
+    """A warning line on stderr: ``gguf-schema: warning: ...`` (above a progress bar being drawn)."""
+    _to_stderr(f"gguf-schema: warning: {message}")
 
 
 @contextlib.contextmanager

@@ -27,10 +27,12 @@ from .conventions import (
     EXIT_ERROR,
     EXIT_OK,
     EXIT_TRUNCATED,
-    count,
     error,
+    note,
     open_options,
+    plural,
     read_options,
+    status,
     visible,
     warn,
     warn_truncated,
@@ -77,9 +79,19 @@ _ADD = arg(
 _TYPES = ", ".join(t.name.lower() for t in ValueType if t != ValueType.ARRAY) + ", array[TYPE]"
 
 
+def _recover_first(args: argparse.Namespace) -> None:
+    """Undo an interrupted earlier edit of FILE before anything reads it (a note on stderr says what
+    was done), as every edit does: ``set`` reads FILE before the edit starts (is KEY new?)."""
+    done = durable.recover(args.file)
+    if done is not None:
+        note(f"{args.file}: {done}")
+
+
 def _edit(args: argparse.Namespace, operation: Callable[..., EditResult], *operands: Any) -> EditResult:
     """``operation(FILE, *operands)`` (an edit of :mod:`gguf_schema.tools.edit`) as the edit options
-    say (``-o``, ``--no-in-place``, ``--strict``, the reading options), with a progress bar."""
+    say (``-o``, ``--no-in-place``, ``--strict``, the reading options), with a progress bar. An
+    interrupted earlier edit of FILE is undone first (:func:`_recover_first`)."""
+    _recover_first(args)
     with Progress(file_size(args.file), "write") as bar:
         return operation(
             args.file,
@@ -108,12 +120,12 @@ def _report_edit(what: str, result: EditResult, args: argparse.Namespace | None 
         )
         return _edited_truncated(result)
     if result.in_place:
-        how = f"in place, {count(result.bytes_written)} header bytes changed"
+        how = f"in place, {plural(result.bytes_written, 'header byte')} changed"
     elif result.cloned:
-        how = f"a clone renamed over it, {count(result.bytes_written)} header bytes changed"
+        how = f"a clone renamed over it, {plural(result.bytes_written, 'header byte')} changed"
     else:
-        how = f"rewritten, {count(result.bytes_written)} bytes"
-    print(f"{what}: {result.path} ({how})", file=sys.stderr)
+        how = f"rewritten, {plural(result.bytes_written, 'byte')}"
+    status(f"{what}: {result.path} ({how})")
     return _edited_truncated(result)
 
 
@@ -134,6 +146,7 @@ def _new_key_allowed(args: argparse.Namespace) -> bool:
     in a key must not silently add one and rewrite the file)."""
     if args.add:
         return True
+    _recover_first(args)
     with open_gguf(args.file, lazy=True, **open_options(args)) as f:
         if args.key in f.fields:
             return False  # not new: nothing to allow (a key deleted meanwhile is refused by the edit)

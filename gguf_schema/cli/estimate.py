@@ -15,6 +15,7 @@ notes to stderr.
 from __future__ import annotations
 
 import argparse
+import re
 from collections.abc import Callable
 
 from .. import GGMLType
@@ -33,7 +34,7 @@ from .conventions import (
     write_json,
 )
 
-__all__ = ["COMMANDS", "estimate_text"]
+__all__ = ["COMMANDS", "estimate_text", "token_count"]
 
 COMMANDS = Family()
 
@@ -127,6 +128,24 @@ def _int_at_least(low: int, high: int | None = None) -> Callable[[str], int]:
     return parse
 
 
+def token_count(text: str) -> int:
+    """``--ctx``: a number of tokens, ``8192``, or with a suffix as context sizes are quoted,
+    ``8k`` (K = 1024: "an 8k context" is 8,192 tokens), ``128K``, ``1M``; ``8Ki`` is read the same.
+    0 means the model's own context length.
+
+    >>> token_count("8k"), token_count("128K"), token_count("1M"), token_count("4096"), token_count("0")
+    (8192, 131072, 1048576, 4096, 0)
+    >>> token_count("8.5k")
+    Traceback (most recent call last):
+    argparse.ArgumentTypeError: needs a whole number of tokens (4096, 8k = 8192, 128K, 1M), got '8.5k'
+    """
+    m = re.fullmatch(r"\s*(\d+)\s*([kKmM]i?)?\s*", text)
+    if not m:
+        raise argparse.ArgumentTypeError(f"needs a whole number of tokens (4096, 8k = 8192, 128K, 1M), got {text!r}")
+    scale = {"": 1, "k": 1024, "m": 1024 * 1024}[(m.group(2) or "")[:1].lower()]
+    return int(m.group(1)) * scale
+
+
 def _cache_type_arg(text: str) -> str:
     if text.strip().lower() not in CACHE_TYPES:
         raise argparse.ArgumentTypeError(f"{text!r} is not a cache type llama.cpp accepts: {', '.join(CACHE_TYPES)}")
@@ -139,9 +158,9 @@ def _cache_type_arg(text: str) -> str:
     arg("file", metavar="FILE"),
     arg(
         "--ctx",
-        type=_int_at_least(0),
+        type=token_count,
         metavar="N",
-        help="context size in tokens (default, or 0: the model's context_length)",
+        help="context size in tokens: 4096, or 8k (= 8192), 32K, 1M (default, or 0: the model's context_length)",
     ),
     arg("--batch", type=_int_at_least(1), default=512, metavar="N", help="logical batch size (default 512)"),
     arg("--ubatch", type=_int_at_least(1), default=512, metavar="N", help="physical batch size (default 512)"),

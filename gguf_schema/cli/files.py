@@ -19,13 +19,14 @@ import os
 import sys
 
 from .. import GGUFBuildError, durable
+from .. import open as open_gguf
 from ..io.source import is_url
 from ..tools import convert as convert_mod
 from ..tools import jsonio
 from ..tools import split as split_mod
 from ..tools.export import DTYPES, export_safetensors
 from .command import Family, Trait, arg, exclusive, output, output_file
-from .conventions import EXIT_OK, count, open_options, positive_int, write, write_json
+from .conventions import EXIT_ERROR, EXIT_OK, count, error, open_options, positive_int, status, warn, write, write_json
 from .progress import Progress, file_size
 
 __all__ = ["COMMANDS"]
@@ -35,7 +36,7 @@ COMMANDS = Family()
 
 def _wrote(path: str) -> None:
     """The last line of a command that wrote ``path``, on stderr."""
-    print(f"wrote {path} ({count(os.path.getsize(path))} bytes)", file=sys.stderr)
+    status(f"wrote {path} ({count(os.path.getsize(path))} bytes)")
 
 
 @COMMANDS.command(
@@ -84,11 +85,24 @@ def _cmd_build(args: argparse.Namespace) -> int:
     arg("--version", type=int, choices=(2, 3), help="target GGUF version (default: unchanged)"),
     arg("--json", action="store_true", help='print the result as JSON: {"command", "path", "bytes"}'),
     description="Write FILE to OUT in another byte order (every tensor type converted, quantized blocks field by "
-    "field) and/or format version.",
+    "field) and/or format version. A conversion that would change nothing (no option, or FILE is in that byte "
+    "order and version already) is refused: exit 2, nothing written.",
     traits=Trait.READS | Trait.WRITES,
     targets=output_file,
 )
 def _cmd_convert(args: argparse.Namespace) -> int:
+    durable.refuse_overwriting_inputs([args.output], [args.file], command="convert")
+    if args.byte_order is None and args.version is None:
+        error("convert: nothing to change: give --byte-order and/or --version (nothing was written)")
+        return EXIT_ERROR
+    with open_gguf(args.file, lazy=True, **open_options(args)) as f:
+        now = (f.byte_order, f.version)
+    if (args.byte_order or now[0], args.version or now[1]) == now:
+        error(
+            f"convert: {args.file} is {now[0]}-endian GGUF v{now[1]} already: nothing to change (nothing was written; "
+            "`cp` makes a copy)"
+        )
+        return EXIT_ERROR
     with Progress(file_size(args.file), "convert") as bar:
         convert_mod.convert(
             args.file,
@@ -160,14 +174,14 @@ def _cmd_split(args: argparse.Namespace) -> int:
             **open_options(args),
         )
     for w in plan.warnings:
-        print(f"gguf-schema: warning: {w}", file=sys.stderr)
+        warn(str(w))
     if args.json:
         write_json({"dry_run": args.dry_run, **plan.to_json()})
         return EXIT_OK
     for shard in plan.shards:
         write(f"{shard.path}: {len(shard.tensors)} tensors, {count(shard.size)} bytes\n")
     if args.dry_run:
-        print(f"dry run: {len(plan.shards)} shards planned, nothing written", file=sys.stderr)
+        status(f"dry run: {len(plan.shards)} shards planned, nothing written")
     return EXIT_OK
 
 
@@ -209,7 +223,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
     bar = Progress(0, "export")
 
     def progress(done: int, total: int) -> None:
-        bar.total = total
+        bar.set_total(total)
         bar.update(done - bar.done)
 
     try:
@@ -218,7 +232,5 @@ def _cmd_export(args: argparse.Namespace) -> int:
         )
     finally:
         bar.close()
-    print(
-        f"wrote {result.path}: {result.tensors} tensors as {args.dtype} ({result.file_bytes:,} bytes)", file=sys.stderr
-    )
+    status(f"wrote {result.path}: {result.tensors} tensors as {args.dtype} ({result.file_bytes:,} bytes)")
     return EXIT_OK

@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import fnmatch
-import json
 import sys
 from collections import Counter
 from collections.abc import Callable
@@ -24,19 +23,22 @@ from typing import Any
 
 import numpy as np
 
-from .. import Field, FileType, GGUFFile, GGUFFormatError, LazyStrings, ValueType
+from .. import Field, FileType, GGUFError, GGUFFile, GGUFFormatError, LazyStrings, ValueType
 from .. import open as open_gguf
 from ..format import keys as K
 from ..tools import diff as diff_mod
 from ..tools import jsonio
 from .command import Family, Trait, arg, exclusive
 from .conventions import (
+    EXIT_ERROR,
     EXIT_FINDINGS,
     EXIT_OK,
     EXIT_TRUNCATED,
     count,
+    error,
     human_count,
     open_options,
+    plural,
     truncation,
     warn,
     warn_truncated,
@@ -167,7 +169,7 @@ def _info_text(d: dict[str, Any]) -> list[str]:
         f"file:        {d['file']} ({count(d['file_size'])} bytes)",
         f"format:      GGUF v{d['version']}, {d['byte_order']}-endian, alignment {d['alignment']}, "
         f"data at offset {count(d['data_offset'])}",
-        f"counts:      {d['metadata_keys']} metadata keys, {d['tensors']} tensors",
+        f"counts:      {plural(d['metadata_keys'], 'metadata key')}, {plural(d['tensors'], 'tensor')}",
     ]
     if "split" in d:
         s = d["split"]
@@ -217,6 +219,41 @@ def _info_text(d: dict[str, Any]) -> list[str]:
     return out
 
 
+#: the files of ``info``, ``dump`` and ``tensors``: one or many, as ``check``, ``audit`` and ``scan`` take them
+_FILES = arg("files", metavar="FILE", nargs="+")
+
+
+def _each_file(args: argparse.Namespace, one: Callable[[argparse.Namespace, Callable[[Any], None]], int]) -> int:
+    """Run ``one`` (a command for one file, as ``args.file``) for each FILE. Several files: each one's
+    text after a ``==> FILE <==`` line, ``--json`` a list (an unreadable file as ``{"file", "error"}``),
+    and a file that cannot be read reported on stderr while the others go on. The exit code is the
+    worst: 2 if a file could not be read, else 3 if one is truncated, else 1 if every file had
+    findings (``tensors --filter`` matched nothing), else 0."""
+    several = len(args.files) > 1
+    codes: list[int] = []
+    docs: list[Any] = []
+    for i, path in enumerate(args.files):
+        single = argparse.Namespace(**{**vars(args), "file": path})
+        if several and not args.json:
+            write(("\n" if i else "") + f"==> {path} <==\n")
+        try:
+            codes.append(one(single, docs.append))
+        except (GGUFError, OSError) as e:
+            if not several:
+                raise
+            text = str(e) if isinstance(e, GGUFError) else f"{e.strerror or e}: {path}"
+            error(text)
+            codes.append(EXIT_ERROR)
+            docs.append({"file": path, "error": text})
+    if args.json:
+        write_json(docs if several else docs[0])
+    if EXIT_ERROR in codes:
+        return EXIT_ERROR
+    if EXIT_TRUNCATED in codes:
+        return EXIT_TRUNCATED
+    return EXIT_FINDINGS if all(c == EXIT_FINDINGS for c in codes) else EXIT_OK
+
+
 def _done(f: GGUFFile, path: str) -> int:
     """The exit code of an inspect command: ``EXIT_TRUNCATED`` (and a warning) for a truncated file."""
     return EXIT_TRUNCATED if warn_truncated(f, path) else EXIT_OK
@@ -225,15 +262,19 @@ def _done(f: GGUFFile, path: str) -> int:
 @COMMANDS.command(
     "info",
     "summarise a file: format, model, tensor types, parameters, size breakdown",
-    arg("file", metavar="FILE"),
-    arg("--json", action="store_true", help="print the summary as JSON"),
+    _FILES,
+    arg("--json", action="store_true", help="print the summary as JSON (several files: a list)"),
     traits=Trait.READS,
 )
 def _cmd_info(args: argparse.Namespace) -> int:
+    return _each_file(args, _info_one)
+
+
+def _info_one(args: argparse.Namespace, emit: Callable[[Any], None]) -> int:
     with _open(args, lazy=True) as f:  # a vocabulary is counted, never decoded
         data = _info_data(f, args.file)
         if args.json:
-            write_json(data)
+            emit(data)
         else:
             write("\n".join(_info_text(data)) + "\n")
         return _done(f, args.file)
@@ -242,33 +283,15 @@ def _cmd_info(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------- dump, tensors, get, diff
 
 
-#: characters other than "\n" that some tools treat as line breaks: escaped in the text dump
-_LINE_BREAKS = {0x85: "\\u0085", 0x2028: "\\u2028", 0x2029: "\\u2029"}
-
-
 def _value_text(f: Field, full: bool, limit: int = 8) -> str:
-    if f.type == ValueType.ARRAY:
-        items = f.value.items
-        n = len(items)
-        shown = items if full else items[:limit]
-        enc = jsonio.encode_value(ValueType.ARRAY, f.value.__class__(f.value.type, shown))
-        body = json.dumps(enc, ensure_ascii=False).translate(_LINE_BREAKS)
-        if not full and n > limit:
-            body = body[:-1] + ", ...]"
-        return f"({count(n)} items) {body}"
-    if f.type == ValueType.STRING:
-        text = repr(f.value)
-        if not full and len(text) > 200:
-            text = text[:197] + "...'" + f" ({count(len(f.value))} chars)"
-        return text
-    return json.dumps(jsonio.encode_value(f.type, f.value))
+    return jsonio.value_text(f, full=full, items=limit)
 
 
 @COMMANDS.command(
     "dump",
     "list every metadata key with its stored type, and the tensor infos",
-    arg("file", metavar="FILE"),
-    arg("--json", action="store_true", help="print the lossless JSON form"),
+    _FILES,
+    arg("--json", action="store_true", help="print the lossless JSON form (several files: a list)"),
     arg("--no-tensors", action="store_true", help="leave out the tensor infos"),
     arg("--full-arrays", action="store_true", help="print long arrays and strings in full"),
     description="List every metadata key with its stored type and value, then the tensor infos. Long arrays and "
@@ -277,13 +300,17 @@ def _value_text(f: Field, full: bool, limit: int = 8) -> str:
     traits=Trait.READS,
 )
 def _cmd_dump(args: argparse.Namespace) -> int:
+    return _each_file(args, _dump_one)
+
+
+def _dump_one(args: argparse.Namespace, emit: Callable[[Any], None]) -> int:
     with _open(args) as f:
         if args.json:
-            write_json(jsonio.to_json(f, tensors=not args.no_tensors))
+            emit(jsonio.to_json(f, tensors=not args.no_tensors))
             return _done(f, args.file)
         out = [
             f"GGUF v{f.version}, {f.byte_order}-endian, alignment {f.alignment}: "
-            f"{len(f.fields.records)} metadata keys, {len(f.tensor_list)} tensors"
+            f"{plural(len(f.fields.records), 'metadata key')}, {plural(len(f.tensor_list), 'tensor')}"
         ]
         out.append("metadata:")
         width = max((len(r.key) for r in f.fields.records), default=0)
@@ -323,20 +350,32 @@ def _tensor_row(t: Any) -> dict[str, Any]:
 @COMMANDS.command(
     "tensors",
     "list tensors: name, type, shape, elements, bytes, offset",
-    arg("file", metavar="FILE"),
+    _FILES,
     arg("--filter", metavar="GLOB", action="append", help="only names matching GLOB (repeatable), e.g. 'blk.0.*'"),
-    arg("--json", action="store_true", help='print {"tensors": [{name, type, shape, ...}], "total": N}'),
-    description="List tensors: name, type, shape, elements, bytes, offset. Exit 1 if --filter matches no tensor.",
+    arg(
+        "--json",
+        action="store_true",
+        help='print {"tensors": [{name, type, shape, ...}], "total": N} (several files: a list of them)',
+    ),
+    description="List tensors: name, type, shape, elements, bytes, offset. Exit 1 if --filter matches no tensor "
+    "(of any FILE).",
     traits=Trait.READS,
 )
 def _cmd_tensors(args: argparse.Namespace) -> int:
+    return _each_file(args, _tensors_one)
+
+
+def _tensors_one(args: argparse.Namespace, emit: Callable[[Any], None]) -> int:
     with _open(args) as f:
         rows = [t for t in f.tensor_list if not args.filter or any(fnmatch.fnmatchcase(t.name, g) for g in args.filter)]
         if args.filter and not rows:
-            print(f"gguf-schema: no tensor name matches {' or '.join(args.filter)}", file=sys.stderr)
+            which = f"{args.file}: " if len(args.files) > 1 else ""
+            write(f"gguf-schema: {which}no tensor name matches {' or '.join(args.filter)}\n", sys.stderr)
+            if args.json:
+                emit({"tensors": [], "total": len(f.tensor_list)})
             return EXIT_FINDINGS
         if args.json:
-            write_json({"tensors": [_tensor_row(t) for t in rows], "total": len(f.tensor_list)})
+            emit({"tensors": [_tensor_row(t) for t in rows], "total": len(f.tensor_list)})
         else:
             width = max([len(t.name) for t in rows] + [4])
             out = [
@@ -427,11 +466,13 @@ def _side(model: Any, d: diff_mod.Difference) -> Any:
     arg(
         "--json",
         action="store_true",
-        help='print {"equal": bool, "differences": [{section, kind, name, old, new, detail}, ...]}',
+        help='print {"equal": bool (null: nothing differs but the data was not compared), "data_compared": bool, '
+        '"differences": [{section, kind, name, old, new, detail}, ...]}',
     ),
     description="Compare A and B: header fields, metadata by key and stored type, tensors added, removed or changed "
     "(SHA-256 of the data, byte order normalised). A first shard stands for its whole split model. "
-    "Exit 0 when equal, 1 when different.",
+    "Exit 0 when equal, 1 when different, 3 when a file is truncated (its tensor data is then not compared, "
+    "and the output says so).",
     traits=Trait.READS,
 )
 def _cmd_diff(args: argparse.Namespace) -> int:
@@ -468,10 +509,16 @@ def _cmd_diff(args: argparse.Namespace) -> int:
         a.close()
     truncated = EXIT_TRUNCATED if any(cut) else None
     if args.json:
-        write_json({"equal": not found, "differences": records})
+        # equal is null when nothing differs but the tensor data was not compared: not known to be equal
+        equal = (not found) if data else (False if found else None)
+        write_json({"equal": equal, "data_compared": data, "differences": records})
         return truncated or (EXIT_FINDINGS if found else EXIT_OK)
     if not found:
-        print("no differences in header, metadata or tensors")
+        if data:
+            print("no differences in header, metadata or tensors")
+        else:
+            why = "--no-data" if args.no_data else "a file is truncated: exit 3"
+            print(f"no differences in header, metadata or tensor types and shapes; tensor data not compared ({why})")
         return truncated or EXIT_OK
     write("\n".join(str(d) for d in found) + "\n")
     return truncated or EXIT_FINDINGS

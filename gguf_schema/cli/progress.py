@@ -21,6 +21,8 @@ import os
 import sys
 from typing import Any, TextIO
 
+from .conventions import is_quiet
+
 __all__ = ["Progress", "file_size", "progress_enabled", "tqdm_class"]
 
 
@@ -37,12 +39,14 @@ def progress_enabled(stream: TextIO | None = None) -> bool:
     """Whether a progress bar should be drawn on ``stream`` (default: ``sys.stderr``).
 
     True when the stream is a terminal, unless ``GGUF_SCHEMA_PROGRESS`` is ``0``; that
-    variable set to ``1`` forces the bar on.
+    variable set to ``1`` forces the bar on. Never under ``-q/--quiet``.
 
     >>> import io
     >>> progress_enabled(io.StringIO())
     False
     """
+    if is_quiet():
+        return False
     env = os.environ.get("GGUF_SCHEMA_PROGRESS")
     if env == "0":
         return False
@@ -95,6 +99,13 @@ class Progress:
                 dynamic_ncols=True,
                 mininterval=0.1,
             )
+
+    def set_total(self, total: int) -> None:
+        """The amount of work, once it is known (a bar made before it showed none)."""
+        self.total = max(0, int(total))
+        if self._bar is not None and self._bar.total != (self.total or None):
+            self._bar.total = self.total or None
+            self._bar.refresh()
 
     def update(self, n: int) -> None:
         """Add ``n`` units of work done."""

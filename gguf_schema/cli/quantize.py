@@ -2,11 +2,12 @@
 
 ``gguf-schema quantize IN OUT --type PRESET`` (or ``IN OUT PRESET [THREADS]``, as
 ``llama-quantize`` takes them) with ``llama-quantize``'s options; ``IN OUTDIR -t A -t B ...`` writes
-every preset in one pass (:func:`gguf_schema.tools.onepass.requantize_many`) as ``OUTDIR/<stem>-<PRESET>.gguf``. The plan's notes (fallbacks,
-tensors without importance weights) go to stderr before the write starts, the progress bar to
-stderr while it runs, and the per-tensor table (types, why, bytes, RMS error against the input)
-to stdout at the end (``--json``: the same as one JSON record; with ``--dry-run`` the plan,
-before anything is written). Exit codes (:mod:`.conventions`): ``EXIT_OK`` written (or planned,
+every preset in one pass (:func:`gguf_schema.tools.onepass.requantize_many`) as ``OUTDIR/<stem>-<PRESET>.gguf``. The plan's notes (the fallbacks
+counted in one line, tensors without importance weights) go to stderr before the write starts,
+the progress bar to stderr while it runs, and a one-line summary to stdout at the end. The
+per-tensor table (types, why, bytes, RMS error against the input) and one line per fallback come
+with ``--verbose`` (and with ``--measure`` and ``--dry-run``, whose point they are); ``--json``
+prints the same as one JSON record; ``-q`` prints nothing but warnings and errors. Exit codes (:mod:`.conventions`): ``EXIT_OK`` written (or planned,
 with ``--dry-run``), ``EXIT_ERROR`` bad input or a refused argument (nothing written).
 
 >>> [c.name for c in COMMANDS]
@@ -16,7 +17,7 @@ with ``--dry-run``), ``EXIT_ERROR`` bad input or a refused argument (nothing wri
 from __future__ import annotations
 
 import argparse
-import sys
+from collections import Counter
 from typing import Any
 
 from .. import GGMLType
@@ -25,10 +26,10 @@ from ..tools.onepass import ManyResult, requantize_many
 from ..tools.quantplan import PRESETS, preset
 from ..tools.requantize import RequantizeResult, TensorReport, parse_override_kv, parse_tensor_type, requantize
 from .command import Family, Trait, arg, exclusive, output_file
-from .conventions import EXIT_OK, mib, open_options, positive_int, write, write_json
+from .conventions import EXIT_OK, is_quiet, mib, note, open_options, positive_int, status, write, write_json
 from .progress import Progress
 
-__all__ = ["COMMANDS", "summary"]
+__all__ = ["COMMANDS", "fallbacks_line", "summary"]
 
 COMMANDS = Family()
 
@@ -132,6 +133,16 @@ def summary(result: RequantizeResult) -> str:
     )
 
 
+def fallbacks_line(result: RequantizeResult) -> str:
+    """The tensors that fell back to another type, counted in one line (``--verbose`` lists them)."""
+    to = Counter(r.new_type.name for r in result.fallbacks)
+    n = len(result.fallbacks)
+    return (
+        f"{n} tensor{'s' if n != 1 else ''} fell back to another type (rows that are not whole blocks of the type "
+        f"chosen, as llama-quantize does): {', '.join(f'{t} {k}' for t, k in to.most_common())}; --verbose lists them"
+    )
+
+
 _PRESET_NAMES = ", ".join(p.name for p in PRESETS)
 
 
@@ -208,6 +219,12 @@ _PRESET_NAMES = ", ".join(p.name for p in PRESETS)
         help="also measure each tensor's RMS error against the input (about a quarter more time for the fastest types)",
     ),
     arg("--dry-run", action="store_true", help="print the plan (name, from, to, why, bytes), write nothing"),
+    arg(
+        "--verbose",
+        "-v",
+        action="store_true",
+        help="print the table of every tensor (types, why, bytes, RMS error) and each fallback, not only the summary",
+    ),
     arg("--json", action="store_true", help="print the plan and results as JSON"),
     description="Quantize IN into the new file OUT under a llama-quantize preset (Q4_K_M, Q5_K_S, IQ3_XS, "
     "Q8_0 ...), choosing each tensor's type by llama.cpp's rules (layer, role, experts, GQA, output and "
@@ -225,10 +242,13 @@ def _cmd_quantize(args: argparse.Namespace) -> int:
     bars: list[Progress] = []  # made once the plan gives the total
 
     def planned(result: RequantizeResult) -> None:
-        for r in result.fallbacks:
-            print(f"gguf-schema: {r.name}: {r.why}", file=sys.stderr)
-        for note in result.notes:
-            print(f"gguf-schema: note: {note}", file=sys.stderr)
+        if args.verbose:
+            for r in result.fallbacks:
+                status(f"gguf-schema: {r.name}: {r.why}")
+        elif result.fallbacks:
+            note(fallbacks_line(result))
+        for text in result.notes:
+            note(text)
         if not result.dry_run:
             bars.append(Progress(result.header_bytes + result.output_bytes, "quantize"))
 
@@ -267,11 +287,13 @@ def _cmd_quantize(args: argparse.Namespace) -> int:
             bar.close()
     if args.json:
         write_json(result.to_dict())
-    else:
+    elif args.verbose or args.measure or args.dry_run:
         write(_table(result))
+    elif not is_quiet():
+        write(summary(result) + "\n")
     if not args.dry_run:
         for path in result.paths:
-            print(f"gguf-schema: wrote {path}", file=sys.stderr)
+            status(f"gguf-schema: wrote {path}")
     return EXIT_OK
 
 
@@ -305,10 +327,13 @@ def _quantize_many(args: argparse.Namespace) -> int:
 
     def planned(job: ManyResult) -> None:
         for result in job.results:
-            for r in result.fallbacks:
-                print(f"gguf-schema: {result.preset}: {r.name}: {r.why}", file=sys.stderr)
-            for note in result.notes:
-                print(f"gguf-schema: {result.preset}: note: {note}", file=sys.stderr)
+            if args.verbose:
+                for r in result.fallbacks:
+                    status(f"gguf-schema: {result.preset}: {r.name}: {r.why}")
+            elif result.fallbacks:
+                note(f"{result.preset}: {fallbacks_line(result)}")
+            for text in result.notes:
+                note(f"{result.preset}: {text}")
         if not job.dry_run:
             total = sum(r.header_bytes + r.output_bytes for r in job.results)
             bars.append(Progress(total, f"quantize ({len(job.results)} presets, one pass)"))
@@ -334,11 +359,13 @@ def _quantize_many(args: argparse.Namespace) -> int:
             bar.close()
     if args.json:
         write_json(job.to_dict())
-    else:
+    elif args.verbose or args.measure or args.dry_run:
         write("".join(_table(r) for r in job.results) + _sharing_line(job) + "\n")
+    elif not is_quiet():
+        write("".join(summary(r) + "\n" for r in job.results) + _sharing_line(job) + "\n")
     if not args.dry_run:
         for path in job.paths:
-            print(f"gguf-schema: wrote {path}", file=sys.stderr)
+            status(f"gguf-schema: wrote {path}")
     return EXIT_OK
 
 

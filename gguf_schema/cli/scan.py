@@ -17,7 +17,7 @@ from .. import GGUFError, ScanRecord, scan
 from ..check import PROFILES
 from ..tools.scan import THREADS, expand, write_parquet
 from .command import Family, Trait, arg, exclusive
-from .conventions import EXIT_ERROR, EXIT_OK, human_count, open_options, positive_int, write_json
+from .conventions import EXIT_ERROR, EXIT_OK, human_count, open_options, positive_int, status, write_json
 
 __all__ = ["COMMANDS"]
 
@@ -64,11 +64,11 @@ def _cmd_scan(args: argparse.Namespace) -> int:
     records = scan(paths, profiles=profiles, threads=args.threads, **open_options(args))
     if args.parquet:
         write_parquet(records, args.parquet)
-        print(f"wrote {args.parquet} ({len(records)} records)", file=sys.stderr)
+        status(f"wrote {args.parquet} ({len(records)} records)")
     elif args.json:
         write_json([r.to_dict() for r in records])
     else:
         sys.stdout.write("".join(_line(r) + "\n" for r in records))
     unreadable = sum(not r.readable for r in records)
-    print(f"{len(records)} files, {unreadable} unreadable", file=sys.stderr)
+    status(f"{len(records)} files, {unreadable} unreadable")
     return EXIT_ERROR if unreadable else EXIT_OK

@@ -23,9 +23,11 @@ Tables that are not the spec's (architectures, tensor names, key names) are neve
 from __future__ import annotations
 
 import enum
+import functools
 from typing import Any
 
 from ..format.types import FileType, GGMLType, ValueType
+from .originals import original
 
 __all__ = [
     "GGML_QUANT_SIZES",
@@ -37,6 +39,7 @@ __all__ = [
     "GGUFEndian",
     "GGUFValueType",
     "LlamaFileType",
+    "members",
 ]
 
 #: the magic ``GGUF`` read as a little-endian uint32
@@ -98,3 +101,27 @@ GGUFValueType.get_type = staticmethod(_get_type)
 GGML_QUANT_SIZES: dict[Any, tuple[int, int]] = {
     GGMLQuantizationType(int(t)): (t.block_size, t.type_size) for t in GGMLType if not t.removed
 }
+
+
+@functools.cache
+def members() -> tuple[dict[int, Any], dict[int, Any], dict[int, Any]]:
+    """id -> enum member for tensor types, value types and byte orders, as the reader and writer give them:
+    the installed ``gguf`` package's own members (``x is gguf.GGMLQuantizationType.Q4_K``), and ours
+    only for the ids gguf-py lacks or when it is not installed. Built once.
+
+    >>> quant, value, endian = members()
+    >>> quant[12].name, value[8].name, endian[1].name
+    ('Q4_K', 'STRING', 'BIG')
+    """
+    out: list[dict[int, Any]] = []
+    for name, ours in (
+        ("GGMLQuantizationType", GGMLQuantizationType),
+        ("GGUFValueType", GGUFValueType),
+        ("GGUFEndian", GGUFEndian),
+    ):
+        theirs = original(name)
+        table = {int(m): m for m in ours}
+        if theirs is not None:
+            table.update({int(m): m for m in theirs})
+        out.append(table)
+    return out[0], out[1], out[2]

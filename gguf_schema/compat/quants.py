@@ -35,8 +35,6 @@ from typing import Any
 import numpy as np
 
 from ..format.types import GGMLType
-from ..tensors import dequantize as _dequantize
-from ..tensors import quantize as _quantize
 from .constants import GGML_QUANT_SIZES, QK_K, GGMLQuantizationType, GGUFValueType, LlamaFileType
 
 __all__ = [
@@ -135,7 +133,9 @@ def _shapes(t: GGMLType, to_bytes: bool) -> Callable[[Sequence[int]], tuple[int,
 def _quantize_array(t: GGMLType) -> Callable[[np.ndarray], np.ndarray]:
     def run(data: np.ndarray) -> np.ndarray:
         out_shape = quant_shape_to_byte_shape(data.shape, GGMLQuantizationType(int(t)))
-        return _quantize(np.asarray(data, dtype=np.float32), t).reshape(out_shape)
+        from ..tensors import quantize  # (the kernels are imported when first used: patch() stays cheap)
+
+        return quantize(np.asarray(data, dtype=np.float32), t).reshape(out_shape)
 
     return run
 
@@ -144,6 +144,8 @@ def _dequantize_array(t: GGMLType) -> Callable[[np.ndarray], np.ndarray]:
     def run(data: np.ndarray) -> np.ndarray:
         raw = np.ascontiguousarray(data).view(np.uint8)
         shape = quant_shape_from_byte_shape(raw.shape, GGMLQuantizationType(int(t)))
-        return _dequantize(raw, t, shape)
+        from ..tensors import dequantize
+
+        return dequantize(raw, t, shape)
 
     return run

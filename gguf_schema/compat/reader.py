@@ -44,11 +44,12 @@ import sys
 from collections import OrderedDict
 from collections.abc import Iterator
 from operator import itemgetter
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, NamedTuple
 
 import numpy as np
 
-from ..errors import GGUFChangedError, GGUFFormatError, GGUFInternalError, GGUFTruncatedError, os_error
+from ..errors import GGUFChangedError, GGUFError, GGUFFormatError, GGUFInternalError, GGUFTruncatedError, os_error
+from ..format import keys as K
 from ..format.layout import InfoOffsets, PairOffsets
 from ..format.limits import Limits
 from ..format.nodes import align_offset
@@ -57,7 +58,9 @@ from ..format.values import _U64_MAX, GGUFArray, LazyStrings, compiled_scan
 from ..format.variant import Variant
 from ..model import GGUFFile, Tensor
 from ..reader import read
-from .constants import GGUF_DEFAULT_ALIGNMENT, GGMLQuantizationType, GGUFEndian, GGUFValueType
+from .constants import GGUF_DEFAULT_ALIGNMENT, members
+from .errors import CompatDuplicateKeyError, CompatShapeError, as_gguf_py
+from .originals import original
 
 __all__ = ["GGUFReader", "ReaderField", "ReaderTensor"]
 
@@ -88,82 +91,106 @@ _PLAIN_TENSOR_TYPES: dict[GGMLType, type[np.generic]] = {
 }
 
 
-#: our type -> gguf-py's name for it (a dict lookup: calling the enum costs a microsecond per tensor)
-_QUANT_TYPES: dict[GGMLType, Any] = {t: GGMLQuantizationType(int(t)) for t in GGMLType if not t.removed}
-
-
 def _decode(raw: Any) -> str:
     """A string's bytes as str; bytes that are not UTF-8 survive as surrogate escapes (gguf-py raises)."""
     return str(raw, "utf-8", "surrogateescape")
 
 
-class ReaderField:
+class _FieldRecord(NamedTuple):
+    """gguf-py's ``ReaderField`` record (its field names, order and defaults), for when gguf-py is not installed."""
+
+    offset: int
+    name: str
+    parts: list[np.ndarray] = []  # noqa: RUF012 (gguf-py's defaults)
+    data: list[int] = [-1]  # noqa: RUF012
+    types: list[Any] = []  # noqa: RUF012
+
+
+class _TensorRecord(NamedTuple):
+    """gguf-py's ``ReaderTensor`` record, for when gguf-py is not installed."""
+
+    name: str
+    tensor_type: Any
+    shape: np.ndarray
+    n_elements: int
+    n_bytes: int
+    data_offset: int
+    data: np.ndarray
+    field: Any
+
+
+def _record(name: str, fallback: type) -> Any:
+    """gguf-py's own record class of that name (a named tuple), as installed; ours when gguf-py is not."""
+    theirs = original(name)
+    return theirs if isinstance(theirs, type) and issubclass(theirs, tuple) and hasattr(theirs, "_fields") else fallback
+
+
+_FieldBase: Any = _record("ReaderField", _FieldRecord)
+_TensorBase: Any = _record("ReaderTensor", _TensorRecord)
+
+
+class ReaderField(_FieldBase):
     """One field as gguf-py's ``ReaderField``: ``offset``, ``name``, ``parts``, ``data``, ``types``.
 
-    Built by :class:`GGUFReader` with its parts left unbuilt until ``parts`` is first read;
-    constructed directly (``ReaderField(offset, name, parts, data, types)``) it holds what it is
-    given, as gguf-py's named tuple does. It unpacks, indexes and has ``_fields``, ``_asdict`` and
-    ``_replace`` like one, but it is not a ``tuple``.
+    A subclass of the installed gguf-py's own ``ReaderField`` (a named tuple), so
+    ``isinstance(field, gguf.ReaderField)`` holds. Built by :class:`GGUFReader` with ``parts``,
+    ``data`` and ``types`` left unbuilt until first read (the tuple holds where they come from in
+    their places; unpacking, indexing, ``_asdict`` and ``_replace`` go through the attributes); constructed
+    directly (``ReaderField(offset, name, parts, data, types)``) it holds what it is given, as
+    gguf-py's does.
     """
 
-    __slots__ = ("_data", "_layout", "_parts", "_types", "name", "offset")
-    _fields = ("offset", "name", "parts", "data", "types")
+    __slots__ = ()  # (no instance dict: a field opened lazily keeps its _Layout in the tuple's parts slot)
 
-    def __init__(
-        self,
-        offset: int,
-        name: str,
-        parts: list[np.ndarray] | None = None,
-        data: list[int] | None = None,
-        types: list[Any] | None = None,
-    ):
-        self.offset = offset
-        self.name = name
-        self._parts: list[np.ndarray] | None = [] if parts is None else parts
-        self._data: list[int] | None = [-1] if data is None else data
-        self._types: list[Any] | None = [] if types is None else types
-        self._layout: _Layout | None = None
+    def __new__(cls, *args: Any, **kw: Any) -> ReaderField:
+        return super().__new__(cls, *args, **kw)
 
     @classmethod
     def _lazy(cls, offset: int, name: str, layout: _Layout) -> ReaderField:
-        f = cls.__new__(cls)
-        f.offset, f.name, f._layout = offset, name, layout
-        f._parts = f._data = f._types = None
+        f: ReaderField = tuple.__new__(cls, (offset, name, layout, None, None))
         return f
+
+    def _layout(self) -> _Layout | None:
+        x: Any = tuple.__getitem__(self, 2)
+        return x if type(x) is _Layout else None
 
     @property
     def parts(self) -> list[np.ndarray]:
         """The field's bytes as numpy views of the map, in gguf-py's layout (built on first access)."""
-        if self._parts is None:
-            if self._layout is None:
-                raise GGUFInternalError("self._layout is not None does not hold")
-            self._parts = self._layout.parts()
-        return self._parts
+        x: Any = tuple.__getitem__(self, 2)
+        if type(x) is not _Layout:
+            return x
+        if x.built_parts is None:
+            x.built_parts = x.parts()
+        return x.built_parts
 
     @property
     def data(self) -> list[int]:
         """The indices of the parts that hold the value (for an array: each element's)."""
-        if self._data is None:
-            if self._layout is None:
-                raise GGUFInternalError("self._layout is not None does not hold")
-            self._data = self._layout.data()
-        return self._data
+        x: Any = tuple.__getitem__(self, 2)
+        if type(x) is not _Layout:
+            return tuple.__getitem__(self, 3)
+        if x.built_data is None:
+            x.built_data = x.data()
+        return x.built_data
 
     @property
     def types(self) -> list[Any]:
         """The value type, then for an array its element type (and so on down the first element)."""
-        if self._types is None:
-            if self._layout is None:
-                raise GGUFInternalError("self._layout is not None does not hold")
-            self._types = self._layout.types()
-        return self._types
+        x: Any = tuple.__getitem__(self, 2)
+        if type(x) is not _Layout:
+            return tuple.__getitem__(self, 4)
+        if x.built_types is None:
+            x.built_types = x.types()
+        return x.built_types
 
     def contents(self, index_or_slice: int | slice = slice(None)) -> Any:
         """The value as plain Python data: a scalar, a str, or for an array a list (an ``int`` index
         gives one element, a ``slice`` some); None for a tensor info. Arrays of arrays give their
         innermost values flattened, as gguf-py does."""
-        if self._parts is None and self._layout is not None:
-            fast = self._layout.contents(index_or_slice)
+        layout = self._layout()
+        if layout is not None and layout.built_parts is None:
+            fast = layout.contents(index_or_slice)
             if fast is not _SLOW:
                 return fast
         types = self.types
@@ -182,111 +209,95 @@ class ReaderField:
             return _decode(parts[-1])
         return parts[-1].tolist()[0]
 
-    # the named-tuple protocol gguf-py's ReaderField has
+    # the tuple protocol, through the attributes (the tuple holds None where parts are not built)
 
     def __iter__(self) -> Iterator[Any]:
         return iter((self.offset, self.name, self.parts, self.data, self.types))
 
-    def __len__(self) -> int:
-        return 5
+    def __getitem__(self, i: Any) -> Any:
+        return tuple(self)[i]
 
-    def __getitem__(self, i: int | slice) -> Any:
-        return (self.offset, self.name, self.parts, self.data, self.types)[i]
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, tuple) and tuple(self) == tuple(other)
 
-    def _asdict(self) -> dict[str, Any]:
-        return dict(zip(self._fields, self, strict=True))
+    __hash__ = None  # type: ignore[assignment]  # (gguf-py's holds lists: unhashable)
 
-    def _replace(self, **changes: Any) -> ReaderField:
-        d = self._asdict()
-        d.update(changes)
-        return ReaderField(**d)
+    def __getnewargs__(self) -> tuple[Any, ...]:
+        return tuple(self)
+
+    def __reduce__(self) -> Any:
+        return (ReaderField, tuple(self))
 
     def __repr__(self) -> str:
-        shown = f", {len(self._parts)} parts" if self._parts is not None else ", parts not built"
+        layout = self._layout()
+        shown = ", parts not built" if layout is not None and layout.built_parts is None else ""
         return f"ReaderField(offset={self.offset}, name={self.name!r}, types={self.types!r}{shown})"
 
 
-class ReaderTensor:
+class ReaderTensor(_TensorBase):
     """One tensor as gguf-py's ``ReaderTensor``: ``name``, ``tensor_type``, ``shape`` (the stored dims,
     innermost first, as a view of the map), ``n_elements``, ``n_bytes``, ``data_offset`` (absolute),
     ``data`` and ``field`` (its tensor info).
 
-    ``data`` is a view of the map: plain types in their own dtype and the reversed shape;
-    quantized types and BF16 as ``uint8`` rows of bytes. ``data`` and ``field`` are made on first
-    access and kept (so ``tensor.data.resize(...)`` in place sticks, as gguf-py's scripts expect).
+    A subclass of the installed gguf-py's own ``ReaderTensor`` (a named tuple). ``data`` is a view
+    of the map: plain types in their own dtype and the reversed shape; quantized types and BF16 as
+    ``uint8`` rows of bytes. ``shape``, ``data`` and ``field`` are made on first access and kept
+    (so ``tensor.data.resize(...)`` in place sticks, as gguf-py's scripts expect).
     """
 
-    __slots__ = ("_data", "_field", "_layout", "_shape", "data_offset", "n_bytes", "n_elements", "name", "tensor_type")
-    _fields = ("name", "tensor_type", "shape", "n_elements", "n_bytes", "data_offset", "data", "field")
+    __slots__ = ()  # (no instance dict: a tensor opened lazily keeps its _TensorLayout in the tuple's field slot)
 
-    def __init__(
-        self,
-        name: str,
-        tensor_type: Any,
-        shape: np.ndarray,
-        n_elements: int,
-        n_bytes: int,
-        data_offset: int,
-        data: np.ndarray,
-        field: ReaderField,
-    ):
-        self.name = name
-        self.tensor_type = tensor_type
-        self.n_elements = n_elements
-        self.n_bytes = n_bytes
-        self.data_offset = data_offset
-        self._data: np.ndarray | None = data
-        self._field: ReaderField | None = field
-        self._shape: np.ndarray | None = shape
-        self._layout: _TensorLayout | None = None
+    def __new__(cls, *args: Any, **kw: Any) -> ReaderTensor:
+        return super().__new__(cls, *args, **kw)
 
     @classmethod
     def _lazy(
         cls, name: str, tensor_type: Any, n_elements: int, n_bytes: int, data_offset: int, layout: _TensorLayout
     ) -> ReaderTensor:
-        t = cls.__new__(cls)
-        t.name, t.tensor_type, t.n_elements, t.n_bytes, t.data_offset = (
-            name,
-            tensor_type,
-            n_elements,
-            n_bytes,
-            data_offset,
-        )
-        t._data, t._field, t._shape, t._layout = None, None, None, layout
+        t: ReaderTensor = tuple.__new__(cls, (name, tensor_type, None, n_elements, n_bytes, data_offset, None, layout))
         return t
 
     @property
     def field(self) -> ReaderField:
-        if self._field is None:
-            if self._layout is None:
-                raise GGUFInternalError("self._layout is not None does not hold")
-            self._field = self._layout.field()
-        return self._field
+        x: Any = tuple.__getitem__(self, 7)
+        if type(x) is not _TensorLayout:
+            return x
+        if x.built_field is None:
+            x.built_field = x.field()
+        return x.built_field
 
     @property
     def shape(self) -> np.ndarray:
         """The stored dims, innermost first: the dims part of the tensor's info (a view of the map)."""
-        return self._shape if self._shape is not None else self.field.parts[3]
+        if type(tuple.__getitem__(self, 7)) is not _TensorLayout:
+            return tuple.__getitem__(self, 2)
+        return self.field.parts[3]
 
     @property
     def data(self) -> np.ndarray:
-        if self._data is None:
-            if self._layout is None:
-                raise GGUFInternalError("self._layout is not None does not hold")
-            self._data = self._layout.data()
-        return self._data
+        x: Any = tuple.__getitem__(self, 7)
+        if type(x) is not _TensorLayout:
+            return tuple.__getitem__(self, 6)
+        if x.built_data is None:
+            x.built_data = x.data()
+        return x.built_data
 
     def __iter__(self) -> Iterator[Any]:
         return (getattr(self, name) for name in self._fields)
 
-    def __len__(self) -> int:
-        return len(self._fields)
-
-    def __getitem__(self, i: int | slice) -> Any:
+    def __getitem__(self, i: Any) -> Any:
         return tuple(self)[i]
 
-    def _asdict(self) -> dict[str, Any]:
-        return dict(zip(self._fields, self, strict=True))
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, tuple) and tuple(self) == tuple(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __getnewargs__(self) -> tuple[Any, ...]:
+        return tuple(self)
+
+    def __reduce__(self) -> Any:
+        return (ReaderTensor, tuple(self))
 
     def __repr__(self) -> str:
         return (
@@ -322,7 +333,7 @@ class GGUFReader:
     alignment: int = GGUF_DEFAULT_ALIGNMENT
     data_offset: int
     gguf_scalar_to_np: ClassVar[dict[Any, type[np.generic]]] = {
-        GGUFValueType(int(k)): v for k, v in _SCALAR_TYPES.items()
+        members()[1][int(k)]: v for k, v in _SCALAR_TYPES.items()
     }
 
     def __init__(
@@ -332,21 +343,26 @@ class GGUFReader:
             raise ValueError(f"mode must be 'r', 'r+' or 'c', got {mode!r}")
         if not isinstance(path, (str, os.PathLike)):
             raise TypeError(f"path must be a str or os.PathLike, got {type(path).__name__}")
-        parsed = read(path, lazy=True, limits=limits)
         try:
-            self.data = _map(path, mode, parsed)
-            self._open(parsed)
-        finally:
-            parsed.close()  # lazily read values keep the bytes they view alive
+            parsed = read(path, lazy=True, limits=limits)
+            try:
+                self.data = _map(path, mode, parsed)
+                self._open(parsed)
+            finally:
+                parsed.close()  # lazily read values keep the bytes they view alive
+        except GGUFError as e:
+            raise as_gguf_py(e) from None  # also the builtin gguf-py raises for the same defect (.errors)
 
     def _open(self, f: GGUFFile) -> None:
         self.byte_order = "I" if f.byte_order == sys.byteorder else "S"
-        self.endianess = GGUFEndian.LITTLE if f.byte_order == "little" else GGUFEndian.BIG
+        quant_types, value_types, endians = members()
+        self.endianess = endians[0 if f.byte_order == "little" else 1]
+        _check_alignment(f)
         self.alignment = f.alignment
         # where ggml and gguf-py put the data section: also past the end of a file without tensors
         # whose padding was left out (our reader says where the file ends)
         self.data_offset = align_offset(f.metadata_end, f.alignment)
-        self._view = _Views(self.data, self.byte_order, f.variant)
+        self._view = _Views(self.data, self.byte_order, f.variant, value_types)
         self.fields: OrderedDict[str, ReaderField] = OrderedDict()
         size = self._view.size
         count_size = self._view.length_size  # v1 stored the counts as uint32
@@ -361,7 +377,7 @@ class GGUFReader:
             if record.offset is None:
                 raise GGUFInternalError("record.offset is not None does not hold")
             if record.key in self.fields:
-                raise GGUFFormatError(
+                raise CompatDuplicateKeyError(
                     f"duplicate key {record.key!r} (gguf-py refuses files that repeat a key)",
                     offset=record.offset,
                     path=f"metadata_kv {record.key!r}",
@@ -381,14 +397,14 @@ class GGUFReader:
                     value=t.name,
                 )
             seen.add(t.name)
-            self.tensors.append(self._tensor(t, size))
+            self.tensors.append(self._tensor(t, size, quant_types))
 
-    def _tensor(self, t: Tensor, size: int) -> ReaderTensor:
+    def _tensor(self, t: Tensor, size: int, quant_types: dict[int, Any]) -> ReaderTensor:
         gt = t.known_type()
         n_elements = math.prod(t.dims)
         n_bytes = n_elements * gt.type_size // gt.block_size
         if gt.quantized and not t.dims:
-            raise GGUFFormatError(
+            raise CompatShapeError(
                 f"a {gt.name} tensor needs a dimension: its one element is not a whole block of {gt.block_size}",
                 offset=t.info_offset,
                 path=f"tensor {t.name!r}",
@@ -409,9 +425,10 @@ class GGUFReader:
                 path=f"tensor {t.name!r}",
                 value=n_bytes,
             )
-        return ReaderTensor._lazy(
-            t.name, _QUANT_TYPES[gt], n_elements, n_bytes, start, _TensorLayout(self._view, t, gt, start)
-        )
+        layout = _TensorLayout(self._view, t, gt, start)
+        if not n_elements and max(t.dims, default=0) > 1:
+            _check_representable(t, layout)
+        return ReaderTensor._lazy(t.name, quant_types[int(gt)], n_elements, n_bytes, start, layout)
 
     def get_field(self, key: str) -> ReaderField | None:
         """The field of ``key`` (pseudo-keys included), or None."""
@@ -420,6 +437,45 @@ class GGUFReader:
     def get_tensor(self, idx: int) -> ReaderTensor:
         """The tensor at index ``idx`` of :attr:`tensors`."""
         return self.tensors[idx]
+
+
+def _check_alignment(f: GGUFFile) -> None:
+    """Refuse what gguf-py and ggml refuse: ``general.alignment`` not a UINT32, or not a power of two.
+
+    (Our reader reads such files; a gguf-py caller would get a reader whose ``alignment`` and
+    ``data_offset`` gguf-py never gives.)"""
+    record = next((r for r in f.fields.records if r.key == K.GENERAL_ALIGNMENT), None)
+    if record is None:
+        return
+    if record.type != ValueType.UINT32:
+        raise GGUFFormatError(
+            f"general.alignment is stored as {record.type.name}, not UINT32 (gguf-py and ggml refuse the file)",
+            offset=record.offset,
+            path=f"metadata_kv {K.GENERAL_ALIGNMENT!r}",
+            value=record.value,
+        )
+    a = int(record.value)
+    if a == 0 or a & (a - 1):
+        raise GGUFFormatError(
+            f"general.alignment {a} is not a power of two (gguf-py and ggml refuse the file)",
+            offset=record.offset,
+            path=f"metadata_kv {K.GENERAL_ALIGNMENT!r}",
+            value=a,
+        )
+
+
+def _check_representable(t: Tensor, layout: _TensorLayout) -> None:
+    """A tensor of no elements whose other dims numpy cannot multiply (2^62 x 0): refused at open, as
+    gguf-py refuses it (numpy's ``ValueError`` there), in our error family here."""
+    try:
+        layout.data()
+    except ValueError as e:
+        raise GGUFFormatError(
+            f"a tensor of no elements whose shape numpy cannot represent ({e})",
+            offset=t.info_offset,
+            path=f"tensor {t.name!r}",
+            value=t.dims,
+        ) from None
 
 
 def _map(path: os.PathLike[str] | str, mode: Literal["r", "r+", "c"], parsed: GGUFFile) -> np.memmap:
@@ -439,7 +495,8 @@ def _map(path: os.PathLike[str] | str, mode: Literal["r", "r+", "c"], parsed: GG
 class _Views:
     """Numpy views of the map at given offsets, in the file's byte order, as gguf-py makes them."""
 
-    def __init__(self, data: np.memmap, byte_order: str, variant: Variant):
+    def __init__(self, data: np.memmap, byte_order: str, variant: Variant, value_types: dict[int, Any]):
+        self.value_types = value_types
         self.u8: np.ndarray = data.view(np.ndarray)  # plain ndarray views: indexing np.memmap runs Python code
         self.size = self.u8.size
         self.order = byte_order
@@ -447,10 +504,19 @@ class _Views:
         self.length_size = length_size = variant.size_t
         self.length_type: type[np.generic] = np.uint64 if length_size == 8 else np.uint32
         self._phases: dict[tuple[str, int], np.ndarray] = {}
+        self._dtypes: dict[type[np.generic], np.dtype] = {}
 
     def dtype(self, t: type[np.generic]) -> np.dtype:
-        d = np.dtype(t)
-        return d.newbyteorder("S") if self.order == "S" else d
+        d = self._dtypes.get(t)
+        if d is None:
+            d = np.dtype(t)
+            d = self._dtypes[t] = d.newbyteorder("S") if self.order == "S" else d
+        return d
+
+    def one(self, offset: int, t: type[np.generic]) -> np.ndarray:
+        """A one-element view of ``t`` at ``offset`` (as :meth:`at` gives it), by one numpy index of a row array."""
+        size = self.dtype(t).itemsize
+        return self.rows_at(offset % size, t)[offset // size]
 
     def at(self, offset: int, t: type[np.generic], count: int = 1) -> np.ndarray:
         d = self.dtype(t)
@@ -482,10 +548,13 @@ _SLOW: Any = _Slow()
 class _Layout:
     """Where one field's value lies in the map, from the parsed pair: computes its parts, data, types and contents."""
 
-    __slots__ = ("key", "offset", "value", "view", "vt")
+    __slots__ = ("built_data", "built_parts", "built_types", "key", "offset", "value", "view", "vt")
 
     def __init__(self, view: _Views, offset: int, key: str | None, vt: ValueType, value: Any):
         self.view, self.offset, self.key, self.vt, self.value = view, offset, key, vt, value
+        self.built_parts: list[np.ndarray] | None = None  # what the ReaderField built, kept here
+        self.built_data: list[int] | None = None
+        self.built_types: list[Any] | None = None
 
     def _value_at(self) -> int:
         if self.key is None:
@@ -497,13 +566,8 @@ class _Layout:
         if self.key is None:  # a pseudo-key of the header
             return [v.at(self.offset, _SCALAR_TYPES[self.vt])]
         at = PairOffsets.of(v.variant, self.offset, self.key)
-        head = [
-            v.at(at.start, v.length_type),
-            v.at(at.key, np.uint8, at.value_type - at.key),
-            v.at(at.value_type, np.uint32),
-        ]
-        out: list[np.ndarray] = head
-        _value_parts(v, self.vt, self.value, self._value_at(), out)
+        out = [v.one(at.start, v.length_type), v.u8[at.key : at.value_type], v.one(at.value_type, np.uint32)]
+        _value_parts(v, self.vt, self.value, at.value, out)
         return out
 
     def data(self) -> list[int]:
@@ -512,7 +576,8 @@ class _Layout:
         return [3 + i for i in _data_indices(self.vt, self.value)]
 
     def types(self) -> list[Any]:
-        return [GGUFValueType(int(t)) for t in _types(self.vt, self.value)]
+        vts = self.view.value_types
+        return [vts[int(t)] for t in _types(self.vt, self.value)]
 
     def contents(self, index_or_slice: int | slice) -> Any:
         """The value read from the map without building parts, where that is simple (flat arrays); else _SLOW."""
@@ -563,17 +628,17 @@ def _value_parts(v: _Views, vt: ValueType, value: Any, at: int, out: list[np.nda
     """Append the parts of a value at offset ``at`` to ``out``; return where the value ends."""
     scalar = _SCALAR_TYPES.get(vt)
     if scalar is not None:
-        out.append(v.at(at, scalar))
+        out.append(v.one(at, scalar))
         return at + vt.itemsize
     ls = v.length_size
     if vt == ValueType.STRING:
         n = len(value.encode("utf-8", "surrogateescape"))
-        out.append(v.at(at, v.length_type))
+        out.append(v.one(at, v.length_type))
         out.append(v.u8[at + ls : at + ls + n])
         return at + ls + n
     et, items = value.type, value.items
-    out.append(v.at(at, np.uint32))
-    out.append(v.at(at + 4, v.length_type))
+    out.append(v.one(at, np.uint32))
+    out.append(v.one(at + 4, v.length_type))
     at += 4 + ls
     n = len(items)
     scalar = _SCALAR_TYPES.get(et)
@@ -659,10 +724,12 @@ def _types(vt: ValueType, value: Any) -> list[ValueType]:
 class _TensorLayout:
     """Where one tensor's info and data lie in the map: makes its field and data views on demand."""
 
-    __slots__ = ("gt", "start", "t", "view")
+    __slots__ = ("built_data", "built_field", "gt", "start", "t", "view")
 
     def __init__(self, view: _Views, t: Tensor, gt: GGMLType, start: int):
         self.view, self.t, self.gt, self.start = view, t, gt, start
+        self.built_field: ReaderField | None = None  # what the ReaderTensor built, kept here
+        self.built_data: np.ndarray | None = None
 
     def field(self) -> ReaderField:
         v, t = self.view, self.t

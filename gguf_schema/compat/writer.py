@@ -311,8 +311,12 @@ class GGUFWriter:
             self.tensors[-1][name].tensor = tensor
             return
         at = self.temp_file.tell()
-        for chunk in _chunks(tensor, self.tensors[-1][name].nbytes, name):
-            self.temp_file.write(chunk)
+        nbytes = self.tensors[-1][name].nbytes
+        if _writes_itself(tensor):
+            _write_itself(tensor, self.temp_file, nbytes, name)
+        else:
+            for chunk in _chunks(tensor, nbytes, name):
+                self.temp_file.write(chunk)
         self._spooled[name] = (at, self.temp_file.tell() - at)
 
     def write_padding(self, fp: IO[bytes], n: int, align: int | None = None) -> None:
@@ -431,7 +435,7 @@ class GGUFWriter:
         if ti.nbytes != tensor.nbytes:
             raise ValueError(f"tensor {name!r}: {tensor.nbytes} bytes given, its info says {ti.nbytes}")
         self.write_padding(fout, fout.tell())
-        self._stream(fout, [self._planned(name, ti, tensor)])
+        self._stream(fout, [(name, ti, tensor)])
         self.state = WriterState.WEIGHTS
         self._publish_if_complete()
 
@@ -456,8 +460,9 @@ class GGUFWriter:
                 shard_bar.set_description(f"Shard ({i + 1}/{len(self.fout)})")
                 total = sum(ti.nbytes for ti in tensors.values())
                 shard_bar.reset(total=(total if total > 0 else None))
-            planned = [self._planned(name, ti, ti.tensor) for name, ti in tensors.items()]
-            self._stream(fout, planned, *(b for b in (shard_bar, bar) if b is not None))
+            self._stream(
+                fout, [(name, ti, ti.tensor) for name, ti in tensors.items()], *(b for b in (shard_bar, bar) if b)
+            )
             for ti in tensors.values():
                 ti.tensor = None
         if self.temp_file is not None:
@@ -544,10 +549,22 @@ class GGUFWriter:
 
         return PlannedTensor(name, int(ti.dtype), dims, ti.nbytes, chunks)
 
-    def _stream(self, fout: IO[bytes], planned: list[PlannedTensor], *bars: Any) -> None:
-        """Tensor data through the writer's data section (each tensor aligned, zero padding after)."""
+    def _stream(self, fout: IO[bytes], tensors: list[tuple[str, TensorInfo, Any]], *bars: Any) -> None:
+        """Tensor data through the writer's data section (each tensor aligned, zero padding after).
+
+        A numpy array (or a lazy tensor of gguf-py's converters, or an array-like) goes through our
+        data section in chunks; any other object with a ``tofile`` (gguf-py's ``LazyChunkedTensor``,
+        whatever the installed gguf-py gives) writes itself into the file with its own ``tofile``, as
+        gguf-py's writer has it do, and must write exactly the bytes its info says."""
         out: Any = fout if not bars else _Progress(fout, bars)
-        TensorStream(planned, self.data_alignment).write_to(out)
+        for name, ti, tensor in tensors:
+            if name in self._spooled or not _writes_itself(tensor):
+                TensorStream([self._planned(name, ti, tensor)], self.data_alignment).write_to(out)
+                continue
+            _write_itself(tensor, fout, ti.nbytes, name)
+            for b in bars:
+                b.update(ti.nbytes)
+            self.write_padding(out, ti.nbytes)
 
     def _publish_if_complete(self) -> None:
         if not any(self.tensors):
@@ -569,6 +586,24 @@ def _eager(tensor: Any) -> np.ndarray:
     if not isinstance(tensor, np.ndarray) and hasattr(cls, "to_eager"):
         tensor = cls.to_eager(tensor)
     return np.asarray(tensor)
+
+
+def _writes_itself(tensor: Any) -> bool:
+    """True for a tensor that is not an array and writes itself (``tofile``) without becoming one: gguf-py's
+    ``LazyChunkedTensor`` and its kin. gguf-py's lazy numpy tensors become arrays (``to_eager``)."""
+    return not isinstance(tensor, np.ndarray) and not hasattr(type(tensor), "to_eager") and hasattr(tensor, "tofile")
+
+
+def _write_itself(tensor: Any, fout: IO[bytes], nbytes: int, name: str) -> None:
+    """``tensor.tofile(fout)``, checking that it wrote the ``nbytes`` its info says."""
+    fout.flush()
+    at = fout.tell()
+    tensor.tofile(fout)
+    written = fout.tell() - at
+    if written != nbytes:
+        raise GGUFBuildError(
+            f"tensor data gave {written} bytes, {nbytes} expected", path=f"tensor {name!r}", value=written
+        )
 
 
 def _chunks(tensor: Any, nbytes: int, name: str) -> Iterator[Any]:

@@ -43,12 +43,18 @@ try:
     from . import _kernels as compiled_kernels
 except ImportError:  # built without a C compiler (or GGUF_SCHEMA_NO_KERNELS=1): numpy does all the work
     compiled_kernels = None  # type: ignore[assignment]
+#: the one switch for every compiled module: set at install it skips building them, at run time it
+#: turns off those that were built (this one and the string walk, gguf_schema.format._scan)
+KERNELS_OFF = os.environ.get("GGUF_SCHEMA_NO_KERNELS") == "1"
+if KERNELS_OFF:
+    compiled_kernels = None  # type: ignore[assignment]
 
 __all__ = [
     "COMPILED_DEQUANTIZE",
     "COMPILED_QUANTIZE",
     "ENGINES",
     "compiled_elsewhere",
+    "compiled_modules",
     "dequantize",
     "error_sums",
     "quantize",
@@ -82,6 +88,35 @@ _COMPILED_BLOCKS: frozenset[GGMLType] = _compiled_types(3)
 _COMPILED_ROWS: frozenset[GGMLType] = _compiled_types(4)
 COMPILED_QUANTIZE: frozenset[GGMLType] = _COMPILED_BLOCKS | _COMPILED_ROWS
 """Types whose quantizer is compiled in this installation (empty if ``_kernels`` was not built)."""
+
+
+def compiled_modules() -> dict[str, str]:
+    """Each optional compiled module of the package and its state here: ``"active"``, ``"off"``
+    (built, but ``GGUF_SCHEMA_NO_KERNELS=1`` turned it off for this process) or ``"not built"``
+    (no C compiler at install, or the install was told to skip it). ``gguf-schema --version``
+    prints them.
+
+    >>> sorted(compiled_modules())
+    ['gguf_schema.format._scan', 'gguf_schema.tensors._kernels']
+    """
+    import importlib.util
+
+    from ..format.values import compiled_scan
+
+    states = {}
+    for name, loaded in (
+        ("gguf_schema.tensors._kernels", compiled_kernels),
+        ("gguf_schema.format._scan", compiled_scan),
+    ):
+        if loaded is not None:
+            states[name] = "active"
+        else:
+            try:
+                built = importlib.util.find_spec(name) is not None
+            except ImportError:
+                built = False
+            states[name] = "off" if built and KERNELS_OFF else "not built"
+    return states
 
 
 def compiled_elsewhere() -> str | None:

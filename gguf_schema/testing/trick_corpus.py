@@ -42,8 +42,9 @@ __all__ = ["CONFIGS", "PROOFS", "Proof", "Prover", "Trick", "load"]
 PROOFS = ("marker", "env", "file", "bound")
 #: the Jinja configurations a trick is rendered under: ``transformers`` (what transformers and
 #: llama-cpp-python configure: ``tojson`` as ``json.dumps``, trim/lstrip blocks), ``plain`` (a plain
-#: ``jinja2.Environment`` with Jinja's own ``tojson``: sorted keys, HTML characters escaped)
-CONFIGS = ("transformers", "plain")
+#: ``jinja2.Environment`` with Jinja's own ``tojson``: sorted keys, HTML characters escaped), ``autoescape`` (plain
+#: Jinja2 with autoescaping on: the output of ``{{ }}`` is escaped, also where a ``{% set %}`` block captures it)
+CONFIGS = ("transformers", "plain", "autoescape")
 MARK_VAR = "GGUF_TRICK_MARKER"
 SECRET_VAR = "GGUF_TRICK_SECRET"
 SECRET = "planted-secret-4e1d9b"
@@ -105,10 +106,10 @@ import jinja2, jinja2.sandbox
 job = json.loads(sys.stdin.read())
 ext = ["jinja2.ext.loopcontrols", "jinja2.ext.do", environments.generation_extension()]
 config = job["config"]
-if config == "plain":
-    env = jinja2.Environment(extensions=ext)
-elif config == "plain-sandboxed":
-    env = jinja2.sandbox.ImmutableSandboxedEnvironment(extensions=ext)
+if config in ("plain", "autoescape"):
+    env = jinja2.Environment(extensions=ext, autoescape=config == "autoescape")
+elif config in ("plain-sandboxed", "autoescape-sandboxed"):
+    env = jinja2.sandbox.ImmutableSandboxedEnvironment(extensions=ext, autoescape=config == "autoescape-sandboxed")
 else:
     env = environments.runtime_environment(sandboxed=config == "transformers-sandboxed")
 resource.setrlimit(resource.RLIMIT_AS, (job["memory"], job["memory"]))
@@ -147,8 +148,8 @@ def render_once(
     memory: int,
     env: dict[str, str] | None = None,
 ) -> LiveResult:
-    """Render ``source`` once under ``config`` (``plain``, ``plain-sandboxed``, ``transformers``,
-    ``transformers-sandboxed``) in a new child process within ``timeout`` seconds and ``memory`` bytes."""
+    """Render ``source`` once under ``config`` (one of :data:`CONFIGS`, or it with ``-sandboxed``: Jinja's
+    ``ImmutableSandboxedEnvironment`` instead) in a new child process within ``timeout`` seconds and ``memory`` bytes."""
     job = json.dumps({"source": source, "context": context, "config": config, "timeout": timeout, "memory": memory})
     try:
         done = subprocess.run(

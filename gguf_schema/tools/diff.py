@@ -36,6 +36,7 @@ from ..format.values import Field
 from ..model import GGUFFile, Tensor
 from ..tensors import byteswap
 from ..writer import CHUNK, Progress
+from .jsonio import value_text
 
 __all__ = ["Difference", "describe_value", "diff", "tensor_sha256"]
 
@@ -63,25 +64,17 @@ class Difference:
 
 
 def describe_value(f: Field, limit: int = 60) -> str:
-    """A field's type and value in one short line (long arrays and strings abbreviated).
+    """A field's type and value in one short line, as ``dump`` shows them (:func:`~.jsonio.value_text`:
+    BOOL as ``true``, floats as their shortest decimals; long arrays and strings abbreviated).
 
     >>> from gguf_schema import make_field
     >>> describe_value(make_field("k", list(range(100))))
     'ARRAY[UINT32] (100 items) [0, 1, 2, 3, 4, 5, 6, 7, ...]'
+    >>> describe_value(make_field("b", True))
+    'BOOL true'
     """
-    if f.type == ValueType.ARRAY:
-        items = f.value.items
-        shown = items[:8].tolist() if isinstance(items, np.ndarray) else list(items[:8])
-        body = ", ".join(_short(x, 24) for x in shown) + (", ..." if len(items) > 8 else "")
-        return f"ARRAY[{f.value.type.name}] ({len(items)} items) [{body}]"
-    return (
-        f"{f.type.name} {_short(f.plain() if f.type not in (ValueType.FLOAT32, ValueType.FLOAT64) else f.value, limit)}"
-    )
-
-
-def _short(x: Any, limit: int) -> str:
-    text = str(x) if isinstance(x, (np.floating,)) else repr(x)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    name = f"ARRAY[{f.value.type.name}]" if f.type == ValueType.ARRAY else f.type.name
+    return f"{name} {value_text(f, chars=limit)}"
 
 
 def tensor_sha256(t: Tensor, progress: Progress | None = None) -> str:

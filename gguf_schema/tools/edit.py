@@ -31,7 +31,8 @@ Every edit of a file's metadata (``set``, ``set-file``, ``delete``, ``rename``, 
    (:func:`gguf_schema.durable.atomic_replace`). A read-only file is refused either way.
 
 A symbolic link is followed: the file it points to is edited (its journal and temporaries beside
-it), and the link stays a link. With ``output`` the source is only read and the edited file is written there.
+it), and the link stays a link. With ``output`` the source is only read and the edited file is written there
+(an interrupted earlier edit of the source is recovered first all the same: until then it cannot be read).
 
 >>> import os, tempfile, numpy as np, gguf_schema
 >>> path = os.path.join(tempfile.mkdtemp(), "m.gguf")
@@ -61,6 +62,7 @@ from ..durable import (
     copy_file,
     locked_open,
     real_path,
+    recover,
     write_in_place,
 )
 from ..errors import GGUFChangedError
@@ -159,6 +161,9 @@ def edit_file(
     if out is not None and os.path.exists(out) and os.path.samefile(src, out):
         out = None
     if out is not None:
+        # the source is only read, but an interrupted edit of it is undone first, as by every edit
+        # (its readers refuse a file with a journal beside it until then)
+        recover(src, timeout=lock_timeout)
         with read(src, lazy=True, limits=limits, mmap=mmap) as f:
             edit(f)
             save_file(f, out, progress=progress, sync=sync, strict=strict)

@@ -63,6 +63,7 @@ __all__ = [
     "from_json",
     "loads",
     "to_json",
+    "value_text",
 ]
 
 #: the value of the ``"gguf_schema_json"`` member: the version of this JSON form
@@ -167,6 +168,39 @@ def field_json(f: Field) -> dict:
     else:
         rec["value"] = encode_value(f.type, f.value)
     return rec
+
+
+#: characters other than "\n" that some tools treat as line breaks: escaped in a value's one-line text
+_LINE_BREAKS = {0x85: "\\u0085", 0x2028: "\\u2028", 0x2029: "\\u2029"}
+
+
+def value_text(f: Field, *, full: bool = False, items: int = 8, chars: int = 200) -> str:
+    """A field's value in one line, as ``dump`` and ``diff`` show it: numbers, BOOL and arrays as
+    their JSON (``true``, the shortest decimal of a float32), strings as Python literals. Unless
+    ``full``, an array shows its first ``items`` items (whole, never cut inside one) and a count, and
+    a string longer than ``chars`` its beginning and its length.
+
+    >>> from gguf_schema import make_field
+    >>> import numpy as np
+    >>> value_text(make_field("b", True)), value_text(make_field("f", np.float32(0.1)))
+    ('true', '0.1')
+    >>> value_text(make_field("a", np.linspace(0, 1, 10, dtype=np.float32)), items=3)
+    '(10 items) [0.0, 0.11111111, 0.22222222, ...]'
+    """
+    if f.type == ValueType.ARRAY:
+        arr = f.value
+        n = len(arr.items)
+        shown = arr if full or n <= items else GGUFArray(arr.type, arr.items[:items])
+        body = json.dumps(encode_value(ValueType.ARRAY, shown), ensure_ascii=False).translate(_LINE_BREAKS)
+        if len(shown.items) < n:
+            body = body[:-1] + ", ...]"
+        return f"({n:,} items) {body}"
+    if f.type == ValueType.STRING:
+        text = repr(f.value)
+        if not full and len(text) > chars:
+            text = text[: chars - 3] + "...'" + f" ({len(f.value):,} chars)"
+        return text
+    return json.dumps(encode_value(f.type, f.value))
 
 
 def to_json(f: GGUFFile, *, tensors: bool = True) -> dict:

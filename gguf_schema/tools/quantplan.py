@@ -490,7 +490,10 @@ class ModelFacts:
         if n_all < 0:
             layers = {layer_of(n) for n in tensor_names} - {None}
             n_all = max((x for x in layers if x is not None), default=-1) + 1
-            notes.append(f"the model has no {arch or 'ARCH'}.block_count: {n_all} layers counted from tensor names")
+            notes.append(
+                f"the model has no {arch or 'ARCH'}.block_count: {n_all} layer{'s' if n_all != 1 else ''} counted "
+                "from tensor names"
+            )
         head = number("attention.head_count")
         facts = cls(
             arch=arch,

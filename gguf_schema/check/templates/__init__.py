@@ -15,8 +15,9 @@ This package audits one template, by concern:
   made the name (``GGUF-T101``, ``T102``, ``T103``, ``T106``);
 * :mod:`.cost` bounds what a render can cost (loop trips, string growth, macro recursion and
   fan-out) on a representative request (``GGUF-T504``);
-* :mod:`.sandbox` optionally renders sample conversations in Jinja's immutable sandbox, in a child
-  process (:mod:`.worker`) with time, memory and output bounds (``GGUF-T501``, ``T502``, ``T503``);
+* :mod:`.sandbox` renders sample conversations in Jinja's sandbox under each loader's configuration, in a
+  child process (:mod:`.worker`) with time, memory, output and work bounds (``GGUF-T501``, ``T502``,
+  ``T503``): part of every file audit, optional here (:func:`audit_template`'s ``render``);
 * :mod:`.hidden` finds invisible and direction-changing characters (``GGUF-T301``, ``T302``);
 * :mod:`.jinja` holds the environments (parsing, folding, the runtime-like sandbox);
 * :mod:`.rules` the rule table and findings.
@@ -26,7 +27,7 @@ Jinja2 is an optional dependency (``pip install 'gguf-schema[audit]'``); only
 
 >>> findings = audit_template("{{ cycler.__init__.__globals__.os.popen('id').read() }}")
 >>> [(f.rule, f.severity, f.line) for f in findings]  # three internal names; two calls of what they reach
-[('GGUF-T101', 'error', 1), ('GGUF-T101', 'error', 1), ('GGUF-T101', 'error', 1), ('GGUF-T102', 'error', 1), ('GGUF-T102', 'error', 1)]
+[('GGUF-T101', 'error', 1), ('GGUF-T101', 'error', 1), ('GGUF-T101', 'error', 1), ('GGUF-T102', 'error', 1), ('GGUF-T102', 'error', 1), ('GGUF-T504', 'error', 1)]
 >>> print(findings[0].message)
 attribute '__init__' of cycler (a Jinja global) is a Python internal
 >>> audit_template("{% for m in messages %}{{ m['role'] ~ ': ' ~ m['content'] }}{% endfor %}")
@@ -42,9 +43,10 @@ from types import MappingProxyType
 
 from ...format import keys as K
 from . import cost, sandbox
+from .budget import OutOfBudget, cpu_deadline
 from .hidden import T301, HiddenCharacter, count_runs, excerpt, hidden_characters, report_hidden, split_lines
 from .interpreter import T104, Analysis, AnalysisOverBudget, alarm_words
-from .jinja import escaped_ascii, parse, require_jinja
+from .jinja import ParseOverBudget, escaped_ascii, parse, require_jinja
 from .rules import AuditRule, Findings, Severity, TemplateFinding, capped, declared, rule
 
 __all__ = [
@@ -85,8 +87,12 @@ RULES: Mapping[str, AuditRule] = MappingProxyType(declared())
 #: The longest template (in characters) the audit parses and analyses; a longer one is GGUF-T402 (real chat
 #: templates are under 20,000 characters; Jinja's own parser needs about a second for 1 MiB).
 MAX_ANALYSED = 256 * 1024
-#: CPU seconds one template's analysis may take before it is reported as not analysed.
-ANALYSIS_SECONDS = 1.0
+#: CPU seconds one template's lexing, parsing and analyses may take before it is reported as not analysed (the
+#: whole audit process stays near 1 s: Python and the imports take about 0.45 s).
+ANALYSIS_SECONDS = 0.4
+#: The most tokens the audit lexes and parses in one template (the largest real chat template has under 4,000).
+MAX_TOKENS = 50_000
+_HARD_STOP = 0.03  # CPU seconds past the budget before a timer stops an analysis between two clock readings
 MAX_PER_RULE = 100
 _MORE_RUNS = 100_000  # hidden-character runs counted past the cap
 
@@ -116,7 +122,7 @@ class Prediction:
             a render looks up no other text, except (when ``request_names``) texts of the request, as items of
             plain data.
         request_names: a name the request chose may be looked up (only ever on plain data, unless flagged).
-        bound: the render-cost bound, when the cost analysis gives one.
+        bound: the render-cost bound (:class:`.cost.RenderBound`) of a template that is not flagged.
 
     >>> p = predict("{% for m in messages %}{{ m['role'] ~ m.content }}{% endfor %}")
     >>> p.flagged, sorted(p.names), p.request_names
@@ -133,11 +139,17 @@ class Prediction:
 
 
 def predict(source: str) -> Prediction:
-    """The static analysis of ``source`` as a :class:`Prediction` (cached like the audit's findings)."""
+    """The static analysis of ``source`` as a :class:`Prediction`, with the render-cost bound
+    (:func:`.cost.bound`) of a template the audit does not refuse."""
     if not isinstance(source, str):
         raise TypeError(f"predict needs the template as str, not {type(source).__name__}")
     require_jinja()
-    return _static(source)
+    p = _static(source)
+    if p.bound is None and not p.flagged:  # the render-cost bound, for the oracle (the audit needs only T504)
+        p = dataclasses.replace(p, bound=cost.bound(parse(source, "")[0]))
+        if source in _CACHE:
+            _CACHE[source] = p
+    return p
 
 
 def analyse(source: str, name: str, seconds: float = ANALYSIS_SECONDS) -> list[TemplateFinding]:
@@ -147,7 +159,7 @@ def analyse(source: str, name: str, seconds: float = ANALYSIS_SECONDS) -> list[T
 
 def _analyse(source: str, name: str, seconds: float = ANALYSIS_SECONDS) -> Prediction:
     """The static analysis of one template, within ``seconds`` of CPU."""
-    jinja2 = require_jinja()
+    require_jinja()
     lines = split_lines(source)
     findings = Findings(lines, name, excerpt)
     report_hidden(source, lines, findings, MAX_PER_RULE)
@@ -160,8 +172,26 @@ def _analyse(source: str, name: str, seconds: float = ANALYSIS_SECONDS) -> Predi
         )
         _lexical(lines, findings, "the unanalysed source")
         return _prediction(findings, None)
+    try:  # one budget for lexing, parsing and both analyses: read as they go, and a hard stop just past it
+        with cpu_deadline(seconds + _HARD_STOP):
+            return _analysed(source, name, seconds, lines, findings)
+    except OutOfBudget:
+        findings.add(
+            T402, f"the analysis ran past its budget of {seconds:g} s of CPU; nothing is known about what it reaches"
+        )
+        _lexical(lines, findings, "the source")
+        return _prediction(findings, None)
+
+
+def _analysed(source: str, name: str, seconds: float, lines: list[str], findings: Findings) -> Prediction:
+    jinja2 = require_jinja()
+    deadline = time.thread_time() + seconds
     try:
-        tree, strings = parse(source, name)
+        tree, strings = parse(source, name, deadline, MAX_TOKENS)
+    except ParseOverBudget as e:
+        findings.add(T402, f"the template was not parsed within the audit's budget ({e})")
+        _lexical(lines, findings, "the unparsed source")
+        return _prediction(findings, None)
     except jinja2.TemplateSyntaxError as e:
         line = e.lineno if e.lineno and 0 < e.lineno <= len(lines) else None
         findings.add(T401, f"Jinja cannot parse the template: {str(e.message)[:200]}", line)
@@ -179,7 +209,6 @@ def _analyse(source: str, name: str, seconds: float = ANALYSIS_SECONDS) -> Predi
 
     from jinja2 import nodes
 
-    deadline = time.thread_time() + seconds
     analysis = Analysis(nodes, findings, deadline)
     try:
         analysis.run(tree)
@@ -217,13 +246,16 @@ _CACHE_CHARS = 8 << 20  # characters of template source the cache may hold
 _cached_chars = 0
 
 
-def _static(source: str) -> Prediction:
+def _static(source: str, seconds: float = ANALYSIS_SECONDS) -> Prediction:
     """Everything but the render, by source (cached, least recently used first out: models, and the named
-    templates of one file, repeat templates; the key a template came from is set on the findings afterwards)."""
+    templates of one file, repeat templates; the key a template came from is set on the findings afterwards).
+    An analysis given less than the whole budget is not cached when it ran out of it."""
     global _cached_chars
     hit = _CACHE.pop(source, None)
     if hit is None:
-        hit = _analyse(source, "")
+        hit = _analyse(source, "", min(seconds, ANALYSIS_SECONDS))
+        if seconds < ANALYSIS_SECONDS and any(f.rule == T402.id for f in hit.findings):
+            return hit
         _cached_chars += len(source)
     _CACHE[source] = hit
     while _cached_chars > _CACHE_CHARS and len(_CACHE) > 1:
@@ -253,6 +285,7 @@ def audit_template(
     render_timeout: float = 5.0,
     render_max_output: int = 1 << 20,
     render_memory: int = 1 << 30,
+    seconds: float = ANALYSIS_SECONDS,
 ) -> list[TemplateFinding]:
     """Audit one chat template (Jinja source) for ways to reach Python internals and for render cost, without
     running it.
@@ -267,6 +300,8 @@ def audit_template(
             output. The sandbox's refusals (``GGUF-T501``) and any render past a bound or stopped by one of the
             sandbox's own limits (``GGUF-T502``) are findings; ordinary errors such as missing variables are
             not. This adds a child process: a few tenths of a second.
+        seconds: CPU seconds (of the calling thread) the static analysis may take, lexing and parsing included;
+            at most :data:`ANALYSIS_SECONDS`. Past it the template is ``GGUF-T402`` (not analysed).
 
     Returns:
         The findings in rule order, then line order (at most 100 of one rule, then one finding that counts
@@ -290,7 +325,7 @@ def audit_template(
     if not isinstance(name, str):
         raise TypeError(f"name must be a str, not {type(name).__name__}")
     require_jinja()
-    findings = [dataclasses.replace(f, template=name) for f in _static(source).findings]
+    findings = [dataclasses.replace(f, template=name) for f in _static(source, seconds).findings]
     if render:
         findings = capped(
             findings

@@ -798,10 +798,10 @@ class Analysis:
             except ValueError:
                 continue
             for field, _spec in fields:
+                words = [w for w in re.split(r"[.\[\]]", field) if w]
+                for w in words:
+                    self.names.add(w)  # the argument a field picks (by keyword), and the names it walks
                 if "." in field or "[" in field:
-                    words = [w for w in re.split(r"[.\[\]]", field) if w]
-                    for w in words:
-                        self.names.add(w)
                     bad = next((w for w in words if is_internal(w)), None)
                     if bad:
                         self.t101_words.add((node.lineno, bad))
@@ -1251,18 +1251,19 @@ class Analysis:
     def sliced(self, recv: V, parts: list[V], node: Any) -> V:
         out: list[V | None] = []
         bounds = [p.atoms for p in parts]
-        exact = all(all(a[0] == "c" and (a[3] is None or isinstance(a[3], int)) for a in b) for b in bounds)
+        slices: list[slice] | None = None
+        if all(all(a[0] == "c" and (a[3] is None or type(a[3]) is int) for a in b) for b in bounds):
+            combos = list(itertools.product(*(sorted(b, key=repr) for b in bounds)))
+            if len(combos) <= COMBOS and all(
+                a[3] is None or abs(a[3]) <= folding.NUM_LIMIT for combo in combos for a in combo
+            ):
+                slices = [slice(*(a[3] for a in combo)) for combo in combos]
+                if any(s.step == 0 for s in slices):
+                    slices = [s for s in slices if s.step != 0]  # a zero step fails at render time
         for r in recv.atoms:
-            if r[0] == "c" and isinstance(r[3], (str, bytes)) and exact:
-                combos = list(itertools.product(*(sorted(b, key=repr) for b in bounds)))
-                if len(combos) <= COMBOS:
-                    for s in combos:
-                        try:
-                            folding.check_args([a[3] for a in s])
-                            out.append(of(r[3][slice(*(a[3] for a in s))]))
-                        except (folding.Unfoldable, ValueError, TypeError):
-                            out.append(self.derived(recv, f"line {_line(node)}: a slice of it"))
-                    continue
+            if r[0] == "c" and isinstance(r[3], (str, bytes)) and slices is not None:
+                out.append(of(*(r[3][s] for s in slices)))
+                continue
             if _may_text(r) and r != REQ:
                 out.append(self.derived(recv, f"line {_line(node)}: a slice of it"))
             elif r == REQ:

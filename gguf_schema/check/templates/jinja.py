@@ -8,8 +8,9 @@ This module imports nothing of gguf-schema: the render's child process loads it 
   loop controls, ``do``, transformers' ``{% generation %}``), returning the syntax tree and the
   string tokens as written (for escapes, :func:`escaped_ascii`).
 * :func:`fold_environment` is where the audit runs a filter on constants: an immutable sandbox.
-* :func:`runtime_environment` is what transformers and llama-cpp-python render with: an immutable
-  sandbox with ``trim_blocks``/``lstrip_blocks``, ``tojson``, ``raise_exception`` and ``strftime_now``.
+* :func:`runtime_environment` is what a loader renders with (:data:`FLAVOURS`): transformers' and
+  llama-cpp-python's immutable sandbox with ``trim_blocks``/``lstrip_blocks``, their ``tojson``,
+  ``raise_exception`` and ``strftime_now``; or plain jinja2's defaults (autoescape off or on).
 * :func:`identifier` is how Python sees a name: Jinja compiles variable names to Python
   identifiers, which Python normalises (NFKC), so a fullwidth ``n`` (U+FF4E) and ``n`` are one variable.
 """
@@ -19,10 +20,13 @@ from __future__ import annotations
 import datetime
 import json
 import re
+import time
 import unicodedata
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 __all__ = [
+    "FLAVOURS",
     "INSTALL_HINT",
     "escaped_ascii",
     "fold_environment",
@@ -89,19 +93,38 @@ def _parse_environment() -> Any:
     return env
 
 
-def parse(source: str, name: str) -> tuple[Any, list[tuple[int, str]]]:
+class ParseOverBudget(Exception):
+    """Lexing and parsing the template went past its CPU deadline or its count of tokens."""
+
+
+def _clocked(tokens: Iterable[Any], deadline: float | None, max_tokens: int | None) -> Iterator[Any]:
+    """``tokens``, with the CPU clock read every 64 of them (Jinja's lexer and parser do a bounded amount of work
+    per token, so the parse stops within a few milliseconds of ``deadline``) and at most ``max_tokens``."""
+    for i, token in enumerate(tokens):
+        if i & 63 == 0:
+            if deadline is not None and time.thread_time() > deadline:
+                raise ParseOverBudget("past its CPU deadline")
+            if max_tokens is not None and i > max_tokens:
+                raise ParseOverBudget(f"more than {max_tokens:,} tokens")
+        yield token
+
+
+def parse(
+    source: str, name: str, deadline: float | None = None, max_tokens: int | None = None
+) -> tuple[Any, list[tuple[int, str]]]:
     """The template's syntax tree and its string tokens ``(line, raw text)``, lexed once.
 
-    Raises Jinja's ``TemplateSyntaxError`` for a template Jinja cannot parse.
+    Raises Jinja's ``TemplateSyntaxError`` for a template Jinja cannot parse, :class:`ParseOverBudget` when
+    lexing and parsing pass the CPU time ``deadline`` (``time.thread_time()``) or ``max_tokens`` tokens.
     """
     from jinja2 import nodes
     from jinja2.lexer import TokenStream
     from jinja2.parser import Parser
 
     env = _parse_environment()
-    raw = list(env.lexer.tokeniter(source, name))
+    raw = list(_clocked(env.lexer.tokeniter(source, name), deadline, max_tokens))
     parser = Parser(env, source, name)
-    parser.stream = TokenStream(env.lexer.wrap(iter(raw), name), name, None)
+    parser.stream = TokenStream(env.lexer.wrap(_clocked(raw, deadline, None), name), name, None)
     strings = [(line, value) for line, token, value in raw if token == "string"]
     # Parser.parse() also binds every node to the environment (for constant folding at compile
     # time), a walk the audit does not need.
@@ -125,19 +148,42 @@ def _tojson(
     return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
 
 
-def runtime_environment(sandboxed: bool = True) -> Any:
-    """A fresh environment like the one transformers renders chat templates with.
+#: The Jinja configurations loaders render with: ``transformers`` (and llama-cpp-python since it copied it):
+#: trim_blocks, lstrip_blocks, a ``tojson`` that keeps key order and escapes nothing; ``jinja2``: Jinja's
+#: defaults (its own ``tojson`` sorts keys and escapes HTML characters, no block trimming); ``jinja2-autoescape``:
+#: the same with autoescape on (output and ``~`` give Markup, escaped).
+FLAVOURS = ("transformers", "jinja2", "jinja2-autoescape")
+
+
+def runtime_environment(sandboxed: bool = True, flavour: str = "transformers") -> Any:
+    """A fresh environment like the one a loader renders chat templates with (``flavour``, one of :data:`FLAVOURS`).
 
     ``sandboxed=False`` gives the same environment without the sandbox: what an unsandboxed
     runtime runs (tests and the fuzzer prove payloads live with it, in a child process).
     """
+    if flavour not in FLAVOURS:
+        raise ValueError(f"flavour must be one of {FLAVOURS}, not {flavour!r}")
     jinja2 = require_jinja()
     from jinja2.exceptions import SecurityError
-    from jinja2.sandbox import ImmutableSandboxedEnvironment
+    from jinja2.sandbox import ImmutableSandboxedEnvironment, SandboxedEnvironment, modifies_known_mutable
 
-    class Sandbox(ImmutableSandboxedEnvironment):
+    # transformers renders in the immutable sandbox; a loader on plain jinja2 lets templates change lists and
+    # dicts, so its configurations render in the sandbox that allows that (and refuses the same internals)
+    base = ImmutableSandboxedEnvironment if flavour == "transformers" else SandboxedEnvironment
+
+    class Sandbox(base):  # type: ignore[valid-type,misc]
         def unsafe_undefined(self, obj: Any, attribute: str) -> Any:
-            raise SecurityError(f"access to attribute {attribute!r} of {type(obj).__name__!r} object is unsafe")
+            error = SecurityError(f"access to attribute {attribute!r} of {type(obj).__name__!r} object is unsafe")
+            # refused only because it changes a list, dict or set (the immutable sandbox's rule): on a value the
+            # template made, the template fails to render there and reaches nothing (``mutation`` and ``receiver``
+            # tell the render's child so); on the request's data it changes the caller's objects
+            mutation = modifies_known_mutable(obj, attribute) and SandboxedEnvironment.is_safe_attribute(
+                self, obj, attribute, getattr(obj, attribute, None)
+            )
+            # attributes SecurityError does not declare: the render's child reads them
+            setattr(error, "mutation", mutation)  # noqa: B010
+            setattr(error, "receiver", id(obj))  # noqa: B010
+            raise error
 
     def raise_exception(message: str) -> None:
         raise jinja2.TemplateError(message)
@@ -146,8 +192,12 @@ def runtime_environment(sandboxed: bool = True) -> Any:
         return datetime.datetime(2025, 1, 1, 12, 0, 0).strftime(fmt)
 
     cls = Sandbox if sandboxed else jinja2.Environment
-    env = cls(trim_blocks=True, lstrip_blocks=True, extensions=[*EXTENSIONS, generation_extension()])
-    env.filters["tojson"] = _tojson
+    extensions = [*EXTENSIONS, generation_extension()]
+    if flavour == "transformers":
+        env = cls(trim_blocks=True, lstrip_blocks=True, extensions=extensions)
+        env.filters["tojson"] = _tojson
+    else:
+        env = cls(autoescape=flavour == "jinja2-autoescape", extensions=extensions)
     env.globals["raise_exception"] = raise_exception
     env.globals["strftime_now"] = strftime_now
     return env

@@ -199,8 +199,12 @@ def join(*vals: V | None) -> V:
     if len(present) == 1:
         return present[0]
     atoms = frozenset().union(*(v.atoms for v in present))
-    best = max(present, key=lambda v: (_suspicion(v.atoms), bool(v.why)))
-    return V(widen(atoms), best.why)
+    told = [v for v in present if v.why]
+    if len(told) > 1 and any(v.why != told[0].why for v in told):
+        why = max(told, key=lambda v: _suspicion(v.atoms)).why
+    else:
+        why = told[0].why if told else ()
+    return V(widen(atoms), why)
 
 
 def _text_const(a: Atom) -> bool:
@@ -215,6 +219,8 @@ def widen(atoms: frozenset[Atom]) -> frozenset[Atom]:
     """The canonical form of a set of atoms (what :func:`join` keeps): STR covers the constant texts (but the
     few beginning with '_' stay, for a precise finding), NUM covers the constant numbers; more than :data:`CAP`
     constant texts or numbers become STR or NUM."""
+    if len(atoms) <= CAP and STR not in atoms and NUM not in atoms:
+        return atoms
     texts = sum(1 for a in atoms if _text_const(a))
     numbers = sum(1 for a in atoms if _number_const(a))
     if texts > CAP:

@@ -1,10 +1,12 @@
-"""The child process of the sandboxed render: read one job on stdin, render, write one JSON line per conversation.
+"""The child process of the sandboxed render: read one job on stdin, render, write one JSON line per event.
 
-The parent (:mod:`.sandbox`) starts ``python -I`` on this file by path, without importing
-gguf-schema (no numpy, a small process). From the start of the job the process has no more
-memory, CPU time, files or child processes than a render needs (``setrlimit``), each
-conversation has an alarm, and rendering stops at the first bound a conversation exceeds: one is
-enough to report the template.
+The parent (:mod:`.sandbox`) starts ``python -I`` on this file by path, with an empty environment and
+a temporary working folder, without importing gguf-schema (no numpy, a small process). From the start
+of the job the process has no more memory, CPU time, files or child processes than the renders need
+(``setrlimit``). The job holds every template of a file: each is compiled under every configuration and
+renders every conversation, within one alarm per template; a template stops at the first bound it
+exceeds (one is enough to report it) and the next one starts. Events: ``start`` and ``end`` of a
+template, ``security``, ``bound``, ``error``, ``compile-error``.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ __all__ = ["main"]
 
 
 class _Timeout(BaseException):
-    """The alarm of one conversation rang (a BaseException, so the template cannot catch it)."""
+    """The CPU timer of one template rang (a BaseException, so the template cannot catch it)."""
 
 
 def _limit(memory: int, cpu: float) -> None:
@@ -33,8 +35,24 @@ def _limit(memory: int, cpu: float) -> None:
         resource.setrlimit(resource.RLIMIT_CPU, (seconds, seconds))
         resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))
         resource.setrlimit(resource.RLIMIT_NPROC, (0, 0))
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     except (ImportError, ValueError, OSError):  # pragma: no cover - not every platform has every limit
         pass
+
+
+def _containers(value: Any) -> set[int]:
+    """The ids of every list and dict in the request (JSON data: a tree)."""
+    out: set[int] = set()
+    todo = [value]
+    while todo:
+        v = todo.pop()
+        if isinstance(v, dict):
+            out.add(id(v))
+            todo.extend(v.values())
+        elif isinstance(v, list):
+            out.add(id(v))
+            todo.extend(v)
+    return out
 
 
 def _template_line(tb: Any) -> int | None:
@@ -61,62 +79,118 @@ def main() -> None:
         sys.stdout.write(json.dumps(fields) + "\n")
         sys.stdout.flush()
 
-    env = environments.runtime_environment(sandboxed=True)
+    spec = importlib.util.spec_from_file_location("_gguf_template_observe", job["observe"])
+    if not (spec is not None and spec.loader is not None):
+        raise RuntimeError("spec is not None and spec.loader is not None does not hold")
+    observing = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = observing  # its dataclasses look their module up
+    spec.loader.exec_module(observing)
+    job["counted"] = observing._counted  # the template with every loop's passes counted
+    configurations = [
+        (c, observing.observing_environment(environments.runtime_environment(sandboxed=True, flavour=c)))
+        for c in job["configurations"]
+    ]
 
     def ring(signum: int, frame: Any) -> None:
         raise _Timeout
 
     seconds = job["timeout"]
-    # the limits hold from the compile on: Jinja folds constant expressions ('x' * 10**10) when it compiles
-    _limit(job["memory"], seconds * (len(job["conversations"]) + 1))
-    signal.signal(signal.SIGALRM, ring)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        template = env.from_string(job["source"])
-    except _Timeout:
-        emit(kind="bound", conversation="compile", message=f"did not compile within {seconds:g} s")
-        return
-    except MemoryError:
-        emit(kind="bound", conversation="compile", message="ran out of the memory bound while compiling")
-        return
-    except Exception as e:
-        emit(kind="compile-error", message=f"{type(e).__name__}: {str(e)[:200]}")
-        return
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-    for label, context in job["conversations"]:
-        size = 0
-        signal.setitimer(signal.ITIMER_REAL, seconds)
+    # the limits hold from the first compile on: Jinja folds constant expressions ('x' * 10**10) when it compiles
+    _limit(job["memory"], seconds * len(job["templates"]) + 1)
+    signal.signal(signal.SIGPROF, ring)
+    for t, source in enumerate(job["templates"]):
+        emit(kind="start", template=t)
+        # each template has `seconds` of CPU (user and system: a timer of the process's own time, which a loaded
+        # machine does not shorten) for all its compiles and renders
+        signal.setitimer(signal.ITIMER_PROF, seconds)
         try:
-            for chunk in template.generate(**context):
-                size += len(chunk)
-                if size > job["max_output"]:
-                    emit(kind="bound", conversation=label, message=f"output passed {job['max_output']:,} characters")
-                    return
-            emit(kind="ok", conversation=label, size=size)
+            _render_all(t, source, configurations, job, emit, SecurityError)
         except _Timeout:
-            emit(kind="bound", conversation=label, message=f"did not finish within {seconds:g} s")
-            return
-        except SecurityError as e:
-            emit(kind="security", conversation=label, message=str(e)[:300], line=_template_line(e.__traceback__))
+            emit(kind="bound", template=t, message=f"did not finish within {seconds:g} s of CPU")
+        finally:
+            signal.setitimer(signal.ITIMER_PROF, 0)
+        emit(kind="end", template=t)
+
+
+def _render_all(t: int, source: str, configurations: list[Any], job: dict[str, Any], emit: Any, security: Any) -> None:
+    """Every conversation of ``job`` rendered from ``source`` under every configuration, observed (names looked
+    up, work done: :mod:`.observe`); stops at the first bound. Emits what was observed at the end."""
+    names: set[str] = set()
+    work = [0, ""]  # the most work one render did, and which
+
+    def note(env: Any, event: dict[str, Any]) -> bool:
+        """Keep what the render observed; whether it did more work than the bound (then it is reported)."""
+        seen = env.observation
+        names.update(str(x.name) for x in seen.lookups if x.is_text)
+        if seen.work > work[0]:
+            work[:] = [seen.work, f"{event['conversation']} conversation, {event['configuration']}"]
+        if seen.work > job["max_work"]:
+            emit(kind="bound", **event, message=f"did {seen.work:,} steps of work, more than {job['max_work']:,}")
+            return True
+        return False
+
+    try:
+        _render_configurations(t, source, configurations, job, emit, security, note)
+    finally:
+        emit(kind="observed", template=t, names=sorted(names)[: job["max_names"]], work=work[0], where=work[1])
+
+
+def _render_configurations(
+    t: int, source: str, configurations: list[Any], job: dict[str, Any], emit: Any, security: Any, note: Any
+) -> None:
+    for name, env in configurations:
+        env.observation = type(env.observation)()
+        try:
+            template = env.from_string(job["counted"](env, source))
         except MemoryError:
-            emit(kind="bound", conversation=label, message="ran out of the memory bound")
+            emit(kind="bound", template=t, configuration=name, message="ran out of the memory bound while compiling")
             return
         except RecursionError:
-            emit(kind="bound", conversation=label, message="recursed past Python's recursion limit")
+            emit(kind="bound", template=t, configuration=name, message="recursed past Python's limit while compiling")
             return
-        except OverflowError as e:  # the sandbox's own range limit, or a number too large to use
+        except _Timeout:
             emit(
-                kind="bound",
-                conversation=label,
-                message=f"was stopped by a limit: {str(e)[:200]}",
-                line=_template_line(e.__traceback__),
+                kind="bound", template=t, configuration=name, conversation="compile", message="did not compile in time"
             )
             return
         except Exception as e:
-            emit(kind="error", conversation=label, message=f"{type(e).__name__}: {str(e)[:200]}")
-        finally:
-            signal.setitimer(signal.ITIMER_REAL, 0)
+            emit(kind="compile-error", template=t, configuration=name, message=f"{type(e).__name__}: {str(e)[:200]}")
+            continue
+        for label, context in job["conversations"]:
+            event = {"template": t, "configuration": name, "conversation": label}
+            request = _containers(context)
+            size = 0
+            env.observation = type(env.observation)()
+            try:
+                for chunk in template.generate(**context):
+                    size += len(chunk)
+                    env.observation.output_chars = size
+                    if size > job["max_output"]:
+                        emit(kind="bound", **event, message=f"output passed {job['max_output']:,} characters")
+                        return
+            except _Timeout:
+                emit(kind="bound", **event, message=f"did not finish within {job['timeout']:g} s of CPU")
+                return
+            except security as e:
+                if getattr(e, "mutation", False) and getattr(e, "receiver", None) not in request:
+                    # the immutable sandbox refused a change of a list or dict the template made: no reach
+                    emit(kind="mutation", **event, message=str(e)[:300])
+                    continue
+                emit(kind="security", **event, message=str(e)[:300], line=_template_line(e.__traceback__))
+            except MemoryError:
+                emit(kind="bound", **event, message="ran out of the memory bound")
+                return
+            except RecursionError:
+                emit(kind="bound", **event, message="recursed past Python's recursion limit")
+                return
+            except OverflowError as e:  # the sandbox's own range limit, or a number too large to use
+                line = _template_line(e.__traceback__)
+                emit(kind="bound", **event, message=f"was stopped by a limit: {str(e)[:200]}", line=line)
+                return
+            except Exception as e:
+                emit(kind="error", **event, message=f"{type(e).__name__}: {str(e)[:200]}")
+            if note(env, event):
+                return
 
 
 if __name__ == "__main__":  # pragma: no cover - the child process

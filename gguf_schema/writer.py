@@ -59,10 +59,12 @@ __all__ = [
     "HeaderSpool",
     "PlannedTensor",
     "Progress",
+    "PushedFile",
     "RawTensor",
     "TensorRecord",
     "check_header",
     "encoded_size",
+    "ggml_dims",
     "header_bytes",
     "header_size",
     "plan_tensor",
@@ -173,6 +175,24 @@ class PlannedTensor:
 
 
 TensorLike = np.ndarray | RawTensor | Tensor
+
+
+def ggml_dims(dims: Sequence[int]) -> tuple[int, ...]:
+    """The dimensions (innermost first) as ggml's writer stores them: ``gguf_write_tensor_info``
+    writes ``ggml_n_dims`` of them, the dimensions up to the last one larger than 1, at least one.
+    ggml's tools that write a model (``llama-quantize``, ``llama-gguf-split``) store a one-row
+    matrix with one dimension, so every offset after it is 8 bytes earlier than with two. The
+    tools of this library that write those tools' files use it; edits and copies keep the dims as
+    stored. One deliberate difference: a trailing dimension of 0 is kept (ggml would drop it too,
+    giving the info of a tensor with elements whose data has none: a broken file).
+
+    >>> ggml_dims((256, 1)), ggml_dims((256, 1, 8)), ggml_dims((1, 1)), ggml_dims(()), ggml_dims((256, 0, 1))
+    ((256,), (256, 1, 8), (1,), (1,), (256, 0))
+    """
+    n = len(dims)
+    while n > 1 and dims[n - 1] == 1:
+        n -= 1
+    return tuple(int(d) for d in dims[:n]) or (1,)
 
 
 # --------------------------------------------------------------------------- the check before writing
@@ -380,6 +400,103 @@ def write_file(
         atomic_replace(target, build, sync=sync, expected=expected)
     else:
         build(target)
+
+
+class PushedFile:
+    """A file assembled as :func:`write_file` assembles it, with its tensor data pushed rather than
+    pulled: the header is checked and written at once (the layout is known from the planned tensors'
+    sizes), then the caller pushes each tensor's bytes in the planned order (:meth:`push`), and
+    :meth:`close` checks that every tensor got all its bytes and writes the last padding. The bytes
+    are exactly :func:`write_file`'s for the same fields and tensors. Several files can be written at
+    once this way from one read of their source (the presets of one model, in one pass); the
+    ``chunks`` of the planned tensors are not called.
+
+    >>> out = io.BytesIO()
+    >>> f = PushedFile(out, [make_field("a", 1)], [PlannedTensor("t", 0, (4,), 16, lambda: ())], version=3, byte_order="little")
+    >>> f.push(np.arange(4, dtype=np.float32)); f.close()
+    >>> pulled = io.BytesIO()
+    >>> write_file(pulled, [make_field("a", 1)], [plan_tensor("t", np.arange(4, dtype=np.float32), "little")], version=3, byte_order="little")
+    >>> out.getvalue() == pulled.getvalue()
+    True
+    """
+
+    def __init__(
+        self,
+        stream: IO[bytes],
+        fields: Sequence[Field],
+        tensors: Sequence[PlannedTensor],
+        *,
+        version: int,
+        byte_order: str,
+        progress: Progress | None = None,
+        source: GGUFFile | None = None,
+        strict: str | None = None,
+    ):
+        _check_variant(version, byte_order)
+        layout = TensorStream(list(tensors), alignment_of(fields))
+        self._planned = layout.planned
+        self._size = layout.size
+        infos = [t.info() for t in tensors]
+        same = _same_variant(source, version, byte_order)
+        if _header_check is not None:
+            with spool_header(
+                fields, infos, version=version, byte_order=byte_order, padding=b"", data_size=0, source=same
+            ) as spooled:
+                spooled.check(strict)
+        self._out: Any = _Counting(stream, progress) if progress is not None else stream
+        write_header(
+            self._out, fields, infos, version=version, byte_order=byte_order, data_size=self._size, source=same
+        )
+        self._k = -1  # the tensor being written
+        self._written = 0
+        self._pos = 0  # bytes of the data section written
+        self._advance()
+
+    def _advance(self) -> None:
+        """Move on past complete tensors (those of 0 bytes too), writing the padding before the next."""
+        while self._k < 0 or (self._k < len(self._planned) and self._written == self._planned[self._k].nbytes):
+            self._k += 1
+            self._written = 0
+            if self._k < len(self._planned):
+                start = self._planned[self._k].offset or 0
+                self._out.write(bytes(start - self._pos))
+                self._pos = start
+                if self._planned[self._k].nbytes:
+                    break
+
+    def push(self, piece: Any) -> None:
+        """The next bytes of the current tensor (bytes-like or a numpy array, in the file's byte order)."""
+        data = _as_bytes(piece) if isinstance(piece, np.ndarray) else memoryview(piece).cast("B")
+        n = data.nbytes
+        if self._k >= len(self._planned):
+            raise GGUFBuildError("tensor data pushed after the last tensor", value=n)
+        p = self._planned[self._k]
+        if self._written + n > p.nbytes:
+            raise GGUFBuildError(
+                f"tensor data gave more than the {p.nbytes} bytes it takes", path=f"tensor {p.name!r}", value=n
+            )
+        self._out.write(data.data if isinstance(data, np.ndarray) else data)
+        self._written += n
+        self._pos += n
+        if self._written == p.nbytes:
+            self._advance()
+
+    @property
+    def current(self) -> str | None:
+        """The name of the tensor the next bytes belong to (None when all are written)."""
+        return self._planned[self._k].name if self._k < len(self._planned) else None
+
+    def close(self) -> None:
+        """Check that every tensor got its bytes, and write the padding after the last."""
+        if self._k < len(self._planned):
+            p = self._planned[self._k]
+            raise GGUFBuildError(
+                f"tensor data gave {self._written} bytes, {p.nbytes} expected",
+                path=f"tensor {p.name!r}",
+                value=self._written,
+            )
+        self._out.write(bytes(self._size - self._pos))
+        self._pos = self._size
 
 
 def header_bytes(

@@ -542,3 +542,73 @@ def test_real_files_keep_their_metadata(name, tmp_path):
         assert [(f.key, f.type, f.value) for f in b.fields.records if f.key not in replaced] == kept
         assert (b.metadata["general.file_type"], b.metadata["general.quantization_version"]) == (7, 2)
     assert validate(out, "ggml").ok
+
+
+# --------------------------------------------------------------------------- dimensions as ggml writes them
+
+
+def _ggml_n_dims(dims: tuple[int, ...]) -> int:
+    """ggml_n_dims, written here from its definition: the position of the last dimension larger than 1."""
+    return max([i + 1 for i, d in enumerate(dims) if d > 1], default=1)
+
+
+@pytest.mark.parametrize("preset_name", ["COPY", "Q8_0", "F16"])
+def test_one_row_matrices_are_written_with_ggml_n_dims(tmp_path, preset_name):
+    """A one-row matrix (a reranker head [256, 1]) and other shapes with trailing ones, drawn at random:
+    every output tensor info has ggml_n_dims dimensions (as llama-quantize writes them), the offsets are
+    ggml's layout (each tensor aligned after the one before, the data section after the header), and
+    the gguf package reads every tensor's values where its info says."""
+    import gguf
+
+    rng = np.random.default_rng(38)
+    tensors: dict[str, np.ndarray] = {"cls.output.weight": rng.standard_normal((1, 256)).astype(np.float32)}
+    for i in range(6):
+        n = int(rng.integers(2, 5))
+        shape = [int(rng.choice([1, 1, 2, 3])) for _ in range(n - 1)] + [256]  # numpy order: outermost first
+        tensors[f"blk.{i}.ffn_up.weight"] = rng.standard_normal(shape).astype(np.float32)
+    tensors["output_norm.weight"] = np.ones(256, np.float32)
+    meta = {"general.architecture": "llama", "llama.block_count": np.uint32(6)}
+    src, dst = tmp_path / "in.gguf", tmp_path / "out.gguf"
+    gguf_schema.save(src, meta, tensors)
+    rq.requantize(src, dst, preset_name, threads=1)
+    r = gguf.GGUFReader(dst)
+    end = None
+    for t in sorted(r.tensors, key=lambda t: t.data_offset):
+        dims = tuple(reversed(tensors[t.name].shape))
+        assert len(t.shape) == _ggml_n_dims(dims), (t.name, dims, list(t.shape))  # the stored n_dims
+        assert int(np.prod(t.shape)) == tensors[t.name].size
+        expected_start = r.data_offset if end is None else -(-end // 32) * 32
+        assert t.data_offset == expected_start, t.name
+        end = t.data_offset + t.n_bytes
+        with gguf_schema.open(dst) as f:
+            ours = f.tensors[t.name].dequantize().reshape(-1)
+        theirs = gguf.dequantize(t.data, t.tensor_type).reshape(-1)
+        np.testing.assert_array_equal(ours, theirs)
+    assert r.data_offset % 32 == 0
+    with gguf_schema.open(dst) as f:
+        assert f.tensors["cls.output.weight"].dims == (256,)
+    assert validate(str(dst), "ggml").ok
+
+
+def test_llama_layout_split_writes_ggml_n_dims_and_default_split_keeps_them(tmp_path):
+    """llama-gguf-split rewrites tensor infos as ggml stores them; our own split copies them as stored."""
+    from gguf_schema.tools.edit import set_key
+    from gguf_schema.tools.split import split_plan
+
+    rng = np.random.default_rng(1)
+    tensors = {f"t{i}": rng.standard_normal(shape).astype(np.float32) for i, shape in enumerate([(1, 64), (2, 1, 32)])}
+    src = tmp_path / "m.gguf"
+    gguf_schema.save(src, {"general.name": "m"}, tensors)
+    for llama, expected in ((True, {"t0": (64,), "t1": (32, 1, 2)}), (False, {"t0": (64, 1), "t1": (32, 1, 2)})):
+        plan = split_plan(src, str(tmp_path / f"s{llama}"), max_tensors=1, llama_layout=llama)
+        for shard in plan.shards:
+            assert os.path.getsize(shard.path) == shard.size  # the plan counted the infos as written
+            with gguf_schema.open(shard.path) as f:
+                for t in f.tensor_list:
+                    assert t.dims == expected[t.name]
+                    np.testing.assert_array_equal(t.data.reshape(tensors[t.name].shape), tensors[t.name])
+    convert(src, tmp_path / "be.gguf", byte_order="big")  # a conversion and an edit keep the infos as stored
+    set_key(src, "general.name", "a longer name", in_place=False)
+    for path in (tmp_path / "be.gguf", src):
+        with gguf_schema.open(path) as f:
+            assert [t.dims for t in f.tensor_list] == [(64, 1), (32, 1, 2)]

@@ -1,7 +1,8 @@
 """The ``quantize`` command: quantize a model file as ``llama-quantize`` does (:func:`gguf_schema.tools.requantize.requantize`), printed.
 
 ``gguf-schema quantize IN OUT --type PRESET`` (or ``IN OUT PRESET [THREADS]``, as
-``llama-quantize`` takes them) with ``llama-quantize``'s options. The plan's notes (the fallbacks
+``llama-quantize`` takes them) with ``llama-quantize``'s options; ``IN OUTDIR -t A -t B ...`` writes
+every preset in one pass (:func:`gguf_schema.tools.onepass.requantize_many`) as ``OUTDIR/<stem>-<PRESET>.gguf``. The plan's notes (the fallbacks
 counted in one line, tensors without importance weights) go to stderr before the write starts,
 the progress bar to stderr while it runs, and a one-line summary to stdout at the end. The
 per-tensor table (types, why, bytes, RMS error against the input) and one line per fallback come
@@ -17,9 +18,11 @@ from __future__ import annotations
 
 import argparse
 from collections import Counter
+from typing import Any
 
 from .. import GGMLType
 from ..tensors import QUANTIZE_TYPES
+from ..tools.onepass import ManyResult, requantize_many
 from ..tools.quantplan import PRESETS, preset
 from ..tools.requantize import RequantizeResult, TensorReport, parse_override_kv, parse_tensor_type, requantize
 from .command import Family, Trait, arg, exclusive, output_file
@@ -154,10 +157,13 @@ _PRESET_NAMES = ", ".join(p.name for p in PRESETS)
         "--type",
         "-t",
         type=_preset_arg,
+        action="append",
         metavar="PRESET",
         help=f"a llama-quantize preset ({_PRESET_NAMES}) or its file type number; or any other ggml type "
-        "the library writes (Q8_K, F64 ...): every quantized tensor that type",
+        "the library writes (Q8_K, F64 ...): every quantized tensor that type. Repeated: every preset in one "
+        "pass over IN, OUT a folder of OUT/<stem>-<PRESET>.gguf",
     ),
+    arg("--overwrite", action="store_true", help="with several --type: replace outputs that exist (else refused)"),
     arg("--imatrix", metavar="FILE", help="importance matrix from llama-imatrix (GGUF or legacy .dat)"),
     exclusive(
         arg(
@@ -229,6 +235,10 @@ _PRESET_NAMES = ", ".join(p.name for p in PRESETS)
     targets=output_file,
 )
 def _cmd_quantize(args: argparse.Namespace) -> int:
+    if args.type and len(args.type) > 1:
+        return _quantize_many(args)
+    if args.overwrite:
+        raise ValueError("--overwrite is for several --type (one pass, a folder of outputs); one output is replaced")
     bars: list[Progress] = []  # made once the plan gives the total
 
     def planned(result: RequantizeResult) -> None:
@@ -287,9 +297,89 @@ def _cmd_quantize(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _common(args: argparse.Namespace) -> dict[str, Any]:
+    """The options every preset of a run shares, as :func:`requantize` takes them."""
+    return {
+        "imatrix": args.imatrix,
+        "include_weights": args.include_weights or (),
+        "exclude_weights": args.exclude_weights or (),
+        "tensor_types": _tensor_types(args),
+        "pure": args.pure,
+        "output_tensor_type": args.output_tensor_type,
+        "token_embedding_type": args.token_embedding_type,
+        "leave_output_tensor": args.leave_output_tensor,
+        "allow_requantize": args.allow_requantize,
+        "keep_split": args.keep_split,
+        "override_kv": args.override_kv or (),
+        "keep_1d": args.keep_1d,
+        "measure": args.measure,
+        "dry_run": args.dry_run,
+        "strict": args.strict,
+    }
+
+
+def _quantize_many(args: argparse.Namespace) -> int:
+    """Several --type: every preset in one pass, OUT a folder."""
+    if args.preset is not None:
+        raise ValueError("several --type and a positional PRESET: give the presets with --type only")
+    threads = args.threads if args.nthreads is None else args.nthreads
+    bars: list[Progress] = []
+
+    def planned(job: ManyResult) -> None:
+        for result in job.results:
+            if args.verbose:
+                for r in result.fallbacks:
+                    status(f"gguf-schema: {result.preset}: {r.name}: {r.why}")
+            elif result.fallbacks:
+                note(f"{result.preset}: {fallbacks_line(result)}")
+            for text in result.notes:
+                note(f"{result.preset}: {text}")
+        if not job.dry_run:
+            total = sum(r.header_bytes + r.output_bytes for r in job.results)
+            bars.append(Progress(total, f"quantize ({len(job.results)} presets, one pass)"))
+
+    def progress(n: int) -> None:
+        if bars:
+            bars[0].update(n)
+
+    try:
+        job = requantize_many(
+            args.input,
+            args.output,
+            args.type,
+            threads=threads,
+            overwrite=args.overwrite,
+            progress=progress,
+            on_plan=planned,
+            **_common(args),
+            **open_options(args),
+        )
+    finally:
+        for bar in bars:
+            bar.close()
+    if args.json:
+        write_json(job.to_dict())
+    elif args.verbose or args.measure or args.dry_run:
+        write("".join(_table(r) for r in job.results) + _sharing_line(job) + "\n")
+    elif not is_quiet():
+        write("".join(summary(r) + "\n" for r in job.results) + _sharing_line(job) + "\n")
+    if not args.dry_run:
+        for path in job.paths:
+            status(f"gguf-schema: wrote {path}")
+    return EXIT_OK
+
+
+def _sharing_line(job: ManyResult) -> str:
+    read = f"; {mib(job.source_bytes)} of tensor data read once" if not job.dry_run else ""
+    return (
+        f"{len(job.results)} presets in one pass: {job.results_written} tensors written from "
+        f"{job.results_computed} distinct results{read}"
+    )
+
+
 def _positional(args: argparse.Namespace) -> tuple[str, int | None]:
     """The preset and thread count, from the options or ``llama-quantize``'s positional TYPE [THREADS]."""
-    name = args.type
+    name = args.type[0] if args.type else None
     if args.preset is not None:
         if name is not None and name != args.preset:
             raise ValueError(f"two types given: --type {name} and {args.preset}")

@@ -41,6 +41,7 @@ from typing import Any
 from ..errors import GGUFBuildError
 from ..format import keys as K
 from ..format.types import FileType, GGMLType
+from .ecmascript import compile_ecmascript
 
 __all__ = [
     "FALLBACK",
@@ -1041,7 +1042,7 @@ def plan_types(
             without a layer in its name.
     """
     items = [(name, tuple(int(d) for d in dims), t, role_of(name)) for name, dims, t in tensors]
-    patterns = [(re.compile(rx), rx, t) for rx, t in options.tensor_types]
+    patterns = [(compile_ecmascript(rx), rx, t) for rx, t in options.tensor_types]  # llama-quantize's std::regex
     tied = not any(name == "output.weight" for name, _, _, _ in items)
     n_attn_v = sum(role in ATTN_V_LIKE for _, _, _, role in items)
     counters = {role: 0 for role in Role}
@@ -1051,7 +1052,8 @@ def plan_types(
         if keep is not None:
             out.append(Choice(name, t, None, keep))
             continue
-        matched = next(((rx, to) for c, rx, to in patterns if c.search(name)), None)
+        raw = name.encode("utf-8", "surrogateescape")  # std::regex_search runs over the name's bytes
+        matched = next(((rx, to) for c, rx, to in patterns if c.search(raw)), None)
         given = None
         if options.token_embedding_type is not None and role == Role.TOKEN_EMBD:
             if name != "per_layer_token_embd.weight" or matched is None:

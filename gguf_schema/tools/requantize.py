@@ -71,8 +71,9 @@ from ..reader import read
 from ..shards import SplitModel, open_model, shard_name
 from ..tensors import CODECS, QUANTIZE_TYPES, quantize
 from ..tensors.engine import error_sums
-from ..writer import PlannedTensor, Progress, plan_tensor, write_file
+from ..writer import PlannedTensor, Progress, ggml_dims, plan_tensor, write_file
 from . import quantplan
+from .ecmascript import compile_ecmascript
 from .imatrix import Imatrix, read_imatrix, tensor_weights
 from .quantplan import FALLBACK, PlanOptions, Preset
 from .split import SPLIT_KEYS
@@ -141,10 +142,7 @@ def parse_tensor_type(text: str) -> tuple[str, GGMLType]:
     pattern, sep, name = text.partition("=")
     if not sep or not pattern or not name:
         raise ValueError(f"a tensor type is REGEX=TYPE, got {text!r}")
-    try:
-        re.compile(pattern)
-    except re.error as e:
-        raise ValueError(f"{pattern!r} is not a regular expression: {e}") from None
+    compile_ecmascript(pattern)  # as llama-quantize reads it, or refused
     return pattern, _writable_type(name)
 
 
@@ -500,10 +498,7 @@ def _options(
         parse_tensor_type(o) if isinstance(o, str) else (o[0], _writable_type(o[1])) for o in tensor_types
     )
     for pattern, _ in overrides:
-        try:
-            re.compile(pattern)
-        except re.error as e:
-            raise ValueError(f"{pattern!r} is not a regular expression: {e}") from None
+        compile_ecmascript(pattern)  # ECMAScript's meaning exactly, or a ValueError saying what differs
     return PlanOptions(
         pure=pure,
         output_tensor_type=_writable_type(output_tensor_type) if output_tensor_type is not None else None,
@@ -684,6 +679,7 @@ def _copied(t: Tensor, report: TensorReport, measure: bool) -> PlannedTensor:
     """A tensor copied as it is: a little-endian one read a few MiB of rows at a time (a
     big-endian one converted by the writer, whole)."""
     planned = plan_tensor(t.name, t, "little")
+    planned.dims = ggml_dims(planned.dims)  # llama-quantize rewrites every tensor's info, copied ones too
     if t.byte_order == "little" and t.dims:
         rows = math.prod(t.dims[1:])
         step = max(1, _CHUNK_BYTES // max(1, t.nbytes // rows)) if rows else 1
@@ -934,7 +930,7 @@ def _write(
             planned = PlannedTensor(
                 t.name,
                 int(report.new_type),
-                tuple(t.dims),
+                ggml_dims(t.dims),  # as llama-quantize stores them: a [256, 1] matrix with one dimension
                 report.nbytes,
                 functools.partial(_stream, t, report, used.get(t.name), workers, measure),
             )
@@ -943,17 +939,13 @@ def _write(
         shards[report.shard].append(planned)
     head = model.shards[0] if isinstance(model, SplitModel) else model
     fields = _fields(model, result)
-    alignment = [f for f in fields if f.key == K.GENERAL_ALIGNMENT][:1]
-    if alignment and _alignment_value(alignment[0]) == _DEFAULT_ALIGNMENT:
-        alignment = []  # llama-quantize writes no key in the other shards; 32 is the default
+    per_shard = _shard_fields(fields, n, len(result.tensors))
 
     def writer(i: int) -> Callable[[Any], None]:
-        shard_fields = (fields if i == 0 else alignment) + _split_fields(i, n, len(result.tensors))
-
         def write(stream: Any) -> None:
             write_file(
                 stream,
-                shard_fields,
+                per_shard[i],
                 shards[i],
                 version=3,
                 byte_order="little",
@@ -967,7 +959,7 @@ def _write(
     if n == 1:
         write_file(
             result.paths[0],
-            fields + _split_fields(0, 1, len(result.tensors)),
+            per_shard[0],
             shards[0],
             version=3,
             byte_order="little",
@@ -978,6 +970,15 @@ def _write(
         )
     else:
         atomic_replace_set([(path, writer(i)) for i, path in enumerate(result.paths)], sync=sync)
+
+
+def _shard_fields(fields: list[Field], n: int, total: int) -> list[list[Field]]:
+    """The metadata of each of the ``n`` output shards: the first the whole of it, the others
+    ``general.alignment`` (where it is not 32) and the split keys (none for a single file)."""
+    alignment = [f for f in fields if f.key == K.GENERAL_ALIGNMENT][:1]
+    if alignment and _alignment_value(alignment[0]) == _DEFAULT_ALIGNMENT:
+        alignment = []  # llama-quantize writes no key in the other shards; 32 is the default
+    return [(fields if i == 0 else alignment) + _split_fields(i, n, total) for i in range(n)]
 
 
 def _alignment_value(f: Field) -> int | None:

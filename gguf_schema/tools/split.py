@@ -65,7 +65,7 @@ from ..io.source import is_url
 from ..model import GGUFFile, Tensor
 from ..reader import read
 from ..shards import open_split, shard_name, shard_paths
-from ..writer import Progress, TensorRecord, encoded_size, header_bytes, plan_tensor, write_file
+from ..writer import Progress, TensorRecord, encoded_size, ggml_dims, header_bytes, plan_tensor, write_file
 
 __all__ = [
     "SPLIT_ID_KEY",
@@ -193,7 +193,10 @@ def _plan(
     infos = data = 0
     for t in tensors:
         nbytes = t.nbytes
-        info = encoded_size(tensors=[TensorRecord.of(t)], **variant)
+        record = TensorRecord.of(t)
+        if llama:  # llama-gguf-split stores ggml_n_dims dimensions
+            record = TensorRecord(record.name, record.type, ggml_dims(record.dims), record.offset)
+        info = encoded_size(tensors=[record], **variant)
         current = shards[-1][0]
         kv = first_kv if len(shards) == 1 else other_kv
         grown = size(kv, infos + info, align_offset(data, align) + nbytes)
@@ -351,6 +354,9 @@ def split_plan(
         def writer(i: int, group: list[Tensor]) -> Any:
             fields = (base if i == 0 else alignment) + _split_fields(i, n, total, plan.split_id, llama_layout)
             planned = [plan_tensor(t.name, t, f.byte_order, kernel_copy=True) for t in group]
+            if llama_layout:  # llama-gguf-split rewrites every tensor info as ggml stores it
+                for p in planned:
+                    p.dims = ggml_dims(p.dims)
 
             def write(stream: IO[bytes]) -> None:
                 write_file(

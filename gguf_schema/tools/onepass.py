@@ -1,0 +1,442 @@
+"""Many presets of one model in one pass: :func:`requantize_many`.
+
+People who publish a model's quantizations make ten or twenty presets of it; ``llama-quantize``
+reads and converts the whole source once per preset. :func:`requantize_many` plans every preset
+first (:func:`~gguf_schema.tools.requantize.plan_requantize`'s rules, options and checks, for each),
+then streams the source once, tensor by tensor and chunk of rows by chunk of rows: each chunk is
+read once and decoded once (when some output quantizes it), each distinct result (the tensor's
+new type, with or without importance weights) is encoded once and pushed into every output that
+takes it (:class:`~gguf_schema.writer.PushedFile`), and the chunk is dropped. Memory is one chunk
+of float32 rows and one encoded chunk at a time, whatever the number of presets; every output is
+byte for byte the file :func:`~gguf_schema.tools.requantize.requantize` writes for its preset
+alone (which is ``llama-quantize``'s). The outputs are written as a set
+(:class:`~gguf_schema.durable.PendingFiles`): temporary files until every one is complete and on
+disk, then renamed into place together; an interrupted or failed run leaves no output under its
+final name.
+
+Outputs are named ``OUTDIR/<stem>-<PRESET>.gguf``, ``<stem>`` the input's file name without
+``.gguf`` (and without a shard suffix ``-00001-of-00003``); with ``keep_split``, the shards of
+``OUTDIR/<stem>-<PRESET>``. Existing outputs are refused unless ``overwrite``.
+
+>>> import os, tempfile, numpy as np, gguf_schema
+>>> from gguf_schema.testing.quant_models import save_quant_model
+>>> d = tempfile.mkdtemp(); src = os.path.join(d, "tiny.gguf"); save_quant_model(src, "llama-gqa")
+>>> job = requantize_many(src, os.path.join(d, "out"), ["Q4_K_M", "Q5_K_M", "Q8_0"], threads=1)
+>>> [os.path.basename(r.paths[0]) for r in job.results]
+['tiny-Q4_K_M.gguf', 'tiny-Q5_K_M.gguf', 'tiny-Q8_0.gguf']
+>>> job.results_written, job.results_computed < job.results_written
+(441, True)
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Union
+
+import numpy as np
+
+from ..durable import PendingFiles, os_error, refuse_overwriting_inputs
+from ..errors import GGUFBuildError
+from ..format.limits import Limits
+from ..format.types import GGMLType
+from ..io.source import is_url
+from ..model import Tensor
+from ..shards import SplitModel
+from ..tensors import dequantize, quantize
+from ..tensors.engine import error_sums
+from ..writer import PlannedTensor, Progress, PushedFile, ggml_dims, plan_tensor
+from .quantplan import Preset
+from .requantize import (
+    _CHUNK_BYTES,
+    ImatrixArg,
+    Override,
+    RequantizeResult,
+    TensorReport,
+    TypeArg,
+    _cpu_count,
+    _fields,
+    _imatrix,
+    _open,
+    _options,
+    _outputs,
+    _overrides,
+    _plan,
+    _preset,
+    _shard_fields,
+)
+
+__all__ = ["ManyResult", "output_stem", "requantize_many"]
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+_SHARD_SUFFIX = re.compile(r"-\d{5}-of-\d{5}$")
+
+
+def output_stem(src: PathLike) -> str:
+    """The stem of the outputs' names: the input's file name without ``.gguf`` and without a
+    shard suffix (a URL's last path part, without its query).
+
+    >>> output_stem("models/gemma-3-270m-f32.gguf"), output_stem("https://h/m/qwen-00001-of-00004.gguf?x=1")
+    ('gemma-3-270m-f32', 'qwen')
+    """
+    text = os.fspath(src)
+    if is_url(text):
+        text = text.split("?", 1)[0].split("#", 1)[0]
+    name = text.rstrip("/").rsplit("/", 1)[-1]
+    name = os.path.basename(name)
+    if name.lower().endswith(".gguf"):
+        name = name[: -len(".gguf")]
+    return _SHARD_SUFFIX.sub("", name) or "model"
+
+
+@dataclass
+class ManyResult:
+    """What :func:`requantize_many` did (or, with ``dry_run``, would do).
+
+    Attributes:
+        results: one :class:`~gguf_schema.tools.requantize.RequantizeResult` per preset, in the
+            order asked.
+        shared: per tensor (in the order written), its distinct results: ``(what, presets)``,
+            ``what`` the output type's name (``"copy"`` for bytes copied as they are, ``"+imatrix"``
+            appended when importance weights go in), ``presets`` the outputs that take it.
+        source_bytes: the bytes of tensor data read from the source (each once).
+        dry_run: True when nothing was written.
+    """
+
+    results: list[RequantizeResult]
+    shared: list[tuple[str, list[tuple[str, list[str]]]]] = field(default_factory=list)
+    source_bytes: int = 0
+    dry_run: bool = False
+
+    @property
+    def results_written(self) -> int:
+        """Tensors written over all outputs."""
+        return sum(len(r.tensors) for r in self.results)
+
+    @property
+    def results_computed(self) -> int:
+        """Distinct (tensor, result) pairs: what one pass computes or copies."""
+        return sum(len(groups) for _, groups in self.shared)
+
+    @property
+    def paths(self) -> list[str]:
+        return [p for r in self.results for p in r.paths]
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready record: each output's plan, and the results shared between outputs."""
+        return {
+            "dry_run": self.dry_run,
+            "outputs": [r.to_dict() for r in self.results],
+            "results_written": self.results_written,
+            "results_computed": self.results_computed,
+            "source_bytes": self.source_bytes,
+            "shared": [
+                {"name": name, "results": [{"result": what, "outputs": presets} for what, presets in groups]}
+                for name, groups in self.shared
+            ],
+        }
+
+
+def _key(report: TensorReport, used: Mapping[str, np.ndarray]) -> str:
+    if not report.requantized:
+        return "copy"
+    return report.new_type.name + ("+imatrix" if report.name in used else "")
+
+
+def requantize_many(
+    src: PathLike,
+    outdir: PathLike,
+    types: Sequence[TypeArg],
+    *,
+    imatrix: ImatrixArg = None,
+    tensor_types: Iterable[tuple[str, Any] | str] = (),
+    pure: bool = False,
+    output_tensor_type: Any = None,
+    token_embedding_type: Any = None,
+    leave_output_tensor: bool = False,
+    allow_requantize: bool = False,
+    keep_split: bool = False,
+    override_kv: Iterable[Override] = (),
+    include_weights: Sequence[str] = (),
+    exclude_weights: Sequence[str] = (),
+    keep_1d: bool = True,
+    threads: int | None = None,
+    measure: bool = False,
+    dry_run: bool = False,
+    overwrite: bool = False,
+    progress: Progress | None = None,
+    on_plan: Callable[[ManyResult], None] | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+    limits: Limits | None = None,
+    mmap: bool = True,
+    sync: bool = True,
+    strict: str | None = None,
+) -> ManyResult:
+    """Quantize ``src`` under every preset of ``types`` in one pass (see the module docstring).
+
+    Args:
+        src: the model (a path, a URL, or the first shard of a split model).
+        outdir: the folder of the outputs (made if missing): ``<stem>-<PRESET>.gguf`` each
+            (:func:`output_stem`).
+        types: the presets (or single types), as :func:`~gguf_schema.tools.requantize.requantize`
+            takes one; each at most once.
+        overwrite: replace outputs that exist (else refused, before anything is written).
+        progress: called with the bytes written, over all outputs.
+        on_plan: called with the complete plan (every output's), before anything is written.
+        the others: as in :func:`~gguf_schema.tools.requantize.requantize`, the same for every preset.
+
+    Returns:
+        A :class:`ManyResult`: each preset's result, and the results shared between them.
+
+    Raises:
+        ValueError: no preset, a preset given twice, an unknown preset, bad options.
+        GGUFBuildError: what a single run refuses, for any preset (nothing written); an output
+            that exists without ``overwrite``.
+    """
+    if threads is None:
+        workers = min(_cpu_count(), 8)
+    elif isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        raise ValueError(f"threads must be a positive int or None, got {threads!r}")
+    else:
+        workers = threads
+    presets: list[Preset] = [_preset(t) for t in types]
+    if not presets:
+        raise ValueError("give at least one preset")
+    names = [p.name for p in presets]
+    if len(set(names)) != len(names):
+        raise ValueError(f"a preset given twice: {', '.join(sorted({n for n in names if names.count(n) > 1}))}")
+    out = os.fspath(outdir)
+    if is_url(out):
+        raise ValueError(f"the output folder must be a local path, got the URL {out!r}")
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise GGUFBuildError(
+            "the output of several presets is a folder (each written as <stem>-<PRESET>.gguf in it), and this is a "
+            "file: nothing was written",
+            path=out,
+        )
+    reading: dict[str, Any] = {"limits": limits, "mmap": mmap}
+    weights = _imatrix(imatrix, include_weights, exclude_weights, reading)
+    options = _options(
+        tensor_types, pure, output_tensor_type, token_embedding_type, leave_output_tensor, keep_1d, weights
+    )
+    overrides = _overrides(override_kv)
+    stem = output_stem(src)
+    model = _open(src, storage_options, reading)
+    try:
+        inputs = [x for x in (model.paths if isinstance(model, SplitModel) else [model.name]) if x is not None]
+        planned: list[tuple[RequantizeResult, dict[str, np.ndarray]]] = []
+        for p in presets:
+            result, used = _plan(
+                model,
+                p,
+                weights,
+                options,
+                allow_requantize=allow_requantize,
+                keep_split=keep_split,
+                overrides=overrides,
+                dry_run=dry_run,
+            )
+            n_split = max((r.shard for r in result.tensors), default=0) + 1 if keep_split else 1
+            if keep_split and isinstance(model, SplitModel):
+                n_split = max(n_split, len(model.shards))
+            base = os.path.join(out, f"{stem}-{p.name}")
+            result.paths = _outputs(base + ("" if keep_split else ".gguf"), n_split, keep_split)
+            result.dry_run = dry_run
+            planned.append((result, used))
+        job = ManyResult([r for r, _ in planned], dry_run=dry_run)
+        job.shared = _sharing(planned)
+        refuse_overwriting_inputs(job.paths, inputs, command="quantize")
+        if not overwrite:
+            existing = [p for p in job.paths if os.path.lexists(p)]
+            if existing:
+                raise GGUFBuildError(
+                    f"{len(existing)} outputs exist already ({', '.join(existing[:3])}{' ...' if len(existing) > 3 else ''}): "
+                    "nothing was written (replace them with --overwrite, overwrite=True)",
+                    path=existing[0],
+                )
+        if on_plan is not None:
+            on_plan(job)
+        if dry_run:
+            return job
+        try:
+            os.makedirs(out, exist_ok=True)
+        except OSError as e:  # a file of that name, no permission ...
+            raise os_error(e, out) from None
+        job.source_bytes = _write_all(model, planned, workers, measure, progress, sync, strict)
+        return job
+    finally:
+        model.close()
+
+
+def _sharing(
+    planned: list[tuple[RequantizeResult, dict[str, np.ndarray]]],
+) -> list[tuple[str, list[tuple[str, list[str]]]]]:
+    shared = []
+    first = planned[0][0]
+    for j, report in enumerate(first.tensors):
+        groups: dict[str, list[str]] = {}
+        for result, used in planned:
+            r = result.tensors[j]
+            if r.name != report.name:  # pragma: no cover - the order is the model's, whatever the preset
+                raise GGUFBuildError(f"the presets' tensor orders differ at {j}: {r.name} and {report.name}")
+            groups.setdefault(_key(r, used), []).append(result.preset)
+        shared.append((report.name, list(groups.items())))
+    return shared
+
+
+def _write_all(
+    model: Any,
+    planned: list[tuple[RequantizeResult, dict[str, np.ndarray]]],
+    workers: int,
+    measure: bool,
+    progress: Progress | None,
+    sync: bool,
+    strict: str | None,
+) -> int:
+    """Open every output, stream the source once into all of them, commit them together; return the bytes read."""
+    tensors = {t.name: t for t in model.tensor_list}
+    head = model.shards[0] if isinstance(model, SplitModel) else model
+    paths = [p for r, _ in planned for p in r.paths]
+    read = 0
+    with PendingFiles(paths, sync=sync) as pending:
+        files: list[list[PushedFile]] = []  # per output, per shard
+        k = 0
+        for result, _ in planned:
+            n = len(result.paths)
+            layouts: list[list[PlannedTensor]] = [[] for _ in range(n)]
+            for r in result.tensors:
+                t = tensors[r.name]
+                layouts[r.shard].append(PlannedTensor(r.name, int(r.new_type), ggml_dims(t.dims), r.nbytes, lambda: ()))
+            per_shard = _shard_fields(_fields(model, result), n, len(result.tensors))
+            shard_files = []
+            for i in range(n):
+                try:
+                    shard_files.append(
+                        PushedFile(
+                            pending.open(k),
+                            per_shard[i],
+                            layouts[i],
+                            version=3,
+                            byte_order="little",
+                            progress=progress,
+                            source=head if i == 0 else None,
+                            strict=strict,
+                        )
+                    )
+                except OSError as e:
+                    raise os_error(e, pending.targets[k]) from e
+                k += 1
+            files.append(shard_files)
+        first = planned[0][0]
+        for j, report in enumerate(first.tensors):
+            t = tensors[report.name]
+            targets: dict[str, list[tuple[PushedFile, TensorReport]]] = {}
+            weights: dict[str, np.ndarray | None] = {}
+            for o, (result, used) in enumerate(planned):
+                r = result.tensors[j]
+                key = _key(r, used)
+                targets.setdefault(key, []).append((files[o][r.shard], r))
+                weights[key] = used.get(r.name)
+            try:
+                read += _stream_tensor(t, targets, weights, workers, measure)
+            except OSError as e:
+                raise os_error(e, pending.targets[0]) from e
+        for shard_files in files:
+            for f in shard_files:
+                f.close()
+        pending.commit()
+    return read
+
+
+def _stream_tensor(
+    t: Tensor,
+    targets: dict[str, list[tuple[PushedFile, TensorReport]]],
+    weights: dict[str, np.ndarray | None],
+    threads: int,
+    measure: bool,
+) -> int:
+    """Read tensor ``t`` once, a chunk of rows at a time; push each distinct result into its outputs. Returns the bytes read."""
+    copies = targets.get("copy", [])
+    encoded = {k: v for k, v in targets.items() if k != "copy"}
+    gt = t.known_type()
+    numbers = gt.quantized or gt in (GGMLType.F32, GGMLType.F16, GGMLType.BF16, GGMLType.F64)
+    read = 0
+    if copies and (t.byte_order != "little" or not t.dims):  # converted (or whole) by the writer's path
+        for piece in plan_tensor(t.name, t, "little").chunks():
+            read += len(memoryview(piece).cast("B")) if not isinstance(piece, np.ndarray) else piece.nbytes
+            for f, _ in copies:
+                f.push(piece)
+        if not encoded:
+            _measure_copies(copies, t, measure and numbers, None)
+            return read
+        copies = []
+    cols = t.dims[0] if t.dims else 1
+    rows = math.prod(t.dims[1:]) if t.dims else 1
+    measure_copies = measure and bool(copies) and numbers
+    decode = bool(encoded) or measure_copies
+    row_bytes = t.nbytes // rows if rows else 0
+    step = max(1, _CHUNK_BYTES * threads // (4 * max(cols, 1)) if decode else _CHUNK_BYTES // max(1, row_bytes))
+    expert_keys = {k for k in encoded if (w := weights.get(k)) is not None and w.ndim == 2 and t.shape[0] > 0}
+    per_matrix = rows // t.shape[0] if expert_keys else rows
+    sums = {k: [0.0, 0.0] for k in encoded}
+    total_in = 0.0
+    for start in range(0, rows, per_matrix or 1):
+        for a in range(start, start + per_matrix, step):
+            b = min(a + step, start + per_matrix)
+            raw = t.raw(rows=slice(a, b)) if t.dims else t.raw()
+            read += raw.nbytes
+            for f, _ in copies:
+                f.push(raw)
+            if not decode:
+                continue
+            x = dequantize(raw, gt, (b - a, cols), byte_order=t.byte_order, threads=threads)
+            if measure_copies:
+                total_in += error_sums(x, GGMLType.F32, x)[1]
+            for key, outs in encoded.items():
+                w = weights.get(key)
+                if key in expert_keys and w is not None:
+                    w = w[start // per_matrix]
+                new = outs[0][1].new_type
+                try:
+                    q = quantize(x, new, imatrix=w, threads=threads)
+                except ValueError as e:
+                    raise GGUFBuildError(str(e), path=f"tensor {t.name!r}", value=new.name) from None
+                if measure:
+                    e_sum, t_sum = error_sums(q, new, x)
+                    sums[key][0] += e_sum
+                    sums[key][1] += t_sum
+                data = q.reshape(-1).data
+                for f, _ in outs:
+                    f.push(data)
+                del q
+            del x
+    if measure:
+        n = max(1, t.n_elements)
+        for key, outs in encoded.items():
+            for _, r in outs:
+                r.rms_error = math.sqrt(sums[key][0] / n)
+                r.rms_input = math.sqrt(sums[key][1] / n)
+    _measure_copies(copies, t, measure and numbers, total_in)
+    return read
+
+
+def _measure_copies(
+    copies: list[tuple[PushedFile, TensorReport]], t: Tensor, measure: bool, total: float | None
+) -> None:
+    """A copied tensor's error is 0; its input's RMS as a single run measures it (None for integers)."""
+    if not copies or not measure:
+        return
+    if total is None:
+        total = 0.0
+        rows = math.prod(t.dims[1:]) if t.dims else 1
+        step = max(1, _CHUNK_BYTES // (4 * max(t.dims[0] if t.dims else 1, 1)))
+        for a in range(0, rows, step):
+            x = t.dequantize(rows=slice(a, min(rows, a + step)))
+            total += error_sums(x, GGMLType.F32, x)[1]
+    for _, r in copies:
+        r.rms_error = 0.0
+        r.rms_input = math.sqrt(total / t.n_elements) if t.n_elements else 0.0

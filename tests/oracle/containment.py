@@ -145,6 +145,17 @@ NUMBER_METHODS = frozenset(
 )
 
 
+def from_request(name: str, request: set[str]) -> bool:
+    """``name`` is text of the request: one of its strings (or the text of one of its containers), or a piece of
+    one, in any case, possibly reversed (what the analysis calls request text: split, stripped, sliced, reversed or
+    case-mapped request text adds no character of the template)."""
+    if name in request:
+        return True
+    folded = name.casefold()
+    backwards = folded[::-1]
+    return any(folded in r.casefold() or backwards in r.casefold() for r in request)
+
+
 def _allowed_call(kind: str, what: str) -> bool:
     if kind in ("macro", "caller", "loop", "filter", "test", "uncallable"):
         return True
@@ -219,7 +230,7 @@ def check_render(
             if prediction is not None and name not in prediction.names and x.receiver not in HELD_APART:
                 if request is None:
                     request = request_strings(context)
-                if not (prediction.request_names and name in request and x.receiver in PLAIN):
+                if not (prediction.request_names and from_request(name, request) and x.receiver in PLAIN):
                     fail("predict:name", f"{name!r} of a {x.receiver} ({x.how}) is not a predicted name")
         for c in obs.call_counts:
             if not _allowed_call(c.kind, c.what):

@@ -181,17 +181,20 @@ FILE_VARIABLES = frozenset({"bos_token", "eos_token", "unk_token", "pad_token"})
 
 
 def request_strings(context: dict[str, Any]) -> set[str]:
-    """Every string of the request part of ``context`` (keys and values, the file's tokens excepted)."""
+    """Every string of the request part of ``context`` (keys and values, and the text of each container; the file's
+    tokens excepted)."""
     out: set[str] = set()
 
     def walk(x: Any) -> None:
         if isinstance(x, str):
             out.add(x)
         elif isinstance(x, dict):
+            out.add(str(x))  # the text of a container ({{ messages|trim }}) is the request's too
             for k, v in x.items():
                 walk(k)
                 walk(v)
         elif isinstance(x, (list, tuple)):
+            out.add(str(x))
             for v in x:
                 walk(v)
 

@@ -119,8 +119,8 @@ class Prediction:
         names: every text the analysis proved may be looked up as a name (an attribute, an item, an attribute
             parameter of a filter, a filter or test name handed to ``map``/``select``/``reject``, a field of a
             ``str.format`` string, a key of ``.get``/``.pop``/``.setdefault``). For a template that is not flagged,
-            a render looks up no other text, except (when ``request_names``) texts of the request, as items of
-            plain data.
+            a render looks up no other text, except (when ``request_names``) text of the request (its strings, or
+            pieces of them in any case: split, stripped, sliced), as items of plain data.
         request_names: a name the request chose may be looked up (only ever on plain data, unless flagged).
         bound: the render-cost bound (:class:`.cost.RenderBound`) of a template that is not flagged.
 

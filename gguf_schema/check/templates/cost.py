@@ -381,7 +381,13 @@ class _Cost:
             elif isinstance(node, n.AssignBlock):
                 before = self.output
                 self.walk(node.body)
-                self.assign(node.target, C(chars=_diff(self.output, before)))
+                value = C(chars=_diff(self.output, before))
+                if node.filter is not None:  # {% set x | f %}: f of the block's text (bounded by all output so far)
+                    value = _jn(value, self.ev(node.filter))
+                self.assign(node.target, value)
+            elif isinstance(node, n.FilterBlock):  # the block's text is written, then its filtered text
+                self.walk(node.body)
+                self.emit(self.ev(node.filter), node.lineno)
             elif isinstance(node, n.With):
                 for t, v in zip(node.targets, node.values, strict=True):
                     self.assign(t, self.ev(v))

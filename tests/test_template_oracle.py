@@ -128,6 +128,9 @@ CAUGHT = {  # found by the oracle against the analysis before the sound rewrite;
     "in-place-growth": "{% set l = [0] %}{% for i in range(40) %}{% do l.extend(l * 2) %}{% endfor %}{{ l|length }}",
     "range-alias-slice": "{% set r3 = range %}{{ range((r3(100000000)|length))|slice(3)|list|length }}",
     "list-repetition": "{{ ([0] * 100000000)|length }}",
+    # found by the bulk runner (benchmarks/template_oracle_bulk.py) against the merged analyses
+    "round-of-text": "{% filter round(10, 'ceil') %}}}{% endfilter %}",
+    "text-rule-crash": "{{ bos_token|batch(2, 1)|trim }}",
 }
 
 

@@ -62,7 +62,7 @@ _TABLE: list[Builtin] = [
     *_b("filter", "abs", "", "number_same"),
     *_b("filter", "int", "default base", "to_number"),
     *_b("filter", "float", "default", "to_number"),
-    *_b("filter", "round", "precision method", "number_same"),
+    *_b("filter", "round", "precision method", "round"),
     *_b("filter", "attr", "name", "attr"),
     *_b("filter", "batch", "linecount fill_with", "="),
     *_b("filter", "slice", "slices fill_with", "="),

@@ -1075,6 +1075,26 @@ class _Cost:
     def r_number_same(self, b: Builtin, r: C, p: dict[str, C], *_: Any) -> C:
         return C(chars=poly(24.0), mag=r.mag if r.mag is not None else UNBOUNDED)
 
+    def r_round(
+        self,
+        b: Builtin,
+        r: C,
+        p: dict[str, C],
+        extra: list[C],
+        kw: dict[str, C],
+        line: int | None,
+        call: Any,
+        what: str,
+    ) -> C:
+        # Jinja's round multiplies its value by 10**precision: a text (or a list) is repeated that many times
+        precision = p.get("precision")
+        number = r.mag is not None and r.items is None and not r.data and pconst(r.chars) and r.chars[0] <= 24
+        if precision is not None and not number:
+            mag = precision.mag
+            times = poly(10.0 ** min(mag[0], 400.0)) if mag is not None and pconst(mag) else UNBOUNDED
+            self.made(C(chars=pmul(r.text(), times)), line, what)
+        return self.r_number_same(b, r, p)
+
     def r_to_number(self, b: Builtin, r: C, p: dict[str, C], *_: Any) -> C:
         number = r.mag is not None and r.items is None and r.chars == poly(24.0)
         # the request's numbers, and its texts read in base 10, count as their value; other text: any magnitude

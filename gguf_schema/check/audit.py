@@ -534,7 +534,10 @@ class _Auditor:
             if v.text != _template_text(v.field):
                 other.setdefault((id(v.field), v.text), []).append(v)
         texts = [text for _, text in stored] + [text for _, text in other]
-        rendered = self.render_all(texts)
+        # the static analysis first (within the file's budget; cached by text), then the render of what it could
+        # analyse: a text it could not is GGUF-T402 already, and its render would only add cost
+        analysed = [text for text in dict.fromkeys(texts) if self.analyse_first(text)]
+        rendered = self.render_all(analysed)
         for fld, text in stored:
             seen = [v.loader for v in views if v.field is fld and v.text == text]
             self.template(fld, text, rendered.get(text, []), loaders=tuple(dict.fromkeys(seen)))
@@ -548,6 +551,19 @@ class _Auditor:
                 f"{TEMPLATE_SECONDS:g} s of CPU for templates ({keys})",
                 key=show(self.unanalysed[0]),
             )
+
+    def analyse_first(self, text: str) -> bool:
+        """Analyse ``text`` statically within what is left of the file's budget; whether it was analysed in full."""
+        if self.template_seconds <= 0 and not templates.is_cached(text):
+            return False
+        started = time.thread_time()
+        try:
+            found = templates.audit_template(text, seconds=max(self.template_seconds, 0.05))
+        except ImportError:
+            return False
+        finally:
+            self.template_seconds -= time.thread_time() - started
+        return templates.is_cached(text) and not any(f.rule == "GGUF-T402" for f in found)
 
     def render_all(self, texts: list[str]) -> dict[str, list[TemplateFinding]]:
         """The sandboxed render of every distinct text, in one child process for the file."""

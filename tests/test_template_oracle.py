@@ -131,6 +131,7 @@ CAUGHT = {  # found by the oracle against the analysis before the sound rewrite;
     # found by the bulk runner (benchmarks/template_oracle_bulk.py) against the merged analyses
     "round-of-text": "{% filter round(10, 'ceil') %}}}{% endfilter %}",
     "text-rule-crash": "{{ bos_token|batch(2, 1)|trim }}",
+    "method-of-the-range-class": "{% set ns = namespace(a=range.index(), b=0) %}",
 }
 
 

@@ -1589,19 +1589,7 @@ class _Cost:
         self.grow(r, ONE, p.get("object"), line, what)
         return _NONE
 
-    def r_insert(
-        self,
-        b: Builtin,
-        r: C,
-        p: dict[str, C],
-        extra: list[C],
-        kw: dict[str, C],
-        line: int | None,
-        call: Any,
-        what: str,
-    ) -> C:
-        self.grow(r, ONE, p.get("object"), line, what)
-        return _NONE
+    r_insert = r_append  # one more item, the object, wherever it goes
 
     def r_setdefault(
         self,

@@ -199,7 +199,7 @@ _NUM_VALUES = frozenset({"real", "imag", "numerator", "denominator"})
 
 #: filters the syntactic floor lets stand in a name position (the interpretation judges their result)
 #: Jinja globals and runtime helpers that are plain functions (their attributes are dunders only)
-_FUNCTIONS = frozenset({"range", "lipsum", "raise_exception", "strftime_now"})
+_FUNCTIONS = frozenset({"lipsum", "raise_exception", "strftime_now"})  # range is a class in plain jinja2
 #: str methods and filters whose result, on text the request chose, is still text only the request chose (pieces
 #: of it, its letters in another case): no character of the template is added
 M_PIECES = frozenset(

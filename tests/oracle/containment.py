@@ -1,0 +1,302 @@
+"""The containment check: what a render did must be within what the audit said a render may do.
+
+A template the audit flags (an error-severity finding) is left alone: the audit said "do not render
+this". For every other template, each observed render (:meth:`LiveRenderer.observe
+<gguf_schema.testing.live_templates.LiveRenderer.observe>`) is judged at two levels.
+
+Level ``audit`` (the audit as it is, with a safety predicate of its own):
+
+* ``name:internal-attribute``: an internal name (an underscore name, a frame or code attribute,
+  ``mro``, ``popen``...: the names ``live_templates`` traces) resolved as an attribute, or refused by
+  the sandbox; ``name:internal-lookup``: an internal name resolved any other way (an item of something
+  that is not plain data, a format field); an item of a dict or list the template or the request made
+  is data, and a lookup that resolved to nothing reached nothing (``predict`` holds those to the names);
+* ``call:<kind>``: a call outside the allowlist (macros, ``caller``, ``loop``, the Jinja globals,
+  ``raise_exception``/``strftime_now``, filters, tests, the public methods of str/list/dict/tuple/
+  Markup, ``loop.cycle``/``changed``, a cycler's ``next``/``reset``, a joiner);
+  ``call:format-field``: ``str.format``/``format_map`` with an attribute or index in a field;
+* ``sandbox:refused``: the sandboxed render was refused (the audit's own render would say GGUF-T501),
+  a refusal of a public mutating method of a list or dict (``append``: the immutable sandbox is
+  stricter than the loaders without it) excepted;
+* ``cost:timeout``, ``cost:memory``, ``cost:recursion``, ``cost:crash``, ``cost:output``: a render on an
+  ordinary request (at most :data:`ORDINARY_REQUEST` characters of JSON: a few short messages) went past its CPU time,
+  memory, recursion or output bound; ``cost:work``: its work passed the absolute envelope
+  ``WORK_LIMIT + PER_REQUEST_WORK * n`` of :mod:`gguf_schema.check.templates.cost`. On a larger request
+  the audit's polynomial allows any render, so a bound exceeded there is a ``note:large-request-*``
+  (reported, not a failure) until ``predict()`` gives a bound at that size.
+
+Level ``predict`` (when :func:`gguf_schema.check.templates.predict` exists): every text name
+looked up is in ``Prediction.names``, or (``request_names``) occurs as a string of the request and was
+looked up in plain data (``predict:name``); the work is within ``Prediction.bound`` at the request's
+size (``predict:work``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from gguf_schema.check.templates import audit_template, cost
+from gguf_schema.check.templates.observe import Observation
+
+from .requests import request_size, request_strings
+
+INTERNAL_WORDS = frozenset(
+    {
+        "mro",
+        "gi_frame",
+        "gi_code",
+        "f_globals",
+        "f_locals",
+        "f_builtins",
+        "f_back",
+        "f_code",
+        "tb_frame",
+        "co_code",
+        "popen",
+        "Popen",
+        "check_output",
+        "getoutput",
+        "import_module",
+        "cr_frame",
+        "ag_frame",
+    }
+)
+PLAIN = frozenset({"dict", "list", "str", "int", "float", "bool", "NoneType", "tuple", "Markup"})
+ALLOWED_GLOBALS = frozenset(
+    {"range", "dict", "lipsum", "cycler", "joiner", "namespace", "raise_exception", "strftime_now"}
+)
+METHOD_OWNERS = frozenset({"str", "list", "dict", "tuple", "Markup"})
+OTHER_METHODS = frozenset(
+    {"LoopContext.cycle", "LoopContext.changed", "Cycler.next", "Cycler.reset", "Cycler.__call__"}
+)
+OTHER_OBJECTS = frozenset({"Joiner", "Cycler"})
+#: Configurations a template is rendered in: (sandboxed, tojson, autoescape).
+CONFIGS = (
+    (False, "transformers", False),
+    (False, "jinja2", False),
+    (False, "jinja2", True),
+    (False, "transformers", True),
+    (True, "transformers", False),
+    (True, "jinja2", False),
+    (True, "jinja2", True),
+    (True, "transformers", True),
+)
+
+
+#: The largest request (in characters of JSON) the cost classes of the audit level hold renders to.
+ORDINARY_REQUEST = 300
+#: Predicted work (steps) that a render does in well under the oracle's second of CPU.
+QUICK_WORK = 1e5
+#: Classes that are reported but are not containment failures.
+NOTES = ("note:",)
+
+
+def is_failure(cls: str) -> bool:
+    return not cls.startswith(NOTES)
+
+
+def internal(name: object) -> bool:
+    return isinstance(name, str) and ((len(name) > 1 and name[0] == "_") or name in INTERNAL_WORDS)
+
+
+@dataclass(frozen=True)
+class Failure:
+    """One containment failure: its class, what was observed, on which render."""
+
+    cls: str
+    detail: str
+    config: tuple[bool, str, bool] = (False, "transformers", False)
+    context: int = -1
+
+
+@dataclass
+class Judgement:
+    """What the audit says of one template: flagged or not, and the prediction when there is one."""
+
+    flagged: bool
+    rules: tuple[str, ...]
+    prediction: Any = None
+
+
+def judge(source: str) -> Judgement:
+    findings = audit_template(source)
+    errors = tuple(sorted({f.rule for f in findings if f.severity == "error"}))
+    prediction = None
+    from gguf_schema.check import templates
+
+    predict = getattr(templates, "predict", None)
+    if predict is not None:
+        prediction = predict(source)
+        flagged = bool(errors) or bool(prediction.flagged)
+    else:
+        flagged = bool(errors)
+    return Judgement(flagged, errors, prediction)
+
+
+def _allowed_call(kind: str, what: str) -> bool:
+    if kind in ("macro", "caller", "loop", "filter", "test", "uncallable"):
+        return True
+    if kind == "global":
+        return what in ALLOWED_GLOBALS
+    if kind == "method":
+        owner, _, name = what.partition(".")
+        if what in OTHER_METHODS:
+            return True
+        return owner in METHOD_OWNERS and not name.startswith("_") and "(of the class)" not in name
+    if kind == "other":
+        return what in OTHER_OBJECTS or what.endswith("Undefined")  # calling an Undefined raises at once
+    return False
+
+
+_MUTATION = re.compile(r"access to attribute '(\w+)' of '(list|dict|set|deque)' object is unsafe")
+
+
+def _mutation_refused(error: str) -> bool:
+    """The immutable sandbox refused a public mutating method (``append``, ``update``...): stricter than a
+    loader without it, not a name the analysis let through."""
+    m = _MUTATION.search(error)
+    return m is not None and not internal(m.group(1))
+
+
+def envelope(n: int) -> float:
+    """The absolute work envelope at request size ``n`` (the limits of :mod:`gguf_schema.check.templates.cost`)."""
+    return cost.WORK_LIMIT + cost.PER_REQUEST_WORK * n
+
+
+def check_render(
+    result: dict[str, Any],
+    config: tuple[bool, str, bool],
+    index: int,
+    context: dict[str, Any],
+    judgement: Judgement,
+) -> list[Failure]:
+    """The failures of one observed render (empty: contained)."""
+    out: list[Failure] = []
+
+    def fail(cls: str, detail: str) -> None:
+        out.append(Failure(cls, detail, config, index))
+
+    kind = result["kind"]
+    n = request_size(context)
+    # an ordinary request: the audit's cost claim is about renders on these; past it the polynomial the audit
+    # allows (coefficients up to a million per power of n) exceeds any render, so only predict() can be held
+    ordinary = n <= ORDINARY_REQUEST
+    if kind in ("timeout", "memory", "recursion", "crash"):
+        fail(f"cost:{kind}" if ordinary else f"note:large-request-{kind}", f"the render ended by {kind} at n={n}")
+    seen: list[Observation] = []
+    for part in ("compile", "observation"):
+        if result.get(part):
+            seen.append(Observation.from_json(result[part]))
+    request = None
+    prediction = judgement.prediction
+    for obs in seen:
+        for x in obs.lookup_counts:
+            if not x.is_text:
+                continue
+            name = str(x.name)
+            if internal(name):
+                if x.how in ("attribute", "unsafe"):
+                    fail("name:internal-attribute", f"{name!r} of a {x.receiver} ({x.how})")
+                elif x.how != "undefined" and not (x.how == "item" and x.receiver in PLAIN):
+                    fail("name:internal-lookup", f"{name!r} of a {x.receiver} ({x.how})")
+            # a filter or test name (map('upper'), selectattr('role', 'equalto')) picks one of Jinja's registered
+            # functions, never an attribute: it is not held to the predicted names
+            if prediction is not None and name not in prediction.names and x.receiver not in ("filters", "tests"):
+                if request is None:
+                    request = request_strings(context)
+                if not (prediction.request_names and name in request and x.receiver in PLAIN):
+                    fail("predict:name", f"{name!r} of a {x.receiver} ({x.how}) is not a predicted name")
+        for c in obs.call_counts:
+            if not _allowed_call(c.kind, c.what):
+                fail(f"call:{c.kind}", f"{c.kind} {c.what}")
+            if c.kind == "method" and c.what.split(".")[-1] in ("format", "format_map"):
+                fields = [f for f in obs.fields if "." in f or "[" in f]
+                if fields:
+                    fail("call:format-field", f"{c.what} with fields {sorted(fields)[:3]}")
+        if obs.error and obs.error.startswith("SecurityError") and not _mutation_refused(obs.error):
+            fail("sandbox:refused", obs.error[:200])
+        if obs.error and obs.error.startswith("OutputBound"):
+            fail("cost:output" if ordinary else "note:large-request-output", f"{obs.error} at n={n}")
+        if obs.work > envelope(n):
+            fail("cost:work", f"work {obs.work:,} > envelope {envelope(n):,.0f} at n={n}")
+        bound = getattr(prediction, "bound", None) if prediction is not None else None
+        if bound is not None:
+            limit = bound.work(n)
+            if obs.work > limit:
+                fail("predict:work", f"work {obs.work:,} > predicted {limit:,.0f} at n={n}")
+            output = getattr(bound, "output", None)
+            if output is not None and obs.output_chars > output(n):
+                fail("predict:output", f"output {obs.output_chars:,} > predicted {output(n):,.0f} at n={n}")
+    bound = getattr(prediction, "bound", None) if prediction is not None else None
+    if bound is not None and kind in ("timeout", "memory") and bound.work(n) < QUICK_WORK:
+        # a bound this small is a render of well under a second: past the CPU or memory limit contradicts it
+        fail(f"predict:{kind}", f"the render ended by {kind} at n={n}; predicted work {bound.work(n):,.0f}")
+    return out
+
+
+@dataclass
+class Outcome:
+    """One template against many requests: pairs rendered and the failures (empty when contained)."""
+
+    source: str
+    flagged: bool
+    pairs: int = 0
+    renders: int = 0
+    failures: list[Failure] = field(default_factory=list)
+    kinds: dict[str, int] = field(default_factory=dict)  # renders by how they ended
+
+    def classes(self) -> set[str]:
+        return {f.cls for f in self.failures}
+
+    @property
+    def real_failures(self) -> list[Failure]:
+        """The failures that are containment failures (notes excepted)."""
+        return [f for f in self.failures if is_failure(f.cls)]
+
+
+def run_template(
+    live: Any,
+    source: str,
+    contexts: list[tuple[int, dict[str, Any]]],
+    configs: list[tuple[bool, str, bool]],
+    *,
+    timeout: float = 1.0,
+    memory: int = 1 << 30,
+    max_output: int = 1 << 20,
+) -> Outcome:
+    """Judge ``source``; when not flagged, render it on each context under each configuration (observed, in a
+    forked child) and check containment. A flagged template counts its pairs (the audit answered them)."""
+    judgement = judge(source)
+    outcome = Outcome(source, judgement.flagged, pairs=len(contexts))
+    if judgement.flagged:
+        return outcome
+    renders = [(config, ctx) for _, ctx in contexts for config in configs]
+    labels = [(config, i, ctx) for i, ctx in contexts for config in configs]
+    results = live.observe(source, renders, timeout=timeout, memory=memory, max_output=max_output)
+    outcome.renders = len(results)
+    for result, (config, i, ctx) in zip(results, labels, strict=False):
+        outcome.kinds[result["kind"]] = outcome.kinds.get(result["kind"], 0) + 1
+        outcome.failures.extend(check_render(result, tuple(config), i, ctx, judgement))
+    return outcome
+
+
+def _cut(text: str, n: int) -> str:
+    return text if len(text) <= n else f"{text[: n // 2]} ...[{len(text) - n:,} characters]... {text[-n // 2 :]}"
+
+
+def describe(outcome: Outcome, failure: Failure) -> str:
+    """A counter-example as text: the class, the template, the request, what was observed."""
+    from .requests import CONTEXTS
+
+    ctx = CONTEXTS[failure.context] if 0 <= failure.context < len(CONTEXTS) else {}
+    sandboxed, tojson, autoescape = failure.config
+    return (
+        f"class {failure.cls}: {failure.detail}\n"
+        f"  template: {_cut(repr(outcome.source), 3000)}\n"
+        f"  request: CONTEXTS[{failure.context}] = {json.dumps(ctx, ensure_ascii=False)[:300]}\n"
+        f"  environment: {'ImmutableSandboxedEnvironment' if sandboxed else 'Environment'}, tojson {tojson}, "
+        f"autoescape {'on' if autoescape else 'off'}"
+    )

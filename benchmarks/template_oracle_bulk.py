@@ -76,6 +76,7 @@ FINDINGS = Path("/work/notes/bulk-findings.md")
 
 TIMEOUT = 1.0  # CPU seconds of one render (the oracle's)
 MEMORY = 1 << 30  # address space of a child
+PARENT_MEMORY = 4 << 30  # address space of the parent (predict() runs in it)
 MAX_OUTPUT = 1 << 20  # characters of one render's output
 KEEP = 256  # characters of output kept in an observation
 CHILD_CPU = 900  # a child's whole CPU limit (RLIMIT_CPU); it is replaced well before (RECYCLE_CPU)
@@ -485,7 +486,7 @@ class Pool:
         self.submit(None, source, renders)
         while True:
             for _, results, child in self.wait():
-                self.release(child, replace=True)
+                self.release(child)  # replaced when a limit cut the render or it died (minimizing keeps its child)
                 return results
 
     def cpu(self) -> float:
@@ -514,6 +515,11 @@ def check_case(case: Case, results: list[dict[str, Any]], judged: Judgement) -> 
     return failures, kinds
 
 
+def _short(f: Failure) -> Failure:
+    """The failure with its detail cut (a name looked up can be as long as the template makes it)."""
+    return f if len(f.detail) <= 1000 else dataclasses.replace(f, detail=f.detail[:1000] + "...")
+
+
 def run_case(pool: Pool, case: Case, unsound: bool = False) -> list[Failure]:
     """One case judged, rendered (when not flagged) and checked, waited for: its failures (notes included)."""
     judged = judgement(case.source, unsound)
@@ -528,10 +534,12 @@ _TOKENS = re.compile(r"\{\{-?|-?\}\}|\{%-?|-?%\}|\w+|\s+|'(?:[^'\\]|\\.)*'|\"(?:
 
 def shrink(
     pool: Pool, source: str, cls: str, config: tuple[bool, str, bool], index: int, seconds: float, unsound: bool
-) -> str:
+) -> tuple[str, Failure | None]:
     """A smaller template that still fails with ``cls`` on the same request and configuration (delta debugging
-    over the template's tokens: chunks removed, halving the chunk size, while the failure stays)."""
+    over the template's tokens: chunks removed, halving the chunk size, while the failure stays), with the failure
+    it shows."""
     stop = time.monotonic() + seconds
+    last: list[Failure] = []
 
     def fails(text: str) -> bool:
         try:
@@ -542,11 +550,14 @@ def shrink(
             return False
         results = pool.run(text, [(config, index)])
         failures, _ = check_case(Case("shrink", text, [index], config, config), results, j)
-        return any(f.cls == cls for f in failures)
+        hit = [f for f in failures if f.cls == cls]
+        if hit:
+            last[:] = hit[:1]
+        return bool(hit)
 
     tokens = _TOKENS.findall(source)
     if not fails(source):
-        return source
+        return source, None
     n = 2
     while len(tokens) >= 2 and time.monotonic() < stop:
         size = max(1, len(tokens) // n)
@@ -563,7 +574,7 @@ def shrink(
             if size == 1:
                 break
             n = min(len(tokens), n * 2)
-    return "".join(tokens)
+    return "".join(tokens), (last[0] if last else None)
 
 
 # ---------------------------------------------------------------------------------------------- the run
@@ -620,14 +631,16 @@ def run_chunk(
                 continue
             first = next(f for f in failures if f.cls == cls)
             outcome = types.SimpleNamespace(source=case.source)
-            tally.examples[cls] = f"origin {case.origin}\n" + describe(outcome, first)  # type: ignore[arg-type]
+            tally.examples[cls] = f"origin {case.origin}\n" + describe(outcome, _short(first))  # type: ignore[arg-type]
             if minimize is not None and cls not in minimize and is_failure(cls):
                 minimize.add(cls)
                 if not shrinker:
                     shrinker.append(Pool(1, pool.nice))
-                small = shrink(shrinker[0], case.source, cls, first.config, first.context, shrink_seconds, unsound)
+                small, shown = shrink(
+                    shrinker[0], case.source, cls, first.config, first.context, shrink_seconds, unsound
+                )
                 outcome.source = small
-                tally.minimized[cls] = describe(outcome, dataclasses.replace(first))  # type: ignore[arg-type]
+                tally.minimized[cls] = describe(outcome, _short(shown or first))  # type: ignore[arg-type]
                 if on_new is not None:
                     on_new(
                         cls,
@@ -794,6 +807,9 @@ def main() -> None:
     args = parser.parse_args()
     os.nice(args.nice)
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    # predict() runs here: an analysis that allocates without end is a MemoryError (an oracle:predict-error with its
+    # template), not the machine's memory (a first run's parent was killed by the kernel at 19 GB)
+    resource.setrlimit(resource.RLIMIT_AS, (PARENT_MEMORY, PARENT_MEMORY))
     rows = read_state(args.state)
     minimized = {k for r in rows for k in r["tally"]["minimized"]}
     have = sum(r["tally"]["pairs"] for r in rows)

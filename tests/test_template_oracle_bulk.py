@@ -68,3 +68,11 @@ def test_the_generator_is_the_oracle_grammar_and_seeded(bulk):
     draw = bulk.Draws(11)
     origins = {bulk.draw_case(draw, 6).origin for _ in range(60)}
     assert origins == {"random", "mutant", "laundered", "known"}
+
+
+def test_a_failure_is_minimized(bulk, pool):
+    source = "{% for m in messages %}{{ m['role'] }}{{ 'x' ~ 'y' }}{% endfor %}{{ bos_token }}"
+    small, shown = bulk.shrink(pool, source, "predict:name", bulk.CONFIGS[0], 1, 20.0, True)
+    assert shown is not None and shown.cls == "predict:name"
+    assert len(small) < len(source)
+    assert "role" in small  # the lookup that fails is kept

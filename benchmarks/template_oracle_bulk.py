@@ -762,6 +762,13 @@ def report(rows: list[dict[str, Any]], args: argparse.Namespace, complete: bool)
         f"{MAX_OUTPUT >> 20} MiB of output, in one of {args.workers} persistent children; `error` is the template "
         "raising (most random templates do, part way).",
         "",
+        "A flagged template's pairs count as answered, as in `template_oracle.py` (the audit refuses it: nothing of it "
+        "is rendered); the rendered pairs are the ones the check held to the prediction. Two adaptations of the "
+        "harness (docs/template_oracle_bulk.md): the observed work is held to the ceiling of `RenderBound.work_at(n)` "
+        "(observations count whole steps of output), and a lookup whose key is not text (a class, a function) is "
+        "not a name. New classes, with their reading, are in the run's findings notes; `oracle:predict-error` is "
+        "`predict()` itself raising.",
+        "",
         "## Failures by class",
         "",
     ]
@@ -804,7 +811,13 @@ def main() -> None:
     parser.add_argument("--shrink-seconds", type=float, default=60.0)
     parser.add_argument("--state", type=Path, default=RESULTS / "template_oracle_bulk.state.jsonl")
     parser.add_argument("--out", type=Path, default=RESULTS / "template_oracle_bulk.md")
+    parser.add_argument("--report-only", action="store_true", help="write the report of the state file and stop")
     args = parser.parse_args()
+    if args.report_only:
+        rows = read_state(args.state)
+        done = sum(r["tally"]["pairs"] for r in rows) >= args.pairs
+        args.out.write_text(report(rows, args, done), encoding="utf-8")
+        return
     os.nice(args.nice)
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     # predict() runs here: an analysis that allocates without end is a MemoryError (an oracle:predict-error with its

@@ -188,6 +188,24 @@ def envelope(n: int) -> float:
     return cost.WORK_LIMIT + cost.PER_REQUEST_WORK * n
 
 
+def _work(bound: Any, n: int) -> float:
+    """The predicted work at size ``n``: ``cost.RenderBound.work_at`` (a polynomial whose output term is a fraction of
+    a step, where an observation counts whole steps: its ceiling), or a callable ``work``."""
+    at = getattr(bound, "work_at", None)
+    if at is None:
+        return float(bound.work(n))
+    w = float(at(n))
+    return float(math.ceil(w)) if math.isfinite(w) else w
+
+
+def _output(bound: Any, n: int) -> float | None:
+    at = getattr(bound, "output_at", None)
+    if at is not None:
+        return float(at(n))
+    output = getattr(bound, "output", None)
+    return float(output(n)) if callable(output) else None
+
+
 def check_render(
     result: dict[str, Any],
     config: tuple[bool, str, bool],
@@ -247,16 +265,16 @@ def check_render(
             fail("cost:work", f"work {obs.work:,} > envelope {envelope(n):,.0f} at n={n}")
         bound = getattr(prediction, "bound", None) if prediction is not None else None
         if bound is not None:
-            # loop passes and calls are whole steps; the bound's output/64 is a fraction: compare whole steps
-            limit = math.ceil(bound.work_at(n))
+            limit = _work(bound, n)
             if obs.work > limit:
                 fail("predict:work", f"work {obs.work:,} > predicted {limit:,.0f} at n={n}")
-            if obs.output_chars > bound.output_at(n):
-                fail("predict:output", f"output {obs.output_chars:,} > predicted {bound.output_at(n):,.0f} at n={n}")
+            output = _output(bound, n)
+            if output is not None and obs.output_chars > output:
+                fail("predict:output", f"output {obs.output_chars:,} > predicted {output:,.0f} at n={n}")
     bound = getattr(prediction, "bound", None) if prediction is not None else None
-    if bound is not None and kind in ("timeout", "memory") and bound.work_at(n) < QUICK_WORK:
+    if bound is not None and kind in ("timeout", "memory") and _work(bound, n) < QUICK_WORK:
         # a bound this small is a render of well under a second: past the CPU or memory limit contradicts it
-        fail(f"predict:{kind}", f"the render ended by {kind} at n={n}; predicted work {bound.work_at(n):,.0f}")
+        fail(f"predict:{kind}", f"the render ended by {kind} at n={n}; predicted work {_work(bound, n):,.0f}")
     return out
 
 

@@ -260,7 +260,7 @@ _note_lookup = OBSERVE.Observation.note_lookup
 def note_lookup(self, name, receiver, how):
     if isinstance(name, OBSERVE._NATIVE):
         return _note_lookup(self, name, receiver, how)
-    self._count(self.lookup_counts, OBSERVE.Lookup(repr(name)[:200], "other", receiver, how))
+    self._count(self.lookup_counts, OBSERVE.Lookup(repr(name)[:200], "repr:other", receiver, how))
 OBSERVE.Observation.note_lookup = note_lookup
 guard()
 signal.signal(signal.SIGPROF, ring)

@@ -832,7 +832,8 @@ class _Cost:
         if target.fns:  # a macro or global under another name, in a list, returned by an expression...
             return self.call_fns(target.fns, args, kwargs, line, node)
         if target.data or target.chars == self.fsize:
-            return _SMALL  # request data or file text is not callable: the render stops there
+            self.spend(ONE, line, "a call")  # tried, then the render stops: request data or file text is not callable
+            return _SMALL
         self.unbounded(line, "a call of a value that is not a known macro or builtin")
 
     def call_fns(self, fns: frozenset[Any], args: list[C], kwargs: dict[str, C], line: int | None, call: Any) -> C:
@@ -1027,8 +1028,9 @@ class _Cost:
                 params[b.params[i]] = a
             elif b.star:
                 extra.append(a)
-            else:
-                return _SMALL  # too many arguments: a TypeError stops the render here
+            else:  # too many arguments: the call is made, a TypeError stops the render there
+                self.spend(ONE, line, "a call")
+                return _SMALL
         extra_kw: dict[str, C] = {}
         for k, v in kwargs.items():
             if k in b.params:

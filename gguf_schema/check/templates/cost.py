@@ -370,6 +370,8 @@ class _Cost:
                 self.macros[identifier(node.name)] = node
                 self.fn_nodes[id(node)] = node
                 self.env[identifier(node.name)] = replace(_JINJA, fns=frozenset({id(node)}))
+                for d in node.defaults:  # Jinja folds constant defaults when it compiles, called or not
+                    self.ev(d)
             elif isinstance(node, n.CallBlock):
                 self.callers.append(node)
                 try:

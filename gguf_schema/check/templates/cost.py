@@ -1090,8 +1090,12 @@ class _Cost:
         call: Any,
         what: str,
     ) -> C:
-        # Jinja's round multiplies its value by 10**precision: a text (or a list) is repeated that many times
+        # Jinja's round multiplies its value by 10**precision: a text (or a list) is repeated that many times, and
+        # a number's floor or ceiling computes 10**precision, a number of that many digits
         precision = p.get("precision")
+        if precision is not None:
+            digits = precision.mag if precision.mag is not None else UNBOUNDED
+            self.made(C(chars=digits), line, f"{what} with this precision")
         number = r.mag is not None and r.items is None and not r.data and pconst(r.chars) and r.chars[0] <= 24
         if precision is not None and not number:
             mag = precision.mag
@@ -2018,7 +2022,31 @@ def _bucket(c: C) -> tuple[Any, ...]:
     return (b(c.chars), b(c.items), b(c.mag), c.data, bool(c.part))
 
 
+def _compiled(tree: Any, nodes: Any) -> None:
+    """What Jinja computes when it compiles, wherever it stands (a macro never called, a branch never taken): it folds
+    an operator of two constants. A power or a repetition of constants past the limits is a finding."""
+    for node in tree.find_all((nodes.Pow, nodes.Mul)):
+        left, right = node.left, node.right
+        if not (isinstance(left, nodes.Const) and isinstance(right, nodes.Const)):
+            continue
+        a, b = left.value, right.value
+        line = getattr(node, "lineno", None)
+        numbers = isinstance(a, (int, float)) and isinstance(b, (int, float))
+        if isinstance(node, nodes.Pow) and numbers and abs(a) > 1 and b > 0 and b * math.log2(abs(a)) > BITS_LIMIT:
+            raise _Exceeded(line, f"Jinja computes the constant power {a!r} ** {b!r} when it compiles")
+        if isinstance(node, nodes.Pow):
+            continue
+        for text, times in ((a, b), (b, a)):
+            if (
+                isinstance(text, (str, bytes, list, tuple)) and isinstance(times, int) and not isinstance(times, bool)
+            ) and len(text) * times > SIZE_LIMIT:
+                raise _Exceeded(
+                    line, f"Jinja computes a constant repetition {len(text) * times:,} long when it compiles"
+                )
+
+
 def _run(tree: Any, nodes: Any, deadline: float, file_text: int | None, judge: bool) -> _Cost:
+    _compiled(tree, nodes)
     cost = _Cost(nodes, deadline, file_text, judge)
     cost.cyclic = _may_make_cycles(tree, nodes)
     for block in tree.find_all(nodes.Block):  # self.<name>() renders a block again

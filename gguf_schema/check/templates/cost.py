@@ -340,6 +340,8 @@ class _Cost:
         if not self.counting:
             return
         text = c.text()
+        if c.fns:  # a macro or global written out: its repr ("<function strftime_now at 0x...>", a macro's name)
+            text = pmax(text, poly(256.0))
         self.output = padd(self.output, pmul(self.mult, text))
         self.limit(self.output, SIZE_LIMIT, line, "the output can reach this many characters")
         self.spend(pscale(text, 1 / 64), line, "writing the output costs this many steps")

@@ -37,6 +37,7 @@ attribute '__init__' of cycler (a Jinja global) is a Python internal
 from __future__ import annotations
 
 import dataclasses
+import gc
 import time
 from collections.abc import Mapping
 from types import MappingProxyType
@@ -173,6 +174,10 @@ def _analyse(source: str, name: str, seconds: float = ANALYSIS_SECONDS) -> Predi
         )
         _lexical(lines, findings, "the unanalysed source")
         return _prediction(findings, None)
+    # the cyclic garbage collector stays off while the budget runs: the analysis makes no cycles worth collecting, and
+    # a full collection of a large process's heap (a host holding a model's metadata) would spend the budget
+    collecting = gc.isenabled()
+    gc.disable()
     try:  # one budget for lexing, parsing and both analyses: read as they go, and a hard stop just past it
         with cpu_deadline(seconds + _HARD_STOP):
             return _analysed(source, name, seconds, lines, findings)
@@ -182,6 +187,9 @@ def _analyse(source: str, name: str, seconds: float = ANALYSIS_SECONDS) -> Predi
         )
         _lexical(lines, findings, "the source")
         return _prediction(findings, None)
+    finally:
+        if collecting:
+            gc.enable()
 
 
 def _analysed(source: str, name: str, seconds: float, lines: list[str], findings: Findings) -> Prediction:

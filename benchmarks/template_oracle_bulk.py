@@ -67,7 +67,7 @@ sys.path.insert(0, str(ROOT))
 
 from gguf_schema.check.templates import predict  # noqa: E402
 from gguf_schema.testing import live_templates  # noqa: E402
-from tests.oracle.containment import CONFIGS, Failure, Judgement, check_render, describe, is_failure  # noqa: E402
+from tests.oracle.containment import CONFIGS, Failure, Judgement, check_render, describe, is_failure, settle  # noqa: E402
 from tests.oracle.requests import CONTEXTS  # noqa: E402
 
 RESULTS = HERE / "results"
@@ -512,7 +512,7 @@ def check_case(case: Case, results: list[dict[str, Any]], judged: Judgement) -> 
     for result, (config, i) in zip(results, case.renders, strict=False):
         kinds[result["kind"]] = kinds.get(result["kind"], 0) + 1
         failures.extend(check_render(result, tuple(config), i, CONTEXTS[i], judged))
-    return failures, kinds
+    return settle(case.source, failures), kinds
 
 
 def _short(f: Failure) -> Failure:
@@ -792,8 +792,8 @@ def note_finding(cls: str, text: str) -> None:
         f.write(f"\n## {cls} (bulk oracle, {stamp})\n\n```\n{text}\n```\n")
 
 
-def seeds(done: set[int]) -> Iterator[int]:
-    s = 1
+def seeds(done: set[int], first: int = 1) -> Iterator[int]:
+    s = first
     while True:
         if s not in done:
             yield s
@@ -806,6 +806,9 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2, help="persistent rendering children")
     parser.add_argument("--chunk", type=int, default=200, help="templates per chunk (one seed, one state line)")
     parser.add_argument("--contexts", type=int, default=12, help="requests per template (at most)")
+    parser.add_argument(
+        "--first-seed", type=int, default=1, help="the first chunk's seed (a new run on new templates: a new range)"
+    )
     parser.add_argument("--nice", type=int, default=10)
     parser.add_argument("--seconds", type=float, default=0.0, help="stop starting chunks after this long (0: never)")
     parser.add_argument("--shrink-seconds", type=float, default=60.0)
@@ -829,7 +832,7 @@ def main() -> None:
     started = time.monotonic()
     pool = Pool(args.workers)
     try:
-        for seed in seeds({r["seed"] for r in rows}):
+        for seed in seeds({r["seed"] for r in rows}, args.first_seed):
             if have >= args.pairs or (args.seconds and time.monotonic() - started > args.seconds):
                 break
             t0, wall0, cpu0 = time.perf_counter(), time.time(), pool.cpu()

@@ -10,17 +10,21 @@ Level ``audit`` (the audit as it is, with a safety predicate of its own):
   ``mro``, ``popen``...: the names ``live_templates`` traces) resolved as an attribute, or refused by
   the sandbox; ``name:internal-lookup``: an internal name resolved any other way (an item of something
   that is not plain data, a format field); an item of a dict or list the template or the request made
-  is data, and a lookup that resolved to nothing reached nothing (``predict`` holds those to the names);
+  is data, and a lookup that resolved to nothing (or was asked of an Undefined) reached nothing (``predict``
+  holds those to the names); a name the request chose, looked up on plain data, is the audit's documented
+  contract (:func:`picked`: Jinja may resolve it to an attribute of the dict or str, whose further use the
+  analysis refuses, which these checks verify on the next lookup or call);
 * ``call:<kind>``: a call outside the allowlist (macros, ``caller``, ``loop``, the Jinja globals,
   ``raise_exception``/``strftime_now``, filters, tests, the public methods of str/list/dict/tuple/
   Markup, ``loop.cycle``/``changed``, a cycler's ``next``/``reset``, a joiner);
   ``call:format-field``: ``str.format``/``format_map`` with an attribute or index in a field;
 * ``sandbox:refused``: the sandboxed render was refused (the audit's own render would say GGUF-T501),
   a refusal of a public mutating method of a list or dict (``append``: the immutable sandbox is
-  stricter than the loaders without it) excepted;
+  stricter than the loaders without it) and of a request-chosen name on plain data excepted;
 * ``cost:timeout``, ``cost:memory``, ``cost:recursion``, ``cost:crash``, ``cost:output``: a render on an
   ordinary request (at most :data:`ORDINARY_REQUEST` characters of JSON: a few short messages) went past its CPU time,
-  memory, recursion or output bound; ``cost:work``: its work passed the absolute envelope
+  memory, recursion or output bound, and the audit's own sandboxed render (on by default) does not report the
+  template either (:func:`settle`; when it does, the class is the note ``note:rendered-*``); ``cost:work``: its work passed the absolute envelope
   ``WORK_LIMIT + PER_REQUEST_WORK * n`` of :mod:`gguf_schema.check.templates.cost`. On a larger request
   the audit's polynomial allows any render, so a bound exceeded there is a ``note:large-request-*``
   (reported, not a failure) until ``predict()`` gives a bound at that size.
@@ -33,10 +37,11 @@ size (``predict:work``).
 
 from __future__ import annotations
 
+import importlib
 import json
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gguf_schema.check.templates import audit_template, cost
@@ -183,6 +188,31 @@ def _mutation_refused(error: str) -> bool:
     return m is not None and not internal(m.group(1))
 
 
+def picked(prediction: Any, name: str, receiver: str, request: set[str]) -> bool:
+    """The documented contract (docs/audit.md, "Why the name analysis is sound"): a name the request chose, looked up
+    on plain data. Jinja's item lookup falls back to an attribute, so a role of ``'__init__'`` in
+    ``{'user': 1}[message.role]`` resolves ``dict.__init__``; the analysis allows that one step and holds what it picked
+    (any lookup on it, any call of it is GGUF-T106), which the checks of the next lookup verify."""
+    return (
+        prediction is not None and bool(prediction.request_names) and receiver in PLAIN and from_request(name, request)
+    )
+
+
+def nothing_reached(receiver: str, how: str) -> bool:
+    """A lookup on an Undefined reaches nothing: it answers every name with an Undefined or an error (Python finds
+    a dunder name on its class, which ``observe`` records as an ``attribute``, still held)."""
+    return receiver.endswith("Undefined") and how in ("item", "undefined")
+
+
+_REFUSED = re.compile(r"access to attribute '([^']*)' of '(\w+)' object is unsafe")
+
+
+def _picked_refused(error: str, prediction: Any, request: set[str]) -> bool:
+    """The sandbox refused the attribute a request-chosen name resolved to on plain data (see :func:`picked`)."""
+    m = _REFUSED.search(error)
+    return m is not None and picked(prediction, m.group(1), m.group(2), request)
+
+
 def envelope(n: int) -> float:
     """The absolute work envelope at request size ``n`` (the limits of :mod:`gguf_schema.check.templates.cost`)."""
     return cost.WORK_LIMIT + cost.PER_REQUEST_WORK * n
@@ -230,26 +260,30 @@ def check_render(
     for part in ("compile", "observation"):
         if result.get(part):
             seen.append(Observation.from_json(result[part]))
-    request = None
+    request = request_strings(context)
     prediction = judgement.prediction
     for obs in seen:
         for x in obs.lookup_counts:
             if not x.is_text:
                 continue
             name = str(x.name)
-            if internal(name) and x.receiver != "format-arguments":
-                if x.how in ("attribute", "unsafe"):
+            if internal(name) and x.receiver != "format-arguments" and not nothing_reached(x.receiver, x.how):
+                if picked(prediction, name, x.receiver, request):
+                    pass  # the contract: one name the request chose, on plain data (its result confined: T106)
+                elif x.how in ("attribute", "unsafe"):
                     fail("name:internal-attribute", f"{name!r} of a {x.receiver} ({x.how})")
                 elif x.how != "undefined" and not (x.how == "item" and x.receiver in PLAIN):
                     fail("name:internal-lookup", f"{name!r} of a {x.receiver} ({x.how})")
             # a filter or test name (map('upper'), selectattr('role', 'equalto')) picks one of Jinja's registered
             # functions, never an attribute: it is not held to the predicted names
             # so is the argument a format field picks ('{x}'.format(x=...)): a keyword of the call, not an attribute
-            if prediction is not None and name not in prediction.names and x.receiver not in HELD_APART:
-                if request is None:
-                    request = request_strings(context)
-                if not (prediction.request_names and from_request(name, request) and x.receiver in PLAIN):
-                    fail("predict:name", f"{name!r} of a {x.receiver} ({x.how}) is not a predicted name")
+            if (
+                prediction is not None
+                and name not in prediction.names
+                and x.receiver not in HELD_APART
+                and not picked(prediction, name, x.receiver, request)
+            ):
+                fail("predict:name", f"{name!r} of a {x.receiver} ({x.how}) is not a predicted name")
         for c in obs.call_counts:
             if not _allowed_call(c.kind, c.what):
                 fail(f"call:{c.kind}", f"{c.kind} {c.what}")
@@ -257,7 +291,12 @@ def check_render(
                 fields = [f for f in obs.fields if "." in f or "[" in f]
                 if fields:
                     fail("call:format-field", f"{c.what} with fields {sorted(fields)[:3]}")
-        if obs.error and obs.error.startswith("SecurityError") and not _mutation_refused(obs.error):
+        if (
+            obs.error
+            and obs.error.startswith("SecurityError")
+            and not _mutation_refused(obs.error)
+            and not _picked_refused(obs.error, prediction, request)
+        ):
             fail("sandbox:refused", obs.error[:200])
         if obs.error and obs.error.startswith("OutputBound"):
             fail("cost:output" if ordinary else "note:large-request-output", f"{obs.error} at n={n}")
@@ -276,6 +315,30 @@ def check_render(
         # a bound this small is a render of well under a second: past the CPU or memory limit contradicts it
         fail(f"predict:{kind}", f"the render ended by {kind} at n={n}; predicted work {_work(bound, n):,.0f}")
     return out
+
+
+#: Classes of a render the harness cut (its CPU, memory, recursion or output cap) on an ordinary request. The static
+#: bound allows such a render (its limits are of work, not of one second: see GGUF-T504); the audit as shipped also
+#: renders every template in its sandbox (GGUF-T502), so these are failures only when that render lets it through.
+CAPPED = frozenset({"cost:timeout", "cost:memory", "cost:recursion", "cost:crash", "cost:output"})
+
+
+def shipped_render_flags(source: str) -> bool:
+    """Whether the audit's own sandboxed render (its conversations, bounds and configurations) reports ``source``."""
+    from gguf_schema.check.templates import sandbox
+
+    file_audit = importlib.import_module("gguf_schema.check.audit")  # the module (the package exports a function)
+
+    found = sandbox.render_many([source], file_audit.RENDER_SECONDS, memory=file_audit.RENDER_MEMORY)
+    return any(f.severity == "error" for f in found.get(source, []))
+
+
+def settle(source: str, failures: list[Failure]) -> list[Failure]:
+    """``failures`` with the :data:`CAPPED` ones the audit's own render reports turned into notes
+    (``note:rendered-timeout``...): the audit as shipped refuses the template."""
+    if not any(f.cls in CAPPED for f in failures) or not shipped_render_flags(source):
+        return failures
+    return [replace(f, cls="note:rendered-" + f.cls.partition(":")[2]) if f.cls in CAPPED else f for f in failures]
 
 
 @dataclass
@@ -321,6 +384,7 @@ def run_template(
     for result, (config, i, ctx) in zip(results, labels, strict=False):
         outcome.kinds[result["kind"]] = outcome.kinds.get(result["kind"], 0) + 1
         outcome.failures.extend(check_render(result, tuple(config), i, ctx, judgement))
+    outcome.failures = settle(source, outcome.failures)
     return outcome
 
 

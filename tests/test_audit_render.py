@@ -126,6 +126,22 @@ def test_render_bounds_are_cpu_time_and_work():
     assert [f.rule for f in found[after]] == ["GGUF-T501"]
 
 
+def test_a_budget_bounds_the_whole_child_and_what_it_cuts_is_not_analysed():
+    # each template alone is under its own bound (5 s); together they are past the child's budget (0.4 s, the
+    # child's start included): the one the budget cuts, and those it never reaches, are GGUF-T402, not T502
+    spin = "{% for i in range(99999) %}{% for j in range(99999) %}{% endfor %}{% endfor %}"
+    after = "{{ messages.__class__ }}"
+    found = sandbox.render_many([spin, after], timeout=5.0, budget=0.4)
+    assert [f.rule for f in found[spin]] == ["GGUF-T402"]
+    assert "not finished within the 0.40 s of CPU the audit had left" in found[spin][0].message
+    assert [(f.rule, f.message[:28]) for f in found[after]] == [("GGUF-T402", "sandboxed render not started")]
+    # too little budget to start a child: nothing rendered, each text said
+    found = sandbox.render_many([after], timeout=5.0, budget=sandbox.MIN_BUDGET / 2)
+    assert [f.rule for f in found[after]] == ["GGUF-T402"]
+    # a budget that suffices changes nothing
+    assert [f.rule for f in sandbox.render_many([after], timeout=5.0, budget=5.0)[after]] == ["GGUF-T501"]
+
+
 def test_a_file_renders_at_most_so_many_texts():
     fields = [make_field(f"{TEMPLATE}.n{i}", f"{{{{ messages[{i}] }}}}") for i in range(RENDER_MAX_TEMPLATES + 2)]
     r = audit(save(*fields))

@@ -75,12 +75,17 @@ __all__ = [
 ]
 
 TEMPLATE_KEY = K.TOKENIZER_CHAT_TEMPLATE
-#: CPU seconds the audit of one file spends on analysing its templates (a file of thousands of distinct
-#: templates gets one GGUF-T402 finding for those past it; the same template twice is analysed once)
-TEMPLATE_SECONDS = templates.ANALYSIS_SECONDS  # CPU for all of a file's templates together (each gets what is left)
+#: CPU seconds the audit of one file spends on its templates: the static analysis (the auditing thread's CPU) and
+#: the sandboxed render (its child process's, the child's start included) together. With the process's own start
+#: (about 0.25 s for ``gguf-schema audit``) and the rest of the audit, a file's audit stays within 1 s of CPU.
+#: Each text's analysis gets what is left (at most ``templates.ANALYSIS_SECONDS``), the render what the analyses
+#: left; what does not fit is GGUF-T402 (a file of thousands of distinct templates gets one finding for those past
+#: it; the same template twice is analysed once). The costliest real template needs 0.1 s to analyse and 0.2 s to
+#: render.
+TEMPLATE_SECONDS = 0.6
 #: The sandboxed render of a file's templates (one child process for the file): CPU seconds each template text
-#: has for all its renders, the child's address space, and how many distinct texts are rendered (real files have
-#: a few; the texts past it get one GGUF-T503 warning)
+#: has for all its renders (at most; the file's budget may leave less), the child's address space, and how many
+#: distinct texts are rendered (real files have a few; the texts past it get one GGUF-T503 warning)
 RENDER_SECONDS = 0.5  # real templates need milliseconds; the work bound (observe) stops costly ones sooner
 RENDER_MEMORY = 256 << 20
 RENDER_MAX_TEMPLATES = 8
@@ -558,7 +563,8 @@ class _Auditor:
             return False
         started = time.thread_time()
         try:
-            found = templates.audit_template(text, seconds=max(self.template_seconds, 0.05))
+            seconds = min(templates.ANALYSIS_SECONDS, max(self.template_seconds, 0.05))
+            found = templates.audit_template(text, seconds=seconds)
         except ImportError:
             return False
         finally:
@@ -579,7 +585,8 @@ class _Auditor:
             )
             texts = texts[:RENDER_MAX_TEMPLATES]
         try:
-            return templates.sandbox.render_many(texts, RENDER_SECONDS, memory=RENDER_MEMORY)
+            budget = max(self.template_seconds, 0.0)  # what the static analyses left of the file's budget
+            return templates.sandbox.render_many(texts, RENDER_SECONDS, memory=RENDER_MEMORY, budget=budget)
         except ImportError:
             return {}  # no Jinja2: reported per template below
 

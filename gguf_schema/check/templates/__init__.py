@@ -77,9 +77,9 @@ T402 = rule(
     "GGUF-T402",
     "error",
     "not-analysed",
-    "The template was not analysed (it is larger than the audit analyses, it nests too deeply, or its analysis "
-    "ran past the audit's time budget), so nothing can be said about what it reaches: treat it as hostile. Real "
-    "chat templates are a few kilobytes.",
+    "The template was not analysed, or not rendered in full (it is larger than the audit analyses, it nests too "
+    "deeply, or its analysis or sandboxed render ran past the audit's time budget for the file), so nothing can be "
+    "said about what it reaches or costs: treat it as hostile. Real chat templates are a few kilobytes.",
 )
 
 #: Every rule of the template audit, by id.

@@ -204,6 +204,27 @@ _BOOT = (
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
 
+#: The least CPU (seconds) a render child is started with: its own start (Python, Jinja) takes about 0.07 s.
+MIN_BUDGET = 0.1
+
+
+def _children_cpu() -> float:
+    """CPU seconds (user and system) of this process's children that have ended."""
+    try:
+        import resource
+    except ImportError:  # pragma: no cover - not POSIX: no children's times; each child's own timer still holds
+        return 0.0
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def _T402() -> Any:
+    """The package's GGUF-T402 (not decided within the audit's budget), declared where the budget is."""
+    from . import T402
+
+    return T402
+
+
 def jinja_version_refused(version: str) -> bool:
     """Whether a Jinja2 version predates the fixes of its sandbox's known escapes (:data:`MIN_JINJA`).
 
@@ -229,6 +250,7 @@ def render_many(
     *,
     names: dict[str, str] | None = None,
     observed: dict[str, Observed] | None = None,
+    budget: float | None = None,
 ) -> dict[str, list[TemplateFinding]]:
     """The sandboxed render of several templates (those of one file) in one child process (another one only
     after a child dies): the findings of each by source (``GGUF-T501``, ``T502``, ``T503``; a source without
@@ -239,7 +261,8 @@ def render_many(
     child and ``max_output`` characters of output per render. The renders are observed (:mod:`.observe`): a
     render past :data:`MAX_WORK` steps of work is ``GGUF-T502``, and ``observed``, when given, is filled with the
     names each template looked up and the most work one render did (:class:`Observed`). ``names``: the key
-    each source came from, copied into its findings.
+    each source came from, copied into its findings. ``budget``: CPU seconds for the whole child (its start
+    included); a template it cuts short or never reaches is ``GGUF-T402`` (not decided within the audit's budget).
 
     Raises:
         ImportError: Jinja2 is not installed.
@@ -257,8 +280,16 @@ def render_many(
             )
         return {src: f.result(1 << 30) for src, f in found.items()}
     todo = list(range(len(sources)))
+    spent = _children_cpu()
     while todo:
-        todo = _run_child([sources[i] for i in todo], todo, sources, found, timeout, max_output, memory, observed)
+        left = None if budget is None else budget - (_children_cpu() - spent)
+        if left is not None and left < MIN_BUDGET:  # a child that died used the budget: the rest is not rendered
+            for i in todo:
+                found[sources[i]].add(
+                    _T402(), f"sandboxed render not started: the {budget:.2f} s of CPU for the renders were used"
+                )
+            break
+        todo = _run_child([sources[i] for i in todo], todo, sources, found, timeout, max_output, memory, observed, left)
     return {src: f.result(1 << 30) for src, f in found.items()}
 
 
@@ -271,6 +302,7 @@ def _run_child(
     max_output: int,
     memory: int,
     observed: dict[str, Observed] | None,
+    budget: float | None = None,
 ) -> list[int]:
     """One child for ``batch``; the indices (into ``sources``) still to render when it died early."""
     job = json.dumps(
@@ -281,6 +313,7 @@ def _run_child(
             "timeout": timeout,
             "max_output": max_output,
             "memory": memory,
+            "budget": budget,
             "max_work": MAX_WORK,
             "max_names": MAX_NAMES,
             "path": [p for p in sys.path if p],
@@ -349,6 +382,8 @@ def _run_child(
             findings.add(T501, f"sandboxed render refused: {event.get('message', '')}", event.get("line"))
         elif kind == "bound":
             findings.add(T502, f"sandboxed render ({where}) {event.get('message', '')}", event.get("line"))
+        elif kind == "budget":
+            findings.add(_T402(), f"sandboxed render {event.get('message', '')}")
     if current is None or current in finished:
         if len(finished) == len(batch):
             return []

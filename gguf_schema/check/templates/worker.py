@@ -5,8 +5,10 @@ a temporary working folder, without importing gguf-schema (no numpy, a small pro
 of the job the process has no more memory, CPU time, files or child processes than the renders need
 (``setrlimit``). The job holds every template of a file: each is compiled under every configuration and
 renders every conversation, within one alarm per template; a template stops at the first bound it
-exceeds (one is enough to report it) and the next one starts. Events: ``start`` and ``end`` of a
-template, ``security``, ``bound``, ``error``, ``compile-error``.
+exceeds (one is enough to report it) and the next one starts. When the job has a ``budget`` (CPU seconds
+for the whole child, its start included), a template gets what is left of it when that is less; a template
+the budget cuts short, or never reaches, is a ``budget`` event. Events: ``start`` and ``end`` of a template,
+``security``, ``bound``, ``budget``, ``error``, ``compile-error``.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import json
 import math
 import signal
 import sys
+import time
 import traceback
 from typing import Any
 
@@ -95,21 +98,47 @@ def main() -> None:
         raise _Timeout
 
     seconds = job["timeout"]
+    # the whole job's CPU (this process's start included) when the audit gives one: what its budget has left
+    budget = job.get("budget")
+    whole = seconds * len(job["templates"]) if budget is None else min(budget, seconds * len(job["templates"]))
     # the limits hold from the first compile on: Jinja folds constant expressions ('x' * 10**10) when it compiles
-    _limit(job["memory"], seconds * len(job["templates"]) + 1)
+    _limit(job["memory"], whole + 1)
     signal.signal(signal.SIGPROF, ring)
     for t, source in enumerate(job["templates"]):
         emit(kind="start", template=t)
+        left = math.inf if budget is None else budget - time.process_time()
         # each template has `seconds` of CPU (user and system: a timer of the process's own time, which a loaded
-        # machine does not shorten) for all its compiles and renders
-        signal.setitimer(signal.ITIMER_PROF, seconds)
+        # machine does not shorten) for all its compiles and renders, or what the job's budget has left
+        job["limited"] = left < seconds
+        if left <= 0.0:
+            emit(
+                kind="budget",
+                template=t,
+                message=f"not started: the {budget:.2f} s of CPU left for the file's renders were used",
+            )
+            emit(kind="end", template=t)
+            continue
+        signal.setitimer(signal.ITIMER_PROF, min(seconds, left))
         try:
             _render_all(t, source, configurations, job, emit, SecurityError)
         except _Timeout:
-            emit(kind="bound", template=t, message=f"did not finish within {seconds:g} s of CPU")
+            emit(**_out_of_time(job, {"template": t}))
         finally:
             signal.setitimer(signal.ITIMER_PROF, 0)
         emit(kind="end", template=t)
+
+
+def _out_of_time(job: dict[str, Any], event: dict[str, Any]) -> dict[str, Any]:
+    """The event of a template whose timer rang: a render past its own time bound (``bound``), or one the job's
+    budget cut short (``budget``: nothing is known of it but that)."""
+    if job.get("limited"):
+        return {
+            "kind": "budget",
+            **event,
+            "message": f"not finished within the {job['budget']:.2f} s of CPU the "
+            "audit had left for the file's renders",
+        }
+    return {"kind": "bound", **event, "message": f"did not finish within {job['timeout']:g} s of CPU"}
 
 
 def _render_all(t: int, source: str, configurations: list[Any], job: dict[str, Any], emit: Any, security: Any) -> None:
@@ -149,9 +178,7 @@ def _render_configurations(
             emit(kind="bound", template=t, configuration=name, message="recursed past Python's limit while compiling")
             return
         except _Timeout:
-            emit(
-                kind="bound", template=t, configuration=name, conversation="compile", message="did not compile in time"
-            )
+            emit(**_out_of_time(job, {"template": t, "configuration": name, "conversation": "compile"}))
             return
         except Exception as e:
             emit(kind="compile-error", template=t, configuration=name, message=f"{type(e).__name__}: {str(e)[:200]}")
@@ -169,7 +196,7 @@ def _render_configurations(
                         emit(kind="bound", **event, message=f"output passed {job['max_output']:,} characters")
                         return
             except _Timeout:
-                emit(kind="bound", **event, message=f"did not finish within {job['timeout']:g} s of CPU")
+                emit(**_out_of_time(job, event))
                 return
             except security as e:
                 if getattr(e, "mutation", False) and getattr(e, "receiver", None) not in request:

@@ -134,6 +134,19 @@ CAUGHT = {  # found by the oracle against the analysis before the sound rewrite;
     "method-of-the-range-class": "{% set ns = namespace(a=range.index(), b=0) %}",
     "round-precision-of-a-number": "{% do (2|round(2147483648, 'floor')) %}",
     "constant-power-in-a-macro-never-called": "{% macro m() %}{{ (100 ** 10000000)[0] }}{% endmacro %}",
+    # the final bulk run (2026-11-29): a dict made of request data and the template's own dict, doubling in a loop
+    "request-data-joined-with-a-doubling-dict": (
+        "{% set ns = namespace(x={'k': 1}) %}{% for i in range(64) %}{% set ns.x = {'a': ns.x, documents: ns.x} %}"
+        "{% endfor %}{{ ns.x|pprint|length }}"
+    ),
+}
+#: Found by the bulk runner, contained since (not flagged: the bound now covers what the render does)
+CONTAINED = {
+    "pprint-of-nothing": ("{% filter pprint %}{% do {((), 1): 1} %}{% endfilter %}", CONFIGS[2]),
+    "folded-in-a-macro-never-called": (
+        "{% macro m() %}{% set v = [(0|wordwrap(width=10))] %}{% endmacro %}",
+        CONFIGS[3],
+    ),
 }
 
 
@@ -141,6 +154,14 @@ CAUGHT = {  # found by the oracle against the analysis before the sound rewrite;
 def test_caught_counter_examples(live, label):
     outcome = run_template(live, CAUGHT[label], [(2, CONTEXTS[2])], [CONFIGS[0]], timeout=0.5, memory=1 << 28)
     assert outcome.flagged
+    contained(outcome)
+
+
+@pytest.mark.parametrize("label", list(CONTAINED))
+def test_contained_counter_examples(live, label):
+    source, config = CONTAINED[label]
+    outcome = run_template(live, source, [(2, CONTEXTS[2])], [config], timeout=0.5, memory=1 << 28)
+    assert not outcome.flagged and outcome.renders == 1
     contained(outcome)
 
 

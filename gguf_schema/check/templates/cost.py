@@ -30,7 +30,7 @@ import math
 import operator
 import re
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, NoReturn
 
@@ -225,6 +225,10 @@ def _jn(*cs: C | None) -> C:
     chars = xs[0].chars
     for c in xs[1:]:
         chars = pmax(chars, c.chars)
+    if any(c.data for c in xs):  # request data's text is its chars (at most N): a value it joins counts as its text
+        for c in xs:
+            if not c.data and c.items is not None:
+                chars = pmax(chars, c.text())
     return C(
         chars,
         out_items,
@@ -599,6 +603,30 @@ class _Cost:
                     continue
                 base[k] = _jn(t0.get(k), _extend(c1, c2, c3, trips))  # the others, at their bound after the loop
         self.counting = False
+        resolved: dict[Any, C] = {}
+        while True:  # what one round resolves is at its bound in the next (text_parts, then chunks made of it)
+            still, more = self.probe(body, test, fresh, trips, geometric, base_env, base_ns, (env0, ns0))
+            resolved.update(more)
+            if not more or not still:
+                return still, resolved
+            for k, c in more.items():
+                (base_env if isinstance(k, str) else base_ns)[k] = c
+            geometric = still
+
+    def probe(
+        self,
+        body: list[Any],
+        test: Any,
+        fresh: dict[str, C],
+        trips: P,
+        geometric: list[Any],
+        base_env: dict[Any, C],
+        base_ns: dict[Any, C],
+        start: tuple[dict[Any, C], dict[Any, C]],
+    ) -> tuple[list[Any], dict[Any, C]]:
+        """Three passes from ``base`` with the ``geometric`` candidates grown as far as the last pass: those still
+        growing faster, and the bounds of the others."""
+        env0, ns0 = start
         probes: list[tuple[dict[Any, C], dict[Any, C]]] = []
         for _ in range(3):
             self.env, self.ns = dict(base_env), dict(base_ns)
@@ -1399,7 +1427,9 @@ class _Cost:
             indent = by.text() if by.mag is None else pmax(by.text(), self.count(by, line, f"the indent of {what}"))
         sep = p.get("separators")
         per_item = padd(poly(12.0), sep.text() if sep is not None else ZERO)
-        return self.made(C(chars=padd(pmul(size, per_item), pmul(size, pmul(indent, size)))), line, what)
+        # and what an empty or atomic value writes: quotes ("''", '""'), 'None', 'null', 'Undefined', '{}'
+        chars = padd(poly(16.0), padd(pmul(size, per_item), pmul(size, pmul(indent, size))))
+        return self.made(C(chars=chars), line, what)
 
     def r_from_json(self, b: Builtin, r: C, *_: Any) -> C:
         return _DATA if r.data else C(chars=r.chars, items=r.chars, elem=C(chars=r.chars))
@@ -2047,6 +2077,22 @@ def _compiled(tree: Any, nodes: Any) -> None:
                 )
 
 
+def _constants(node: Any, nodes: Any) -> Iterator[Any]:
+    """The largest expressions of ``node`` made of constants alone (no variable, no context): Jinja's optimizer
+    folds each when it compiles (calls its filters and tests, computes its operators), wherever it stands."""
+    variable = (nodes.Name, nodes.ContextReference, nodes.DerivedContextReference, nodes.NSRef, nodes.InternalName)
+    if (
+        isinstance(node, nodes.Expr)
+        and not isinstance(node, (nodes.Const, nodes.TemplateData))
+        and not (isinstance(node, nodes.Filter) and node.node is None)  # a {% filter %} block's: not folded
+        and not any(True for _ in node.find_all(variable))
+    ):
+        yield node
+        return
+    for child in node.iter_child_nodes():
+        yield from _constants(child, nodes)
+
+
 def _run(tree: Any, nodes: Any, deadline: float, file_text: int | None, judge: bool) -> _Cost:
     _compiled(tree, nodes)
     cost = _Cost(nodes, deadline, file_text, judge)
@@ -2054,6 +2100,9 @@ def _run(tree: Any, nodes: Any, deadline: float, file_text: int | None, judge: b
     for block in tree.find_all(nodes.Block):  # self.<name>() renders a block again
         cost.blocks.setdefault(block.name, block)
     cost.walk(tree.body)
+    # what compiling computes, once, wherever it stands (a macro never called): its work is the compile's
+    for node in _constants(tree, nodes):
+        cost.ev(node)
     return cost
 
 

@@ -241,6 +241,34 @@ def _jn(*cs: C | None) -> C:
     )
 
 
+#: Tests that look at a value's type, identity or parity only: one step whatever the value's size
+_TYPE_TESTS = frozenset(
+    {
+        "defined",
+        "undefined",
+        "none",
+        "string",
+        "number",
+        "integer",
+        "float",
+        "mapping",
+        "iterable",
+        "sequence",
+        "callable",
+        "boolean",
+        "true",
+        "false",
+        "odd",
+        "even",
+        "divisibleby",
+        "sameas",
+        "escaped",
+        "filter",
+        "test",
+    }
+)
+
+
 def _number(value: float) -> C:
     return C(chars=poly(24.0), mag=poly(abs(value) if math.isfinite(value) else INF))
 
@@ -1044,6 +1072,8 @@ class _Cost:
         size = self.ev(node.node).text()
         for a in [*node.args, *(k.value for k in node.kwargs)]:
             size = padd(size, self.ev(a).text())
+        if node.name in _TYPE_TESTS:  # a look at the value's type, identity or parity: one step, whatever its size
+            size = ZERO
         self.spend(padd(ONE, pscale(size, 1 / 64)), line, "tests cost this many steps")
         return _BOOL
 

@@ -92,6 +92,8 @@ RENDER_MAX_TEMPLATES = 8
 _EXCERPT = 80  # characters of a value shown in a finding
 _PEEK = 32  # bytes of an unread region shown in a finding
 _SEVERE = ("error", "warning")
+#: Findings of one rule a file's report lists; past it, one more finding says how many were left out
+FINDINGS_PER_RULE = 500
 
 _FILE_RULES = (
     AuditRule(
@@ -433,9 +435,25 @@ class _Auditor:
         remote = name is not None and is_url(name)
         self.read_gaps = (not remote) if read_gaps is None else read_gaps
         self.report = AuditResult(name)
+        self.counts: dict[str, int] = {}
 
     def add(self, rule: str, message: str, **kw: Any) -> None:
-        self.report.findings.append(AuditFinding(rule, AUDIT_RULES[rule].severity, message, **kw))
+        n = self.counts[rule] = self.counts.get(rule, 0) + 1
+        if n <= FINDINGS_PER_RULE:  # past it, counted and said once at the end (a report stays readable and cheap)
+            self.report.findings.append(AuditFinding(rule, AUDIT_RULES[rule].severity, message, **kw))
+
+    def more(self) -> None:
+        """One finding per rule that had more than :data:`FINDINGS_PER_RULE`: how many were not listed."""
+        for rule, n in self.counts.items():
+            if n > FINDINGS_PER_RULE:
+                self.report.findings.append(
+                    AuditFinding(
+                        rule,
+                        AUDIT_RULES[rule].severity,
+                        f"{n - FINDINGS_PER_RULE:,} more {rule} findings in this file, not listed (the first "
+                        f"{FINDINGS_PER_RULE:,} are)",
+                    )
+                )
 
     def value_offset(self, fld: Field) -> int | None:
         at = self.f.pair_offsets(fld)
@@ -447,6 +465,7 @@ class _Auditor:
         self.special_tokens()
         self.tensor_names()
         self.layout()
+        self.more()
         return self.report
 
     # ---------------------------------------------------------------- keys
@@ -535,7 +554,9 @@ class _Auditor:
                 stored.append((fld, text))
         # what each loader renders that is not the stored text of the pair it comes from (cut, rewritten...)
         other: dict[tuple[int, str], list[View]] = {}
+        by_field: dict[int, list[View]] = {}
         for v in views:
+            by_field.setdefault(id(v.field), []).append(v)
             if v.text != _template_text(v.field):
                 other.setdefault((id(v.field), v.text), []).append(v)
         texts = [text for _, text in stored] + [text for _, text in other]
@@ -544,7 +565,7 @@ class _Auditor:
         analysed = [text for text in dict.fromkeys(texts) if self.analyse_first(text)]
         rendered = self.render_all(analysed)
         for fld, text in stored:
-            seen = [v.loader for v in views if v.field is fld and v.text == text]
+            seen = [v.loader for v in by_field.get(id(fld), ()) if v.text == text]
             self.template(fld, text, rendered.get(text, []), loaders=tuple(dict.fromkeys(seen)))
         for (_, text), vs in other.items():
             self.loader_view(vs, text, rendered.get(text, []))

@@ -110,7 +110,7 @@ def main() -> None:
         # each template has `seconds` of CPU (user and system: a timer of the process's own time, which a loaded
         # machine does not shorten) for all its compiles and renders, or what the job's budget has left
         job["limited"] = left < seconds
-        if left <= 0.0:
+        if left <= 0.01 or job.get("spent"):  # the budget's timer rang (its clock and this one differ by a tick)
             emit(
                 kind="budget",
                 template=t,
@@ -132,6 +132,7 @@ def _out_of_time(job: dict[str, Any], event: dict[str, Any]) -> dict[str, Any]:
     """The event of a template whose timer rang: a render past its own time bound (``bound``), or one the job's
     budget cut short (``budget``: nothing is known of it but that)."""
     if job.get("limited"):
+        job["spent"] = True
         return {
             "kind": "budget",
             **event,

@@ -190,7 +190,10 @@ class C:
     fns: frozenset[Any] = frozenset()  # the macros (ids of their nodes) or blocks ("block:name") it may be
 
     def text(self) -> P:
-        """Its length as text (a container's: its items' text and separators)."""
+        """Its length as text (a container's: its items' text and separators; a callable's: its repr, up to 256
+        characters: "<function strftime_now at 0x...>", "<built-in method index of str object at 0x...>")."""
+        if self.fns:
+            return pmax(replace(self, fns=frozenset()).text(), poly(256.0))
         if self.data:
             return pmax(self.chars, NSIZE)
         t = self.chars
@@ -239,6 +242,33 @@ def _jn(*cs: C | None) -> C:
         frozenset().union(*(c.sites for c in xs)),
         frozenset().union(*(c.fns for c in xs)),
     )
+
+
+#: Names of the methods of plain data and of Jinja's runtime objects: such an attribute may be a bound method, which
+#: writes its repr ("<built-in method index of str object at 0x7f...>")
+def _methods(*types: type) -> frozenset[str]:
+    return frozenset(name for t in types for name in dir(t) if callable(getattr(t, name, None)))
+
+
+_TEXT_METHODS = _methods(str)
+_CONTAINER_METHODS = _methods(list, dict, tuple)
+_NUMBER_METHODS = _methods(int, float, bool)
+_JINJA_METHODS = frozenset({"cycle", "changed", "next", "reset"})  # of the loop and of a cycler
+_REPR = C(fns=frozenset({"method"}))  # a bound method: its repr when written, never a count
+
+
+def _may_be_method(recv: C, name: Any) -> bool:
+    """Whether attribute ``name`` of ``recv`` may be a bound method (written out, its repr)."""
+    if not isinstance(name, str):
+        return False
+    if recv.data:  # the request's: text, numbers, lists, dicts
+        return name in _TEXT_METHODS or name in _CONTAINER_METHODS or name in _NUMBER_METHODS
+    if recv.items is not None and name in _CONTAINER_METHODS:
+        return True
+    if recv.mag is not None and (name in _NUMBER_METHODS or name in _JINJA_METHODS):  # a number, or the loop
+        return True
+    # text, or a Jinja object
+    return recv.items is None and recv.mag is None and (name in _TEXT_METHODS or name in _JINJA_METHODS)
 
 
 #: Tests that look at a value's type, identity or parity only: one step whatever the value's size
@@ -371,9 +401,7 @@ class _Cost:
     def emit(self, c: C, line: int | None) -> None:
         if not self.counting:
             return
-        text = c.text()
-        if c.fns:  # a macro or global written out: its repr ("<function strftime_now at 0x...>", a macro's name)
-            text = pmax(text, poly(256.0))
+        text = c.text()  # a macro, global or bound method written out: its repr
         self.output = padd(self.output, pmul(self.mult, text))
         self.limit(self.output, SIZE_LIMIT, line, "the output can reach this many characters")
         self.spend(pscale(text, 1 / 64), line, "writing the output costs this many steps")
@@ -752,7 +780,10 @@ class _Cost:
                 widths = self.printf_widths(node.left, [self.parts(b)] if b.items is not None else [b], line)
             return self.binop(node.operator, a, b, line, widths)
         if isinstance(node, n.Getattr):
-            return self.part(self.ev(node.node), node.attr)
+            recv = self.ev(node.node)
+            out = self.part(recv, node.attr)
+            kept = any((site, node.attr) in self.ns for site in recv.sites)  # a namespace's own attribute
+            return _jn(out, _REPR) if not kept and _may_be_method(recv, node.attr) else out
         if isinstance(node, n.Getitem):
             recv = self.ev(node.node)
             if isinstance(node.arg, n.Slice):
@@ -761,7 +792,10 @@ class _Cost:
                         self.ev(p)
                 return self.made(replace(recv, part=frozenset()), line, "a slice")  # a copy
             self.ev(node.arg)
-            return self.part(recv, None)
+            out = self.part(recv, None)
+            if isinstance(node.arg, n.Const) and _may_be_method(recv, node.arg.value):  # a missing key falls back
+                out = _jn(out, _REPR)
+            return out
         if isinstance(node, n.Call):
             return self.call(node)
         if isinstance(node, n.Filter):
@@ -910,6 +944,8 @@ class _Cost:
                 out.append(self.ns.get((int(fn[7:]), "sep"), _SMALL))
             elif fn in self.fn_nodes:
                 out.append(self.macro_call_node(self.fn_nodes[fn], args, kwargs, line))
+            elif fn == "method":
+                self.unbounded(line, "a call of a bound method kept in a value")
         return _jn(*out) if out else _SMALL
 
     def run_caller(self, args: list[C], line: int | None) -> C:
@@ -1173,7 +1209,9 @@ class _Cost:
         return C(chars=poly(24.0), mag=pmax(mag, d.mag) if d is not None and d.mag is not None else mag)
 
     def r_length(self, b: Builtin, r: C, *_: Any) -> C:
-        return C(chars=poly(24.0), mag=pmax(pmax(r.count(), r.text()), NSIZE) if r.data else pmax(r.count(), r.text()))
+        # a container's length is at most its items, a text's its characters; of anything else, at most its text
+        size = r.count() if r.items is not None and not r.data else pmax(r.count(), r.text())
+        return C(chars=poly(24.0), mag=pmax(size, NSIZE) if r.data else size)
 
     def r_search(
         self, b: Builtin, r: C, p: dict[str, C], extra: list[C], kw: dict[str, C], line: int | None, *_: Any

@@ -144,6 +144,10 @@ CAUGHT = {  # found by the oracle against the analysis before the sound rewrite;
 CONTAINED = {
     "pprint-of-nothing": ("{% filter pprint %}{% do {((), 1): 1} %}{% endfilter %}", CONFIGS[2]),
     "a-bound-method-written-out": ("{{ bos_token.index }}{{ loop.cycle }}{{ ('x' ~ 'y'.upper)|length }}", CONFIGS[1]),
+    "a-fold-that-fails-computed-by-each-expression-around-it": (
+        "{% macro m() %}{{ ((() if (1e3|min()) else x)|default(('%x', y))) }}{% endmacro %}",
+        CONFIGS[0],
+    ),
     "folded-in-a-macro-never-called": (
         "{% macro m() %}{% set v = [(0|wordwrap(width=10))] %}{% endmacro %}",
         CONFIGS[3],

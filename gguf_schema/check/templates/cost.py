@@ -30,7 +30,7 @@ import math
 import operator
 import re
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, NoReturn
 
@@ -2145,20 +2145,44 @@ def _compiled(tree: Any, nodes: Any) -> None:
                 )
 
 
-def _constants(node: Any, nodes: Any) -> Iterator[Any]:
-    """The largest expressions of ``node`` made of constants alone (no variable, no context): Jinja's optimizer
-    folds each when it compiles (calls its filters and tests, computes its operators), wherever it stands."""
+def _constants(tree: Any, nodes: Any) -> list[tuple[Any, int]]:
+    """The largest expressions of ``tree`` made of constants alone (no variable, no context), each with how many
+    times compiling may compute it: Jinja's optimizer tries to fold every expression, its children first, wherever it
+    stands (a macro never called), and a child that fails to fold (``1e3|min``) is computed again by each expression
+    around it, and once more when written out: at most its depth of expressions around, its own height, and 2.
+    One walk, children before parents (linear in the tree)."""
     variable = (nodes.Name, nodes.ContextReference, nodes.DerivedContextReference, nodes.NSRef, nodes.InternalName)
-    if (
-        isinstance(node, nodes.Expr)
-        and not isinstance(node, (nodes.Const, nodes.TemplateData))
-        and not (isinstance(node, nodes.Filter) and node.node is None)  # a {% filter %} block's: not folded
-        and not any(True for _ in node.find_all(variable))
-    ):
-        yield node
-        return
-    for child in node.iter_child_nodes():
-        yield from _constants(child, nodes)
+    found: list[tuple[Any, int]] = []
+    info: dict[int, tuple[bool, int]] = {}  # id -> (holds a variable, height in expressions)
+    stack: list[tuple[Any, int, bool]] = [(tree, 0, False)]
+    while stack:
+        node, depth, done = stack.pop()
+        children = list(node.iter_child_nodes())
+        if not done:
+            stack.append((node, depth, True))
+            inner = depth + 1 if isinstance(node, nodes.Expr) else depth
+            stack.extend((c, inner, False) for c in children)
+            continue
+        held = [info[id(c)] for c in children]
+        varies = isinstance(node, variable) or any(v for v, _ in held)
+        height = (1 if isinstance(node, nodes.Expr) else 0) + max((h for _, h in held), default=0)
+        info[id(node)] = (varies, height)
+    # the largest constant expressions, top down
+    todo: list[tuple[Any, int]] = [(tree, 0)]
+    while todo:
+        node, depth = todo.pop()
+        varies, height = info[id(node)]
+        if (
+            isinstance(node, nodes.Expr)
+            and not isinstance(node, (nodes.Const, nodes.TemplateData))
+            and not (isinstance(node, nodes.Filter) and node.node is None)  # a {% filter %} block's: not folded
+            and not varies
+        ):
+            found.append((node, depth + height + 2))
+            continue
+        inner = depth + 1 if isinstance(node, nodes.Expr) else depth
+        todo.extend((c, inner) for c in node.iter_child_nodes())
+    return found
 
 
 def _run(tree: Any, nodes: Any, deadline: float, file_text: int | None, judge: bool) -> _Cost:
@@ -2169,8 +2193,10 @@ def _run(tree: Any, nodes: Any, deadline: float, file_text: int | None, judge: b
         cost.blocks.setdefault(block.name, block)
     cost.walk(tree.body)
     # what compiling computes, once, wherever it stands (a macro never called): its work is the compile's
-    for node in _constants(tree, nodes):
+    for node, times in _constants(tree, nodes):
+        cost.mult = poly(float(times))
         cost.ev(node)
+    cost.mult = ONE
     return cost
 
 

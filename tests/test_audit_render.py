@@ -45,6 +45,8 @@ def test_real_and_benign_templates_render_clean_in_every_configuration():
     # benign fixture, in one child, as a file audit renders its templates
     paths = sorted((DATA / "real").glob("*.jinja"))[::12] + sorted((DATA / "benign").glob("*.jinja"))
     sources = [p.read_bytes().decode("utf-8") for p in paths]
+    for source in sources:  # analysed first, as the audit does: the render is then checked against it (GGUF-T505)
+        gguf_schema.check.templates.audit_template(source)
     observed: dict[str, sandbox.Observed] = {}
     found = sandbox.render_many(sources, timeout=5.0, observed=observed)
     assert {s: f for s, f in found.items() if f} == {}
@@ -140,6 +142,27 @@ def test_a_budget_bounds_the_whole_child_and_what_it_cuts_is_not_analysed():
     assert [f.rule for f in found[after]] == ["GGUF-T402"]
     # a budget that suffices changes nothing
     assert [f.rule for f in sandbox.render_many([after], timeout=5.0, budget=5.0)[after]] == ["GGUF-T501"]
+
+
+def test_what_a_render_does_is_checked_against_the_analysis():
+    # every audit is a containment check: the render's names and work against predict() (GGUF-T505 when they
+    # disagree, which a sound analysis never lets happen: shown here with observations no render of it made)
+    source = "{% for m in messages %}{{ m['content'] }}{% endfor %}"
+    gguf_schema.check.templates.audit_template(source)  # analysed (the check reads the analysis of the audit)
+    fine = sandbox.Observed(("content",), 10, "one message conversation")
+    assert sandbox.contradictions(source, fine) == []
+    odd = sandbox.Observed(("content", "__globals__"), 10, "one message conversation")
+    assert sandbox.contradictions(source, odd) == ["looked up '__globals__', which the analysis did not predict"]
+    busy = sandbox.Observed(("content",), 10**9, "a long message conversation")
+    (why,) = sandbox.contradictions(source, busy)
+    assert why.startswith("did 1,000,000,000 steps of work, more than the analysis's bound of ")
+    # a request's own text is a name the request may choose (the analysis allows it where it says request_names)
+    chosen = "{% for m in messages %}{{ {'user': 1}[m['role']] }}{% endfor %}"
+    gguf_schema.check.templates.audit_template(chosen)
+    assert sandbox.contradictions(chosen, sandbox.Observed(("role", "user", "assistant"), 10, "")) == []
+    # and real renders agree with the analysis (the test above checks a sample of the real corpus)
+    found = sandbox.render_many([source, chosen], timeout=5.0)
+    assert not [f for fs in found.values() for f in fs if f.rule == "GGUF-T505"]
 
 
 def test_a_file_renders_at_most_so_many_texts():

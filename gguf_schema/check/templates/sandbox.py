@@ -20,6 +20,7 @@ refused (``GGUF-T503``): its sandbox has known escapes (CVE-2024-56201, CVE-2024
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import shutil
@@ -41,6 +42,7 @@ __all__ = [
     "T501",
     "T502",
     "T503",
+    "T505",
     "Observed",
     "render",
     "render_many",
@@ -60,6 +62,15 @@ T502 = rule(
     "Rendering a sample conversation in the sandbox exceeded the CPU time, memory, output or work bound, recursed "
     "past Python's limit, or was stopped by one of the sandbox's own limits (its range() refuses more than 100,000 "
     "items): the template can hang or exhaust a server on an ordinary request.",
+)
+T505 = rule(
+    "GGUF-T505",
+    "error",
+    "render-contradicts-analysis",
+    "The sandboxed render did what the static analysis said no render can do: it looked up a name outside the names "
+    "the analysis proved (and not text of the request), or did more work than the analysis's bound at the "
+    "conversation's size. The analysis is wrong about this template: treat it as hostile (and report it: every such "
+    "case is a defect of the audit).",
 )
 T503 = rule(
     "GGUF-T503",
@@ -164,8 +175,6 @@ CONVERSATIONS: tuple[tuple[str, dict[str, Any]], ...] = (
         },
     ),
 )
-COMMON_CONTEXT = {"bos_token": "<s>", "eos_token": "</s>", "date_string": "01 Jan 2025"}
-
 COMMON_CONTEXT = {"bos_token": "<s>", "eos_token": "</s>", "date_string": "01 Jan 2025"}
 #: The Jinja configurations of the loaders, each rendered (all in Jinja's immutable sandbox): transformers' and
 #: llama-cpp-python's (trim_blocks, lstrip_blocks, a ``tojson`` that keeps key order and does not escape HTML),
@@ -279,6 +288,7 @@ def render_many(
                 "escapes (CVE-2024-56201, CVE-2024-56326, CVE-2025-27516)",
             )
         return {src: f.result(1 << 30) for src, f in found.items()}
+    observed = {} if observed is None else observed
     todo = list(range(len(sources)))
     spent = _children_cpu()
     while todo:
@@ -290,7 +300,56 @@ def render_many(
                 )
             break
         todo = _run_child([sources[i] for i in todo], todo, sources, found, timeout, max_output, memory, observed, left)
+    for src, seen in observed.items():
+        for why in contradictions(src, seen):
+            found[src].add(
+                T505, f"sandboxed render ({seen.where}) {why}" if "work" in why else f"sandboxed render {why}"
+            )
     return {src: f.result(1 << 30) for src, f in found.items()}
+
+
+def _conversation_texts() -> list[str]:
+    """Every text of the sample conversations (what a request name may be, and its pieces)."""
+    out: list[str] = []
+    todo: list[Any] = [COMMON_CONTEXT, *(ctx for _, ctx in CONVERSATIONS)]
+    while todo:
+        v = todo.pop()
+        if isinstance(v, dict):
+            todo.extend(v.keys())
+            todo.extend(v.values())
+        elif isinstance(v, (list, tuple)):
+            todo.extend(v)
+        elif isinstance(v, str):
+            out.append(v.casefold())
+    return out
+
+
+def contradictions(source: str, seen: Observed) -> list[str]:
+    """What the renders of ``source`` did that its static analysis (when it ran to the end: cached) said no render
+    does: names looked up outside ``predict(source).names`` that are not text of the conversations, and work past
+    the bound at the largest conversation. Empty when they agree (always, if the analysis is sound)."""
+    from . import cost, is_cached, predict
+
+    if not is_cached(source):
+        return []
+    p = predict(source)
+    if p.flagged:
+        return []  # refused already: what its render did adds nothing
+    texts = _conversation_texts() if p.request_names else []
+    out = []
+    odd = [
+        n
+        for n in seen.names
+        if n not in p.names and not any(n.casefold() in t or n.casefold()[::-1] in t for t in texts)
+    ]
+    if odd:
+        out.append(f"looked up {', '.join(repr(n[:40]) for n in odd[:3])}, which the analysis did not predict")
+    if isinstance(p.bound, cost.RenderBound) and p.bound.bounded:
+        n = max(cost.request_size({**COMMON_CONTEXT, **ctx}) for _, ctx in CONVERSATIONS)
+        limit = math.ceil(p.bound.work_at(n))  # observations count whole steps
+        if seen.work > limit:
+            out.append(f"did {seen.work:,} steps of work, more than the analysis's bound of {limit:,.0f} at N={n:,.0f}")
+    return out
 
 
 def _run_child(

@@ -25,6 +25,9 @@ from typing import Any
 __all__ = ["main"]
 
 
+_HELD_APART = ("filters", "tests", "format-arguments")
+
+
 class _Timeout(BaseException):
     """The CPU timer of one template rang (a BaseException, so the template cannot catch it)."""
 
@@ -151,7 +154,8 @@ def _render_all(t: int, source: str, configurations: list[Any], job: dict[str, A
     def note(env: Any, event: dict[str, Any]) -> bool:
         """Keep what the render observed; whether it did more work than the bound (then it is reported)."""
         seen = env.observation
-        names.update(str(x.name) for x in seen.lookups if x.is_text)
+        # a filter's or test's name picks one of Jinja's functions, a format field a keyword: not attributes
+        names.update(str(x.name) for x in seen.lookups if x.is_text and x.receiver not in _HELD_APART)
         if seen.work > work[0]:
             work[:] = [seen.work, f"{event['conversation']} conversation, {event['configuration']}"]
         if seen.work > job["max_work"]:

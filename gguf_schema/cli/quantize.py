@@ -411,7 +411,7 @@ def _client(address: str) -> Any:
             f"--dask needs dask.distributed{why}: pip install 'gguf-schema[dask]'", name="distributed"
         ) from None
     try:
-        return Client(address, timeout=30)
+        return Client(address)  # waits as long as Dask's distributed.comm.timeouts.connect (30 s by default)
     except (OSError, TimeoutError, ValueError) as e:
         raise ValueError(f"--dask {address}: cannot reach the scheduler: {e}") from None
 

@@ -127,17 +127,40 @@ class ManyResult:
     def paths(self) -> list[str]:
         return [p for r in self.results for p in r.paths]
 
+    @property
+    def bytes_written(self) -> int:
+        """Bytes of tensor data written over all outputs."""
+        return sum(r.output_bytes for r in self.results)
+
+    @property
+    def bytes_computed(self) -> int:
+        """Bytes of tensor data of the distinct results: what one pass encodes or copies."""
+        return sum(b for _, groups in self._shared_bytes() for _, _, b in groups)
+
+    def _shared_bytes(self) -> list[tuple[str, list[tuple[str, list[str], int]]]]:
+        by_preset = {r.preset: r for r in self.results}
+        return [
+            (name, [(what, presets, by_preset[presets[0]].tensors[j].nbytes) for what, presets in groups])
+            for j, (name, groups) in enumerate(self.shared)
+        ]
+
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready record: each output's plan, and the results shared between outputs."""
+        """A JSON-ready record: each output's plan, and the results shared between outputs (each with the
+        bytes of its tensor data: computed once, written into each of its outputs)."""
         return {
             "dry_run": self.dry_run,
             "outputs": [r.to_dict() for r in self.results],
             "results_written": self.results_written,
             "results_computed": self.results_computed,
+            "bytes_written": self.bytes_written,
+            "bytes_computed": self.bytes_computed,
             "source_bytes": self.source_bytes,
             "shared": [
-                {"name": name, "results": [{"result": what, "outputs": presets} for what, presets in groups]}
-                for name, groups in self.shared
+                {
+                    "name": name,
+                    "results": [{"result": what, "outputs": presets, "bytes": b} for what, presets, b in groups],
+                }
+                for name, groups in self._shared_bytes()
             ],
         }
 

@@ -42,7 +42,7 @@ def client():
             processes=True,
             threads_per_worker=1,
             memory_limit="600MiB",
-            dashboard_address=None,
+            dashboard_address=":0",
             silence_logs=50,
         ) as cluster,
         distributed.Client(cluster) as c,

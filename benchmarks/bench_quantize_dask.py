@@ -204,7 +204,11 @@ def main() -> None:
         "|---|---:|---:|---:|---:|---:|",
     ]
     rows = [("floor: --dry-run (imports, plan)", floor), (f"local one pass, {len(presets)} presets", local)]
-    label = {1: "LocalCluster, 1 worker", 2: "LocalCluster, 2 workers", 3: "LocalCluster, 2 workers, glibc's malloc defaults"}
+    label = {
+        1: "LocalCluster, 1 worker",
+        2: "LocalCluster, 2 workers",
+        3: "LocalCluster, 2 workers, glibc's malloc defaults",
+    }
     rows += [(label[n], clusters[n]) for n in clusters]
     for name, r in rows:
         lines.append(

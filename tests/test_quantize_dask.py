@@ -292,6 +292,24 @@ def test_a_changed_source_is_refused_by_the_workers(client, models, tmp_path):
     with pytest.raises(GGUFBuildError, match="not the file the plan was made from"):
         requantize_many(src, tmp_path / "o", ["Q4_K_M", "Q8_0"], client=client, on_plan=swap)
     assert _files(tmp_path / "o") == []
+    _no_tasks_left(client)
+
+
+def test_a_file_replaced_between_runs_is_read_anew(client, tmp_path):
+    """Two runs on the same path, the file replaced between them by one of the same tensors (names, types,
+    shapes) and other values: the second run's files are the new file's (a worker opens the source anew for each
+    run, never its copy of the last run's)."""
+    meta, tensors = quant_model("llama-gqa")
+    src = tmp_path / "m.gguf"
+    gguf_schema.save(src, meta, tensors)
+    names = ["Q4_K_M", "Q8_0"]
+    first = requantize_many(src, tmp_path / "c1", names, client=client)
+    gguf_schema.save(tmp_path / "new.gguf", meta, {k: v[::-1].copy() * 2 for k, v in tensors.items()})
+    os.replace(tmp_path / "new.gguf", src)
+    second = requantize_many(src, tmp_path / "c2", names, client=client)
+    local = requantize_many(src, tmp_path / "l2", names, threads=1)
+    _same_files(local, second)
+    assert sha(first.paths[0]) != sha(second.paths[0])
 
 
 def test_cli_dask(client, models, tmp_path):

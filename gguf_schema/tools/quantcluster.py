@@ -93,6 +93,36 @@ class _Job:
     threads: int
     measure: bool
     sync: bool
+    run: str  # this run's token: a worker opens the source anew for each run
+    files: tuple[tuple[str, int, int], ...] = ()  # each local source file: (path, size, mtime in ns) at the plan
+
+
+def _opened(model: Any) -> tuple[tuple[str, int, int], ...]:
+    """The path, size and modification time of each local file of the open model, the plan's source (of
+    the files it has open: a file replaced since under the same name is not it)."""
+    out = []
+    for f in model.shards if isinstance(model, SplitModel) else [model]:
+        fd = f.fileno()
+        if fd is None or f.name is None or is_url(f.name):
+            continue
+        try:
+            st = os.fstat(fd)
+        except OSError as e:
+            raise os_error(e, f.name) from None
+        out.append((os.path.abspath(f.name), st.st_size, st.st_mtime_ns))
+    return tuple(out)
+
+
+def _identity(paths: Sequence[str]) -> tuple[tuple[str, int, int], ...]:
+    """Each local file's path, size and modification time (what a worker compares with the plan's)."""
+    out = []
+    for p in paths:
+        try:
+            st = os.stat(p)
+        except OSError as e:
+            raise os_error(e, p) from None
+        out.append((p, st.st_size, st.st_mtime_ns))
+    return tuple(out)
 
 
 def _require_distributed() -> Any:
@@ -128,7 +158,17 @@ def write_on_cluster(
     where = os.fspath(src)
     if not is_url(where):
         where = os.path.abspath(where)
-    job = _Job(where, dict(storage_options) if storage_options else None, dict(reading), threads, measure, sync)
+    token = secrets.token_hex(6)
+    job = _Job(
+        where,
+        dict(storage_options) if storage_options else None,
+        dict(reading),
+        threads,
+        measure,
+        sync,
+        token,
+        _opened(model),
+    )
     tensors = {t.name: t for t in model.tensor_list}
     head = model.shards[0] if isinstance(model, SplitModel) else model
     paths = [p for r, _ in planned for p in r.paths]
@@ -136,7 +176,6 @@ def write_on_cluster(
         offsets = _headers(pending, model, planned, tensors, head, progress, strict)
         pieces, bytes_of = _pieces(planned, tensors, offsets, task_bytes or DEFAULT_TASK_BYTES)
         tasks = _tasks(pieces, task_bytes or DEFAULT_TASK_BYTES)
-        token = secrets.token_hex(6)
         futures = [
             client.submit(_run_task, job, task, key=f"gguf-quantize-{token}-{i}", pure=False)
             for i, task in enumerate(tasks)
@@ -284,8 +323,17 @@ _models = threading.local()
 
 
 def _model(job: _Job) -> tuple[Any, dict[str, Tensor]]:
-    """The source, opened once per worker thread and kept for the next task of the same job's source."""
-    key = (job.src, repr(job.storage_options), repr(sorted(job.reading.items())))
+    """The source, opened once per run and worker thread, kept for the run's next tasks on that thread.
+    A local source file that is not the one the plan was made from (another size or modification
+    time) is refused, at every task."""
+    now = _identity([p for p, _, _ in job.files])
+    if now != job.files:
+        raise GGUFBuildError(
+            f"the source {job.src!r} read by a worker is not the file the plan was made from (size, modification "
+            f"time): {now} there, {job.files} in the plan",
+            path=job.src,
+        )
+    key = (job.run, job.src)
     held = getattr(_models, "held", None)
     if held is not None and held[0] == key:
         return held[1], held[2]

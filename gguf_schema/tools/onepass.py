@@ -14,6 +14,11 @@ alone (which is ``llama-quantize``'s). The outputs are written as a set
 disk, then renamed into place together; an interrupted or failed run leaves no output under its
 final name.
 
+With ``client=`` (a ``distributed.Client``) the same plan is made here and the work goes to the
+cluster's workers (:mod:`gguf_schema.tools.quantcluster`): the same files. ``on_progress`` reports
+the job as it goes, in both runs: each output's tensors and bytes done, of its totals
+(:class:`JobProgress`).
+
 Outputs are named ``OUTDIR/<stem>-<PRESET>.gguf``, ``<stem>`` the input's file name without
 ``.gguf`` (and without a shard suffix ``-00001-of-00003``); with ``keep_split``, the shards of
 ``OUTDIR/<stem>-<PRESET>``. Existing outputs are refused unless ``overwrite``.

@@ -311,6 +311,13 @@ def test_a_file_replaced_between_runs_is_read_anew(client, tmp_path):
     _same_files(local, second)
     assert sha(first.paths[0]) != sha(second.paths[0])
 
+    def held() -> int:
+        from gguf_schema.tools import quantcluster
+
+        return len(quantcluster._held)
+
+    assert set(client.run(held).values()) == {0}  # each run's copies of the source closed at its end
+
 
 def test_cli_dask(client, models, tmp_path):
     src, _ = models["falcon"]

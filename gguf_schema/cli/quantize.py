@@ -391,8 +391,8 @@ def progress_line(p: JobProgress) -> str:
     """The job's progress in words: tensors done of the total, then each output's share of its bytes.
 
     >>> from gguf_schema.tools.onepass import OutputProgress
-    >>> progress_line(JobProgress([OutputProgress("Q4_K_M", 3, 10, 250, 1000), OutputProgress("Q8_0", 3, 10, 0, 0)]))
-    'tensors 6/20; Q4_K_M 3/10 25%; Q8_0 3/10 100%'
+    >>> progress_line(JobProgress([OutputProgress("Q4_K_M", 3, 10, 250, 1000), OutputProgress("COPY", 10, 10, 0, 0)]))
+    'tensors 13/20; Q4_K_M 3/10 25%; COPY 10/10 100%'
     """
     parts = [f"tensors {p.tensors_done}/{p.tensors}"]
     for o in p.outputs:

@@ -176,10 +176,6 @@ def write_on_cluster(
         offsets = _headers(pending, model, planned, tensors, head, progress, strict)
         pieces, bytes_of = _pieces(planned, tensors, offsets, task_bytes or DEFAULT_TASK_BYTES)
         tasks = _tasks(pieces, task_bytes or DEFAULT_TASK_BYTES)
-        futures = [
-            client.submit(_run_task, job, task, key=f"gguf-quantize-{token}-{i}", pure=False)
-            for i, task in enumerate(tasks)
-        ]
         left: dict[str, int] = {}  # tensor -> pieces not done
         for task in tasks:
             for p in task:
@@ -187,8 +183,11 @@ def write_on_cluster(
         order = {r.name: j for j, r in enumerate(planned[0][0].tensors)}
         totals: dict[str, _Sums] = {}
         read = 0
-        index = {f.key: i for i, f in enumerate(futures)}
+        futures: list[Any] = []
         try:
+            for i, task in enumerate(tasks):
+                futures.append(client.submit(_run_task, job, task, key=f"gguf-quantize-{token}-{i}", pure=False))
+            index = {f.key: i for i, f in enumerate(futures)}
             for future in distributed.as_completed(futures):
                 task = tasks[index[future.key]]
                 results: list[_Sums] = future.result()
@@ -206,10 +205,11 @@ def write_on_cluster(
                             _apply_measures(tensors[p.tensor], _distinct(planned, j)[0], totals[p.tensor])
                         tracker.tensor_done(j)
                 tracker.report()
-        except BaseException:
+        finally:  # done, failed or stopped: the tasks left cancelled (the results were all taken), the run over
             with contextlib.suppress(Exception):
                 client.cancel(futures)
-            raise
+            with contextlib.suppress(Exception):  # the workers close their copies of the source (best effort)
+                client.run(_forget, token, on_error="ignore")
         pending.commit()  # each temporary fsynced here (the workers' bytes with it), then renamed together
     return read
 
@@ -319,13 +319,15 @@ def _tasks(pieces: Sequence[_Piece], task_bytes: int) -> list[list[_Piece]]:
 
 # --------------------------------------------------------------------------- on a worker
 
-_models = threading.local()
+_held: dict[tuple[str, int], tuple[Any, dict[str, Tensor]]] = {}  # (run, thread) -> the source, its tensors
+_held_lock = threading.Lock()
+_over: set[str] = set()  # runs that ended: a late task of one does nothing
 
 
 def _model(job: _Job) -> tuple[Any, dict[str, Tensor]]:
-    """The source, opened once per run and worker thread, kept for the run's next tasks on that thread.
-    A local source file that is not the one the plan was made from (another size or modification
-    time) is refused, at every task."""
+    """The source, opened once per run and worker thread, kept for the run's next tasks on that thread
+    (closed by :func:`_forget` at the end of the run). A local source file that is not the one the plan
+    was made from (another size or modification time) is refused, at every task."""
     now = _identity([p for p, _, _ in job.files])
     if now != job.files:
         raise GGUFBuildError(
@@ -333,18 +335,32 @@ def _model(job: _Job) -> tuple[Any, dict[str, Tensor]]:
             f"time): {now} there, {job.files} in the plan",
             path=job.src,
         )
-    key = (job.run, job.src)
-    held = getattr(_models, "held", None)
-    if held is not None and held[0] == key:
-        return held[1], held[2]
+    key = (job.run, threading.get_ident())
+    with _held_lock:
+        held = _held.get(key)
     if held is not None:
-        with contextlib.suppress(Exception):
-            held[1].close()
-        _models.held = None
+        return held
     model = _open(job.src, job.storage_options, dict(job.reading))
-    by_name = {t.name: t for t in model.tensor_list}
-    _models.held = (key, model, by_name)
-    return model, by_name
+    opened = (model, {t.name: t for t in model.tensor_list})
+    with _held_lock:
+        over = job.run in _over
+        if not over:
+            _held[key] = opened
+    if over:
+        model.close()
+        raise GGUFBuildError("a task of a run that has ended (cancelled, or failed elsewhere): nothing done")
+    return opened
+
+
+def _forget(run: str) -> int:
+    """Close the worker's copies of run ``run``'s source (never another run's: it may be running); return how many."""
+    with _held_lock:
+        _over.add(run)
+        models = [_held.pop(k)[0] for k in [k for k in _held if k[0] == run]]
+    for m in models:
+        with contextlib.suppress(Exception):
+            m.close()
+    return len(models)
 
 
 class _At:
@@ -369,6 +385,9 @@ class _At:
 def _run_task(job: _Job, pieces: Sequence[_Piece]) -> list[_Sums]:
     """One task on a worker: each piece read, quantized and written at its offsets; the sums measured.
     Idempotent: the same bytes at the same offsets each time; no file is created."""
+    with _held_lock:
+        if job.run in _over:
+            raise GGUFBuildError("a task of a run that has ended (cancelled, or failed elsewhere): nothing done")
     _, by_name = _model(job)
     fds: dict[str, int] = {}
     out = []

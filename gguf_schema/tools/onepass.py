@@ -574,12 +574,15 @@ def _stream_rows(
     lo: int,
     hi: int,
     after_chunk: Callable[[], None] | None = None,
+    first_expert: int = 0,
 ) -> _Sums:
     """Read rows ``lo:hi`` of tensor ``t`` once, a chunk of rows at a time, and push each distinct result
     (``sinks``: key -> the sinks that take it, each with ``push``) into its sinks, in order. The one loop
     of the local run and of a cluster's tasks (:mod:`.quantcluster`): the bytes of a range of rows are
     the same whatever the chunks (every type encodes row by row). A tensor that is :func:`_whole` is
-    streamed whole (``lo:hi`` must be all its rows)."""
+    streamed whole (``lo:hi`` must be all its rows). Importance weights of two dimensions hold a row per
+    expert (the tensor's outermost dimension), from expert ``first_expert`` on (a cluster's task gets the
+    rows of the experts its rows cover, not all of them)."""
     copies = list(sinks.get("copy", []))
     encoded = {k: v for k, v in sinks.items() if k != "copy"}
     gt = t.known_type()
@@ -625,7 +628,7 @@ def _stream_rows(
             for key, outs in encoded.items():
                 w = weights.get(key)
                 if key in expert_keys and w is not None:
-                    w = w[a // per_matrix]
+                    w = w[a // per_matrix - first_expert]
                 new = GGMLType.of(key.split("+", 1)[0])
                 try:
                     q = quantize(x, new, imatrix=w, threads=threads)

@@ -81,6 +81,7 @@ class _Piece:
     record: tuple[int, tuple[int, ...], int]
     results: tuple[_Result, ...]
     nbytes: int  # of source data
+    first_expert: int = 0  # the expert of the first row of each result's weights of two dimensions
 
 
 @dataclass(frozen=True)
@@ -274,6 +275,9 @@ def _pieces(
             hi = min(rows, lo + step) if rows else 0
             results = []
             written: list[tuple[int, int]] = []
+            per_expert = rows // t.shape[0] if t.dims and t.shape and t.shape[0] > 0 else 0
+            first = lo // per_expert if per_expert else 0
+            last = (hi - 1) // per_expert + 1 if per_expert and hi > lo else first
             for key, outs in targets.items():
                 row_bytes = _row_bytes(t, outs[0][1], key, rows)
                 places = []
@@ -281,8 +285,19 @@ def _pieces(
                     name, where = offsets[o][r.shard]
                     places.append((name, where[r.name] + lo * row_bytes))
                     written.append((o, (hi - lo) * row_bytes if rows else r.nbytes))
-                results.append(_Result(key, weights.get(key), tuple(places)))
-            piece = _Piece(t.name, lo, hi, record, tuple(results), (hi - lo) * (t.nbytes // rows) if rows else t.nbytes)
+                w = weights.get(key)
+                if w is not None and w.ndim == 2:  # a row of weights per expert: those of this piece's rows only
+                    w = np.ascontiguousarray(w[first:last])
+                results.append(_Result(key, w, tuple(places)))
+            piece = _Piece(
+                t.name,
+                lo,
+                hi,
+                record,
+                tuple(results),
+                (hi - lo) * (t.nbytes // rows) if rows else t.nbytes,
+                first,
+            )
             pieces.append(piece)
             bytes_of[id(piece)] = written
             if not rows:
@@ -415,7 +430,9 @@ def _run_task(job: _Job, pieces: Sequence[_Piece]) -> list[_Sums]:
                     sinks.setdefault(result.key, []).append(_At(fds[name], offset, name))
                 weights[result.key] = result.weights
             try:
-                out.append(_stream_rows(t, sinks, weights, job.threads, job.measure, p.lo, p.hi))
+                out.append(
+                    _stream_rows(t, sinks, weights, job.threads, job.measure, p.lo, p.hi, first_expert=p.first_expert)
+                )
             except OSError as e:
                 raise os_error(e, job.src) from None
         if job.sync:

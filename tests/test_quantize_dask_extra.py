@@ -26,3 +26,19 @@ def test_dask_without_distributed_names_the_extra(tmp_path: Path) -> None:
     )
     assert r.returncode == 0, r.stderr
     assert "Q8_0: " in r.stdout and not (tmp_path / "o").exists()
+
+
+def test_misuse_is_refused_before_anything_is_written(tmp_path: Path) -> None:
+    import pytest
+
+    from gguf_schema.tools.onepass import requantize_many
+
+    src = tmp_path / "m.gguf"
+    save_quant_model(src, "falcon")
+    with pytest.raises(TypeError, match="client must be a distributed.Client, got object"):
+        requantize_many(src, tmp_path / "o", ["Q8_0"], client=object())
+    with pytest.raises(ValueError, match=r"task_bytes is for a run on a cluster \(client=\)"):
+        requantize_many(src, tmp_path / "o", ["Q8_0"], task_bytes=1000)
+    with pytest.raises(ValueError, match="task_bytes must be a positive int or None, got 0"):
+        requantize_many(src, tmp_path / "o", ["Q8_0"], task_bytes=0)
+    assert not (tmp_path / "o").exists()

@@ -252,6 +252,8 @@ def requantize_many(
         raise ValueError(f"a preset given twice: {', '.join(sorted({n for n in names if names.count(n) > 1}))}")
     if task_bytes is not None and (isinstance(task_bytes, bool) or not isinstance(task_bytes, int) or task_bytes < 1):
         raise ValueError(f"task_bytes must be a positive int or None, got {task_bytes!r}")
+    if client is not None and not callable(getattr(client, "submit", None)):
+        raise TypeError(f"client must be a distributed.Client, got {type(client).__name__}")
     if task_bytes is not None and client is None:
         raise ValueError("task_bytes is for a run on a cluster (client=)")
     out = os.fspath(outdir)

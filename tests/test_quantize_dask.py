@@ -327,10 +327,37 @@ def test_a_file_replaced_between_runs_is_read_anew(client, tmp_path):
 def test_cli_dask(client, models, tmp_path):
     src, _ = models["falcon"]
     address = client.scheduler.address
-    r = run_cli("quantize", src, tmp_path / "c", "-t", "Q4_K_M", "-t", "Q5_0", "--dask", address)
+    r = run_cli(
+        "quantize",
+        src,
+        tmp_path / "c",
+        "-t",
+        "Q4_K_M",
+        "-t",
+        "Q5_0",
+        "--dask",
+        address,
+        env={"GGUF_SCHEMA_PROGRESS": "1"},
+    )
     assert r.returncode == 0, r.stderr
-    local = run_cli("quantize", src, tmp_path / "l", "-t", "Q4_K_M", "-t", "Q5_0", "--threads", "1")
+    # the bar (forced on: stderr is not a terminal here) ends on the whole job done, per output
+    with gguf_schema.open(tmp_path / "c" / "falcon-Q4_K_M.gguf") as f:
+        n = len(f.tensor_list)
+    assert f"tensors {2 * n}/{2 * n}; Q4_K_M {n}/{n} 100%; Q5_0 {n}/{n} 100%" in r.stderr.decode(), r.stderr[-500:]
+    local = run_cli(
+        "quantize",
+        src,
+        tmp_path / "l",
+        "-t",
+        "Q4_K_M",
+        "-t",
+        "Q5_0",
+        "--threads",
+        "1",
+        env={"GGUF_SCHEMA_PROGRESS": "1"},
+    )
     assert local.returncode == 0, local.stderr
+    assert f"tensors {2 * n}/{2 * n}; Q4_K_M {n}/{n} 100%; Q5_0 {n}/{n} 100%" in local.stderr.decode()
     for n in ("Q4_K_M", "Q5_0"):
         assert sha(tmp_path / "c" / f"falcon-{n}.gguf") == sha(tmp_path / "l" / f"falcon-{n}.gguf")
     assert r.stdout == local.stdout  # the same summaries

@@ -354,7 +354,8 @@ def _quantize_many(args: argparse.Namespace) -> int:
     def on_progress(p: JobProgress) -> None:
         if bars:
             bars[0].update(p.bytes_done - bars[0].done)
-            bars[0].describe(progress_line(p))
+            done = p.tensors_done == p.tensors
+            bars[0].describe(progress_line(p), refresh=done)  # the last state drawn, however fast the job
 
     client = _client(args.dask) if args.dask and not args.dry_run else None
     try:

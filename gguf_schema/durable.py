@@ -399,6 +399,9 @@ class PendingFiles:
     all over their targets; :meth:`discard` (or leaving a ``with`` block without committing)
     removes them and touches no target. The targets are checked first: a file the user could not
     write is refused before anything is written. ``expected`` as for :func:`atomic_replace_set`.
+    ``named``: every temporary has a name from the start (:meth:`temporary`), for other processes
+    (the workers of a cluster, on a shared filesystem) to open and write into; a writer killed
+    leaves it as a stale temporary, removed by the next writer of that target.
     """
 
     def __init__(
@@ -407,6 +410,7 @@ class PendingFiles:
         *,
         sync: bool = True,
         expected: Mapping[PathLike, tuple[int, int]] | None = None,
+        named: bool = False,
     ):
         self.targets = [real_path(p) for p in paths]
         #: target (real path) -> the file (device, inode) it must still name at the rename
@@ -427,6 +431,7 @@ class PendingFiles:
         # per file: an open descriptor (None once closed), the temporary's name (None while unnamed), its stream
         self._done: list[tuple[int | None, str | None, IO[bytes] | None] | None] = [None] * len(self.targets)
         self._finished = [False] * len(self.targets)
+        self._named = named
         self.committed = False
 
     def open(self, i: int) -> IO[bytes]:
@@ -435,7 +440,7 @@ class PendingFiles:
         if entry is None:
             path = self.targets[i]
             try:
-                fd, named = _open_temporary(os.path.dirname(path), path)
+                fd, named = _open_temporary(os.path.dirname(path), path, unnamed=not self._named)
             except OSError as e:  # pragma: no cover - _open_temporary classifies its own errors
                 raise os_error(e, path) from e
             stream = os.fdopen(fd, "wb", closefd=False)
@@ -443,6 +448,16 @@ class PendingFiles:
         if entry[2] is None:
             raise ValueError(f"file {i} of the set is finished already: its temporary cannot be opened again")
         return entry[2]
+
+    def temporary(self, i: int) -> str:
+        """The name of the temporary file of target ``i`` (opened first if need be); only with ``named=True``."""
+        if not self._named:
+            raise ValueError("the temporaries of this set are unnamed (PendingFiles(..., named=True) names them)")
+        self.open(i)
+        named = self._done[i][1]  # type: ignore[index]
+        if named is None:  # pragma: no cover - a named set's temporaries are named when opened
+            raise GGUFInternalError("a named temporary without a name")
+        return named
 
     def finish(self, i: int) -> None:
         """Target ``i`` is complete: flush and fsync its temporary (and with many files, name and close it)."""
@@ -542,9 +557,12 @@ def _link_unnamed(fd: int, name: str) -> None:
         os.close(proc)
 
 
-def _open_temporary(folder: str, path: str, access: int = os.O_WRONLY) -> tuple[int, str | None]:
-    """An unnamed temporary file in ``folder`` where the OS offers one (returns name None), else a named one."""
-    tmpfile = getattr(os, "O_TMPFILE", 0)
+def _open_temporary(
+    folder: str, path: str, access: int = os.O_WRONLY, *, unnamed: bool = True
+) -> tuple[int, str | None]:
+    """An unnamed temporary file in ``folder`` where the OS offers one (returns name None), else (or
+    with ``unnamed=False``) a named one."""
+    tmpfile = getattr(os, "O_TMPFILE", 0) if unnamed else 0
     if tmpfile and os.path.isdir("/proc/self/fd"):
         try:
             return os.open(folder, tmpfile | access | _O_CLOEXEC, 0o666), None

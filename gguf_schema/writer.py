@@ -444,9 +444,12 @@ class PushedFile:
             ) as spooled:
                 spooled.check(strict)
         self._out: Any = _Counting(stream, progress) if progress is not None else stream
-        write_header(
+        #: where the data section starts in the stream (the header's size); each planned tensor's data
+        #: is at ``data_offset + tensor.offset`` (its ``offset`` is set here), the file ends at ``data_offset + data_size``
+        self.data_offset = write_header(
             self._out, fields, infos, version=version, byte_order=byte_order, data_size=self._size, source=same
         )
+        self.data_size = self._size
         self._k = -1  # the tensor being written
         self._written = 0
         self._pos = 0  # bytes of the data section written

@@ -183,7 +183,7 @@ def test_cli_dry_run_json_shows_plans_and_sharing(models, tmp_path):
     assert doc["dry_run"] and not (tmp_path / "o").exists()
     plans = {o["preset"]: {t["name"]: t for t in o["tensors"]} for o in doc["outputs"]}
     assert list(plans) == names
-    computed = 0
+    computed = computed_bytes = 0
     for entry in doc["shared"]:
         outputs = [p for g in entry["results"] for p in g["outputs"]]
         assert sorted(outputs) == sorted(names)  # each output takes exactly one result of each tensor
@@ -192,8 +192,12 @@ def test_cli_dry_run_json_shows_plans_and_sharing(models, tmp_path):
                 t = plans[p][entry["name"]]
                 want = "copy" if not t["requantized"] else t["to"] + ("+imatrix" if t["imatrix"] else "")
                 assert g["result"] == want
+                assert g["bytes"] == t["bytes"]
         computed += len(entry["results"])
+        computed_bytes += sum(g["bytes"] for g in entry["results"])
     assert computed == doc["results_computed"] < doc["results_written"] == 3 * len(doc["shared"])
+    written = sum(t["bytes"] for o in doc["outputs"] for t in o["tensors"])
+    assert computed_bytes == doc["bytes_computed"] < doc["bytes_written"] == written
     # and for real: the files, and the table's last line
     r = run_cli(
         "quantize",

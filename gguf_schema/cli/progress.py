@@ -107,6 +107,12 @@ class Progress:
             self._bar.total = self.total or None
             self._bar.refresh()
 
+    def describe(self, text: str, *, refresh: bool = False) -> None:
+        """Words shown after the bar (how far each part of the job is), redrawn with the next update
+        (or now, with ``refresh``)."""
+        if self._bar is not None:
+            self._bar.set_postfix_str(text, refresh=refresh)
+
     def update(self, n: int) -> None:
         """Add ``n`` units of work done."""
         self.done += n

@@ -2,7 +2,9 @@
 
 ``gguf-schema quantize IN OUT --type PRESET`` (or ``IN OUT PRESET [THREADS]``, as
 ``llama-quantize`` takes them) with ``llama-quantize``'s options; ``IN OUTDIR -t A -t B ...`` writes
-every preset in one pass (:func:`gguf_schema.tools.onepass.requantize_many`) as ``OUTDIR/<stem>-<PRESET>.gguf``. The plan's notes (the fallbacks
+every preset in one pass (:func:`gguf_schema.tools.onepass.requantize_many`) as ``OUTDIR/<stem>-<PRESET>.gguf``;
+with ``--dask ADDRESS`` the work goes to the workers of that Dask scheduler
+(:mod:`gguf_schema.tools.quantcluster`; OUT is then a folder, even for one preset). The plan's notes (the fallbacks
 counted in one line, tensors without importance weights) go to stderr before the write starts,
 the progress bar to stderr while it runs, and a one-line summary to stdout at the end. The
 per-tensor table (types, why, bytes, RMS error against the input) and one line per fallback come
@@ -21,15 +23,16 @@ from collections import Counter
 from typing import Any
 
 from .. import GGMLType
+from ..errors import GGUFDependencyError, shorten
 from ..tensors import QUANTIZE_TYPES
-from ..tools.onepass import ManyResult, requantize_many
+from ..tools.onepass import JobProgress, ManyResult, requantize_many
 from ..tools.quantplan import PRESETS, preset
 from ..tools.requantize import RequantizeResult, TensorReport, parse_override_kv, parse_tensor_type, requantize
 from .command import Family, Trait, arg, exclusive, output_file
 from .conventions import EXIT_OK, is_quiet, mib, note, open_options, positive_int, status, write, write_json
 from .progress import Progress
 
-__all__ = ["COMMANDS", "fallbacks_line", "summary"]
+__all__ = ["COMMANDS", "fallbacks_line", "progress_line", "summary"]
 
 COMMANDS = Family()
 
@@ -164,6 +167,13 @@ _PRESET_NAMES = ", ".join(p.name for p in PRESETS)
         "pass over IN, OUT a folder of OUT/<stem>-<PRESET>.gguf",
     ),
     arg("--overwrite", action="store_true", help="with several --type: replace outputs that exist (else refused)"),
+    arg(
+        "--dask",
+        metavar="ADDRESS",
+        help="send the work to the workers of this Dask scheduler (tcp://HOST:8786; the dask extra): IN and OUT "
+        "must be reachable by every worker under the same names (a shared filesystem, or IN a URL); OUT is a "
+        "folder of OUT/<stem>-<PRESET>.gguf, as with several --type",
+    ),
     arg("--imatrix", metavar="FILE", help="importance matrix from llama-imatrix (GGUF or legacy .dat)"),
     exclusive(
         arg(
@@ -235,7 +245,7 @@ _PRESET_NAMES = ", ".join(p.name for p in PRESETS)
     targets=output_file,
 )
 def _cmd_quantize(args: argparse.Namespace) -> int:
-    if args.type and len(args.type) > 1:
+    if (args.type and len(args.type) > 1) or args.dask:
         return _quantize_many(args)
     if args.overwrite:
         raise ValueError("--overwrite is for several --type (one pass, a folder of outputs); one output is replaced")
@@ -319,9 +329,11 @@ def _common(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _quantize_many(args: argparse.Namespace) -> int:
-    """Several --type: every preset in one pass, OUT a folder."""
+    """Several --type (or --dask): every preset in one pass, OUT a folder."""
     if args.preset is not None:
         raise ValueError("several --type and a positional PRESET: give the presets with --type only")
+    if not args.type:
+        raise ValueError(f"no type given (--type PRESET); the presets are {', '.join(p.name for p in PRESETS)}")
     threads = args.threads if args.nthreads is None else args.nthreads
     bars: list[Progress] = []
 
@@ -335,13 +347,17 @@ def _quantize_many(args: argparse.Namespace) -> int:
             for text in result.notes:
                 note(f"{result.preset}: {text}")
         if not job.dry_run:
-            total = sum(r.header_bytes + r.output_bytes for r in job.results)
-            bars.append(Progress(total, f"quantize ({len(job.results)} presets, one pass)"))
+            total = sum(r.output_bytes for r in job.results)
+            where = f", on {args.dask}" if args.dask else ""
+            bars.append(Progress(total, f"quantize ({len(job.results)} presets, one pass{where})"))
 
-    def progress(n: int) -> None:
+    def on_progress(p: JobProgress) -> None:
         if bars:
-            bars[0].update(n)
+            bars[0].update(p.bytes_done - bars[0].done)
+            done = p.tensors_done == p.tensors
+            bars[0].describe(progress_line(p), refresh=done)  # the last state drawn, however fast the job
 
+    client = _client(args.dask) if args.dask and not args.dry_run else None
     try:
         job = requantize_many(
             args.input,
@@ -349,14 +365,17 @@ def _quantize_many(args: argparse.Namespace) -> int:
             args.type,
             threads=threads,
             overwrite=args.overwrite,
-            progress=progress,
             on_plan=planned,
+            on_progress=on_progress,
+            client=client,
             **_common(args),
             **open_options(args),
         )
     finally:
         for bar in bars:
             bar.close()
+        if client is not None:
+            client.close()
     if args.json:
         write_json(job.to_dict())
     elif args.verbose or args.measure or args.dry_run:
@@ -367,6 +386,35 @@ def _quantize_many(args: argparse.Namespace) -> int:
         for path in job.paths:
             status(f"gguf-schema: wrote {path}")
     return EXIT_OK
+
+
+def progress_line(p: JobProgress) -> str:
+    """The job's progress in words: tensors done of the total, then each output's share of its bytes.
+
+    >>> from gguf_schema.tools.onepass import OutputProgress
+    >>> progress_line(JobProgress([OutputProgress("Q4_K_M", 3, 10, 250, 1000), OutputProgress("COPY", 10, 10, 0, 0)]))
+    'tensors 13/20; Q4_K_M 3/10 25%; COPY 10/10 100%'
+    """
+    parts = [f"tensors {p.tensors_done}/{p.tensors}"]
+    for o in p.outputs:
+        share = o.bytes_done / o.bytes if o.bytes else (1.0 if o.tensors_done == o.tensors else 0.0)
+        parts.append(f"{o.preset} {o.tensors_done}/{o.tensors} {share:.0%}")
+    return "; ".join(parts)
+
+
+def _client(address: str) -> Any:
+    """A ``distributed.Client`` connected to the scheduler at ``address``."""
+    try:
+        from distributed import Client
+    except ImportError as e:
+        why = "" if isinstance(e, ModuleNotFoundError) or not str(e) else f" ({shorten(str(e), 200)})"
+        raise GGUFDependencyError(
+            f"--dask needs dask.distributed{why}: pip install 'gguf-schema[dask]'", name="distributed"
+        ) from None
+    try:
+        return Client(address)  # waits as long as Dask's distributed.comm.timeouts.connect (30 s by default)
+    except (OSError, TimeoutError, ValueError) as e:
+        raise ValueError(f"--dask {address}: cannot reach the scheduler: {e}") from None
 
 
 def _sharing_line(job: ManyResult) -> str:

@@ -14,6 +14,11 @@ alone (which is ``llama-quantize``'s). The outputs are written as a set
 disk, then renamed into place together; an interrupted or failed run leaves no output under its
 final name.
 
+With ``client=`` (a ``distributed.Client``) the same plan is made here and the work goes to the
+cluster's workers (:mod:`gguf_schema.tools.quantcluster`): the same files. ``on_progress`` reports
+the job as it goes, in both runs: each output's tensors and bytes done, of its totals
+(:class:`JobProgress`).
+
 Outputs are named ``OUTDIR/<stem>-<PRESET>.gguf``, ``<stem>`` the input's file name without
 ``.gguf`` (and without a shard suffix ``-00001-of-00003``); with ``keep_split``, the shards of
 ``OUTDIR/<stem>-<PRESET>``. Existing outputs are refused unless ``overwrite``.
@@ -30,6 +35,7 @@ Outputs are named ``OUTDIR/<stem>-<PRESET>.gguf``, ``<stem>`` the input's file n
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import re
@@ -69,7 +75,7 @@ from .requantize import (
     _shard_fields,
 )
 
-__all__ = ["ManyResult", "output_stem", "requantize_many"]
+__all__ = ["JobProgress", "ManyResult", "OutputProgress", "output_stem", "requantize_many"]
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -126,17 +132,40 @@ class ManyResult:
     def paths(self) -> list[str]:
         return [p for r in self.results for p in r.paths]
 
+    @property
+    def bytes_written(self) -> int:
+        """Bytes of tensor data written over all outputs."""
+        return sum(r.output_bytes for r in self.results)
+
+    @property
+    def bytes_computed(self) -> int:
+        """Bytes of tensor data of the distinct results: what one pass encodes or copies."""
+        return sum(b for _, groups in self._shared_bytes() for _, _, b in groups)
+
+    def _shared_bytes(self) -> list[tuple[str, list[tuple[str, list[str], int]]]]:
+        by_preset = {r.preset: r for r in self.results}
+        return [
+            (name, [(what, presets, by_preset[presets[0]].tensors[j].nbytes) for what, presets in groups])
+            for j, (name, groups) in enumerate(self.shared)
+        ]
+
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready record: each output's plan, and the results shared between outputs."""
+        """A JSON-ready record: each output's plan, and the results shared between outputs (each with the
+        bytes of its tensor data: computed once, written into each of its outputs)."""
         return {
             "dry_run": self.dry_run,
             "outputs": [r.to_dict() for r in self.results],
             "results_written": self.results_written,
             "results_computed": self.results_computed,
+            "bytes_written": self.bytes_written,
+            "bytes_computed": self.bytes_computed,
             "source_bytes": self.source_bytes,
             "shared": [
-                {"name": name, "results": [{"result": what, "outputs": presets} for what, presets in groups]}
-                for name, groups in self.shared
+                {
+                    "name": name,
+                    "results": [{"result": what, "outputs": presets, "bytes": b} for what, presets, b in groups],
+                }
+                for name, groups in self._shared_bytes()
             ],
         }
 
@@ -170,11 +199,14 @@ def requantize_many(
     overwrite: bool = False,
     progress: Progress | None = None,
     on_plan: Callable[[ManyResult], None] | None = None,
+    on_progress: Callable[[JobProgress], None] | None = None,
     storage_options: Mapping[str, Any] | None = None,
     limits: Limits | None = None,
     mmap: bool = True,
     sync: bool = True,
     strict: str | None = None,
+    client: Any = None,
+    task_bytes: int | None = None,
 ) -> ManyResult:
     """Quantize ``src`` under every preset of ``types`` in one pass (see the module docstring).
 
@@ -187,6 +219,15 @@ def requantize_many(
         overwrite: replace outputs that exist (else refused, before anything is written).
         progress: called with the bytes written, over all outputs.
         on_plan: called with the complete plan (every output's), before anything is written.
+        on_progress: called as the work is done (after each chunk of rows; on a cluster after each
+            task) with a :class:`JobProgress`: each output's tensors and bytes done, of its totals.
+            An exception it raises (``KeyboardInterrupt`` too) stops the run, nothing written.
+        client: a ``distributed.Client``: the work goes to its workers, the plan and the headers stay
+            here (:mod:`gguf_schema.tools.quantcluster`; the outputs' folder and ``src`` must be reachable
+            by every worker under the same names: a shared filesystem, or ``src`` a URL). The files are
+            byte for byte those of the local run.
+        task_bytes: on a cluster, about how many bytes of source tensor data one task reads (default
+            64 MiB): big tensors are cut into ranges of rows, small ones go together.
         the others: as in :func:`~gguf_schema.tools.requantize.requantize`, the same for every preset.
 
     Returns:
@@ -209,6 +250,12 @@ def requantize_many(
     names = [p.name for p in presets]
     if len(set(names)) != len(names):
         raise ValueError(f"a preset given twice: {', '.join(sorted({n for n in names if names.count(n) > 1}))}")
+    if task_bytes is not None and (isinstance(task_bytes, bool) or not isinstance(task_bytes, int) or task_bytes < 1):
+        raise ValueError(f"task_bytes must be a positive int or None, got {task_bytes!r}")
+    if client is not None and not callable(getattr(client, "submit", None)):
+        raise TypeError(f"client must be a distributed.Client, got {type(client).__name__}")
+    if task_bytes is not None and client is None:
+        raise ValueError("task_bytes is for a run on a cluster (client=)")
     out = os.fspath(outdir)
     if is_url(out):
         raise ValueError(f"the output folder must be a local path, got the URL {out!r}")
@@ -266,7 +313,27 @@ def requantize_many(
             os.makedirs(out, exist_ok=True)
         except OSError as e:  # a file of that name, no permission ...
             raise os_error(e, out) from None
-        job.source_bytes = _write_all(model, planned, workers, measure, progress, sync, strict)
+        tracker = _Tracker(job.results, on_progress)
+        if client is not None:
+            from .quantcluster import write_on_cluster
+
+            job.source_bytes = write_on_cluster(
+                client,
+                src,
+                model,
+                planned,
+                storage_options=storage_options,
+                reading=reading,
+                threads=threads or 1,
+                measure=measure,
+                progress=progress,
+                sync=sync,
+                strict=strict,
+                tracker=tracker,
+                task_bytes=task_bytes,
+            )
+        else:
+            job.source_bytes = _write_all(model, planned, workers, measure, progress, sync, strict, tracker)
         return job
     finally:
         model.close()
@@ -288,6 +355,32 @@ def _sharing(
     return shared
 
 
+def _layouts(
+    model: Any, result: RequantizeResult, tensors: Mapping[str, Tensor]
+) -> tuple[list[list[PlannedTensor]], list[list[Any]]]:
+    """One output's tensors (planned, per shard, in the order written) and the metadata of each shard."""
+    n = len(result.paths)
+    layouts: list[list[PlannedTensor]] = [[] for _ in range(n)]
+    for r in result.tensors:
+        t = tensors[r.name]
+        layouts[r.shard].append(PlannedTensor(r.name, int(r.new_type), ggml_dims(t.dims), r.nbytes, lambda: ()))
+    return layouts, _shard_fields(_fields(model, result), n, len(result.tensors))
+
+
+def _distinct(
+    planned: list[tuple[RequantizeResult, dict[str, np.ndarray]]], j: int
+) -> tuple[dict[str, list[tuple[int, TensorReport]]], dict[str, np.ndarray | None]]:
+    """Tensor ``j``'s distinct results: key -> the outputs (index, report) that take it; key -> its importance weights."""
+    targets: dict[str, list[tuple[int, TensorReport]]] = {}
+    weights: dict[str, np.ndarray | None] = {}
+    for o, (result, used) in enumerate(planned):
+        r = result.tensors[j]
+        key = _key(r, used)
+        targets.setdefault(key, []).append((o, r))
+        weights[key] = used.get(r.name)
+    return targets, weights
+
+
 def _write_all(
     model: Any,
     planned: list[tuple[RequantizeResult, dict[str, np.ndarray]]],
@@ -296,6 +389,7 @@ def _write_all(
     progress: Progress | None,
     sync: bool,
     strict: str | None,
+    tracker: _Tracker,
 ) -> int:
     """Open every output, stream the source once into all of them, commit them together; return the bytes read."""
     tensors = {t.name: t for t in model.tensor_list}
@@ -306,14 +400,9 @@ def _write_all(
         files: list[list[PushedFile]] = []  # per output, per shard
         k = 0
         for result, _ in planned:
-            n = len(result.paths)
-            layouts: list[list[PlannedTensor]] = [[] for _ in range(n)]
-            for r in result.tensors:
-                t = tensors[r.name]
-                layouts[r.shard].append(PlannedTensor(r.name, int(r.new_type), ggml_dims(t.dims), r.nbytes, lambda: ()))
-            per_shard = _shard_fields(_fields(model, result), n, len(result.tensors))
+            layouts, per_shard = _layouts(model, result, tensors)
             shard_files = []
-            for i in range(n):
+            for i in range(len(result.paths)):
                 try:
                     shard_files.append(
                         PushedFile(
@@ -334,17 +423,16 @@ def _write_all(
         first = planned[0][0]
         for j, report in enumerate(first.tensors):
             t = tensors[report.name]
-            targets: dict[str, list[tuple[PushedFile, TensorReport]]] = {}
-            weights: dict[str, np.ndarray | None] = {}
-            for o, (result, used) in enumerate(planned):
-                r = result.tensors[j]
-                key = _key(r, used)
-                targets.setdefault(key, []).append((files[o][r.shard], r))
-                weights[key] = used.get(r.name)
+            targets, weights = _distinct(planned, j)
+            sinks = {key: [_Counted(files[o][r.shard], tracker, o) for o, r in outs] for key, outs in targets.items()}
             try:
-                read += _stream_tensor(t, targets, weights, workers, measure)
+                sums = _stream_rows(t, sinks, weights, workers, measure, 0, _rows(t), tracker.report)
             except OSError as e:
                 raise os_error(e, pending.targets[0]) from e
+            read += sums.read
+            if measure:
+                _apply_measures(t, targets, sums)
+            tracker.tensor_done(j)
         for shard_files in files:
             for f in shard_files:
                 f.close()
@@ -352,91 +440,212 @@ def _write_all(
     return read
 
 
-def _stream_tensor(
+class _Counted:
+    """A sink that counts the bytes pushed into output ``o`` for the job's progress."""
+
+    def __init__(self, f: Any, tracker: _Tracker, o: int):
+        self.f, self.tracker, self.o = f, tracker, o
+
+    def push(self, piece: Any) -> None:
+        self.f.push(piece)
+        self.tracker.add(self.o, piece.nbytes if isinstance(piece, (np.ndarray, memoryview)) else len(piece))
+
+
+@dataclass
+class OutputProgress:
+    """How far one output of a job is: tensors complete and bytes of tensor data written, of its totals."""
+
+    preset: str
+    tensors_done: int
+    tensors: int
+    bytes_done: int
+    bytes: int
+
+
+@dataclass
+class JobProgress:
+    """How far a job of many presets is (the ``on_progress`` callback of :func:`requantize_many`): each
+    output's :class:`OutputProgress`, and the whole job's sums.
+
+    >>> p = JobProgress([OutputProgress("Q4_K_M", 3, 10, 300, 1000), OutputProgress("Q8_0", 3, 10, 500, 1500)])
+    >>> p.tensors_done, p.tensors, p.bytes_done, p.bytes, p.fraction
+    (6, 20, 800, 2500, 0.32)
+    """
+
+    outputs: list[OutputProgress]
+
+    @property
+    def tensors_done(self) -> int:
+        return sum(o.tensors_done for o in self.outputs)
+
+    @property
+    def tensors(self) -> int:
+        return sum(o.tensors for o in self.outputs)
+
+    @property
+    def bytes_done(self) -> int:
+        return sum(o.bytes_done for o in self.outputs)
+
+    @property
+    def bytes(self) -> int:
+        return sum(o.bytes for o in self.outputs)
+
+    @property
+    def fraction(self) -> float:
+        """The bytes done of the total (1.0 for a job without tensor data once its tensors are done)."""
+        if self.bytes:
+            return self.bytes_done / self.bytes
+        return self.tensors_done / self.tensors if self.tensors else 1.0
+
+
+class _Tracker:
+    """The job's progress, kept as the work is done and handed to ``on_progress`` (a copy each time)."""
+
+    def __init__(self, results: Sequence[RequantizeResult], on_progress: Callable[[JobProgress], None] | None):
+        self.outputs = [OutputProgress(r.preset, 0, len(r.tensors), 0, r.output_bytes) for r in results]
+        self.on_progress = on_progress
+
+    def add(self, o: int, n: int) -> None:
+        self.outputs[o].bytes_done += n
+
+    def tensor_done(self, j: int) -> None:
+        """Tensor ``j`` of the order written is complete in every output."""
+        for out in self.outputs:
+            out.tensors_done += 1
+        self.report()
+
+    def report(self) -> None:
+        if self.on_progress is not None:
+            self.on_progress(JobProgress([dataclasses.replace(o) for o in self.outputs]))
+
+
+def _rows(t: Tensor) -> int:
+    """The rows of a tensor as its data is streamed (a tensor without dimensions is one row)."""
+    return math.prod(t.dims[1:]) if t.dims else 1
+
+
+def _whole(t: Tensor) -> bool:
+    """A tensor whose copy is converted (or read whole) by the writer's path: never split into row ranges."""
+    return t.byte_order != "little" or not t.dims
+
+
+def _is_numbers(t: Tensor) -> bool:
+    gt = t.known_type()
+    return gt.quantized or gt in (GGMLType.F32, GGMLType.F16, GGMLType.BF16, GGMLType.F64)
+
+
+@dataclass
+class _Sums:
+    """What streaming rows of a tensor read, and measured: per distinct result ``[sum of squared errors,
+    sum of squared inputs]``; ``copied``: the input's sum of squares (for the copies' measure)."""
+
+    read: int = 0
+    errors: dict[str, list[float]] = field(default_factory=dict)
+    copied: float = 0.0
+
+    def add(self, other: _Sums) -> None:
+        self.read += other.read
+        for k, (e, s) in other.errors.items():
+            mine = self.errors.setdefault(k, [0.0, 0.0])
+            mine[0] += e
+            mine[1] += s
+        self.copied += other.copied
+
+
+def _apply_measures(t: Tensor, targets: Mapping[str, Sequence[tuple[int, TensorReport]]], sums: _Sums) -> None:
+    """Each report's RMS error and input from the sums over the tensor (a copy: error 0; None for integers)."""
+    n = max(1, t.n_elements)
+    numbers = _is_numbers(t)
+    for key, outs in targets.items():
+        for _, r in outs:
+            if key == "copy":
+                r.rms_error = 0.0
+                r.rms_input = (math.sqrt(sums.copied / t.n_elements) if t.n_elements else 0.0) if numbers else None
+            else:
+                e, s = sums.errors.get(key, [0.0, 0.0])
+                r.rms_error = math.sqrt(e / n)
+                r.rms_input = math.sqrt(s / n)
+
+
+def _stream_rows(
     t: Tensor,
-    targets: dict[str, list[tuple[PushedFile, TensorReport]]],
-    weights: dict[str, np.ndarray | None],
+    sinks: Mapping[str, Sequence[Any]],
+    weights: Mapping[str, np.ndarray | None],
     threads: int,
     measure: bool,
-) -> int:
-    """Read tensor ``t`` once, a chunk of rows at a time; push each distinct result into its outputs. Returns the bytes read."""
-    copies = targets.get("copy", [])
-    encoded = {k: v for k, v in targets.items() if k != "copy"}
+    lo: int,
+    hi: int,
+    after_chunk: Callable[[], None] | None = None,
+    first_expert: int = 0,
+) -> _Sums:
+    """Read rows ``lo:hi`` of tensor ``t`` once, a chunk of rows at a time, and push each distinct result
+    (``sinks``: key -> the sinks that take it, each with ``push``) into its sinks, in order. The one loop
+    of the local run and of a cluster's tasks (:mod:`.quantcluster`): the bytes of a range of rows are
+    the same whatever the chunks (every type encodes row by row). A tensor that is :func:`_whole` is
+    streamed whole (``lo:hi`` must be all its rows). Importance weights of two dimensions hold a row per
+    expert (the tensor's outermost dimension), from expert ``first_expert`` on (a cluster's task gets the
+    rows of the experts its rows cover, not all of them)."""
+    copies = list(sinks.get("copy", []))
+    encoded = {k: v for k, v in sinks.items() if k != "copy"}
     gt = t.known_type()
-    numbers = gt.quantized or gt in (GGMLType.F32, GGMLType.F16, GGMLType.BF16, GGMLType.F64)
-    read = 0
-    if copies and (t.byte_order != "little" or not t.dims):  # converted (or whole) by the writer's path
+    numbers = _is_numbers(t)
+    sums = _Sums()
+    if copies and _whole(t):
+        if (lo, hi) != (0, _rows(t)):  # pragma: no cover - the planner never splits such a tensor
+            raise GGUFBuildError(f"tensor {t.name!r} is copied whole, not rows {lo}:{hi}")
         for piece in plan_tensor(t.name, t, "little").chunks():
-            read += len(memoryview(piece).cast("B")) if not isinstance(piece, np.ndarray) else piece.nbytes
-            for f, _ in copies:
+            sums.read += len(memoryview(piece).cast("B")) if not isinstance(piece, np.ndarray) else piece.nbytes
+            for f in copies:
                 f.push(piece)
+        if measure and numbers:
+            step = max(1, _CHUNK_BYTES // (4 * max(t.dims[0] if t.dims else 1, 1)))
+            for a in range(lo, hi, step):
+                x = t.dequantize(rows=slice(a, min(hi, a + step))) if t.dims else t.dequantize()
+                sums.copied += error_sums(x, GGMLType.F32, x)[1]
+        if after_chunk is not None:
+            after_chunk()
         if not encoded:
-            _measure_copies(copies, t, measure and numbers, None)
-            return read
+            return sums
         copies = []
     cols = t.dims[0] if t.dims else 1
-    rows = math.prod(t.dims[1:]) if t.dims else 1
+    rows = _rows(t)
     measure_copies = measure and bool(copies) and numbers
     decode = bool(encoded) or measure_copies
     row_bytes = t.nbytes // rows if rows else 0
     step = max(1, _CHUNK_BYTES * threads // (4 * max(cols, 1)) if decode else _CHUNK_BYTES // max(1, row_bytes))
     expert_keys = {k for k in encoded if (w := weights.get(k)) is not None and w.ndim == 2 and t.shape[0] > 0}
     per_matrix = rows // t.shape[0] if expert_keys else rows
-    sums = {k: [0.0, 0.0] for k in encoded}
-    total_in = 0.0
-    for start in range(0, rows, per_matrix or 1):
-        for a in range(start, start + per_matrix, step):
-            b = min(a + step, start + per_matrix)
-            raw = t.raw(rows=slice(a, b)) if t.dims else t.raw()
-            read += raw.nbytes
-            for f, _ in copies:
-                f.push(raw)
-            if not decode:
-                continue
+    sums.errors = {k: [0.0, 0.0] for k in encoded}
+    a = lo
+    while a < hi:
+        b = min(a + step, hi, (a // per_matrix + 1) * per_matrix) if per_matrix else hi
+        raw = t.raw(rows=slice(a, b)) if t.dims else t.raw()
+        sums.read += raw.nbytes
+        for f in copies:
+            f.push(raw)
+        if decode:
             x = dequantize(raw, gt, (b - a, cols), byte_order=t.byte_order, threads=threads)
             if measure_copies:
-                total_in += error_sums(x, GGMLType.F32, x)[1]
+                sums.copied += error_sums(x, GGMLType.F32, x)[1]
             for key, outs in encoded.items():
                 w = weights.get(key)
                 if key in expert_keys and w is not None:
-                    w = w[start // per_matrix]
-                new = outs[0][1].new_type
+                    w = w[a // per_matrix - first_expert]
+                new = GGMLType.of(key.split("+", 1)[0])
                 try:
                     q = quantize(x, new, imatrix=w, threads=threads)
                 except ValueError as e:
                     raise GGUFBuildError(str(e), path=f"tensor {t.name!r}", value=new.name) from None
                 if measure:
                     e_sum, t_sum = error_sums(q, new, x)
-                    sums[key][0] += e_sum
-                    sums[key][1] += t_sum
+                    sums.errors[key][0] += e_sum
+                    sums.errors[key][1] += t_sum
                 data = q.reshape(-1).data
-                for f, _ in outs:
+                for f in outs:
                     f.push(data)
                 del q
             del x
-    if measure:
-        n = max(1, t.n_elements)
-        for key, outs in encoded.items():
-            for _, r in outs:
-                r.rms_error = math.sqrt(sums[key][0] / n)
-                r.rms_input = math.sqrt(sums[key][1] / n)
-    _measure_copies(copies, t, measure and numbers, total_in)
-    return read
-
-
-def _measure_copies(
-    copies: list[tuple[PushedFile, TensorReport]], t: Tensor, measure: bool, total: float | None
-) -> None:
-    """A copied tensor's error is 0; its input's RMS as a single run measures it (None for integers)."""
-    if not copies or not measure:
-        return
-    if total is None:
-        total = 0.0
-        rows = math.prod(t.dims[1:]) if t.dims else 1
-        step = max(1, _CHUNK_BYTES // (4 * max(t.dims[0] if t.dims else 1, 1)))
-        for a in range(0, rows, step):
-            x = t.dequantize(rows=slice(a, min(rows, a + step)))
-            total += error_sums(x, GGMLType.F32, x)[1]
-    for _, r in copies:
-        r.rms_error = 0.0
-        r.rms_input = math.sqrt(total / t.n_elements) if t.n_elements else 0.0
+        if after_chunk is not None:
+            after_chunk()
+        a = b
+    return sums

@@ -38,6 +38,9 @@ compiled scan the reader uses). Nothing here parses the file a second time.
 
 from __future__ import annotations
 
+import contextlib
+import gc
+import itertools
 import math
 import os
 import sys
@@ -161,7 +164,7 @@ class ReaderField(_FieldBase):
         if type(x) is not _Layout:
             return x
         if x.built_parts is None:
-            x.built_parts = x.parts()
+            x.view.build_parts(x)
         return x.built_parts
 
     @property
@@ -171,7 +174,7 @@ class ReaderField(_FieldBase):
         if type(x) is not _Layout:
             return tuple.__getitem__(self, 3)
         if x.built_data is None:
-            x.built_data = x.data()
+            x.view.build_data(x)
         return x.built_data
 
     @property
@@ -181,7 +184,7 @@ class ReaderField(_FieldBase):
         if type(x) is not _Layout:
             return tuple.__getitem__(self, 4)
         if x.built_types is None:
-            x.built_types = x.types()
+            x.view.build_types(x)
         return x.built_types
 
     def contents(self, index_or_slice: int | slice = slice(None)) -> Any:
@@ -366,38 +369,48 @@ class GGUFReader:
         self.fields: OrderedDict[str, ReaderField] = OrderedDict()
         size = self._view.size
         count_size = self._view.length_size  # v1 stored the counts as uint32
+        with _no_gc():  # a million small objects: the collector would walk them again and again meanwhile
+            self._fields(f, count_size)
+            self.tensors: list[ReaderTensor] = []
+            seen: set[str] = set()
+            for t in f.tensor_list:
+                if t.name in seen:
+                    raise GGUFFormatError(
+                        f"duplicate tensor name {t.name!r} (gguf-py refuses files that repeat a name)",
+                        offset=t.info_offset,
+                        path=f"tensor {t.name!r}",
+                        value=t.name,
+                    )
+                seen.add(t.name)
+                self.tensors.append(self._tensor(t, size, quant_types))
+
+    def _fields(self, f: GGUFFile, count_size: int) -> None:
+        view, fields = self._view, self.fields
+        layouts = view.layouts
         count_type = ValueType.UINT64 if count_size == 8 else ValueType.UINT32
         for offset, name, vt in (
             (4, "GGUF.version", ValueType.UINT32),
             (8, "GGUF.tensor_count", count_type),
             (8 + count_size, "GGUF.kv_count", count_type),
         ):
-            self.fields[name] = ReaderField._lazy(offset, name, _Layout(self._view, offset, None, vt, None))
+            layout = _Layout(view, len(layouts), offset, None, vt, None)
+            layouts.append(layout)
+            fields[name] = ReaderField._lazy(offset, name, layout)
+        lazy = ReaderField._lazy
         for record in f.fields.records:
-            if record.offset is None:
+            offset, key = record.offset, record.key
+            if offset is None:
                 raise GGUFInternalError("record.offset is not None does not hold")
-            if record.key in self.fields:
+            if key in fields:
                 raise CompatDuplicateKeyError(
-                    f"duplicate key {record.key!r} (gguf-py refuses files that repeat a key)",
-                    offset=record.offset,
-                    path=f"metadata_kv {record.key!r}",
-                    value=record.key,
+                    f"duplicate key {key!r} (gguf-py refuses files that repeat a key)",
+                    offset=offset,
+                    path=f"metadata_kv {key!r}",
+                    value=key,
                 )
-            self.fields[record.key] = ReaderField._lazy(
-                record.offset, record.key, _Layout(self._view, record.offset, record.key, record.type, record.value)
-            )
-        self.tensors: list[ReaderTensor] = []
-        seen: set[str] = set()
-        for t in f.tensor_list:
-            if t.name in seen:
-                raise GGUFFormatError(
-                    f"duplicate tensor name {t.name!r} (gguf-py refuses files that repeat a name)",
-                    offset=t.info_offset,
-                    path=f"tensor {t.name!r}",
-                    value=t.name,
-                )
-            seen.add(t.name)
-            self.tensors.append(self._tensor(t, size, quant_types))
+            layout = _Layout(view, len(layouts), offset, key, record.type, record.value)
+            layouts.append(layout)
+            fields[key] = lazy(offset, key, layout)
 
     def _tensor(self, t: Tensor, size: int, quant_types: dict[int, Any]) -> ReaderTensor:
         gt = t.known_type()
@@ -505,6 +518,7 @@ class _Views:
         self.length_type: type[np.generic] = np.uint64 if length_size == 8 else np.uint32
         self._phases: dict[tuple[str, int], np.ndarray] = {}
         self._dtypes: dict[type[np.generic], np.dtype] = {}
+        self.layouts: list[_Layout] = []  # every field's, in order: what the blocks are cut from
 
     def dtype(self, t: type[np.generic]) -> np.dtype:
         d = self._dtypes.get(t)
@@ -537,6 +551,124 @@ class _Views:
             rows = self._phases[key] = self.u8[phase : phase + n * d.itemsize].view(d).reshape(n, 1)
         return rows
 
+    def ones(self, offsets: np.ndarray, t: type[np.generic]) -> list[np.ndarray]:
+        """One-element views of ``t`` at each of ``offsets`` (as :meth:`one` gives them), in their order: one
+        numpy index each, by ``map`` over the row array of each byte phase (loops in C). Made a slice of
+        offsets at a time, so that the indices, Python ints made for the moment, are few at any time (a
+        million of them between the views kept would leave the memory they took spread among the views)."""
+        if len(offsets) <= _SLICE:
+            return self._ones(offsets, t)
+        out: list[np.ndarray] = []
+        for a in range(0, len(offsets), _SLICE):
+            out += self._ones(offsets[a : a + _SLICE], t)
+        return out
+
+    def _ones(self, offsets: np.ndarray, t: type[np.generic]) -> list[np.ndarray]:
+        n, size = len(offsets), self.dtype(t).itemsize
+        if n == 0:
+            return []
+        phase = offsets % size
+        first = int(phase[0])
+        if not (phase != first).any():  # one phase (every record laid out alike): no reordering
+            return list(map(self.rows_at(first, t).__getitem__, (offsets // size).tolist()))
+        order = np.argsort(phase, kind="stable")  # grouped by phase: one row array each
+        grouped: list[np.ndarray] = []
+        sorted_phase, sorted_offsets = phase[order], offsets[order]
+        for k in np.unique(phase).tolist():
+            at = sorted_offsets[sorted_phase == k]
+            grouped.extend(map(self.rows_at(k, t).__getitem__, (at // size).tolist()))
+        back = np.empty(n, np.int64)
+        back[order] = np.arange(n)
+        return [grouped[i] for i in back.tolist()] if n < 2 else list(itemgetter(*back.tolist())(grouped))
+
+    # the parts, data and types of fields that are not arrays are built a block of fields at a time (numpy
+    # does the views of a block in a few calls), with the collector off; an array's are built alone, when asked
+
+    def _block(self, layout: _Layout) -> list[_Layout]:
+        start = layout.index - layout.index % _BLOCK
+        return [x for x in self.layouts[start : start + _BLOCK] if x.vt != ValueType.ARRAY]
+
+    def build_parts(self, layout: _Layout) -> None:
+        with _no_gc():
+            if layout.vt == ValueType.ARRAY:
+                layout.built_parts = layout.parts()
+                return
+            todo = [x for x in self._block(layout) if x.built_parts is None]
+            scalars = [x for x in todo if x.key is not None and x.vt in _SCALAR_TYPES]
+            self._scalar_parts(scalars)
+            for x in todo:
+                if x.built_parts is None:
+                    x.built_parts = x.parts()
+
+    def _scalar_parts(self, pairs: list[_Layout]) -> None:
+        """The parts of key-value pairs of one scalar value each (key length, key, value type, value), at once."""
+        n = len(pairs)
+        if n == 0:
+            return
+        starts = np.fromiter((x.offset for x in pairs), np.int64, n)
+        keys = (x.key for x in pairs)
+        sizes = np.fromiter(
+            (len(k) if k.isascii() else len(k.encode("utf-8", "surrogateescape")) for k in keys),  # type: ignore[union-attr]
+            np.int64,
+            n,
+        )
+        key_at = starts + self.length_size
+        type_at = key_at + sizes
+        value_at = type_at + 4
+        lengths = self.ones(starts, self.length_type)
+        names = list(map(self.u8.__getitem__, map(slice, key_at.tolist(), type_at.tolist())))
+        types = self.ones(type_at, np.uint32)
+        codes = np.fromiter((int(x.vt) for x in pairs), np.int64, n)
+        kinds = np.unique(codes).tolist()
+        if len(kinds) == 1:
+            values = self.ones(value_at, _SCALAR_TYPES[ValueType(kinds[0])])
+        else:
+            values = [self.u8] * n
+            for code in kinds:
+                sel = np.flatnonzero(codes == code)
+                for i, v in zip(sel.tolist(), self.ones(value_at[sel], _SCALAR_TYPES[ValueType(code)]), strict=True):
+                    values[i] = v
+        for x, a, b, c, d in zip(pairs, lengths, names, types, values, strict=True):
+            x.built_parts = [a, b, c, d]
+
+    def build_data(self, layout: _Layout) -> None:
+        with _no_gc():
+            if layout.vt == ValueType.ARRAY:
+                layout.built_data = layout.data()
+                return
+            for x in self._block(layout):
+                if x.built_data is None:
+                    x.built_data = x.data()
+
+    def build_types(self, layout: _Layout) -> None:
+        with _no_gc():
+            if layout.vt == ValueType.ARRAY:
+                layout.built_types = layout.types()
+                return
+            vts = self.value_types
+            for x in self._block(layout):
+                if x.built_types is None:
+                    x.built_types = [vts[int(x.vt)]]
+
+
+#: the fields whose parts, data or types are built together (those that are not arrays)
+_BLOCK = 1024
+#: the views :meth:`_Views.ones` makes from one slice of offsets
+_SLICE = 1 << 15
+
+
+@contextlib.contextmanager
+def _no_gc() -> Iterator[None]:
+    """The cyclic collector off while many small objects are made (none of them in a cycle): it would
+    otherwise walk every object made so far, again and again, as the count grows."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
 
 class _Slow:
     """The marker of a value :meth:`_Layout.contents` leaves to the parts."""
@@ -548,10 +680,10 @@ _SLOW: Any = _Slow()
 class _Layout:
     """Where one field's value lies in the map, from the parsed pair: computes its parts, data, types and contents."""
 
-    __slots__ = ("built_data", "built_parts", "built_types", "key", "offset", "value", "view", "vt")
+    __slots__ = ("built_data", "built_parts", "built_types", "index", "key", "offset", "value", "view", "vt")
 
-    def __init__(self, view: _Views, offset: int, key: str | None, vt: ValueType, value: Any):
-        self.view, self.offset, self.key, self.vt, self.value = view, offset, key, vt, value
+    def __init__(self, view: _Views, index: int, offset: int, key: str | None, vt: ValueType, value: Any):
+        self.view, self.index, self.offset, self.key, self.vt, self.value = view, index, offset, key, vt, value
         self.built_parts: list[np.ndarray] | None = None  # what the ReaderField built, kept here
         self.built_data: list[int] | None = None
         self.built_types: list[Any] | None = None
@@ -573,6 +705,8 @@ class _Layout:
     def data(self) -> list[int]:
         if self.key is None:
             return [0]
+        if self.vt != ValueType.ARRAY:
+            return [4] if self.vt == ValueType.STRING else [3]
         return [3 + i for i in _data_indices(self.vt, self.value)]
 
     def types(self) -> list[Any]:
@@ -653,9 +787,69 @@ def _value_parts(v: _Views, vt: ValueType, value: Any, at: int, out: list[np.nda
             starts = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)]).astype(np.int64) + at
         out.extend(_string_parts(v, starts))
         return int(starts[n])
+    end = _arrays_of_numbers_parts(v, items, at, out)
+    if end is not None:
+        return end
     for inner in items:
         at = _value_parts(v, ValueType.ARRAY, inner, at, out)
     return at
+
+
+#: bytes of one item of each numeric value type (:attr:`ValueType.itemsize`, looked up once)
+_ITEMSIZES: dict[ValueType, int] = {t: t.itemsize for t in _SCALAR_TYPES}
+
+
+def _arrays_of_numbers(items: Any, ls: int) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """For an array of arrays whose items are all arrays of numbers: each inner array's item count,
+    item size and byte size (element type, count and items); None for any other array of arrays."""
+    n = len(items)
+    try:
+        isz = np.fromiter((_ITEMSIZES[a.type] for a in items), np.int64, n)
+    except KeyError:  # an inner array of strings or of arrays: walked one by one
+        return None
+    counts = np.fromiter((len(a.items) for a in items), np.int64, n)
+    return counts, isz, 4 + ls + counts * isz
+
+
+def _arrays_of_numbers_parts(v: _Views, items: Any, at: int, out: list[np.ndarray]) -> int | None:
+    """The parts of an array of arrays of numbers (each inner array's element type, count, then its
+    items), appended to ``out`` in file order, by numpy over the whole array instead of a walk of each
+    inner array; returns where it ends, or None (nothing appended) for another array of arrays."""
+    shape = _arrays_of_numbers(items, v.length_size)
+    if shape is None:
+        return None
+    counts, isz, sizes = shape
+    n = len(items)
+    if n == 0:
+        return at
+    ends = at + np.cumsum(sizes)
+    starts = ends - sizes
+    kinds = v.ones(starts, np.uint32)
+    lengths = v.ones(starts + 4, v.length_type)
+    total = int(counts.sum())
+    if total == 0:  # empty inner arrays: their two parts each
+        out.extend(itertools.chain.from_iterable(zip(kinds, lengths, strict=True)))
+        return int(ends[-1])
+    inner = np.repeat(np.arange(n), counts)  # the inner array of each item
+    before = np.cumsum(counts) - counts  # items before each inner array
+    j = np.arange(total) - before[inner]  # each item's index in its inner array
+    item_at = starts[inner] + 4 + v.length_size + j * isz[inner]
+    codes = np.fromiter((int(a.type) for a in items), np.int64, n)[inner]
+    values: list[np.ndarray] = [v.u8] * total
+    for code in np.unique(codes).tolist():
+        sel = np.flatnonzero(codes == code)
+        views = v.ones(item_at[sel], _SCALAR_TYPES[ValueType(code)])
+        if len(sel) == total:
+            values = views
+        else:
+            for i, view in zip(sel.tolist(), views, strict=True):
+                values[i] = view
+    # every part's place in the value's parts: inner array i's kind at 2i + (items before it), its count next
+    base = 2 * np.arange(n) + before
+    place = np.concatenate([base, base + 1, base[inner] + 2 + j])
+    gathered = kinds + lengths + values
+    out.extend(itemgetter(*np.argsort(place, kind="stable").tolist())(gathered))
+    return int(ends[-1])
 
 
 def _string_parts(v: _Views, starts: np.ndarray) -> list[np.ndarray]:
@@ -693,6 +887,16 @@ def _data_indices(vt: ValueType, value: Any) -> list[int]:
         return list(range(2, 2 + n))
     if et == ValueType.STRING:
         return list(range(3, 3 + 2 * n, 2))
+    shape = _arrays_of_numbers(items, 8)
+    if shape is not None:  # arrays of numbers: each item's part, 2 + (its inner array's first part) + 2 + its index
+        counts = shape[0]
+        total = int(counts.sum())
+        if total == 0:
+            return []
+        inner = np.repeat(np.arange(n), counts)
+        before = np.cumsum(counts) - counts
+        first = 2 + 2 * np.arange(n) + before
+        return (first[inner] + 2 + np.arange(total) - before[inner]).tolist()  # type: ignore[no-any-return]
     out: list[int] = []
     base = 2
     for inner in items:

@@ -246,9 +246,9 @@ def test_version_1_files_are_read_though_gguf_refuses_them(tmp_path):
 def test_fields_are_built_only_when_used(gemma):
     ours = compat.GGUFReader(gemma)
     tokens = ours.fields["tokenizer.ggml.tokens"]
-    assert tokens._layout().built_parts is None  # opening built no parts
+    assert not tokens._built("parts")  # opening built no parts
     assert len(tokens.data) == 262_144 and tokens.contents(5) == tokens.contents()[5]
-    assert tokens._layout().built_parts is None  # neither do data, types and contents
+    assert not tokens._built("parts")  # neither do data, types and contents
     assert len(tokens.parts) == 5 + 2 * 262_144
 
 

@@ -143,59 +143,62 @@ class ReaderField(_FieldBase):
     gguf-py's does.
     """
 
-    __slots__ = ()  # (no instance dict: a field opened lazily keeps its _Layout in the tuple's parts slot)
+    __slots__ = ()  # (no instance dict: a field opened lazily holds its index and its reader's _Views instead)
 
     def __new__(cls, *args: Any, **kw: Any) -> ReaderField:
         return super().__new__(cls, *args, **kw)
 
-    @classmethod
-    def _lazy(cls, offset: int, name: str, layout: _Layout) -> ReaderField:
-        f: ReaderField = tuple.__new__(cls, (offset, name, layout, None, None))
-        return f
-
-    def _layout(self) -> _Layout | None:
-        x: Any = tuple.__getitem__(self, 2)
-        return x if type(x) is _Layout else None
+    def _built(self, what: str) -> bool:
+        """Whether ``parts``, ``data`` or ``types`` (``what``) exists yet (always, for a field constructed directly)."""
+        store: Any = tuple.__getitem__(self, 3)
+        if type(store) is not _Views:
+            return True
+        return getattr(store, what)[tuple.__getitem__(self, 2)] is not None
 
     @property
     def parts(self) -> list[np.ndarray]:
         """The field's bytes as numpy views of the map, in gguf-py's layout (built on first access)."""
-        x: Any = tuple.__getitem__(self, 2)
-        if type(x) is not _Layout:
-            return x
-        if x.built_parts is None:
-            x.view.build_parts(x)
-        return x.built_parts
+        store: Any = tuple.__getitem__(self, 3)
+        if type(store) is not _Views:
+            return tuple.__getitem__(self, 2)
+        i: int = tuple.__getitem__(self, 2)
+        built = store.parts[i]
+        return built if built is not None else store.build_parts(i)
 
     @property
     def data(self) -> list[int]:
         """The indices of the parts that hold the value (for an array: each element's)."""
-        x: Any = tuple.__getitem__(self, 2)
-        if type(x) is not _Layout:
-            return tuple.__getitem__(self, 3)
-        if x.built_data is None:
-            x.view.build_data(x)
-        return x.built_data
+        store: Any = tuple.__getitem__(self, 3)
+        if type(store) is not _Views:
+            return store
+        i: int = tuple.__getitem__(self, 2)
+        built = store.data[i]
+        return built if built is not None else store.build_data(i)
 
     @property
     def types(self) -> list[Any]:
         """The value type, then for an array its element type (and so on down the first element)."""
-        x: Any = tuple.__getitem__(self, 2)
-        if type(x) is not _Layout:
+        store: Any = tuple.__getitem__(self, 3)
+        if type(store) is not _Views:
             return tuple.__getitem__(self, 4)
-        if x.built_types is None:
-            x.view.build_types(x)
-        return x.built_types
+        i: int = tuple.__getitem__(self, 2)
+        built = store.types[i]
+        return built if built is not None else store.build_types(i)
 
     def contents(self, index_or_slice: int | slice = slice(None)) -> Any:
         """The value as plain Python data: a scalar, a str, or for an array a list (an ``int`` index
         gives one element, a ``slice`` some); None for a tensor info. Arrays of arrays give their
         innermost values flattened, as gguf-py does."""
-        layout = self._layout()
-        if layout is not None and layout.built_parts is None:
-            fast = layout.contents(index_or_slice)
-            if fast is not _SLOW:
-                return fast
+        store: Any = tuple.__getitem__(self, 3)
+        if type(store) is _Views:
+            i: int = tuple.__getitem__(self, 2)
+            parts = store.parts[i]
+            if parts is None:
+                fast = store.layout(i).contents(index_or_slice)
+                if fast is not _SLOW:
+                    return fast
+            elif store.vts[i] in _SCALAR_TYPES:  # (a pseudo-key's one part, or a pair's last)
+                return parts[-1].tolist()[0]
         types = self.types
         if not types:
             return None
@@ -212,7 +215,7 @@ class ReaderField(_FieldBase):
             return _decode(parts[-1])
         return parts[-1].tolist()[0]
 
-    # the tuple protocol, through the attributes (the tuple holds None where parts are not built)
+    # the tuple protocol, through the attributes (a field opened lazily holds its index and its reader's _Views)
 
     def __iter__(self) -> Iterator[Any]:
         return iter((self.offset, self.name, self.parts, self.data, self.types))
@@ -232,8 +235,7 @@ class ReaderField(_FieldBase):
         return (ReaderField, tuple(self))
 
     def __repr__(self) -> str:
-        layout = self._layout()
-        shown = ", parts not built" if layout is not None and layout.built_parts is None else ""
+        shown = "" if self._built("parts") else ", parts not built"
         return f"ReaderField(offset={self.offset}, name={self.name!r}, types={self.types!r}{shown})"
 
 
@@ -386,31 +388,30 @@ class GGUFReader:
 
     def _fields(self, f: GGUFFile, count_size: int) -> None:
         view, fields = self._view, self.fields
-        layouts = view.layouts
         count_type = ValueType.UINT64 if count_size == 8 else ValueType.UINT32
         for offset, name, vt in (
             (4, "GGUF.version", ValueType.UINT32),
             (8, "GGUF.tensor_count", count_type),
             (8 + count_size, "GGUF.kv_count", count_type),
         ):
-            layout = _Layout(view, len(layouts), offset, None, vt, None)
-            layouts.append(layout)
-            fields[name] = ReaderField._lazy(offset, name, layout)
-        lazy = ReaderField._lazy
-        for record in f.fields.records:
-            offset, key = record.offset, record.key
-            if offset is None:
+            fields[name] = view.add(offset, name, None, vt, None)
+        records = f.fields.records
+        for record in records:
+            if record.offset is None:
                 raise GGUFInternalError("record.offset is not None does not hold")
-            if key in fields:
-                raise CompatDuplicateKeyError(
-                    f"duplicate key {key!r} (gguf-py refuses files that repeat a key)",
-                    offset=offset,
-                    path=f"metadata_kv {key!r}",
-                    value=key,
-                )
-            layout = _Layout(view, len(layouts), offset, key, record.type, record.value)
-            layouts.append(layout)
-            fields[key] = lazy(offset, key, layout)
+        keys = [r.key for r in records]
+        fields.update(zip(keys, view.extend(records), strict=True))
+        if len(fields) != 3 + len(records):  # a key twice (or a pseudo-key's name): the first one repeated
+            seen = {"GGUF.version", "GGUF.tensor_count", "GGUF.kv_count"}
+            for record in records:
+                if record.key in seen:
+                    raise CompatDuplicateKeyError(
+                        f"duplicate key {record.key!r} (gguf-py refuses files that repeat a key)",
+                        offset=record.offset,
+                        path=f"metadata_kv {record.key!r}",
+                        value=record.key,
+                    )
+                seen.add(record.key)
 
     def _tensor(self, t: Tensor, size: int, quant_types: dict[int, Any]) -> ReaderTensor:
         gt = t.known_type()
@@ -506,7 +507,9 @@ def _map(path: os.PathLike[str] | str, mode: Literal["r", "r+", "c"], parsed: GG
 
 
 class _Views:
-    """Numpy views of the map at given offsets, in the file's byte order, as gguf-py makes them."""
+    """Numpy views of the map at given offsets, in the file's byte order, as gguf-py makes them; and the
+    fields of a reader, one entry per field in lists (where each pair lies, its key, value type and
+    parsed value; its parts, data and types once built), so that a field is a tuple and nothing more."""
 
     def __init__(self, data: np.memmap, byte_order: str, variant: Variant, value_types: dict[int, Any]):
         self.value_types = value_types
@@ -518,7 +521,48 @@ class _Views:
         self.length_type: type[np.generic] = np.uint64 if length_size == 8 else np.uint32
         self._phases: dict[tuple[str, int], np.ndarray] = {}
         self._dtypes: dict[type[np.generic], np.dtype] = {}
-        self.layouts: list[_Layout] = []  # every field's, in order: what the blocks are cut from
+        # the fields, by index: what the schema parsed, then what is built from it (None until asked for)
+        self.offsets: list[int] = []
+        self.keys: list[str | None] = []  # None: a pseudo-key of the header (GGUF.version ...)
+        self.vts: list[ValueType] = []
+        self.values: list[Any] = []
+        self.parts: list[list[np.ndarray] | None] = []
+        self.data: list[list[int] | None] = []
+        self.types: list[list[Any] | None] = []
+        self.blocks = 0  # how many blocks were built: the next is larger (see _block)
+
+    def add(self, offset: int, name: str, key: str | None, vt: ValueType, value: Any) -> ReaderField:
+        """A new field, opened lazily (its parts, data and types built when first asked for); ``key`` None
+        for a pseudo-key of the header, ``name``."""
+        i = len(self.offsets)
+        self.offsets.append(offset)
+        self.keys.append(key)
+        self.vts.append(vt)
+        self.values.append(value)
+        self.parts.append(None)
+        self.data.append(None)
+        self.types.append(None)
+        f: ReaderField = tuple.__new__(ReaderField, (offset, name, i, self, None))
+        return f
+
+    def extend(self, records: list[Any]) -> list[ReaderField]:
+        """:meth:`add` for each of the parsed pairs ``records`` (:class:`~gguf_schema.format.values.Field`), at once."""
+        n, first = len(records), len(self.offsets)
+        offsets = [r.offset for r in records]
+        keys = [r.key for r in records]
+        self.offsets += offsets
+        self.keys += keys
+        self.vts += [r.type for r in records]
+        self.values += [r.value for r in records]
+        self.parts += [None] * n
+        self.data += [None] * n
+        self.types += [None] * n
+        rows = zip(offsets, keys, range(first, first + n), itertools.repeat(self), itertools.repeat(None))
+        return list(map(tuple.__new__, itertools.repeat(ReaderField), rows))
+
+    def layout(self, i: int) -> _Layout:
+        """Field ``i``'s value, laid out in the map (made for the moment: it computes, it holds nothing)."""
+        return _Layout(self, self.offsets[i], self.keys[i], self.vts[i], self.values[i])
 
     def dtype(self, t: type[np.generic]) -> np.dtype:
         d = self._dtypes.get(t)
@@ -584,71 +628,81 @@ class _Views:
     # the parts, data and types of fields that are not arrays are built a block of fields at a time (numpy
     # does the views of a block in a few calls), with the collector off; an array's are built alone, when asked
 
-    def _block(self, layout: _Layout) -> list[_Layout]:
-        start = layout.index - layout.index % _BLOCK
-        return [x for x in self.layouts[start : start + _BLOCK] if x.vt != ValueType.ARRAY]
+    def _block(self, i: int, built: list[Any]) -> list[int]:
+        """The fields built with field ``i``: those after it that are not arrays and not yet built, as many as
+        were built before (at least :data:`_BLOCK`): a walk of every field builds them in a few blocks, each
+        with the collector off, and a look at one field builds a thousand."""
+        vts = self.vts
+        self.blocks += 1
+        span = max(_BLOCK, _BLOCK << min(self.blocks, 40) // 2)
+        return [j for j in range(i, min(i + span, len(vts))) if built[j] is None and vts[j] != ValueType.ARRAY]
 
-    def build_parts(self, layout: _Layout) -> None:
+    def build_parts(self, i: int) -> list[np.ndarray]:
         with _no_gc():
-            if layout.vt == ValueType.ARRAY:
-                layout.built_parts = layout.parts()
-                return
-            todo = [x for x in self._block(layout) if x.built_parts is None]
-            scalars = [x for x in todo if x.key is not None and x.vt in _SCALAR_TYPES]
-            self._scalar_parts(scalars)
-            for x in todo:
-                if x.built_parts is None:
-                    x.built_parts = x.parts()
+            parts = self.parts
+            if self.vts[i] == ValueType.ARRAY:
+                built = parts[i] = self.layout(i).parts()
+                return built
+            todo = self._block(i, parts)
+            keys, vts = self.keys, self.vts
+            self._scalar_parts([j for j in todo if keys[j] is not None and vts[j] in _SCALAR_TYPES])
+            for j in todo:
+                if parts[j] is None:
+                    parts[j] = self.layout(j).parts()
+            return parts[i]  # type: ignore[return-value]
 
-    def _scalar_parts(self, pairs: list[_Layout]) -> None:
+    def _scalar_parts(self, pairs: list[int]) -> None:
         """The parts of key-value pairs of one scalar value each (key length, key, value type, value), at once."""
         n = len(pairs)
         if n == 0:
             return
-        starts = np.fromiter((x.offset for x in pairs), np.int64, n)
-        keys = (x.key for x in pairs)
+        offsets, keys, vts = self.offsets, self.keys, self.vts
+        starts = np.fromiter((offsets[j] for j in pairs), np.int64, n)
+        named: list[str] = [keys[j] for j in pairs]  # type: ignore[misc]  # (pairs, not pseudo-keys: each has a key)
         sizes = np.fromiter(
-            (len(k) if k.isascii() else len(k.encode("utf-8", "surrogateescape")) for k in keys),  # type: ignore[union-attr]
-            np.int64,
-            n,
+            (len(k) if k.isascii() else len(k.encode("utf-8", "surrogateescape")) for k in named), np.int64, n
         )
         key_at = starts + self.length_size
         type_at = key_at + sizes
         value_at = type_at + 4
         lengths = self.ones(starts, self.length_type)
         names = list(map(self.u8.__getitem__, map(slice, key_at.tolist(), type_at.tolist())))
-        types = self.ones(type_at, np.uint32)
-        codes = np.fromiter((int(x.vt) for x in pairs), np.int64, n)
-        kinds = np.unique(codes).tolist()
-        if len(kinds) == 1:
-            values = self.ones(value_at, _SCALAR_TYPES[ValueType(kinds[0])])
+        kinds = self.ones(type_at, np.uint32)
+        codes = np.fromiter((int(vts[j]) for j in pairs), np.int64, n)
+        distinct = np.unique(codes).tolist()
+        if len(distinct) == 1:
+            values = self.ones(value_at, _SCALAR_TYPES[ValueType(distinct[0])])
         else:
             values = [self.u8] * n
-            for code in kinds:
+            for code in distinct:
                 sel = np.flatnonzero(codes == code)
-                for i, v in zip(sel.tolist(), self.ones(value_at[sel], _SCALAR_TYPES[ValueType(code)]), strict=True):
-                    values[i] = v
-        for x, a, b, c, d in zip(pairs, lengths, names, types, values, strict=True):
-            x.built_parts = [a, b, c, d]
+                for k, v in zip(sel.tolist(), self.ones(value_at[sel], _SCALAR_TYPES[ValueType(code)]), strict=True):
+                    values[k] = v
+        parts = self.parts
+        for j, a, b, c, d in zip(pairs, lengths, names, kinds, values, strict=True):
+            parts[j] = [a, b, c, d]
 
-    def build_data(self, layout: _Layout) -> None:
+    def build_data(self, i: int) -> list[int]:
         with _no_gc():
-            if layout.vt == ValueType.ARRAY:
-                layout.built_data = layout.data()
-                return
-            for x in self._block(layout):
-                if x.built_data is None:
-                    x.built_data = x.data()
+            data = self.data
+            if self.vts[i] == ValueType.ARRAY:
+                built = data[i] = self.layout(i).data()
+                return built
+            keys, vts = self.keys, self.vts
+            for j in self._block(i, data):
+                data[j] = [0] if keys[j] is None else [4] if vts[j] == ValueType.STRING else [3]
+            return data[i]  # type: ignore[return-value]
 
-    def build_types(self, layout: _Layout) -> None:
+    def build_types(self, i: int) -> list[Any]:
         with _no_gc():
-            if layout.vt == ValueType.ARRAY:
-                layout.built_types = layout.types()
-                return
-            vts = self.value_types
-            for x in self._block(layout):
-                if x.built_types is None:
-                    x.built_types = [vts[int(x.vt)]]
+            types = self.types
+            if self.vts[i] == ValueType.ARRAY:
+                built = types[i] = self.layout(i).types()
+                return built
+            named, vts = self.value_types, self.vts
+            for j in self._block(i, types):
+                types[j] = [named[int(vts[j])]]
+            return types[i]  # type: ignore[return-value]
 
 
 #: the fields whose parts, data or types are built together (those that are not arrays)
@@ -680,13 +734,10 @@ _SLOW: Any = _Slow()
 class _Layout:
     """Where one field's value lies in the map, from the parsed pair: computes its parts, data, types and contents."""
 
-    __slots__ = ("built_data", "built_parts", "built_types", "index", "key", "offset", "value", "view", "vt")
+    __slots__ = ("key", "offset", "value", "view", "vt")
 
-    def __init__(self, view: _Views, index: int, offset: int, key: str | None, vt: ValueType, value: Any):
-        self.view, self.index, self.offset, self.key, self.vt, self.value = view, index, offset, key, vt, value
-        self.built_parts: list[np.ndarray] | None = None  # what the ReaderField built, kept here
-        self.built_data: list[int] | None = None
-        self.built_types: list[Any] | None = None
+    def __init__(self, view: _Views, offset: int, key: str | None, vt: ValueType, value: Any):
+        self.view, self.offset, self.key, self.vt, self.value = view, offset, key, vt, value
 
     def _value_at(self) -> int:
         if self.key is None:
@@ -707,6 +758,11 @@ class _Layout:
             return [0]
         if self.vt != ValueType.ARRAY:
             return [4] if self.vt == ValueType.STRING else [3]
+        et, n = self.value.type, len(self.value.items)
+        if et in _SCALAR_TYPES:  # (the key's three parts, the element type and count, then one part each)
+            return list(range(5, 5 + n))
+        if et == ValueType.STRING:  # (a length and the bytes each: the bytes)
+            return list(range(6, 6 + 2 * n, 2))
         return [3 + i for i in _data_indices(self.vt, self.value)]
 
     def types(self) -> list[Any]:
@@ -852,28 +908,16 @@ def _arrays_of_numbers_parts(v: _Views, items: Any, at: int, out: list[np.ndarra
     return int(ends[-1])
 
 
-def _string_parts(v: _Views, starts: np.ndarray) -> list[np.ndarray]:
+def _string_parts(v: _Views, starts: np.ndarray) -> Iterator[np.ndarray]:
     """The parts of ``len(starts) - 1`` strings whose length fields start at ``starts`` (and the last ends
     at ``starts[-1]``): a length view and a bytes view each, in order. The views are made by ``map``
-    over numpy's own indexing (loops in C, a vocabulary's half-million views in a few tenths of a second)."""
+    over numpy's own indexing (loops in C), a slice of strings at a time (see :meth:`_Views.ones`)."""
     n, ls = len(starts) - 1, v.length_size
-    if n == 0:
-        return []
-    first = starts[:-1]
-    phase = first % ls
-    order = np.argsort(phase, kind="stable")  # lengths grouped by their byte phase: one row array per phase
-    grouped: list[np.ndarray] = []
-    for k in np.unique(phase).tolist():
-        at = first[order][phase[order] == k]
-        grouped.extend(map(v.rows_at(k, v.length_type).__getitem__, (at // ls).tolist()))
-    back = np.empty(n, np.int64)
-    back[order] = np.arange(n)
-    lengths = [grouped[i] for i in back.tolist()] if n < 2 else list(itemgetter(*back.tolist())(grouped))
-    strings = list(map(v.u8.__getitem__, map(slice, (first + ls).tolist(), starts[1:].tolist())))
-    parts: list[np.ndarray] = [v.u8] * (2 * n)
-    parts[0::2] = lengths
-    parts[1::2] = strings
-    return parts
+    for a in range(0, n, _SLICE):
+        first = starts[a : min(a + _SLICE, n)]
+        lengths = v.ones(first, v.length_type)
+        strings = map(v.u8.__getitem__, map(slice, (first + ls).tolist(), starts[a + 1 : a + 1 + len(first)].tolist()))
+        yield from itertools.chain.from_iterable(zip(lengths, strings, strict=True))
 
 
 def _data_indices(vt: ValueType, value: Any) -> list[int]:
@@ -896,7 +940,8 @@ def _data_indices(vt: ValueType, value: Any) -> list[int]:
         inner = np.repeat(np.arange(n), counts)
         before = np.cumsum(counts) - counts
         first = 2 + 2 * np.arange(n) + before
-        return (first[inner] + 2 + np.arange(total) - before[inner]).tolist()  # type: ignore[no-any-return]
+        indices: list[int] = (first[inner] + 2 + np.arange(total) - before[inner]).tolist()
+        return indices
     out: list[int] = []
     base = 2
     for inner in items:

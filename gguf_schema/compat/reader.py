@@ -657,18 +657,19 @@ class _Views:
         if n == 0:
             return
         offsets, keys, vts = self.offsets, self.keys, self.vts
-        starts = np.fromiter((offsets[j] for j in pairs), np.int64, n)
-        named: list[str] = [keys[j] for j in pairs]  # type: ignore[misc]  # (pairs, not pseudo-keys: each has a key)
-        sizes = np.fromiter(
-            (len(k) if k.isascii() else len(k.encode("utf-8", "surrogateescape")) for k in named), np.int64, n
-        )
+        starts = np.fromiter(map(offsets.__getitem__, pairs), np.int64, n)
+        named: list[str] = list(map(keys.__getitem__, pairs))  # type: ignore[arg-type]  # (pairs: each has a key)
+        if all(map(str.isascii, named)):
+            sizes = np.fromiter(map(len, named), np.int64, n)
+        else:
+            sizes = np.fromiter((len(k.encode("utf-8", "surrogateescape")) for k in named), np.int64, n)
         key_at = starts + self.length_size
         type_at = key_at + sizes
         value_at = type_at + 4
         lengths = self.ones(starts, self.length_type)
         names = list(map(self.u8.__getitem__, map(slice, key_at.tolist(), type_at.tolist())))
         kinds = self.ones(type_at, np.uint32)
-        codes = np.fromiter((int(vts[j]) for j in pairs), np.int64, n)
+        codes = np.fromiter(map(vts.__getitem__, pairs), np.int64, n)
         distinct = np.unique(codes).tolist()
         if len(distinct) == 1:
             values = self.ones(value_at, _SCALAR_TYPES[ValueType(distinct[0])])
@@ -678,9 +679,7 @@ class _Views:
                 sel = np.flatnonzero(codes == code)
                 for k, v in zip(sel.tolist(), self.ones(value_at[sel], _SCALAR_TYPES[ValueType(code)]), strict=True):
                     values[k] = v
-        parts = self.parts
-        for j, a, b, c, d in zip(pairs, lengths, names, kinds, values, strict=True):
-            parts[j] = [a, b, c, d]
+        _put(self.parts, pairs, list(map(list, zip(lengths, names, kinds, values, strict=True))))
 
     def build_data(self, i: int) -> list[int]:
         with _no_gc():
@@ -688,9 +687,9 @@ class _Views:
             if self.vts[i] == ValueType.ARRAY:
                 built = data[i] = self.layout(i).data()
                 return built
-            keys, vts = self.keys, self.vts
-            for j in self._block(i, data):
-                data[j] = [0] if keys[j] is None else [4] if vts[j] == ValueType.STRING else [3]
+            keys, vts, string = self.keys, self.vts, ValueType.STRING
+            todo = self._block(i, data)
+            _put(data, todo, [[0] if keys[j] is None else [4] if vts[j] == string else [3] for j in todo])
             return data[i]  # type: ignore[return-value]
 
     def build_types(self, i: int) -> list[Any]:
@@ -700,9 +699,18 @@ class _Views:
                 built = types[i] = self.layout(i).types()
                 return built
             named, vts = self.value_types, self.vts
-            for j in self._block(i, types):
-                types[j] = [named[int(vts[j])]]
+            todo = self._block(i, types)
+            _put(types, todo, [[named[vts[j]]] for j in todo])
             return types[i]  # type: ignore[return-value]
+
+
+def _put(into: list[Any], where: list[int], values: list[Any]) -> None:
+    """``into[where[k]] = values[k]`` for each k (one slice assignment when ``where`` is a run of indices)."""
+    if where and where[-1] - where[0] + 1 == len(where):
+        into[where[0] : where[-1] + 1] = values
+        return
+    for j, x in zip(where, values, strict=True):
+        into[j] = x
 
 
 #: the fields whose parts, data or types are built together (those that are not arrays)

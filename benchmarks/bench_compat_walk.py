@@ -5,7 +5,8 @@ Files (generated once into ``--dir`` by :mod:`gguf_schema.testing.malformed`): 5
 processes: ``ours`` opens it with ``gguf_schema.open`` and reads every value (``f.metadata`` items,
 arrays made lists); ``compat`` opens it with ``gguf_schema.compat.GGUFReader`` and reads every field's
 ``parts``, ``data``, ``types`` and ``contents()``. Each child reports its CPU time (``process_time``)
-and its peak RSS (``VmHWM``) above what it had before opening.
+and its peak RSS (``VmHWM``) above what it had before opening (the modules each walk needs imported
+before). The last column is compat's CPU time over ours on the same file, in the same checkout.
 
     python benchmarks/bench_compat_walk.py --before /old/checkout --after . > benchmarks/results/compat_walk.md
 """
@@ -23,7 +24,7 @@ FILES = [("many_keys_file", 500_000), ("many_empty_strings_file", 2_000_000), ("
 
 CHILD = r"""
 import json, sys, time
-import gguf_schema
+import gguf_schema, gguf_schema.reader  # what reading needs, imported before the measure (the package is lazy)
 def hwm():
     with open("/proc/self/status") as fh:
         return next(int(x.split()[1]) for x in fh if x.startswith("VmHWM:"))
@@ -74,10 +75,12 @@ def main(argv: list[str] | None = None) -> int:
                 rows.append((f"`{maker}({count:,})`", side, how, r["cpu"], r["rss_mb"]))
     load1 = os.getloadavg()
     print(f"Python {sys.version.split()[0]}; load average {load0[0]:.1f} before, {load1[0]:.1f} after\n")
-    print("| file | checkout | reader | CPU s | peak RSS above start, MiB |")
-    print("|---|---|---|---:|---:|")
+    print("| file | checkout | reader | CPU s | peak RSS above start, MiB | compat / ours, CPU |")
+    print("|---|---|---|---:|---:|---:|")
+    ours = {(name, side): cpu for name, side, how, cpu, _ in rows if how == "ours"}
     for name, side, how, cpu, rss in rows:
-        print(f"| {name} | {side} | {how} | {cpu:.2f} | {rss:.0f} |")
+        ratio = f"{cpu / ours[name, side]:.1f}x" if how == "compat" and ours[name, side] else ""
+        print(f"| {name} | {side} | {how} | {cpu:.2f} | {rss:.0f} | {ratio} |")
     return 0
 
 

@@ -42,6 +42,7 @@ import contextlib
 import gc
 import itertools
 import math
+import operator
 import os
 import sys
 from collections import OrderedDict
@@ -863,29 +864,36 @@ def _value_parts(v: _Views, vt: ValueType, value: Any, at: int, out: list[np.nda
 _ITEMSIZES: dict[ValueType, int] = {t: t.itemsize for t in _SCALAR_TYPES}
 
 
-def _arrays_of_numbers(items: Any, ls: int) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    """For an array of arrays whose items are all arrays of numbers: each inner array's item count,
-    item size and byte size (element type, count and items); None for any other array of arrays."""
-    n = len(items)
-    try:
-        isz = np.fromiter((_ITEMSIZES[a.type] for a in items), np.int64, n)
-    except KeyError:  # an inner array of strings or of arrays: walked one by one
-        return None
-    counts = np.fromiter((len(a.items) for a in items), np.int64, n)
-    return counts, isz, 4 + ls + counts * isz
+def _of_numbers(items: Any) -> bool:
+    """Whether every item of an array of arrays is an array of numbers (else it is walked one by one)."""
+    return all(map(_ITEMSIZES.__contains__, map(_TYPE, items)))
+
+
+_TYPE = operator.attrgetter("type")
+
+
+def _slices(items: Any) -> Iterator[Any]:
+    """``items`` a slice at a time (see :data:`_SLICE`): what numpy makes for one slice is dropped before the next."""
+    for a in range(0, len(items), _SLICE):
+        yield items[a : a + _SLICE]
 
 
 def _arrays_of_numbers_parts(v: _Views, items: Any, at: int, out: list[np.ndarray]) -> int | None:
     """The parts of an array of arrays of numbers (each inner array's element type, count, then its
-    items), appended to ``out`` in file order, by numpy over the whole array instead of a walk of each
-    inner array; returns where it ends, or None (nothing appended) for another array of arrays."""
-    shape = _arrays_of_numbers(items, v.length_size)
-    if shape is None:
+    items), appended to ``out`` in file order, by numpy over a slice of inner arrays at a time instead of
+    a walk of each; returns where it ends, or None (nothing appended) for another array of arrays."""
+    if not _of_numbers(items):
         return None
-    counts, isz, sizes = shape
+    for part in _slices(items):
+        at = _numbers_parts(v, part, at, out)
+    return at
+
+
+def _numbers_parts(v: _Views, items: Any, at: int, out: list[np.ndarray]) -> int:
     n = len(items)
-    if n == 0:
-        return at
+    isz = np.fromiter(map(_ITEMSIZES.__getitem__, map(_TYPE, items)), np.int64, n)
+    counts = np.fromiter(map(len, items), np.int64, n)
+    sizes = 4 + v.length_size + counts * isz
     ends = at + np.cumsum(sizes)
     starts = ends - sizes
     kinds = v.ones(starts, np.uint32)
@@ -898,7 +906,7 @@ def _arrays_of_numbers_parts(v: _Views, items: Any, at: int, out: list[np.ndarra
     before = np.cumsum(counts) - counts  # items before each inner array
     j = np.arange(total) - before[inner]  # each item's index in its inner array
     item_at = starts[inner] + 4 + v.length_size + j * isz[inner]
-    codes = np.fromiter((int(a.type) for a in items), np.int64, n)[inner]
+    codes = np.fromiter(map(_TYPE, items), np.int64, n)[inner]
     values: list[np.ndarray] = [v.u8] * total
     for code in np.unique(codes).tolist():
         sel = np.flatnonzero(codes == code)
@@ -939,16 +947,18 @@ def _data_indices(vt: ValueType, value: Any) -> list[int]:
         return list(range(2, 2 + n))
     if et == ValueType.STRING:
         return list(range(3, 3 + 2 * n, 2))
-    shape = _arrays_of_numbers(items, 8)
-    if shape is not None:  # arrays of numbers: each item's part, 2 + (its inner array's first part) + 2 + its index
-        counts = shape[0]
-        total = int(counts.sum())
-        if total == 0:
-            return []
-        inner = np.repeat(np.arange(n), counts)
-        before = np.cumsum(counts) - counts
-        first = 2 + 2 * np.arange(n) + before
-        indices: list[int] = (first[inner] + 2 + np.arange(total) - before[inner]).tolist()
+    if _of_numbers(items):  # arrays of numbers: each item's part, (its inner array's first part) + 2 + its index
+        indices: list[int] = []
+        base = 2  # the first part of the slice's first inner array
+        for part in _slices(items):
+            counts = np.fromiter(map(len, part), np.int64, len(part))
+            total = int(counts.sum())
+            if total:
+                inner = np.repeat(np.arange(len(part)), counts)
+                before = np.cumsum(counts) - counts
+                first = base + 2 * np.arange(len(part)) + before
+                indices += (first[inner] + 2 + np.arange(total) - before[inner]).tolist()
+            base += 2 * len(part) + total
         return indices
     out: list[int] = []
     base = 2

@@ -153,6 +153,15 @@ def test_info_imports_the_reader_and_no_other_command(tmp_path: Any) -> None:
     assert {"gguf_schema.writer", "gguf_schema.tensors.engine"} & set(out["modules"]) == set()
 
 
+def test_importing_compat_imports_nothing_heavy() -> None:
+    """``python -m gguf_schema.compat`` runs its module after the package's __init__: numpy must not be loaded
+    by then, for the runner's BLAS setting to apply."""
+    out = _child("import gguf_schema.compat\nout['names'] = 'GGUFReader' in dir(gguf_schema.compat)")
+    assert out["names"] is True
+    assert _ours(out["modules"]) == {"gguf_schema", "gguf_schema.errors", "gguf_schema.wiring", "gguf_schema.compat"}
+    assert _heavy(out["modules"]) == set()
+
+
 def test_patch_imports_no_kernels_no_checks_and_no_command_line() -> None:
     pytest.importorskip("gguf")
     out = _child("import gguf_schema.compat as c\nc.patch()\nimport gguf\nout['ours'] = gguf.GGUFReader.__module__")

@@ -25,7 +25,6 @@ import sys
 from collections.abc import Sequence
 
 from ..errors import GGUFError
-from .patching import patch
 
 __all__ = ["main", "scripts"]
 
@@ -62,6 +61,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         known = ", ".join(sorted(found)) if found else "none (pip install gguf)"
         sys.stderr.write(f"gguf-schema: error: {name!r} is not one of gguf-py's scripts installed here: {known}\n")
         return 2
+    from .patching import patch  # (here: run as a program, numpy must load after the thread count is set)
+
     saved = sys.argv
     try:
         with patch():

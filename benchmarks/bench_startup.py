@@ -39,9 +39,10 @@ SCRIPT = (
     "n = sum(len(f.parts) for f in r.fields.values()) + sum(t.data.nbytes for t in r.tensors)\n"
 )
 PATCH = "import gguf_schema.compat\ngguf_schema.compat.patch()\n"
+ONE_THREAD = "import os\nos.environ['OPENBLAS_NUM_THREADS'] = '1'\n"
 MAIN = "import sys\nfrom gguf_schema.cli import main\nsys.exit(main(sys.argv[1:]))\n"
 #: commands that do not depend on the checkout: run once per round, from the "after" side
-SHARED = ("import numpy", "import gguf", "gguf-dump (gguf-py)", "gguf-py script")
+SHARED = ("import numpy", "import numpy, one BLAS thread", "import gguf", "gguf-dump (gguf-py)", "gguf-py script")
 
 
 def commands(file: str) -> dict[str, list[str]]:
@@ -49,6 +50,7 @@ def commands(file: str) -> dict[str, list[str]]:
     dump = shutil.which("gguf-dump", path=os.path.dirname(py)) or "gguf-dump"
     return {
         "import numpy": [py, "-c", "import numpy"],
+        "import numpy, one BLAS thread": [py, "-c", ONE_THREAD + "import numpy"],
         "import gguf": [py, "-c", "import gguf"],
         "import gguf_schema": [py, "-c", "import gguf_schema"],
         "gguf-schema info": [py, "-m", "gguf_schema", "info", file],

@@ -630,9 +630,9 @@ class _Views:
     # does the views of a block in a few calls), with the collector off; an array's are built alone, when asked
 
     def _block(self, i: int, built: list[Any]) -> list[int]:
-        """The fields built with field ``i``: those after it that are not arrays and not yet built, as many as
-        were built before (at least :data:`_BLOCK`): a walk of every field builds them in a few blocks, each
-        with the collector off, and a look at one field builds a thousand."""
+        """The fields built with field ``i``: those from it on that are not arrays and not yet built, within a
+        span of :data:`_BLOCK` fields at first, twice as long every other block: a walk of every field builds
+        them in a few blocks (each with the collector off), and a look at one field builds a thousand."""
         vts = self.vts
         self.blocks += 1
         span = max(_BLOCK, _BLOCK << min(self.blocks, 40) // 2)

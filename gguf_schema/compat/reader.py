@@ -4,7 +4,7 @@
 file in mode ``r``, ``r+`` or ``c``) but parses it with :func:`gguf_schema.reader.read`: the
 schema, its limits and its errors. What gguf-py builds at open -- a numpy view for every
 key, every string and every array element, a million of them for a 262k-token vocabulary --
-is built here only when asked for, field by field:
+is built here only when asked for: an array's when it is, the others' a block of fields at a time:
 
 * :attr:`ReaderField.parts` is laid out exactly as gguf-py lays it out (key length, key bytes,
   value type, then the value: one part per scalar, two per string, element type and count
@@ -17,7 +17,10 @@ is built here only when asked for, field by field:
 
 Where the positions of the parts come from: each pair's offset as the schema recorded it, and
 the sizes of the values the schema parsed (strings' own length fields, walked by the same
-compiled scan the reader uses). Nothing here parses the file a second time.
+compiled scan the reader uses). Nothing here parses the file a second time. What a walk of every
+part of a huge file makes (millions of views and lists, which gguf-py's callers keep) is made by numpy
+indexing mapped over arrays of offsets, a slice at a time, with the cyclic collector off meanwhile
+(``benchmarks/bench_compat_walk.py``).
 
 >>> import io, os, tempfile, numpy as np, gguf_schema
 >>> path = os.path.join(tempfile.mkdtemp(), "tiny.gguf")

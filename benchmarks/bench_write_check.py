@@ -27,7 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import gguf_schema
-from gguf_schema import writer
+from gguf_schema import wiring, writer
 from gguf_schema.check.writing import check_before_write
 from gguf_schema.tools import edit
 from gguf_schema.writer import TensorRecord, header_bytes, save_file
@@ -61,7 +61,7 @@ def main() -> int:
     try:
         copy = work / "gemma.gguf"
         shutil.copyfile(src, copy)
-        installed = writer._header_check
+        installed = wiring.header_check
         rows = []
         with gguf_schema.open(src, lazy=True) as f:
             infos = [TensorRecord.of(t) for t in f.tensor_list]

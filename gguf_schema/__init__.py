@@ -17,11 +17,9 @@ only gathers the public names and composes :func:`open` from the reader and the 
 from __future__ import annotations
 
 import os as _os
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal, overload
 
-from . import model as _model
-from . import writer as _writer
+from . import wiring as _wiring
 from .errors import (
     GGUFBuildError,
     GGUFChangedError,
@@ -44,22 +42,44 @@ from .errors import (
     GGUFValidationError,
     GGUFWarning,
 )
-from .format.limits import Limits
-from .format.types import FileType, GGMLType, ValueType
-from .format.values import BoolByte, Field, GGUFArray, LazyStrings, make_field
-from .io.source import Source, SourceLike
-from .model import Fields, GGUFFile, Metadata, Tensor
-from .reader import read
-from .writer import RawTensor, save
 
 if TYPE_CHECKING:
-    from .check.audit import audit
-    from .shards import SplitModel, open_split
-    from .tools.scan import ScanRecord, scan, scan_file
+    from collections.abc import Mapping
 
-#: public names imported on first use (module ``__getattr__``): validation, shards and scanning cost
-#: an import that reading and writing a file do not need
+    from .check.audit import audit
+    from .format.limits import Limits
+    from .format.types import FileType, GGMLType, ValueType
+    from .format.values import BoolByte, Field, GGUFArray, LazyStrings, make_field
+    from .io.source import Source, SourceLike
+    from .model import Fields, GGUFFile, Metadata, Tensor
+    from .reader import read
+    from .shards import SplitModel, open_split
+    from .shards import open_model as open_model
+    from .tools.scan import ScanRecord, scan, scan_file
+    from .writer import RawTensor, save
+
+#: the public names not defined here, each imported from its module on first use (PEP 562's module
+#: ``__getattr__``): ``import gguf_schema`` imports only the errors, so a process pays for the layers it
+#: uses (numpy and construct come with the first name that needs them)
 _LAZY = {
+    "Limits": "format.limits",
+    "FileType": "format.types",
+    "GGMLType": "format.types",
+    "ValueType": "format.types",
+    "BoolByte": "format.values",
+    "Field": "format.values",
+    "GGUFArray": "format.values",
+    "LazyStrings": "format.values",
+    "make_field": "format.values",
+    "Source": "io.source",
+    "SourceLike": "io.source",
+    "Fields": "model",
+    "GGUFFile": "model",
+    "Metadata": "model",
+    "Tensor": "model",
+    "read": "reader",
+    "RawTensor": "writer",
+    "save": "writer",
     "audit": "check.audit",
     "SplitModel": "shards",
     "open_model": "shards",
@@ -69,16 +89,45 @@ _LAZY = {
     "scan_file": "tools.scan",
 }
 
+#: the package's modules, reachable as attributes (``gguf_schema.writer``) as they were when the package
+#: imported them all
+_SUBMODULES = frozenset(
+    {
+        "check",
+        "cli",
+        "compat",
+        "durable",
+        "errors",
+        "format",
+        "io",
+        "model",
+        "reader",
+        "shards",
+        "tensors",
+        "testing",
+        "tools",
+        "wiring",
+        "writer",
+    }
+)
+
 
 def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     import importlib
 
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    module = _LAZY.get(name)
+    if module is not None:
+        value = getattr(importlib.import_module(f".{module}", __name__), name)
+    elif name in _SUBMODULES:
+        value = importlib.import_module(f".{name}", __name__)
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     globals()[name] = value
     return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY) | _SUBMODULES)
 
 
 def _require(f: Any, strict: str) -> Any:
@@ -86,6 +135,13 @@ def _require(f: Any, strict: str) -> Any:
     from .check import require
 
     return require(f, strict)
+
+
+def _save_file(*args: Any, **kwargs: Any) -> None:
+    """:func:`gguf_schema.writer.save_file`, what :meth:`GGUFFile.save` runs (the writer imported on its first call)."""
+    from .writer import save_file
+
+    save_file(*args, **kwargs)
 
 
 def _check_before_write(header: Any, strict: str | None = None) -> None:
@@ -99,9 +155,10 @@ __version__ = "0.1.0"
 
 # The layers wired, here and only here (no module registers itself on import): the model is below
 # the writer, so GGUFFile.save is lent the writer's save_file; the writer is below check/, so every
-# write is handed the check its header passes first.
-_model.register_writer(_writer.save_file)
-_writer.register_header_check(_check_before_write)
+# write is handed the check its header passes first. Both are slots of gguf_schema.wiring, filled
+# with functions that import their module when first called, so that this import stays cheap.
+_wiring.save_file = _save_file
+_wiring.header_check = _check_before_write
 
 
 def _compiled_elsewhere() -> str | None:
@@ -223,6 +280,8 @@ def open(
                 model.close()
                 raise
         return model
+    from .reader import read
+
     f = read(source, lazy=lazy, limits=limits, mmap=mmap, storage_options=storage_options)
     return f if strict is None else _require(f, strict)
 

@@ -1,7 +1,5 @@
 """``python -m gguf_schema``: the ``gguf-schema`` command line (see :mod:`gguf_schema.cli`)."""
 
-import sys
+from .cli import console
 
-from .cli import main
-
-sys.exit(main())
+console()

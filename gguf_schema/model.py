@@ -21,11 +21,12 @@ import contextlib
 import difflib
 import itertools
 import math
-from collections.abc import Callable, Iterator, Mapping, MutableMapping, Sequence
+from collections.abc import Iterator, Mapping, MutableMapping, Sequence
 from typing import Any, Protocol
 
 import numpy as np
 
+from . import wiring
 from .errors import GGUFError, GGUFFormatError, GGUFInternalError, GGUFKeyError, GGUFTruncatedError
 from .format import keys as K
 from .format.layout import InfoOffsets, PairOffsets
@@ -470,18 +471,14 @@ class Metadata(MutableMapping[str, Any]):
         return "Metadata({" + ", ".join(f"{k!r}: {v!r}" for k, v in self.items()) + "})"
 
 
-SaveFunction = Callable[..., None]
-_save: SaveFunction | None = None
-
-
-def register_writer(save_file: SaveFunction) -> None:
+def register_writer(save_file: wiring.SaveFunction) -> None:
     """Lend the model the function :meth:`GGUFFile.save` runs (:func:`gguf_schema.writer.save_file`).
 
     The model does no I/O and sits below the writer, so it cannot import it: the package
-    (``gguf_schema/__init__.py``, where the layers are wired) calls this once, explicitly.
+    (``gguf_schema/__init__.py``, where the layers are wired) fills :data:`gguf_schema.wiring.save_file`
+    once, explicitly; this sets the same slot.
     """
-    global _save
-    _save = save_file
+    wiring.save_file = save_file
 
 
 class GGUFFile:
@@ -718,9 +715,10 @@ class GGUFFile:
         breaks an error rule of that validation profile (nothing is written). See
         :func:`gguf_schema.writer.save_file`.
         """
-        if _save is None:  # the package wires it before anything can be opened
+        save = wiring.save_file
+        if save is None:  # the package wires it before anything can be opened
             raise GGUFInternalError("no writer is wired to GGUFFile.save (gguf_schema/__init__.py wires it)")
-        _save(self, target, version=version, byte_order=byte_order, sync=sync, strict=strict)
+        save(self, target, version=version, byte_order=byte_order, sync=sync, strict=strict)
 
 
 def _field_spans(fields: list[Field], end: int) -> dict[int, tuple[int, int]]:

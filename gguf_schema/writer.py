@@ -41,6 +41,7 @@ from typing import IO, Any, Union
 import numpy as np
 from construct import Container
 
+from . import wiring
 from .durable import atomic_replace
 from .errors import GGUFBuildError, GGUFInternalError
 from .format import boundary
@@ -197,19 +198,17 @@ def ggml_dims(dims: Sequence[int]) -> tuple[int, ...]:
 
 # --------------------------------------------------------------------------- the check before writing
 
-HeaderCheck = Callable[[bytes | memoryview | IO[bytes], str | None], None]
+HeaderCheck = wiring.HeaderCheck
 """``check(header, strict_profile)``: warns for each broken rule, or raises when strict."""
-
-_header_check: HeaderCheck | None = None
 
 
 def register_header_check(check: HeaderCheck | None) -> None:
     """Install the check run on every header before it is written
     (:func:`gguf_schema.check.writing.check_before_write`): the validator sits above the writer, so
-    the package (``gguf_schema/__init__.py``, where the layers are wired) passes it here once,
-    explicitly. None: headers are written unchecked (for measuring the check's cost)."""
-    global _header_check
-    _header_check = check
+    the package (``gguf_schema/__init__.py``, where the layers are wired) fills
+    :data:`gguf_schema.wiring.header_check` once, explicitly; this sets the same slot. None: headers
+    are written unchecked (for measuring the check's cost)."""
+    wiring.header_check = check
 
 
 def check_header(header: bytes | memoryview | IO[bytes], strict: str | None = None) -> None:
@@ -223,8 +222,9 @@ def check_header(header: bytes | memoryview | IO[bytes], strict: str | None = No
     ...
     gguf_schema.errors.GGUFValidationError: GGUF-E022: empty key (at offset 24)
     """
-    if _header_check is not None:
-        _header_check(header, strict)
+    check = wiring.header_check
+    if check is not None:
+        check(header, strict)
 
 
 # --------------------------------------------------------------------------- public entry points
@@ -379,7 +379,7 @@ def write_file(
         infos = [t if isinstance(t, TensorRecord) else t.info() for t in tensors]
         section = data
     same = _same_variant(source, version, byte_order)
-    if _header_check is not None:  # the header without its padding: a hostile alignment costs nothing here
+    if wiring.header_check is not None:  # the header without its padding: a hostile alignment costs nothing here
         with spool_header(
             fields, infos, version=version, byte_order=byte_order, padding=b"", data_size=0, source=same
         ) as spooled:
@@ -438,7 +438,7 @@ class PushedFile:
         self._size = layout.size
         infos = [t.info() for t in tensors]
         same = _same_variant(source, version, byte_order)
-        if _header_check is not None:
+        if wiring.header_check is not None:
             with spool_header(
                 fields, infos, version=version, byte_order=byte_order, padding=b"", data_size=0, source=same
             ) as spooled:
@@ -651,7 +651,7 @@ class HeaderSpool:
     def check(self, strict: str | None = None) -> None:
         """:func:`check_header` on the spooled header (read back from its file, mapped, when it is
         in one: never copied into memory)."""
-        if _header_check is None:
+        if wiring.header_check is None:
             return
         if self._memory is not None:
             check_header(self._memory.getvalue(), strict)

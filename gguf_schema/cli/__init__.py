@@ -14,7 +14,9 @@ reading options (``--limit NAME=VALUE``, ``--no-mmap``) and the exit codes' name
 (:class:`~gguf_schema.errors.GGUFWarning`) print as ``gguf-schema: warning: [RULE] ...`` on stderr.
 
 One module per command family, each declaring its commands once (:mod:`.command`: name, handler,
-help, arguments, traits), the handler beside its arguments:
+help, arguments, traits), the handler beside its arguments; :data:`TABLE` names every command with its
+family and help line, so that the parser lists them all and imports only the family of the command
+that runs (a command's arguments are added when it is parsed or its help is asked for):
 
 ====================  ===============================================================
 :mod:`.generate`      ``demo``, ``generate`` (an example model; fixture files)
@@ -51,13 +53,11 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Sequence
-from typing import NoReturn
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, NoReturn
 
 from .. import GGUFError, __version__, durable
-from ..tensors.engine import compiled_modules
-from . import audit, check, edit, estimate, files, generate, inspect, quantize, scan
-from .command import Command, Family, HelpFormatter, Trait
+from .command import Command, HelpFormatter, Trait
 from .conventions import (
     EPILOG,
     EXIT_ERROR,
@@ -74,23 +74,80 @@ from .conventions import (
     write,
 )
 
-__all__ = ["COMMANDS", "build_parser", "main", "parse_storage_option"]
+__all__ = ["COMMANDS", "TABLE", "build_parser", "console", "main", "parse_storage_option"]
 
-#: the command families, in the order ``gguf-schema --help`` lists their commands
-FAMILIES: tuple[Family, ...] = (
-    generate.COMMANDS,
-    inspect.COMMANDS,
-    edit.COMMANDS,
-    files.COMMANDS,
-    quantize.COMMANDS,
-    estimate.COMMANDS,
-    check.COMMANDS,
-    audit.COMMANDS,
-    scan.COMMANDS,
+#: every command, in the order ``gguf-schema --help`` lists them: (name, its family's module in this
+#: package, its help line). The families declare each command beside its handler; this table names
+#: them so that ``--help`` lists every command and a run imports only the family of the command that
+#: runs (as pip's table of commands does). tests/test_startup.py holds it to the declarations.
+TABLE: tuple[tuple[str, str, str], ...] = (
+    ("demo", "generate", "write a small example model, read it back and prove the round trip"),
+    ("generate", "generate", "write fixture GGUF files (valid, edge-case, malformed) with a manifest"),
+    ("info", "inspect", "summarise a file: format, model, tensor types, parameters, size breakdown"),
+    ("dump", "inspect", "list every metadata key with its stored type, and the tensor infos"),
+    ("tensors", "inspect", "list tensors: name, type, shape, elements, bytes, offset"),
+    ("get", "inspect", "print one metadata value"),
+    (
+        "diff",
+        "inspect",
+        "compare two files: header, metadata by key and type, tensors by content (exit 1 if different)",
+    ),
+    ("set", "edit", "set a metadata key (tensor data is never loaded)"),
+    ("set-file", "edit", "set a key to the contents of a file (e.g. a chat template)"),
+    ("delete", "edit", "remove a metadata key"),
+    ("rename", "edit", "rename a metadata key (position, type and value kept)"),
+    ("recover", "edit", "undo the interrupted in-place edit of each FILE (its journal FILE-journal)"),
+    ("build", "files", "write a GGUF file from the JSON form (dump --json)"),
+    ("convert", "files", "convert a file to another byte order and/or GGUF version"),
+    ("split", "files", "split a model into shards OUT_PREFIX-00001-of-0000N.gguf"),
+    ("merge", "files", "merge the shards of a split model into one file"),
+    ("export", "files", "write the tensors, dequantized, as a safetensors file"),
+    (
+        "quantize",
+        "quantize",
+        "quantize a model file as llama-quantize does (presets Q4_K_M, IQ4_XS ...; streamed, atomic)",
+    ),
+    (
+        "estimate",
+        "estimate",
+        "memory llama.cpp needs to run a model: weights by device, KV cache, recurrent state, compute buffers",
+    ),
+    ("check", "check", "check GGUF files against the spec, ggml's reader, or readability"),
+    ("rules", "check", "list the validation rules"),
+    ("audit-spec", "check", "compare a GGUF spec document with the spec transcription (spec/gguf.json) and the schema"),
+    ("audit", "audit", "audit untrusted GGUF files: shadowed keys, chat templates, hidden characters, unread bytes"),
+    ("scan", "scan", "summarise the headers of many files or URLs (size, model, types, vocabulary, verdicts)"),
 )
 
-#: every command by name
-COMMANDS: dict[str, Command] = Family.index(FAMILIES)
+_FAMILY_OF = {name: family for name, family, _ in TABLE}
+
+
+def declared(name: str) -> Command:
+    """The command ``name`` as its family declares it (the family's module imported now, if not yet)."""
+    import importlib
+
+    family = _FAMILY_OF[name]  # KeyError for a name that is no command
+    return importlib.import_module(f".{family}", __name__).COMMANDS[name]
+
+
+class _Commands(Mapping[str, Command]):
+    """Every command by name, in ``--help``'s order; a command's family is imported when it is looked up."""
+
+    def __getitem__(self, name: str) -> Command:
+        return declared(name)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(_FAMILY_OF)
+
+    def __len__(self) -> int:
+        return len(_FAMILY_OF)
+
+    def __contains__(self, name: object) -> bool:
+        return name in _FAMILY_OF
+
+
+#: every command by name (``COMMANDS[name]`` imports the family that declares it)
+COMMANDS: Mapping[str, Command] = _Commands()
 
 
 class _Parser(argparse.ArgumentParser):
@@ -107,6 +164,8 @@ def version_text() -> str:
     """What ``gguf-schema --version`` prints: the version, then each compiled module and its state
     (active; off, by ``GGUF_SCHEMA_NO_KERNELS=1``; not built, so the numpy kernels and Python loops
     do its work: the same results, more slowly)."""
+    from ..tensors.engine import compiled_modules
+
     lines = [f"gguf-schema {__version__}"]
     hints = {
         "off": "off (GGUF_SCHEMA_NO_KERNELS=1)",
@@ -118,20 +177,66 @@ def version_text() -> str:
     return "\n".join(lines)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The ``gguf-schema`` parser: the global options, then every family's commands."""
+class _Version(argparse.Action):
+    """``--version``: argparse's, with the text made when it is asked for (it imports the kernels)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: Any, values: Any, option: str | None = None) -> None:
+        parser._print_message(version_text() + "\n", sys.stdout)
+        parser.exit()
+
+
+class _CommandParser(_Parser):
+    """A command's parser whose arguments are added when it is first used: parsed, or its help or
+    usage printed. Until then it holds only its name and help line (from :data:`TABLE`), so building
+    the whole parser imports no command's family."""
+
+    def __init__(self, *args: Any, command: str | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._unfilled = command
+
+    def fill(self) -> None:
+        """Add the command's arguments, description and handler (importing its family), once."""
+        if self._unfilled is not None:
+            name, self._unfilled = self._unfilled, None
+            declared(name).fill(self)
+
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
+        self.fill()
+        return super().parse_known_args(args, namespace)
+
+    def format_usage(self) -> str:
+        self.fill()
+        return super().format_usage()
+
+    def format_help(self) -> str:
+        self.fill()
+        return super().format_help()
+
+
+def build_parser(*, lazy: bool = False) -> argparse.ArgumentParser:
+    """The ``gguf-schema`` parser: the global options, then every command.
+
+    Each command's parser has its arguments at once; with ``lazy=True`` (what :func:`main` uses) a
+    command's arguments are added, and its family imported, only when that command is parsed or its
+    help asked for: the same parser, built without importing every command.
+    """
     parser = _Parser(
         prog="gguf-schema",
         description="Inspect, check, edit and convert GGUF model files.",
         epilog=EPILOG,
         formatter_class=HelpFormatter,
     )
-    parser.add_argument("--version", action="version", version=version_text())
+    parser.add_argument("--version", action=_Version, help="show the version and the compiled modules, and exit")
     add_quiet_option(parser)
     add_open_options(parser)
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for family in FAMILIES:
-        family.add_to(sub)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_CommandParser)
+    for name, _family, help in TABLE:
+        p = sub.add_parser(name, help=help, epilog=EPILOG, formatter_class=HelpFormatter, command=name)
+        if not lazy:
+            p.fill()
     return parser
 
 
@@ -176,6 +281,26 @@ def _reading_options_apply(parser: argparse.ArgumentParser, args: argparse.Names
         parser.error(f"{args.command} reads no GGUF file, so {names} {'does' if len(given) == 1 else 'do'} not apply")
 
 
+#: the variables by which a user chooses how many threads OpenBLAS (numpy's BLAS) starts
+BLAS_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS")
+
+
+def console() -> NoReturn:
+    """The ``gguf-schema`` program (its console script, and ``python -m gguf_schema``): :func:`main` as a
+    process of its own, which exits with its code.
+
+    The command line does no linear algebra, so, unless the user chose a count (one of
+    :data:`BLAS_THREAD_VARIABLES` is set), the process asks OpenBLAS, the BLAS of numpy's wheels, for one
+    thread (``OPENBLAS_NUM_THREADS=1``) before numpy is imported: OpenBLAS otherwise starts a thread per
+    core when numpy loads, and their start took ``gguf-schema info`` on a small file from 0.125 s to 0.179 s
+    of CPU time on 2 cores (more on more cores; benchmarks/results/startup.md). Child processes inherit
+    the setting. :func:`main` itself, when a program calls it, leaves the environment alone.
+    """
+    if "numpy" not in sys.modules and not any(v in os.environ for v in BLAS_THREAD_VARIABLES):
+        os.environ["OPENBLAS_NUM_THREADS"] = "1"
+    sys.exit(main())
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line with ``argv`` (default: ``sys.argv[1:]``); returns the exit code.
 
@@ -195,7 +320,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _main(argv: Sequence[str] | None, given: list[argparse.Namespace]) -> int:
-    parser = build_parser()
+    parser = build_parser(lazy=True)
     if not (sys.argv[1:] if argv is None else argv):  # bare `gguf-schema`: the help, as --help prints it
         parser.print_help(sys.stdout)
         return EXIT_OK

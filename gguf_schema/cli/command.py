@@ -43,8 +43,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import GGUFError
-from ..check import PROFILES
+from ..errors import GGUFError
 from .conventions import (
     EPILOG,
     EXIT_ERROR,
@@ -178,19 +177,21 @@ class Command:
 
     def add_to(self, subparsers: Any) -> argparse.ArgumentParser:
         """Add this command's parser (its arguments, then what its traits bring) to ``subparsers``."""
-        p = subparsers.add_parser(
-            self.name,
-            help=self.help,
-            description=self.description or self.help[0].upper() + self.help[1:] + ".",
-            epilog=EPILOG,
-            formatter_class=HelpFormatter,
-        )
+        p = subparsers.add_parser(self.name, help=self.help, epilog=EPILOG, formatter_class=HelpFormatter)
+        self.fill(p)
+        return p
+
+    def fill(self, p: argparse.ArgumentParser) -> None:
+        """Give ``p``, this command's parser, its description, arguments (then what its traits bring) and handler."""
+        p.description = self.description or self.help[0].upper() + self.help[1:] + "."
         for a in self.arguments:
             a.add_to(p)
         add_quiet_option(p, after_command=True)  # every command: -q before or after it
         if Trait.READS in self.traits:
             add_open_options(p, after_command=True)  # the global reading options, also accepted after the command
         if Trait.WRITES in self.traits:
+            from ..check import PROFILES
+
             p.add_argument(
                 "--strict",
                 choices=PROFILES,
@@ -200,7 +201,6 @@ class Command:
             )
         handler = _argument_errors(self.handler) if Trait.ARGUMENT_ERRORS in self.traits else self.handler
         p.set_defaults(func=handler)
-        return p
 
 
 def _argument_errors(fn: Handler) -> Handler:

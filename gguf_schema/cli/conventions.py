@@ -48,10 +48,7 @@ import warnings
 from collections.abc import Iterator
 from typing import Any, TextIO
 
-import numpy as np
-
 from .. import GGUFBuildError, GGUFWarning, Limits
-from ..tools.split import parse_size
 
 __all__ = [
     "EPILOG",
@@ -212,9 +209,10 @@ def _jsonable(obj: Any) -> Any:
         return [_jsonable(v) for v in obj]
     if isinstance(obj, (bytes, bytearray, memoryview)):
         return {"hex": bytes(obj).hex()}
-    if isinstance(obj, np.ndarray):
+    np = sys.modules.get("numpy")  # a numpy value exists only where numpy was imported
+    if np is not None and isinstance(obj, np.ndarray):
         return [_jsonable(v) for v in obj.tolist()]
-    if isinstance(obj, np.generic):
+    if np is not None and isinstance(obj, np.generic):
         return _jsonable(obj.item())
     return str(obj)
 
@@ -248,6 +246,8 @@ def parse_limit(text: str) -> tuple[str, int]:
     try:
         number = float(value)
     except ValueError:
+        from ..tools.split import parse_size
+
         try:
             return name, parse_size(value)
         except GGUFBuildError:

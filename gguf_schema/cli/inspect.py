@@ -19,15 +19,11 @@ import fnmatch
 import sys
 from collections import Counter
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
-from .. import Field, FileType, GGUFError, GGUFFile, GGUFFormatError, LazyStrings, ValueType
 from .. import open as open_gguf
+from ..errors import GGUFError, GGUFFormatError
 from ..format import keys as K
-from ..tools import diff as diff_mod
-from ..tools import jsonio
 from .command import Family, Trait, arg, exclusive
 from .conventions import (
     EXIT_ERROR,
@@ -46,7 +42,10 @@ from .conventions import (
     write_json,
 )
 from .progress import Progress
-from .text_values import type_label
+
+if TYPE_CHECKING:  # the family is imported for `--help` too: what reading needs is imported where it is used
+    from .. import Field, GGUFFile
+    from ..tools import diff as diff_mod
 
 __all__ = ["COMMANDS"]
 
@@ -99,6 +98,11 @@ def _open(args: argparse.Namespace, *, lazy: bool = False) -> GGUFFile:
 
 def _info_data(f: GGUFFile, path: str) -> dict[str, Any]:
     """What ``info`` shows, as data (the ``--json`` form)."""
+    import numpy as np
+
+    from ..format.types import FileType
+    from ..format.values import LazyStrings
+
     md = f.metadata
     data: dict[str, Any] = {
         "file": path,
@@ -284,6 +288,8 @@ def _info_one(args: argparse.Namespace, emit: Callable[[Any], None]) -> int:
 
 
 def _value_text(f: Field, full: bool, limit: int = 8) -> str:
+    from ..tools import jsonio
+
     return jsonio.value_text(f, full=full, items=limit)
 
 
@@ -304,6 +310,9 @@ def _cmd_dump(args: argparse.Namespace) -> int:
 
 
 def _dump_one(args: argparse.Namespace, emit: Callable[[Any], None]) -> int:
+    from ..tools import jsonio
+    from .text_values import type_label
+
     with _open(args) as f:
         if args.json:
             emit(jsonio.to_json(f, tensors=not args.no_tensors))
@@ -407,6 +416,10 @@ def _tensors_one(args: argparse.Namespace, emit: Callable[[Any], None]) -> int:
     traits=Trait.READS,
 )
 def _cmd_get(args: argparse.Namespace) -> int:
+    from ..format.types import ValueType
+    from ..tools import jsonio
+    from .text_values import type_label
+
     with _open(args) as f:
         if args.key not in f.fields:
             raise f.fields.missing(args.key).replace(path=args.file)
@@ -442,6 +455,8 @@ _HEADER_VALUES: dict[str, Callable[[Any], Any]] = {
 
 def _side(model: Any, d: diff_mod.Difference) -> Any:
     """The value of a difference's item in one model, as data (None where it is absent)."""
+    from ..tools import jsonio
+
     if d.section == "header" and d.name in _HEADER_VALUES:
         return _HEADER_VALUES[d.name](model)
     if d.section == "metadata" and d.name in model.fields:
@@ -476,6 +491,8 @@ def _side(model: Any, d: diff_mod.Difference) -> Any:
     traits=Trait.READS,
 )
 def _cmd_diff(args: argparse.Namespace) -> int:
+    from ..tools import diff as diff_mod
+
     options = open_options(args)
     a = open_gguf(args.a, split=True, **options)
     try:

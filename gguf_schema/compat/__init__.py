@@ -28,21 +28,69 @@ What differs from gguf-py on purpose is listed in ``docs/compat.md``.
 
 from __future__ import annotations
 
-from . import quants
-from .constants import (
-    GGML_QUANT_SIZES,
-    GGUF_DEFAULT_ALIGNMENT,
-    GGUF_MAGIC,
-    GGUF_VERSION,
-    GGMLQuantizationType,
-    GGUFEndian,
-    GGUFValueType,
-    LlamaFileType,
-)
-from .patching import is_patched, patch, unpatch
-from .quants import QuantError, dequantize, quant_shape_from_byte_shape, quant_shape_to_byte_shape, quantize
-from .reader import GGUFReader, ReaderField, ReaderTensor
-from .writer import GGUFValue, GGUFWriter, TensorInfo, WriterState
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from . import quants
+    from .constants import (
+        GGML_QUANT_SIZES,
+        GGUF_DEFAULT_ALIGNMENT,
+        GGUF_MAGIC,
+        GGUF_VERSION,
+        GGMLQuantizationType,
+        GGUFEndian,
+        GGUFValueType,
+        LlamaFileType,
+    )
+    from .patching import is_patched, patch, unpatch
+    from .quants import QuantError, dequantize, quant_shape_from_byte_shape, quant_shape_to_byte_shape, quantize
+    from .reader import GGUFReader, ReaderField, ReaderTensor
+    from .writer import GGUFValue, GGUFWriter, TensorInfo, WriterState
+
+#: the public names, each imported from its module on first use (PEP 562), as the package's own are:
+#: ``python -m gguf_schema.compat`` sets what it sets before numpy is imported, and code that uses one
+#: name does not import the others' modules
+_LAZY = {
+    **dict.fromkeys(
+        (
+            "GGML_QUANT_SIZES",
+            "GGUF_DEFAULT_ALIGNMENT",
+            "GGUF_MAGIC",
+            "GGUF_VERSION",
+            "GGMLQuantizationType",
+            "GGUFEndian",
+            "GGUFValueType",
+            "LlamaFileType",
+        ),
+        "constants",
+    ),
+    **dict.fromkeys(("is_patched", "patch", "unpatch"), "patching"),
+    **dict.fromkeys(
+        ("QuantError", "dequantize", "quant_shape_from_byte_shape", "quant_shape_to_byte_shape", "quantize"), "quants"
+    ),
+    **dict.fromkeys(("GGUFReader", "ReaderField", "ReaderTensor"), "reader"),
+    **dict.fromkeys(("GGUFValue", "GGUFWriter", "TensorInfo", "WriterState"), "writer"),
+}
+_SUBMODULES = frozenset({"constants", "errors", "originals", "patching", "quants", "reader", "writer"})
+
+
+def __getattr__(name: str) -> Any:
+    import importlib
+
+    module = _LAZY.get(name)
+    if module is not None:
+        value = getattr(importlib.import_module(f".{module}", __name__), name)
+    elif name in _SUBMODULES:
+        value = importlib.import_module(f".{name}", __name__)
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY) | _SUBMODULES)
+
 
 __all__ = [
     "GGML_QUANT_SIZES",

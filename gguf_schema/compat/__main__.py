@@ -12,17 +12,19 @@ would: the same options, the same output and files, at the cost of our open. No 
 Without SCRIPT (or with ``-h``) it lists the scripts installed. Exit status: the script's own; 2 for
 an unknown script, or when the ``gguf`` package is not installed (``pip install gguf``). Errors in a
 file are then ours: :class:`~gguf_schema.errors.GGUFError`, naming offset, schema path and value,
-printed as ``gguf-schema: error: ...``.
+printed as ``gguf-schema: error: ...``. Like ``gguf-schema`` (:func:`gguf_schema.cli.console`), the runner
+asks OpenBLAS for one thread unless the user chose a count: gguf-py's scripts do no linear algebra, and
+the threads OpenBLAS starts when numpy loads cost CPU time for nothing.
 """
 
 from __future__ import annotations
 
 import importlib.metadata
+import os
 import sys
 from collections.abc import Sequence
 
 from ..errors import GGUFError
-from .patching import patch
 
 __all__ = ["main", "scripts"]
 
@@ -59,6 +61,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         known = ", ".join(sorted(found)) if found else "none (pip install gguf)"
         sys.stderr.write(f"gguf-schema: error: {name!r} is not one of gguf-py's scripts installed here: {known}\n")
         return 2
+    from .patching import patch  # (here: run as a program, numpy must load after the thread count is set)
+
     saved = sys.argv
     try:
         with patch():
@@ -82,4 +86,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    # a program of its own, as `gguf-schema` is (gguf_schema.cli.console): gguf-py's scripts do no linear
+    # algebra, so OpenBLAS is asked for one thread unless the user chose a count
+    if not any(v in os.environ for v in ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS")):
+        os.environ["OPENBLAS_NUM_THREADS"] = "1"
     sys.exit(main())

@@ -4,7 +4,7 @@
 file in mode ``r``, ``r+`` or ``c``) but parses it with :func:`gguf_schema.reader.read`: the
 schema, its limits and its errors. What gguf-py builds at open -- a numpy view for every
 key, every string and every array element, a million of them for a 262k-token vocabulary --
-is built here only when asked for, field by field:
+is built here only when asked for: an array's when it is, the others' a block of fields at a time:
 
 * :attr:`ReaderField.parts` is laid out exactly as gguf-py lays it out (key length, key bytes,
   value type, then the value: one part per scalar, two per string, element type and count
@@ -17,7 +17,10 @@ is built here only when asked for, field by field:
 
 Where the positions of the parts come from: each pair's offset as the schema recorded it, and
 the sizes of the values the schema parsed (strings' own length fields, walked by the same
-compiled scan the reader uses). Nothing here parses the file a second time.
+compiled scan the reader uses). Nothing here parses the file a second time. What a walk of every
+part of a huge file makes (millions of views and lists, which gguf-py's callers keep) is made by numpy
+indexing mapped over arrays of offsets, a slice at a time, with the cyclic collector off meanwhile
+(``benchmarks/bench_compat_walk.py``).
 
 >>> import io, os, tempfile, numpy as np, gguf_schema
 >>> path = os.path.join(tempfile.mkdtemp(), "tiny.gguf")
@@ -38,7 +41,11 @@ compiled scan the reader uses). Nothing here parses the file a second time.
 
 from __future__ import annotations
 
+import contextlib
+import gc
+import itertools
 import math
+import operator
 import os
 import sys
 from collections import OrderedDict
@@ -140,59 +147,62 @@ class ReaderField(_FieldBase):
     gguf-py's does.
     """
 
-    __slots__ = ()  # (no instance dict: a field opened lazily keeps its _Layout in the tuple's parts slot)
+    __slots__ = ()  # (no instance dict: a field opened lazily holds its index and its reader's _Views instead)
 
     def __new__(cls, *args: Any, **kw: Any) -> ReaderField:
         return super().__new__(cls, *args, **kw)
 
-    @classmethod
-    def _lazy(cls, offset: int, name: str, layout: _Layout) -> ReaderField:
-        f: ReaderField = tuple.__new__(cls, (offset, name, layout, None, None))
-        return f
-
-    def _layout(self) -> _Layout | None:
-        x: Any = tuple.__getitem__(self, 2)
-        return x if type(x) is _Layout else None
+    def _built(self, what: str) -> bool:
+        """Whether ``parts``, ``data`` or ``types`` (``what``) exists yet (always, for a field constructed directly)."""
+        store: Any = tuple.__getitem__(self, 3)
+        if type(store) is not _Views:
+            return True
+        return getattr(store, what)[tuple.__getitem__(self, 2)] is not None
 
     @property
     def parts(self) -> list[np.ndarray]:
         """The field's bytes as numpy views of the map, in gguf-py's layout (built on first access)."""
-        x: Any = tuple.__getitem__(self, 2)
-        if type(x) is not _Layout:
-            return x
-        if x.built_parts is None:
-            x.built_parts = x.parts()
-        return x.built_parts
+        store: Any = tuple.__getitem__(self, 3)
+        if type(store) is not _Views:
+            return tuple.__getitem__(self, 2)
+        i: int = tuple.__getitem__(self, 2)
+        built = store.parts[i]
+        return built if built is not None else store.build_parts(i)
 
     @property
     def data(self) -> list[int]:
         """The indices of the parts that hold the value (for an array: each element's)."""
-        x: Any = tuple.__getitem__(self, 2)
-        if type(x) is not _Layout:
-            return tuple.__getitem__(self, 3)
-        if x.built_data is None:
-            x.built_data = x.data()
-        return x.built_data
+        store: Any = tuple.__getitem__(self, 3)
+        if type(store) is not _Views:
+            return store
+        i: int = tuple.__getitem__(self, 2)
+        built = store.data[i]
+        return built if built is not None else store.build_data(i)
 
     @property
     def types(self) -> list[Any]:
         """The value type, then for an array its element type (and so on down the first element)."""
-        x: Any = tuple.__getitem__(self, 2)
-        if type(x) is not _Layout:
+        store: Any = tuple.__getitem__(self, 3)
+        if type(store) is not _Views:
             return tuple.__getitem__(self, 4)
-        if x.built_types is None:
-            x.built_types = x.types()
-        return x.built_types
+        i: int = tuple.__getitem__(self, 2)
+        built = store.types[i]
+        return built if built is not None else store.build_types(i)
 
     def contents(self, index_or_slice: int | slice = slice(None)) -> Any:
         """The value as plain Python data: a scalar, a str, or for an array a list (an ``int`` index
         gives one element, a ``slice`` some); None for a tensor info. Arrays of arrays give their
         innermost values flattened, as gguf-py does."""
-        layout = self._layout()
-        if layout is not None and layout.built_parts is None:
-            fast = layout.contents(index_or_slice)
-            if fast is not _SLOW:
-                return fast
+        store: Any = tuple.__getitem__(self, 3)
+        if type(store) is _Views:
+            i: int = tuple.__getitem__(self, 2)
+            parts = store.parts[i]
+            if parts is None:
+                fast = store.layout(i).contents(index_or_slice)
+                if fast is not _SLOW:
+                    return fast
+            elif store.vts[i] in _SCALAR_TYPES:  # (a pseudo-key's one part, or a pair's last)
+                return parts[-1].tolist()[0]
         types = self.types
         if not types:
             return None
@@ -209,7 +219,7 @@ class ReaderField(_FieldBase):
             return _decode(parts[-1])
         return parts[-1].tolist()[0]
 
-    # the tuple protocol, through the attributes (the tuple holds None where parts are not built)
+    # the tuple protocol, through the attributes (a field opened lazily holds its index and its reader's _Views)
 
     def __iter__(self) -> Iterator[Any]:
         return iter((self.offset, self.name, self.parts, self.data, self.types))
@@ -229,8 +239,7 @@ class ReaderField(_FieldBase):
         return (ReaderField, tuple(self))
 
     def __repr__(self) -> str:
-        layout = self._layout()
-        shown = ", parts not built" if layout is not None and layout.built_parts is None else ""
+        shown = "" if self._built("parts") else ", parts not built"
         return f"ReaderField(offset={self.offset}, name={self.name!r}, types={self.types!r}{shown})"
 
 
@@ -366,38 +375,47 @@ class GGUFReader:
         self.fields: OrderedDict[str, ReaderField] = OrderedDict()
         size = self._view.size
         count_size = self._view.length_size  # v1 stored the counts as uint32
+        with _no_gc():  # a million small objects: the collector would walk them again and again meanwhile
+            self._fields(f, count_size)
+            self.tensors: list[ReaderTensor] = []
+            seen: set[str] = set()
+            for t in f.tensor_list:
+                if t.name in seen:
+                    raise GGUFFormatError(
+                        f"duplicate tensor name {t.name!r} (gguf-py refuses files that repeat a name)",
+                        offset=t.info_offset,
+                        path=f"tensor {t.name!r}",
+                        value=t.name,
+                    )
+                seen.add(t.name)
+                self.tensors.append(self._tensor(t, size, quant_types))
+
+    def _fields(self, f: GGUFFile, count_size: int) -> None:
+        view, fields = self._view, self.fields
         count_type = ValueType.UINT64 if count_size == 8 else ValueType.UINT32
         for offset, name, vt in (
             (4, "GGUF.version", ValueType.UINT32),
             (8, "GGUF.tensor_count", count_type),
             (8 + count_size, "GGUF.kv_count", count_type),
         ):
-            self.fields[name] = ReaderField._lazy(offset, name, _Layout(self._view, offset, None, vt, None))
-        for record in f.fields.records:
+            fields[name] = view.add(offset, name, None, vt, None)
+        records = f.fields.records
+        for record in records:
             if record.offset is None:
                 raise GGUFInternalError("record.offset is not None does not hold")
-            if record.key in self.fields:
-                raise CompatDuplicateKeyError(
-                    f"duplicate key {record.key!r} (gguf-py refuses files that repeat a key)",
-                    offset=record.offset,
-                    path=f"metadata_kv {record.key!r}",
-                    value=record.key,
-                )
-            self.fields[record.key] = ReaderField._lazy(
-                record.offset, record.key, _Layout(self._view, record.offset, record.key, record.type, record.value)
-            )
-        self.tensors: list[ReaderTensor] = []
-        seen: set[str] = set()
-        for t in f.tensor_list:
-            if t.name in seen:
-                raise GGUFFormatError(
-                    f"duplicate tensor name {t.name!r} (gguf-py refuses files that repeat a name)",
-                    offset=t.info_offset,
-                    path=f"tensor {t.name!r}",
-                    value=t.name,
-                )
-            seen.add(t.name)
-            self.tensors.append(self._tensor(t, size, quant_types))
+        keys = [r.key for r in records]
+        fields.update(zip(keys, view.extend(records), strict=True))
+        if len(fields) != 3 + len(records):  # a key twice (or a pseudo-key's name): the first one repeated
+            seen = {"GGUF.version", "GGUF.tensor_count", "GGUF.kv_count"}
+            for record in records:
+                if record.key in seen:
+                    raise CompatDuplicateKeyError(
+                        f"duplicate key {record.key!r} (gguf-py refuses files that repeat a key)",
+                        offset=record.offset,
+                        path=f"metadata_kv {record.key!r}",
+                        value=record.key,
+                    )
+                seen.add(record.key)
 
     def _tensor(self, t: Tensor, size: int, quant_types: dict[int, Any]) -> ReaderTensor:
         gt = t.known_type()
@@ -493,7 +511,9 @@ def _map(path: os.PathLike[str] | str, mode: Literal["r", "r+", "c"], parsed: GG
 
 
 class _Views:
-    """Numpy views of the map at given offsets, in the file's byte order, as gguf-py makes them."""
+    """Numpy views of the map at given offsets, in the file's byte order, as gguf-py makes them; and the
+    fields of a reader, one entry per field in lists (where each pair lies, its key, value type and
+    parsed value; its parts, data and types once built), so that a field is a tuple and nothing more."""
 
     def __init__(self, data: np.memmap, byte_order: str, variant: Variant, value_types: dict[int, Any]):
         self.value_types = value_types
@@ -505,6 +525,48 @@ class _Views:
         self.length_type: type[np.generic] = np.uint64 if length_size == 8 else np.uint32
         self._phases: dict[tuple[str, int], np.ndarray] = {}
         self._dtypes: dict[type[np.generic], np.dtype] = {}
+        # the fields, by index: what the schema parsed, then what is built from it (None until asked for)
+        self.offsets: list[int] = []
+        self.keys: list[str | None] = []  # None: a pseudo-key of the header (GGUF.version ...)
+        self.vts: list[ValueType] = []
+        self.values: list[Any] = []
+        self.parts: list[list[np.ndarray] | None] = []
+        self.data: list[list[int] | None] = []
+        self.types: list[list[Any] | None] = []
+        self.blocks = 0  # how many blocks were built: the next is larger (see _block)
+
+    def add(self, offset: int, name: str, key: str | None, vt: ValueType, value: Any) -> ReaderField:
+        """A new field, opened lazily (its parts, data and types built when first asked for); ``key`` None
+        for a pseudo-key of the header, ``name``."""
+        i = len(self.offsets)
+        self.offsets.append(offset)
+        self.keys.append(key)
+        self.vts.append(vt)
+        self.values.append(value)
+        self.parts.append(None)
+        self.data.append(None)
+        self.types.append(None)
+        f: ReaderField = tuple.__new__(ReaderField, (offset, name, i, self, None))
+        return f
+
+    def extend(self, records: list[Any]) -> list[ReaderField]:
+        """:meth:`add` for each of the parsed pairs ``records`` (:class:`~gguf_schema.format.values.Field`), at once."""
+        n, first = len(records), len(self.offsets)
+        offsets = [r.offset for r in records]
+        keys = [r.key for r in records]
+        self.offsets += offsets
+        self.keys += keys
+        self.vts += [r.type for r in records]
+        self.values += [r.value for r in records]
+        self.parts += [None] * n
+        self.data += [None] * n
+        self.types += [None] * n
+        rows = zip(offsets, keys, range(first, first + n), itertools.repeat(self), itertools.repeat(None))
+        return list(map(tuple.__new__, itertools.repeat(ReaderField), rows))
+
+    def layout(self, i: int) -> _Layout:
+        """Field ``i``'s value, laid out in the map (made for the moment: it computes, it holds nothing)."""
+        return _Layout(self, self.offsets[i], self.keys[i], self.vts[i], self.values[i])
 
     def dtype(self, t: type[np.generic]) -> np.dtype:
         d = self._dtypes.get(t)
@@ -537,6 +599,142 @@ class _Views:
             rows = self._phases[key] = self.u8[phase : phase + n * d.itemsize].view(d).reshape(n, 1)
         return rows
 
+    def ones(self, offsets: np.ndarray, t: type[np.generic]) -> list[np.ndarray]:
+        """One-element views of ``t`` at each of ``offsets`` (as :meth:`one` gives them), in their order: one
+        numpy index each, by ``map`` over the row array of each byte phase (loops in C). Made a slice of
+        offsets at a time, so that the indices, Python ints made for the moment, are few at any time (a
+        million of them between the views kept would leave the memory they took spread among the views)."""
+        if len(offsets) <= _SLICE:
+            return self._ones(offsets, t)
+        out: list[np.ndarray] = []
+        for a in range(0, len(offsets), _SLICE):
+            out += self._ones(offsets[a : a + _SLICE], t)
+        return out
+
+    def _ones(self, offsets: np.ndarray, t: type[np.generic]) -> list[np.ndarray]:
+        n, size = len(offsets), self.dtype(t).itemsize
+        if n == 0:
+            return []
+        phase = offsets % size
+        first = int(phase[0])
+        if not (phase != first).any():  # one phase (every record laid out alike): no reordering
+            return list(map(self.rows_at(first, t).__getitem__, (offsets // size).tolist()))
+        order = np.argsort(phase, kind="stable")  # grouped by phase: one row array each
+        grouped: list[np.ndarray] = []
+        sorted_phase, sorted_offsets = phase[order], offsets[order]
+        for k in np.unique(phase).tolist():
+            at = sorted_offsets[sorted_phase == k]
+            grouped.extend(map(self.rows_at(k, t).__getitem__, (at // size).tolist()))
+        back = np.empty(n, np.int64)
+        back[order] = np.arange(n)
+        return [grouped[i] for i in back.tolist()] if n < 2 else list(itemgetter(*back.tolist())(grouped))
+
+    # the parts, data and types of fields that are not arrays are built a block of fields at a time (numpy
+    # does the views of a block in a few calls), with the collector off; an array's are built alone, when asked
+
+    def _block(self, i: int, built: list[Any]) -> list[int]:
+        """The fields built with field ``i``: those from it on that are not arrays and not yet built, within a
+        span of :data:`_BLOCK` fields at first, twice as long every other block: a walk of every field builds
+        them in a few blocks (each with the collector off), and a look at one field builds a thousand."""
+        vts = self.vts
+        self.blocks += 1
+        span = max(_BLOCK, _BLOCK << min(self.blocks, 40) // 2)
+        return [j for j in range(i, min(i + span, len(vts))) if built[j] is None and vts[j] != ValueType.ARRAY]
+
+    def build_parts(self, i: int) -> list[np.ndarray]:
+        with _no_gc():
+            parts = self.parts
+            if self.vts[i] == ValueType.ARRAY:
+                built = parts[i] = self.layout(i).parts()
+                return built
+            todo = self._block(i, parts)
+            keys, vts = self.keys, self.vts
+            self._scalar_parts([j for j in todo if keys[j] is not None and vts[j] in _SCALAR_TYPES])
+            for j in todo:
+                if parts[j] is None:
+                    parts[j] = self.layout(j).parts()
+            return parts[i]  # type: ignore[return-value]
+
+    def _scalar_parts(self, pairs: list[int]) -> None:
+        """The parts of key-value pairs of one scalar value each (key length, key, value type, value), at once."""
+        n = len(pairs)
+        if n == 0:
+            return
+        offsets, keys, vts = self.offsets, self.keys, self.vts
+        starts = np.fromiter(map(offsets.__getitem__, pairs), np.int64, n)
+        named: list[str] = list(map(keys.__getitem__, pairs))  # type: ignore[arg-type]  # (pairs: each has a key)
+        if all(map(str.isascii, named)):
+            sizes = np.fromiter(map(len, named), np.int64, n)
+        else:
+            sizes = np.fromiter((len(k.encode("utf-8", "surrogateescape")) for k in named), np.int64, n)
+        key_at = starts + self.length_size
+        type_at = key_at + sizes
+        value_at = type_at + 4
+        lengths = self.ones(starts, self.length_type)
+        names = list(map(self.u8.__getitem__, map(slice, key_at.tolist(), type_at.tolist())))
+        kinds = self.ones(type_at, np.uint32)
+        codes = np.fromiter(map(vts.__getitem__, pairs), np.int64, n)
+        distinct = np.unique(codes).tolist()
+        if len(distinct) == 1:
+            values = self.ones(value_at, _SCALAR_TYPES[ValueType(distinct[0])])
+        else:
+            values = [self.u8] * n
+            for code in distinct:
+                sel = np.flatnonzero(codes == code)
+                for k, v in zip(sel.tolist(), self.ones(value_at[sel], _SCALAR_TYPES[ValueType(code)]), strict=True):
+                    values[k] = v
+        _put(self.parts, pairs, list(map(list, zip(lengths, names, kinds, values, strict=True))))
+
+    def build_data(self, i: int) -> list[int]:
+        with _no_gc():
+            data = self.data
+            if self.vts[i] == ValueType.ARRAY:
+                built = data[i] = self.layout(i).data()
+                return built
+            keys, vts, string = self.keys, self.vts, ValueType.STRING
+            todo = self._block(i, data)
+            _put(data, todo, [[0] if keys[j] is None else [4] if vts[j] == string else [3] for j in todo])
+            return data[i]  # type: ignore[return-value]
+
+    def build_types(self, i: int) -> list[Any]:
+        with _no_gc():
+            types = self.types
+            if self.vts[i] == ValueType.ARRAY:
+                built = types[i] = self.layout(i).types()
+                return built
+            named, vts = self.value_types, self.vts
+            todo = self._block(i, types)
+            _put(types, todo, [[named[vts[j]]] for j in todo])
+            return types[i]  # type: ignore[return-value]
+
+
+def _put(into: list[Any], where: list[int], values: list[Any]) -> None:
+    """``into[where[k]] = values[k]`` for each k (one slice assignment when ``where`` is a run of indices)."""
+    if where and where[-1] - where[0] + 1 == len(where):
+        into[where[0] : where[-1] + 1] = values
+        return
+    for j, x in zip(where, values, strict=True):
+        into[j] = x
+
+
+#: the fields whose parts, data or types are built together (those that are not arrays)
+_BLOCK = 1024
+#: the views :meth:`_Views.ones` makes from one slice of offsets
+_SLICE = 1 << 15
+
+
+@contextlib.contextmanager
+def _no_gc() -> Iterator[None]:
+    """The cyclic collector off while many small objects are made (none of them in a cycle): it would
+    otherwise walk every object made so far, again and again, as the count grows."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
 
 class _Slow:
     """The marker of a value :meth:`_Layout.contents` leaves to the parts."""
@@ -548,13 +746,10 @@ _SLOW: Any = _Slow()
 class _Layout:
     """Where one field's value lies in the map, from the parsed pair: computes its parts, data, types and contents."""
 
-    __slots__ = ("built_data", "built_parts", "built_types", "key", "offset", "value", "view", "vt")
+    __slots__ = ("key", "offset", "value", "view", "vt")
 
     def __init__(self, view: _Views, offset: int, key: str | None, vt: ValueType, value: Any):
         self.view, self.offset, self.key, self.vt, self.value = view, offset, key, vt, value
-        self.built_parts: list[np.ndarray] | None = None  # what the ReaderField built, kept here
-        self.built_data: list[int] | None = None
-        self.built_types: list[Any] | None = None
 
     def _value_at(self) -> int:
         if self.key is None:
@@ -573,6 +768,13 @@ class _Layout:
     def data(self) -> list[int]:
         if self.key is None:
             return [0]
+        if self.vt != ValueType.ARRAY:
+            return [4] if self.vt == ValueType.STRING else [3]
+        et, n = self.value.type, len(self.value.items)
+        if et in _SCALAR_TYPES:  # (the key's three parts, the element type and count, then one part each)
+            return list(range(5, 5 + n))
+        if et == ValueType.STRING:  # (a length and the bytes each: the bytes)
+            return list(range(6, 6 + 2 * n, 2))
         return [3 + i for i in _data_indices(self.vt, self.value)]
 
     def types(self) -> list[Any]:
@@ -653,33 +855,88 @@ def _value_parts(v: _Views, vt: ValueType, value: Any, at: int, out: list[np.nda
             starts = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)]).astype(np.int64) + at
         out.extend(_string_parts(v, starts))
         return int(starts[n])
+    end = _arrays_of_numbers_parts(v, items, at, out)
+    if end is not None:
+        return end
     for inner in items:
         at = _value_parts(v, ValueType.ARRAY, inner, at, out)
     return at
 
 
-def _string_parts(v: _Views, starts: np.ndarray) -> list[np.ndarray]:
+#: bytes of one item of each numeric value type (:attr:`ValueType.itemsize`, looked up once)
+_ITEMSIZES: dict[ValueType, int] = {t: t.itemsize for t in _SCALAR_TYPES}
+
+
+def _of_numbers(items: Any) -> bool:
+    """Whether every item of an array of arrays is an array of numbers (else it is walked one by one)."""
+    return all(map(_ITEMSIZES.__contains__, map(_TYPE, items)))
+
+
+_TYPE = operator.attrgetter("type")
+
+
+def _slices(items: Any) -> Iterator[Any]:
+    """``items`` a slice at a time (see :data:`_SLICE`): what numpy makes for one slice is dropped before the next."""
+    for a in range(0, len(items), _SLICE):
+        yield items[a : a + _SLICE]
+
+
+def _arrays_of_numbers_parts(v: _Views, items: Any, at: int, out: list[np.ndarray]) -> int | None:
+    """The parts of an array of arrays of numbers (each inner array's element type, count, then its
+    items), appended to ``out`` in file order, by numpy over a slice of inner arrays at a time instead of
+    a walk of each; returns where it ends, or None (nothing appended) for another array of arrays."""
+    if not _of_numbers(items):
+        return None
+    for part in _slices(items):
+        at = _numbers_parts(v, part, at, out)
+    return at
+
+
+def _numbers_parts(v: _Views, items: Any, at: int, out: list[np.ndarray]) -> int:
+    n = len(items)
+    isz = np.fromiter(map(_ITEMSIZES.__getitem__, map(_TYPE, items)), np.int64, n)
+    counts = np.fromiter(map(len, items), np.int64, n)
+    sizes = 4 + v.length_size + counts * isz
+    ends = at + np.cumsum(sizes)
+    starts = ends - sizes
+    kinds = v.ones(starts, np.uint32)
+    lengths = v.ones(starts + 4, v.length_type)
+    total = int(counts.sum())
+    if total == 0:  # empty inner arrays: their two parts each
+        out.extend(itertools.chain.from_iterable(zip(kinds, lengths, strict=True)))
+        return int(ends[-1])
+    inner = np.repeat(np.arange(n), counts)  # the inner array of each item
+    before = np.cumsum(counts) - counts  # items before each inner array
+    j = np.arange(total) - before[inner]  # each item's index in its inner array
+    item_at = starts[inner] + 4 + v.length_size + j * isz[inner]
+    codes = np.fromiter(map(_TYPE, items), np.int64, n)[inner]
+    values: list[np.ndarray] = [v.u8] * total
+    for code in np.unique(codes).tolist():
+        sel = np.flatnonzero(codes == code)
+        views = v.ones(item_at[sel], _SCALAR_TYPES[ValueType(code)])
+        if len(sel) == total:
+            values = views
+        else:
+            for i, view in zip(sel.tolist(), views, strict=True):
+                values[i] = view
+    # every part's place in the value's parts: inner array i's kind at 2i + (items before it), its count next
+    base = 2 * np.arange(n) + before
+    place = np.concatenate([base, base + 1, base[inner] + 2 + j])
+    gathered = kinds + lengths + values
+    out.extend(itemgetter(*np.argsort(place, kind="stable").tolist())(gathered))
+    return int(ends[-1])
+
+
+def _string_parts(v: _Views, starts: np.ndarray) -> Iterator[np.ndarray]:
     """The parts of ``len(starts) - 1`` strings whose length fields start at ``starts`` (and the last ends
     at ``starts[-1]``): a length view and a bytes view each, in order. The views are made by ``map``
-    over numpy's own indexing (loops in C, a vocabulary's half-million views in a few tenths of a second)."""
+    over numpy's own indexing (loops in C), a slice of strings at a time (see :meth:`_Views.ones`)."""
     n, ls = len(starts) - 1, v.length_size
-    if n == 0:
-        return []
-    first = starts[:-1]
-    phase = first % ls
-    order = np.argsort(phase, kind="stable")  # lengths grouped by their byte phase: one row array per phase
-    grouped: list[np.ndarray] = []
-    for k in np.unique(phase).tolist():
-        at = first[order][phase[order] == k]
-        grouped.extend(map(v.rows_at(k, v.length_type).__getitem__, (at // ls).tolist()))
-    back = np.empty(n, np.int64)
-    back[order] = np.arange(n)
-    lengths = [grouped[i] for i in back.tolist()] if n < 2 else list(itemgetter(*back.tolist())(grouped))
-    strings = list(map(v.u8.__getitem__, map(slice, (first + ls).tolist(), starts[1:].tolist())))
-    parts: list[np.ndarray] = [v.u8] * (2 * n)
-    parts[0::2] = lengths
-    parts[1::2] = strings
-    return parts
+    for a in range(0, n, _SLICE):
+        first = starts[a : min(a + _SLICE, n)]
+        lengths = v.ones(first, v.length_type)
+        strings = map(v.u8.__getitem__, map(slice, (first + ls).tolist(), starts[a + 1 : a + 1 + len(first)].tolist()))
+        yield from itertools.chain.from_iterable(zip(lengths, strings, strict=True))
 
 
 def _data_indices(vt: ValueType, value: Any) -> list[int]:
@@ -693,6 +950,19 @@ def _data_indices(vt: ValueType, value: Any) -> list[int]:
         return list(range(2, 2 + n))
     if et == ValueType.STRING:
         return list(range(3, 3 + 2 * n, 2))
+    if _of_numbers(items):  # arrays of numbers: each item's part, (its inner array's first part) + 2 + its index
+        indices: list[int] = []
+        base = 2  # the first part of the slice's first inner array
+        for part in _slices(items):
+            counts = np.fromiter(map(len, part), np.int64, len(part))
+            total = int(counts.sum())
+            if total:
+                inner = np.repeat(np.arange(len(part)), counts)
+                before = np.cumsum(counts) - counts
+                first = base + 2 * np.arange(len(part)) + before
+                indices += (first[inner] + 2 + np.arange(total) - before[inner]).tolist()
+            base += 2 * len(part) + total
+        return indices
     out: list[int] = []
     base = 2
     for inner in items:

@@ -429,7 +429,8 @@ def test_code_tables_have_gguf_names_and_values():
         # ggml's newest type and llama.cpp's file type of it, after gguf-py 0.19
         assert set(ours.__members__) - set(theirs.__members__) <= {"Q2_0", "MOSTLY_Q2_0"}
     differ = {t.name for t in gguf.GGML_QUANT_SIZES if compat.GGML_QUANT_SIZES[int(t)] != gguf.GGML_QUANT_SIZES[t]}
-    assert differ == {"Q8_1"} and compat.GGML_QUANT_SIZES[compat.GGMLQuantizationType.Q8_1] == (32, 36)
+    # ggml's Q8_1 block is 36 bytes; gguf-py 0.19.0 on PyPI says 40, llama.cpp's in-tree gguf-py 36
+    assert differ <= {"Q8_1"} and compat.GGML_QUANT_SIZES[compat.GGMLQuantizationType.Q8_1] == (32, 36)
     for value in ("s", b"b", [1], 1.5, True, 3):
         assert compat.GGUFValueType.get_type(value) == gguf.GGUFValueType.get_type(value)
 
@@ -646,6 +647,58 @@ def test_chunked_tensors_write_themselves_as_in_gguf(tmp_path, how):
         w = gguf.GGUFWriter(folder / "model.gguf", "llama", **kw)
         calls(w)
         assert {p.name: p.read_bytes() for p in sorted(folder.iterdir())} == theirs
+
+
+@pytest.mark.parametrize("qtype", ["F32", "F16", "Q8_0", "big-endian"])
+def test_gguf_pys_own_lazy_chunked_tensors_write_as_in_gguf(tmp_path, qtype):
+    # llama.cpp's in-tree gguf-py (its converter's conversion/qwen4exp.py): run where it is installed (CI installs it
+    # in a step of its own from llama.cpp's source), skipped with gguf-py 0.19.0 from PyPI, which has no such class
+    lazy_chunked = getattr(gguf, "LazyChunkedTensor", None)
+    if lazy_chunked is None:
+        pytest.skip("the installed gguf-py has no LazyChunkedTensor (llama.cpp's in-tree gguf-py has)")
+    full = np.linspace(-3, 3, 8 * 64, dtype=np.float32).reshape(8, 64)
+    kw = {"endianess": gguf.GGUFEndian.BIG} if qtype == "big-endian" else {}
+
+    def calls(w):
+        t = lazy_chunked([lambda a=a: full[a : a + 3] for a in range(0, 8, 3)], full.shape, np.float32)
+        if qtype not in ("F32", "big-endian"):
+            t = t.quantize(gguf.GGMLQuantizationType[qtype])
+        w.add_tensor("before", np.ones(5, np.float16))
+        if qtype == "big-endian":
+            t = t.byteswap()
+        w.add_tensor(
+            "chunked", t, raw_dtype=None if qtype in ("F32", "big-endian") else gguf.GGMLQuantizationType[qtype]
+        )
+        _finish(w)
+
+    theirs, ours = _write_both(tmp_path, calls, **kw)
+    assert ours == theirs and len(ours["model.gguf"]) > full.nbytes // 4
+    with compat.patch():
+        folder = tmp_path / "patched"
+        folder.mkdir()
+        w = gguf.GGUFWriter(folder / "model.gguf", "llama", **kw)
+        calls(w)
+        assert {p.name: p.read_bytes() for p in sorted(folder.iterdir())} == theirs
+
+
+def test_gguf_pys_remove_key_and_add_chat_template_none_as_in_gguf(tmp_path):
+    # llama.cpp's in-tree gguf-py: remove_key (add_chat_template(None) removes the template), run on compat's writer
+    # through the installed gguf-py's own method; skipped with gguf-py 0.19.0 from PyPI, which has neither
+    if not hasattr(gguf.GGUFWriter, "remove_key"):
+        pytest.skip("the installed gguf-py's GGUFWriter has no remove_key (llama.cpp's in-tree gguf-py has)")
+
+    def calls(w):
+        _metadata(w)
+        w.add_chat_template("{{ messages }}")
+        w.add_string("t.gone", "x")
+        w.remove_key("t.gone")
+        w.remove_key("t.never-there")
+        w.add_chat_template(None)
+        w.add_tensor("w", np.ones(4, np.float32))
+        _finish(w)
+
+    theirs, ours = _write_both(tmp_path, calls)
+    assert ours == theirs and b"t.gone" not in ours["model.gguf"] and b"chat_template" not in ours["model.gguf"]
 
 
 def test_a_chunked_tensor_that_writes_the_wrong_size_is_refused(tmp_path):

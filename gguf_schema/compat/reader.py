@@ -379,7 +379,18 @@ class GGUFReader:
             self._fields(f, count_size)
             self.tensors: list[ReaderTensor] = []
             seen: set[str] = set()
+            # the installed gguf-py's own limit, when it has one (llama.cpp's in-tree gguf-py refuses more dimensions
+            # than ggml's GGML_MAX_DIMS; gguf-py 0.19.0 on PyPI has no such limit and reads them)
+            max_dims = original("GGML_MAX_DIMS")
             for t in f.tensor_list:
+                if isinstance(max_dims, int) and len(t.dims) > max_dims:
+                    raise GGUFFormatError(
+                        f"tensor {t.name!r} has {len(t.dims)} dimensions, more than GGML_MAX_DIMS ({max_dims}): the "
+                        "installed gguf-py refuses it",
+                        offset=t.info_offset,
+                        path=f"tensor {t.name!r}.n_dims",
+                        value=len(t.dims),
+                    )
                 if t.name in seen:
                     raise GGUFFormatError(
                         f"duplicate tensor name {t.name!r} (gguf-py refuses files that repeat a name)",

@@ -148,6 +148,7 @@ CONTAINED = {
         "{% macro m() %}{{ ((() if (1e3|min()) else x)|default(('%x', y))) }}{% endmacro %}",
         CONFIGS[0],
     ),
+    "an-iterator-written-out": ("{{ ('%s' % (true|map())) }}{{ messages|map(attribute='role') }}", CONFIGS[1]),
     "folded-in-a-macro-never-called": (
         "{% macro m() %}{% set v = [(0|wordwrap(width=10))] %}{% endmacro %}",
         CONFIGS[3],

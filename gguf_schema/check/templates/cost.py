@@ -254,7 +254,10 @@ _TEXT_METHODS = _methods(str)
 _CONTAINER_METHODS = _methods(list, dict, tuple)
 _NUMBER_METHODS = _methods(int, float, bool)
 _JINJA_METHODS = frozenset({"cycle", "changed", "next", "reset"})  # of the loop and of a cycler
-_REPR = C(fns=frozenset({"method"}))  # a bound method: its repr when written, never a count
+_REPR = C(fns=frozenset({"repr"}))  # a bound method or an iterator: its repr when written, never a count
+#: Filters whose result is an iterator (a generator): written out, it is its repr ("<generator object ... at 0x...>")
+_LAZY_FILTERS = frozenset({"batch", "slice", "map", "select", "reject", "selectattr", "rejectattr", "unique", "items"})
+_LAZY_FILTERS |= {"reverse"}  # of anything but text: reversed(), an iterator
 
 
 def _may_be_method(recv: C, name: Any) -> bool:
@@ -777,7 +780,8 @@ class _Cost:
             a, b = self.ev(node.left), self.ev(node.right)
             widths = ZERO
             if node.operator == "%" and not _is_number(a):  # text formatting, not a remainder
-                widths = self.printf_widths(node.left, [self.parts(b)] if b.items is not None else [b], line)
+                # a tuple's items are the values; any other container (a list, an iterator) is one value, itself
+                widths = self.printf_widths(node.left, [_jn(self.parts(b), b)] if b.items is not None else [b], line)
             return self.binop(node.operator, a, b, line, widths)
         if isinstance(node, n.Getattr):
             recv = self.ev(node.node)
@@ -944,8 +948,8 @@ class _Cost:
                 out.append(self.ns.get((int(fn[7:]), "sep"), _SMALL))
             elif fn in self.fn_nodes:
                 out.append(self.macro_call_node(self.fn_nodes[fn], args, kwargs, line))
-            elif fn == "method":
-                self.unbounded(line, "a call of a bound method kept in a value")
+            elif fn == "repr":
+                self.unbounded(line, "a call of a bound method or an iterator kept in a value")
         return _jn(*out) if out else _SMALL
 
     def run_caller(self, args: list[C], line: int | None) -> C:
@@ -1142,6 +1146,8 @@ class _Cost:
         self.spend(padd(ONE, pscale(r.count(), 1 / 16)), line, f"{what} costs this many steps")
         rule = getattr(self, "r_" + b.rule)
         out: C = rule(b, r, params, extra, extra_kw, line, call, what)
+        if b.kind == "filter" and b.name in _LAZY_FILTERS:
+            out = replace(out, fns=out.fns | _REPR.fns)
         return out
 
     def arg_node(self, call: Any, b: Builtin, param: str) -> Any:

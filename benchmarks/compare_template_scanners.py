@@ -34,6 +34,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -233,7 +234,9 @@ def main(argv: list[str] | None = None) -> int:
         print(name, hits, false, unknown, f"{seconds:.1f} s", note, flush=True)
     load1 = os.getloadavg()
     shutil.rmtree(work, ignore_errors=True)
-    raw.write_text(json.dumps({r[0]: {"row": list(r), "results": details.get(r[0], {})} for r in rows}, indent=1))
+    kept: dict[str, Any] = {r[0]: {"row": list(r), "results": details.get(r[0], {})} for r in rows}
+    kept["_when"] = previous.get("_when", "") if args.only else time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    raw.write_text(json.dumps(kept, indent=1))
 
     n_bad, n_good = len(malicious), len(files) - len(malicious)
     lines = [
@@ -241,7 +244,13 @@ def main(argv: list[str] | None = None) -> int:
         "",
         f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; Python {platform.python_version()}; "
         f"`nice python benchmarks/compare_template_scanners.py`; {os.cpu_count()} cores (shared); load average "
-        f"{load0[0]:.2f} at the start, {load1[0]:.2f} at the end.",
+        f"{load0[0]:.2f} at the start, {load1[0]:.2f} at the end."
+        + (
+            f" This run: {', '.join(args.only)}; the other rows are kept from the last full run "
+            f"({previous.get('_when', 'earlier')})."
+            if args.only
+            else ""
+        ),
         "",
         f"Corpus: {n_bad} malicious templates (every trick of the test-suite, each proven live there by an "
         f"unsandboxed render) and {n_good} benign ones (real chat templates and our fixtures), one GGUF file each.",

@@ -188,12 +188,15 @@ class C:
     part: frozenset[str] = frozenset()
     sites: frozenset[int] = frozenset()  # the namespace() calls that made it, if it is a namespace
     fns: frozenset[Any] = frozenset()  # the macros (ids of their nodes) or blocks ("block:name") it may be
+    shown: P = ZERO  # at least this long when written out, whatever its other bounds say (never a count)
 
     def text(self) -> P:
         """Its length as text (a container's: its items' text and separators; a callable's: its repr, up to 256
         characters: "<function strftime_now at 0x...>", "<built-in method index of str object at 0x...>")."""
         if self.fns:
             return pmax(replace(self, fns=frozenset()).text(), poly(256.0))
+        if self.shown != ZERO:
+            return pmax(replace(self, shown=ZERO).text(), self.shown)
         if self.data:
             return pmax(self.chars, NSIZE)
         t = self.chars
@@ -241,7 +244,16 @@ def _jn(*cs: C | None) -> C:
         frozenset().union(*(c.part for c in xs)),
         frozenset().union(*(c.sites for c in xs)),
         frozenset().union(*(c.fns for c in xs)),
+        shown=_pmax_all([c.shown for c in xs]),
     )
+
+
+def _pmax_all(ps: list[P]) -> P:
+    out = ZERO
+    for p in ps:
+        if p != ZERO:
+            out = p if out == ZERO else pmax(out, p)
+    return out
 
 
 #: Names of the methods of plain data and of Jinja's runtime objects: such an attribute may be a bound method, which
@@ -264,6 +276,8 @@ def _may_be_method(recv: C, name: Any) -> bool:
     """Whether attribute ``name`` of ``recv`` may be a bound method (written out, its repr)."""
     if not isinstance(name, str):
         return False
+    if name in _JINJA_METHODS:  # of the loop, a cycler: whatever else the value may be
+        return True
     if recv.data:  # the request's: text, numbers, lists, dicts
         return name in _TEXT_METHODS or name in _CONTAINER_METHODS or name in _NUMBER_METHODS
     if recv.items is not None and name in _CONTAINER_METHODS:
@@ -328,7 +342,7 @@ _DATA = replace(_DATA0, elem=_DATA0)
 _SMALL = C(chars=poly(64.0))
 _BOOL = C(chars=poly(5.0), mag=ONE)
 _NUMBER = C(chars=poly(24.0), mag=UNBOUNDED)
-_JINJA = C(chars=poly(16.0))  # a Jinja object (a global, a macro, the loop)
+_JINJA = C(chars=poly(16.0), fns=frozenset({"repr"}))  # a Jinja object (a global, a macro, caller): written, its repr
 _NONE = C(chars=poly(4.0))
 _PRINTF_RE = re.compile(r"%(?:\([^)]*\))?[#0\- +]*(\*|\d+)?(?:\.(\*|\d+))?[hlL]?[a-zA-Z%]")
 _JINJA_NAMES = frozenset({"caller", "self", "loop", "super", "varargs", "kwargs"})
@@ -434,13 +448,15 @@ class _Cost:
             elif isinstance(node, n.Macro):
                 self.macros[identifier(node.name)] = node
                 self.fn_nodes[id(node)] = node
-                self.env[identifier(node.name)] = replace(_JINJA, fns=frozenset({id(node)}))
+                # written out, its repr: "<Macro 'name'>" (the name as long as the template makes it)
+                named = poly(float(max(16, len(node.name) + 10)))
+                self.env[identifier(node.name)] = replace(_JINJA, chars=named, fns=frozenset({id(node)}))
                 for d in node.defaults:  # Jinja folds constant defaults when it compiles, called or not
                     self.ev(d)
-            elif isinstance(node, n.CallBlock):
+            elif isinstance(node, n.CallBlock):  # {% call m() %}: m's output is written
                 self.callers.append(node)
                 try:
-                    self.ev(node.call)
+                    self.emit(self.ev(node.call), node.lineno)
                 finally:
                     self.callers.pop()
             elif isinstance(node, n.Assign):
@@ -821,8 +837,8 @@ class _Cost:
             e = recv.elem  # the loop's items
         elif recv.items is None and recv.mag is not None:
             e = recv  # loop.index, a number's parts: as large as it
-        elif recv.items is None and recv.chars == _JINJA.chars:
-            e = _JINJA  # an attribute of a Jinja object
+        elif recv.items is None and (recv.chars == _JINJA.chars or recv.fns):
+            e = replace(_JINJA, chars=pmax(recv.chars, _JINJA.chars))  # an attribute of a Jinja object (m.name)
         else:
             e = recv.elem if recv.elem is not None else (C(chars=ONE) if recv.items is None else _SMALL)
         out = _with_part(e, recv.part)
@@ -1269,7 +1285,8 @@ class _Cost:
         call: Any,
         what: str,
     ) -> C:
-        return self.made(C(chars=pscale(r.text(), 12.0)), line, what)
+        # up to 4 bytes a character, each written '\\xNN' (4), and the repr's b'' (3)
+        return self.made(C(chars=padd(pscale(r.text(), 16.0), poly(3.0))), line, what)
 
     def r_urlize(
         self,
@@ -1550,7 +1567,9 @@ class _Cost:
         e = self.parts(r)
         if b.name in ("dictsort", "items") and not r.data:  # (key, value) pairs (the request's parts are all N)
             e = C(items=poly(2.0), elem=e, part=e.part)
-        return self.made(C(items=count, elem=e, data=r.data, sites=frozenset({id(call)})), line, what)
+        # the request's text made a list of its characters ('ab'|list: "['a', 'b']") writes five times its text
+        shown = pscale(r.text(), 6.0) if r.data and b.name in ("list", "sort", "unique") else ZERO
+        return self.made(C(items=count, elem=e, data=r.data, sites=frozenset({id(call)}), shown=shown), line, what)
 
     def r_groupby(
         self,
@@ -1565,7 +1584,8 @@ class _Cost:
     ) -> C:
         e = self.parts(r)
         group = C(items=poly(2.0), elem=_jn(e, C(items=r.count(), elem=e), p.get("default")))
-        return self.made(C(items=r.count(), elem=group, data=r.data), line, what)
+        # (grouper, list) pairs: each group's key written again beside its items, not the request's text
+        return self.made(C(items=r.count(), elem=group), line, what)
 
     def r_batch(
         self,
@@ -1585,7 +1605,8 @@ class _Cost:
             per = padd(count, self.number(p.get("linecount"), line, "the batch size of |batch", 1.0))
         self.spend(per, line, f"{what} makes this many items")
         batch = C(items=per, elem=_jn(self.parts(r), fill))
-        return self.made(C(items=padd(count, ONE), elem=batch, data=r.data), line, what)
+        # lists the filter makes (brackets, the fill): not the request's text, whatever they hold
+        return self.made(C(items=padd(count, ONE), elem=batch), line, what)
 
     def r_slice(
         self,
@@ -1602,7 +1623,7 @@ class _Cost:
         count = r.count()
         self.spend(padd(slices, count), line, f"{what} makes this many slices and items")
         part = C(items=padd(count, ONE), elem=_jn(self.parts(r), p.get("fill_with")))
-        return self.made(C(items=slices, elem=part, data=r.data), line, what)
+        return self.made(C(items=slices, elem=part), line, what)  # lists it makes: not the request's text
 
     def r_sum(
         self,
@@ -1671,7 +1692,7 @@ class _Cost:
         e = self.parts(r)
         if b.name == "items" and not r.data:  # (key, value) pairs (the request's parts are all N)
             e = C(items=poly(2.0), elem=e, part=e.part)
-        return C(items=r.count(), elem=e, data=r.data)
+        return C(items=r.count(), elem=e, data=r.data, fns=_REPR.fns)  # written out: 'dict_items([...])'
 
     def r_get(self, b: Builtin, r: C, p: dict[str, C], *_: Any) -> C:
         return _jn(self.parts(r), p.get("default"))
@@ -1808,8 +1829,9 @@ class _Cost:
         span = ZERO
         for e in ends:
             span = padd(span, e)  # |stop - start| <= |start| + |stop|
-        # an int step is 0 (an error) or at least 1 in size: never more passes than |start| + |stop|
-        return self.made(C(items=span, elem=C(chars=poly(24.0), mag=span)), line, what)
+        # an int step is 0 (an error) or at least 1 in size: never more passes than |start| + |stop|; written out, a
+        # range is its repr ('range(0, 100000000000000000000)', whatever its length)
+        return self.made(C(items=span, elem=C(chars=poly(24.0), mag=span), fns=_REPR.fns), line, what)
 
     def r_lipsum(
         self,
@@ -2116,6 +2138,7 @@ def _extend(c1: C, c2: C, c3: C, trips: P) -> C:
         _jn(c1.elem, c2.elem, c3.elem),
         c1.data or c2.data or c3.data,
         c1.part | c2.part | c3.part,
+        shown=grow(c1.shown, c2.shown, c3.shown) or ZERO,
     )
 
 
@@ -2289,15 +2312,18 @@ def bound(tree: Any, *, file_text: int | None = None, seconds: float = 1.0) -> R
 
 
 def request_size(variables: Mapping[str, Any]) -> float:
-    """``N`` for one render: the size of every variable passed to it (the request's and the file's alike).
+    """``N`` for one render: the size of every variable passed to it (the request's and the file's alike), as
+    the text Python writes for it: so the text of any part of the request, written out, is at most ``N``.
 
-    A text counts its characters, plus its value when it reads as a number (``'1e9'|int`` is a number of the
-    request); a number its magnitude (at least 1); True, False and None 1; a list, tuple, set or mapping 1 plus
-    its items (keys and values); anything else the length of its ``repr``. A value met twice counts twice (the
-    size unfolded). At least 1.
+    A text counts the length of its ``repr`` (quotes and escapes), plus its value when it reads as a number
+    (``'1e9'|int`` is a number of the request); a number its magnitude (at least 1) and the length of its
+    ``repr``; True, False and None 6; a list, tuple or set 2 (its brackets) plus its items, a mapping 2 plus 2
+    a key (``': '``) plus its keys and values; each item 2 more (``', '``); anything else the length of its
+    ``repr``. A value met twice counts twice (the size unfolded). At least 1.
 
-    >>> request_size({"messages": [{"role": "user", "content": "Hello"}], "add_generation_prompt": True})
-    23.0
+    >>> request = {"messages": [{"role": "user", "content": "Hello"}], "add_generation_prompt": True}
+    >>> request_size(request), sum(len(repr(v)) for v in request.values())  # at least what writing it out takes
+    (54.0, 42)
     """
     total = 0.0
     stack: list[Any] = list(variables.values())  # the variables' names are not data the template reads
@@ -2307,18 +2333,20 @@ def request_size(variables: Mapping[str, Any]) -> float:
         visits += 1
         if visits > 50_000_000:  # a cycle, or more than anyone renders
             return INF
+        total += 2.0  # the separator written after it in a container (', ' or ': ')
         if isinstance(v, bool) or v is None:
-            total += 1
+            total += 4
         elif isinstance(v, (int, float)):
-            total += max(1.0, abs(float(v))) if math.isfinite(float(v)) else INF
+            size = abs(float(v))
+            total += max(1.0, size) + len(repr(v)) if math.isfinite(size) else INF
         elif isinstance(v, str):
-            total += len(v) + _as_number(v)
+            total += len(repr(v)) + _as_number(v)
         elif isinstance(v, Mapping):
-            total += 1
+            total += 2 + 2 * len(v)
             stack.extend(v.keys())
             stack.extend(v.values())
         elif isinstance(v, (list, tuple, set, frozenset)):
-            total += 1
+            total += 2
             stack.extend(v)
         else:
             total += len(repr(v))

@@ -144,7 +144,7 @@ def worker(args: tuple[int, list[int], int, int, int, str]) -> None:
     """Run the batches ``seeds``, appending each result as one JSON line to the state file."""
     index, seeds, batch, contexts, nice, state = args
     os.nice(nice)
-    from gguf_schema.testing.live_templates import LiveRenderer
+    from tests.oracle.live import LiveRenderer
     from tests.oracle.containment import is_failure
 
     # a class minimized by an earlier run (the state) or by this worker is not minimized again

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from gguf_schema.testing.live_templates import LiveRenderer
+from tests.oracle.live import LiveRenderer
 
 from .oracle.containment import CONFIGS, Judgement, check_render, describe, run_template
 from .oracle.grammar import known, mutants, templates

@@ -2,7 +2,7 @@
 
 A template the audit flags (an error-severity finding) is left alone: the audit said "do not render
 this". For every other template, each observed render (:meth:`LiveRenderer.observe
-<gguf_schema.testing.live_templates.LiveRenderer.observe>`) is judged at two levels.
+<tests.oracle.live.LiveRenderer.observe>`) is judged at two levels.
 
 Level ``audit`` (the audit as it is, with a safety predicate of its own):
 

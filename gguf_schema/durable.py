@@ -2,8 +2,7 @@
 
 A user's file is never left unreadable, half-written or silently changed, whatever is killed or
 fails at the time (``docs/writes.md`` states the guarantees and the figures measured). This module
-owns the mechanisms every write goes through (see ``../shared/design/safe-writes.md`` for where
-they come from):
+owns the mechanisms every write goes through:
 
 * :func:`atomic_replace` -- a new version of a file is written to a temporary file in the same
   folder and renamed over the target only when complete and fsynced; then the folder is fsynced,

@@ -12,7 +12,8 @@ goes through :func:`gguf_schema.durable.atomic_replace`: a temporary file in the
 renamed over the target only when complete: a failed or killed write leaves the old file as it was.
 
 Before anything is written, the header about to be written is checked with the validation rules
-(:mod:`gguf_schema.check.writing` registers that check): each broken rule is a
+(:func:`gguf_schema.check.writing.check_before_write`, which the package puts in the slot
+:data:`gguf_schema.wiring.header_check`; see :func:`check_header`): each broken rule is a
 :class:`~gguf_schema.errors.GGUFWarning` carrying its rule id, and ``strict=PROFILE`` refuses the
 write instead with a :class:`~gguf_schema.errors.GGUFValidationError`. Every function of the library
 that writes a GGUF file takes ``strict=`` as an explicit keyword argument and passes it down to

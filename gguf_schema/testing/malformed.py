@@ -4,7 +4,7 @@ This module owns :func:`malformed_cases`: small files generated with the library
 then broken by overwriting bytes at offsets the reader reports (``Field.offset``,
 ``Tensor.info_offset``) — no second parser. Each :class:`MalformedCase` says what the three
 validation profiles of :mod:`gguf_schema.check.validate` decide about it: ``ggml`` is the verdict of
-ggml's C reader (the classes are those of ``../shared/reference/ggml-reader-rules.md``), ``spec``
+ggml's C reader (the classes are the checks of ``gguf_init_from_file_impl`` in ggml's ``src/gguf.cpp``), ``spec``
 the verdict of the spec text, ``lenient`` whether the file and its tensors can be read at all.
 
 Files are deterministic (fixed seeds). Unless a case is about them, every file carries a

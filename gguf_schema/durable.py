@@ -81,7 +81,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import IO, Any, Union
+from typing import IO, Any
 
 from .errors import (
     GGUFBuildError,
@@ -93,6 +93,7 @@ from .errors import (
     GGUFPermissionError,
     os_error,
 )
+from .io import PathLike
 
 try:
     import fcntl
@@ -124,8 +125,6 @@ __all__ = [
     "shared_header_lock",
     "write_in_place",
 ]
-
-PathLike = Union[str, "os.PathLike[str]"]
 
 JOURNAL_SUFFIX = "-journal"
 _TMP_MARK = ".gguf-tmp-"

@@ -37,7 +37,7 @@ import os
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import IO, Any, Union
+from typing import IO, Any
 
 import numpy as np
 from construct import Container
@@ -53,6 +53,7 @@ from .format.nodes import DataSection, align_offset
 from .format.schema import alignment_of
 from .format.types import GGMLType, ValueType, tensor_nbytes
 from .format.values import Field, make_field
+from .io import PathLike
 from .model import GGUFFile, Tensor
 
 __all__ = [
@@ -84,8 +85,6 @@ _DONTNEED: int | None = getattr(mmap, "MADV_DONTNEED", None) if hasattr(mmap.mma
 
 Progress = Callable[[int], None]
 """A progress callback: called with the number of bytes just written (the CLI draws a bar from it)."""
-
-PathLike = Union[str, "os.PathLike[str]"]
 
 _DTYPE_TYPES = {
     np.dtype("float32"): GGMLType.F32,

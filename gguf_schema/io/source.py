@@ -56,6 +56,7 @@ from collections import OrderedDict
 from typing import IO, Any, TypeGuard, Union
 
 from ..errors import GGUFError, GGUFTruncatedError
+from . import PathLike
 from .ioerrors import io_error
 
 log = logging.getLogger("gguf_schema")
@@ -72,7 +73,7 @@ __all__ = [
     "is_url",
 ]
 
-SourceLike = Union[str, "os.PathLike[str]", bytes, bytearray, memoryview, IO[bytes]]
+SourceLike = Union[PathLike, bytes, bytearray, memoryview, IO[bytes]]
 
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*://")
 

@@ -41,7 +41,7 @@ import os
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any
 
 import numpy as np
 
@@ -49,6 +49,7 @@ from ..durable import PendingFiles, os_error, refuse_overwriting_inputs
 from ..errors import GGUFBuildError
 from ..format.limits import Limits
 from ..format.types import GGMLType
+from ..io import PathLike
 from ..io.source import is_url
 from ..model import Tensor
 from ..shards import SplitModel
@@ -76,8 +77,6 @@ from .requantize import (
 )
 
 __all__ = ["JobProgress", "ManyResult", "OutputProgress", "output_stem", "requantize_many"]
-
-PathLike = Union[str, "os.PathLike[str]"]
 
 _SHARD_SUFFIX = re.compile(r"-\d{5}-of-\d{5}$")
 

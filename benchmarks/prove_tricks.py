@@ -23,8 +23,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: tests.oracle is not installed
 
-from gguf_schema.check.templates import audit_template  # noqa: E402
-from tests.oracle.tricks import Prover, load  # noqa: E402
+from gguf_schema.check.templates import audit_template
+from tests.oracle.tricks import Prover, load
 
 TRICKS = Path(__file__).resolve().parents[1] / "tests" / "data" / "templates" / "tricks"
 

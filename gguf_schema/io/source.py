@@ -53,7 +53,7 @@ import os
 import re
 import threading
 from collections import OrderedDict
-from typing import IO, Any, TypeGuard, Union
+from typing import IO, Any, TypeGuard
 
 from ..errors import GGUFError, GGUFTruncatedError
 from . import PathLike
@@ -73,7 +73,7 @@ __all__ = [
     "is_url",
 ]
 
-SourceLike = Union[PathLike, bytes, bytearray, memoryview, IO[bytes]]
+SourceLike = PathLike | bytes | bytearray | memoryview | IO[bytes]
 
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*://")
 

@@ -9,9 +9,11 @@ the copy vendored in the llama-cpp-python 0.3.36 source package
 (``pip download --no-binary :all: --no-deps llama-cpp-python==0.3.36``, unpacked in /work/llama-dl).
 The quantization itself is ``llama_model_quantize`` in ``libllama`` and ``ggml_quantize_chunk`` in
 ``libggml-base``: those come prebuilt (``/work/llama-libs``: ``libllama.so.0.5.0``, ``libggml*.so.0.25.3``,
-built from that same source tree by llama-cpp-python's build); only the command-line tool and the
-four ``common/`` sources it needs are compiled, against them (one job, at the lowest priority; a few
-minutes; ``-Wl,--gc-sections`` drops the parts of ``common.cpp`` that would need the rest of ``common/``)::
+from ``pip install llama_cpp_python-0.3.36.tar.gz``'s build of that source package: CMake Release, g++
+12.2.0, ``ggml-cpu`` with ``-march=native`` as ``GGML_NATIVE``'s default has it; its log is
+/work/llama-dl/build.log). Only the command-line tool and the five ``common/`` sources it needs are
+compiled, against them (one job, at the lowest priority; about three minutes here; ``-Wl,--gc-sections``
+drops the parts of ``common.cpp`` that would need the rest of ``common/``)::
 
     L=/work/llama-dl/llama_cpp_python-0.3.36/vendor/llama.cpp
     sed -e s/@LLAMA_BUILD_NUMBER@/0/ -e s/@LLAMA_BUILD_COMMIT@/0c1e570/ -e "s/@BUILD_COMPILER@/GNU 12.2.0/" \\

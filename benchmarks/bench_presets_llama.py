@@ -3,6 +3,7 @@ and every output file compared with llama-quantize's byte for byte.
 
 Run: nice -n 19 python benchmarks/bench_presets_llama.py [--llama-quantize PATH] [--sources F32,BF16]
         [--presets Q2_K,Q3_K_M,...] [--workdir DIR] [--out benchmarks/results/presets_llama.md]
+        [--options='--pure' --options='--output-tensor-type q8_0' ...]   # only the differential check, appended
 
 **llama-quantize.** llama.cpp 0c1e57098 (the commit our quantizers and the recorded plans follow),
 the copy vendored in the llama-cpp-python 0.3.36 source package
@@ -12,7 +13,7 @@ The quantization itself is ``llama_model_quantize`` in ``libllama`` and ``ggml_q
 from ``pip install llama_cpp_python-0.3.36.tar.gz``'s build of that source package: CMake Release, g++
 12.2.0, ``ggml-cpu`` with ``-march=native`` as ``GGML_NATIVE``'s default has it; its log is
 /work/llama-dl/build.log). Only the command-line tool and the five ``common/`` sources it needs are
-compiled, against them (one job, at the lowest priority; about three minutes here; ``-Wl,--gc-sections``
+compiled, against them (one job, at the lowest priority; two minutes here; ``-Wl,--gc-sections``
 drops the parts of ``common.cpp`` that would need the rest of ``common/``)::
 
     L=/work/llama-dl/llama_cpp_python-0.3.36/vendor/llama.cpp
@@ -294,6 +295,46 @@ def bench_source(kind: str, presets: list[str], llama: str, work: Path) -> tuple
     return lines, summary
 
 
+def check_options(kind: str, presets: list[str], llama: str, work: Path, options: list[str]) -> list[str]:
+    """The differential check alone, with llama-quantize's options ``options`` given to both tools (the
+    same spelling): our one pass against a run of llama-quantize per preset."""
+    src = work / f"gemma-3-270m-{kind.lower()}.gguf"
+    if not src.exists():
+        sys.path.insert(0, str(ROOT))
+        from gguf_schema.tools.requantize import requantize
+
+        requantize(_gemma(), src, kind, allow_requantize=True, sync=False)
+    ours = [sys.executable, "-m", "gguf_schema", "quantize"]
+    types = [x for p in presets for x in ("-t", p)]
+    outdir = work / "onepass-options"
+    one = _run([*ours, str(src), str(outdir), *types, *options, "--threads", "1", "--overwrite"], src, work)
+    theirs = [_run([llama, *options, str(src), str(work / f"llama-{p}.gguf"), p, "1"], src, work) for p in presets]
+    stem = src.name[: -len(".gguf")]
+    cells, same = [], 0
+    for p in presets:
+        lq, onep = work / f"llama-{p}.gguf", outdir / f"{stem}-{p}.gguf"
+        ident = _sha(lq) == _sha(onep)
+        same += ident
+        cells.append(
+            f"| {p} | {lq.stat().st_size:,} | `{_sha(lq)[:16]}` | {'identical' if ident else _first_difference(onep, lq)} |"
+        )
+        lq.unlink()
+    cpu = sum(r["cpu"] for r in theirs)
+    return [
+        f"### {kind} source, options `{' '.join(options)}`",
+        "",
+        f"Our one pass: {one['cpu']:.1f} s CPU, {one['wall']:.1f} s wall, {one['rss']:.0f} MiB; "
+        f"{len(presets)} runs of llama-quantize: {cpu:.1f} s CPU, {sum(r['wall'] for r in theirs):.1f} s wall, "
+        f"{max(r['rss'] for r in theirs):.0f} MiB at most (load average {one['load']:.1f} at the start). "
+        f"**{same} of {len(presets)} identical.**",
+        "",
+        "| preset | bytes | SHA-256 (llama-quantize) | one pass |",
+        "|---|---:|---|---|",
+        *cells,
+        "",
+    ]
+
+
 def main() -> None:
     if len(sys.argv) > 3 and sys.argv[1] == "--watch":
         raise SystemExit(_watch(sys.argv[2], sys.argv[3], sys.argv[5:]))
@@ -303,6 +344,13 @@ def main() -> None:
     ap.add_argument("--presets", default=PRESETS)
     ap.add_argument("--workdir", default=None)
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "presets_llama.md"))
+    ap.add_argument(
+        "--options",
+        action="append",
+        default=[],
+        help="a set of llama-quantize options (one string, e.g. '--pure'), repeatable: only the differential "
+        "check, one pass against llama-quantize, each set with every source; the section is appended to --out",
+    )
     a = ap.parse_args()
     presets = a.presets.split(",")
     work = Path(a.workdir or tempfile.mkdtemp(prefix="presets-llama-"))
@@ -319,6 +367,23 @@ def main() -> None:
         "0c1e570 built as the benchmark's docstring says; one thread everywhere. Every run at `nice -n 19`.",
         "",
     ]
+    if a.options:
+        import shlex
+
+        text = [
+            "",
+            f"## The differential check with options (run {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} "
+            f"UTC at commit {commit.stdout.strip()}, `--options` of this script)",
+            "",
+        ]
+        for kind in a.sources.split(","):
+            for opts in a.options:
+                lines = check_options(kind, presets, a.llama_quantize, work, shlex.split(opts))
+                text += lines
+                print("\n".join(lines), flush=True)
+        with open(a.out, "a") as f:
+            f.write("\n".join(text))
+        return
     body = []
     for kind in a.sources.split(","):
         lines, _ = bench_source(kind, presets, a.llama_quantize, work)

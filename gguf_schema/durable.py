@@ -116,6 +116,7 @@ __all__ = [
     "fsync_dir",
     "journal_path",
     "locked_open",
+    "make_folders",
     "read_only_reason",
     "real_path",
     "recording",
@@ -144,6 +145,40 @@ def fsync_dir(folder: str) -> None:
             raise
     finally:
         os.close(fd)
+
+
+def make_folders(folder: PathLike, *, sync: bool = True) -> list[str]:
+    """Make ``folder`` and its missing parents (as :func:`os.makedirs` does); with ``sync``, fsync the
+    folder that holds each one made, so that it survives a power cut: a file renamed into a new
+    folder is durable once that folder is fsynced (as every commit here does) *and* the new folder's
+    own name in its parent is; nothing else syncs the latter. Returns the folders made, outermost first.
+
+    >>> import tempfile
+    >>> d = tempfile.mkdtemp()
+    >>> [os.path.relpath(p, d) for p in make_folders(os.path.join(d, "a", "b"))], make_folders(os.path.join(d, "a"))
+    (['a', 'a/b'], [])
+    """
+    path = os.path.abspath(os.fspath(folder))
+    missing = []
+    while not os.path.isdir(path):
+        missing.append(path)
+        parent = os.path.dirname(path)
+        if parent == path:  # pragma: no cover - the root always is a folder
+            break
+        path = parent
+    made = []
+    for p in reversed(missing):
+        try:
+            os.mkdir(p)
+        except FileExistsError:
+            if not os.path.isdir(p):  # a file, or a link to nothing, under that name
+                raise
+            continue  # made by another process in the meantime
+        made.append(p)
+    if sync:
+        for parent in dict.fromkeys(os.path.dirname(p) for p in made):
+            fsync_dir(parent)
+    return made
 
 
 def real_path(path: PathLike) -> str:

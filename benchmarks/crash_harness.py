@@ -1,7 +1,8 @@
 """Crash harness for every write path: kill the writer (SIGKILL) at many moments, inject I/O errors.
 
 Not part of the tests (it runs for minutes). For each write path (set in place, set that rewrites,
-delete, rename, convert, split, merge, save, build, quantize):
+delete, rename, convert, split, merge, save, build, quantize, and the one-pass quantize of several
+presets into a folder: into a new folder, and replacing the outputs of an earlier run with ``--overwrite``):
 
 1. **Kills.** The write runs in a forked child (the library already imported, so the child starts
    writing at once); the parent kills it with SIGKILL after a delay. The delays are spread evenly
@@ -14,10 +15,15 @@ delete, rename, convert, split, merge, save, build, quantize):
 
 After each run, the harness checks: every target is byte-identical to its content before or to the
 output of a clean run (a split's shards as a set: all old, all new, or a mixed set that
-``open_split`` refuses); every target opens with :func:`gguf_schema.open` (a file a journal
+``open_split`` refuses; the one pass's outputs are separate files, each its old or its new
+content, "mixed" when some are old and some new, as a kill between their renames leaves them); every target opens with :func:`gguf_schema.open` (a file a journal
 guards is first refused by readers, then recovered by :func:`gguf_schema.durable.recover`); the
 inputs are unchanged; nothing else is left in the folder (temporaries left by a killed writer are
 counted, and must be removed by the next write of the same target).
+
+When the write makes more I/O calls than ``--kills`` allows aiming at (before and after each), the
+aimed kills are the calls of the commit (every ``replace``, ``rename``, ``link``, ``fsync``), before
+and after, and the other calls spread evenly to ``--kills`` in all.
 
     python benchmarks/crash_harness.py [--kills 1000] [--paths set-in-place,split] [--out benchmarks/results/crash.md]
 """
@@ -30,6 +36,7 @@ import hashlib
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -46,6 +53,7 @@ from gguf_schema import durable
 from gguf_schema.errors import GGUFError
 from gguf_schema.tools import convert as convert_mod
 from gguf_schema.tools import edit, jsonio
+from gguf_schema.tools import onepass as onepass_mod
 from gguf_schema.tools import requantize as requantize_mod
 from gguf_schema.tools import split as split_mod
 
@@ -77,6 +85,7 @@ class Scenario:
     prepare: Callable[[str], None]  # makes the inputs and the targets' old content in an empty folder
     cli: list[str] = field(default_factory=list)  # the same write on the command line (for strace)
     is_set: bool = False  # the targets form a set (split shards)
+    several: bool = False  # several separate targets (one pass of many presets): each old or new on its own
     journal: bool = False  # in-place edits: a journal may be left, then recovered
     links: dict[str, str] = field(default_factory=dict)  # symbolic links the write goes through: name -> target
 
@@ -95,6 +104,25 @@ def _model_and_link(folder: str) -> None:
 def _prepare_quantize(folder: str) -> None:
     make_model(os.path.join(folder, "model.gguf"), suffix="ffn_up.weight")  # weights: requantized
     make_model(os.path.join(folder, "q.gguf"), tokens=10, name="old-target", seed=1)
+
+
+#: the presets of the one-pass paths, and the outputs they write into the folder ``out``
+ONEPASS = ["Q8_0", "Q4_0", "Q6_K"]
+ONEPASS_OUT = [f"out/model-{p}.gguf" for p in ONEPASS]
+
+
+def _prepare_onepass(folder: str, old: bool) -> None:
+    make_model(os.path.join(folder, IN), suffix="ffn_up.weight")  # weights: requantized
+    if old:  # the outputs of an earlier run, to be replaced (--overwrite)
+        os.mkdir(os.path.join(folder, "out"))
+        for i, t in enumerate(ONEPASS_OUT):
+            make_model(os.path.join(folder, t), tokens=10, name=f"old-target-{i}", seed=i + 1)
+
+
+def _onepass(folder: str, overwrite: bool) -> None:
+    onepass_mod.requantize_many(
+        os.path.join(folder, IN), os.path.join(folder, "out"), ONEPASS, threads=1, overwrite=overwrite
+    )
 
 
 def _prepare_merge(folder: str) -> None:
@@ -231,6 +259,24 @@ def scenarios() -> list[Scenario]:
             _prepare_quantize,
             ["quantize", IN, "q.gguf", "--type", "Q8_0", "--threads", "1"],
         ),
+        Scenario(
+            "quantize-onepass",
+            lambda d: _onepass(d, False),
+            ONEPASS_OUT,
+            [IN],
+            lambda d: _prepare_onepass(d, False),
+            ["quantize", IN, "out", *[x for p in ONEPASS for x in ("-t", p)], "--threads", "1"],
+            several=True,
+        ),
+        Scenario(
+            "quantize-onepass-overwrite",
+            lambda d: _onepass(d, True),
+            ONEPASS_OUT,
+            [IN],
+            lambda d: _prepare_onepass(d, True),
+            ["quantize", IN, "out", *[x for p in ONEPASS for x in ("-t", p)], "--threads", "1", "--overwrite"],
+            several=True,
+        ),
         Scenario("save", _save, ["saved.gguf"], [IN], lambda d: _model_and_old(d, "saved.gguf"), []),
         Scenario(
             "build",
@@ -262,16 +308,23 @@ class Baseline:
     inputs: dict[str, str | None]
     seconds: float  # from the first I/O call to the end, the shortest of 5 clean runs
     io_calls: int  # I/O calls of a clean run
+    calls: list[str] = field(default_factory=list)  # their names, in order (a clean run)
 
 
 def reset(folder: str, template: str, s: Scenario) -> None:
     """Make ``folder`` the prepared state again (the targets' old content, the links; nothing else)."""
     for name in os.listdir(folder):
         if name not in s.inputs:
-            os.unlink(os.path.join(folder, name))
+            p = os.path.join(folder, name)
+            if os.path.isdir(p) and not os.path.islink(p):
+                shutil.rmtree(p)
+            else:
+                os.unlink(p)
     for name in os.listdir(template):
         if name in s.links:
             os.symlink(s.links[name], os.path.join(folder, name))
+        elif os.path.isdir(os.path.join(template, name)):
+            shutil.copytree(os.path.join(template, name), os.path.join(folder, name))
         elif name not in s.inputs or not os.path.exists(os.path.join(folder, name)):
             shutil.copyfile(os.path.join(template, name), os.path.join(folder, name))
 
@@ -290,6 +343,7 @@ class Run:
     finished: bool  # the writer finished before it was killed
     io_calls: int  # I/O calls the writer made (a run that is not killed)
     write_seconds: float  # from the first I/O call to the end (a run that is not killed)
+    calls: list[str] = field(default_factory=list)  # the I/O calls' names, in order (a run that is not killed)
 
 
 def run_forked(s: Scenario, folder: str, *, delay: float | None = None, at_call: tuple[int, str] | None = None) -> Run:
@@ -305,6 +359,7 @@ def run_forked(s: Scenario, folder: str, *, delay: float | None = None, at_call:
     if pid == 0:  # the child: write, then leave without any cleanup of the parent's state
         os.close(r)
         count = [0]
+        names: list[str] = []
         kill_at, when = at_call if at_call is not None else (0, "")
 
         def hook(frame: object, event: str, arg: object) -> None:
@@ -312,6 +367,7 @@ def run_forked(s: Scenario, folder: str, *, delay: float | None = None, at_call:
                 return
             if event == "c_call":
                 count[0] += 1
+                names.append(getattr(arg, "__name__", ""))
                 if count[0] == 1:
                     os.write(w, struct_start)
                 if count[0] == kill_at and when == "before":
@@ -328,7 +384,7 @@ def run_forked(s: Scenario, folder: str, *, delay: float | None = None, at_call:
         except BaseException:
             code = 3
         sys.setprofile(None)
-        os.write(w, json.dumps([count[0], time.perf_counter() - t_first]).encode())
+        os.write(w, json.dumps([count[0], time.perf_counter() - t_first, names]).encode())
         os._exit(code)
     os.close(w)
     try:
@@ -352,8 +408,8 @@ def run_forked(s: Scenario, folder: str, *, delay: float | None = None, at_call:
     if finished and os.WEXITSTATUS(status) != 0:
         raise RuntimeError(f"{s.name}: the write failed without being killed")
     if finished and rest:
-        calls, _ = json.loads(rest.decode())
-        return Run(True, calls, time.perf_counter() - t0)
+        calls, _, names = json.loads(rest.decode())
+        return Run(True, calls, time.perf_counter() - t0, names)
     return Run(finished, 0, 0.0)
 
 
@@ -371,7 +427,18 @@ def baseline(s: Scenario, root: str) -> Baseline:
         runs.append(run_forked(s, work))
     new = {t: digest(os.path.join(work, t)) for t in s.targets}
     assert new != old, s.name
-    return Baseline(template, old, new, inputs, min(r.write_seconds for r in runs), min(r.io_calls for r in runs))
+    least = min(runs, key=lambda r: r.io_calls)
+    return Baseline(template, old, new, inputs, min(r.write_seconds for r in runs), least.io_calls, least.calls)
+
+
+def files_in(folder: str) -> set[str]:
+    """Every name in ``folder`` and its subfolders (relative; a folder itself is not a name)."""
+    names = set()
+    for here, dirs, files in os.walk(folder):
+        rel = os.path.relpath(here, folder)
+        names.update(f if rel == "." else os.path.join(rel, f) for f in files)
+        names.update(d if rel == "." else os.path.join(rel, d) for d in dirs if os.path.islink(os.path.join(here, d)))
+    return names
 
 
 def judge(s: Scenario, b: Baseline, folder: str) -> tuple[str, list[str], bool, str]:
@@ -401,7 +468,7 @@ def judge(s: Scenario, b: Baseline, folder: str) -> tuple[str, list[str], bool, 
         if said is None or "aside" in said:
             problems.append(f"recover did not apply or remove the journal: {said}")
         recovered = True
-    names = set(os.listdir(folder))
+    names = files_in(folder)
     litter = sorted(names - set(s.targets) - set(s.inputs) - set(s.links))
     for name, target in s.links.items():
         if not os.path.islink(os.path.join(folder, name)) or os.readlink(os.path.join(folder, name)) != target:
@@ -427,6 +494,8 @@ def judge(s: Scenario, b: Baseline, folder: str) -> tuple[str, list[str], bool, 
                 problems.append("open_split accepted a mixed set")
             except GGUFError:
                 pass
+    elif s.several:
+        outcome = states[0] if len(set(states)) == 1 else "other" if "other" in states else "mixed"
     else:
         outcome = states[0]
     for t in s.targets:
@@ -462,9 +531,19 @@ def kills(s: Scenario, root: str, n: int, rng: random.Random) -> dict:
     counts: collections.Counter[str] = collections.Counter()
     problems: list[str] = []
     litter_runs = litter_left = recovered = finished = killed = runs = 0
+    kinds: collections.Counter[str] = (
+        collections.Counter()
+    )  # what was left, names with the PID and the random part masked
+    empty_dirs = 0  # runs that left a folder the write made, empty
     aimed = [(k, when) for k in range(1, b.io_calls + 1) for when in ("before", "after")]
+    if len(aimed) > n:  # the commit's calls, and the others spread evenly to n kills in all
+        commit = [k for k, name in enumerate(b.calls, 1) if name in ("replace", "rename", "link", "fsync")]
+        rest = [k for k in range(1, b.io_calls + 1) if k not in commit]
+        room = max(0, (n - 2 * len(commit)) // 2)
+        spread = [rest[round(i * (len(rest) - 1) / max(1, room - 1))] for i in range(room)] if rest and room else []
+        aimed = [(k, when) for k in sorted(set(commit) | set(spread)) for when in ("before", "after")]
     timed = 0
-    while killed < n and runs < 3 * n:
+    while (killed < n or runs < len(aimed)) and runs < 3 * max(n, len(aimed)):
         reset(work, b.template, s)
         if runs < len(aimed):
             at_call, delay = aimed[runs], None
@@ -481,6 +560,13 @@ def kills(s: Scenario, root: str, n: int, rng: random.Random) -> dict:
         outcome, litter, rec, problem = judge(s, b, work)
         counts[outcome] += 1
         recovered += rec
+        kinds.update(re.sub(r"\d+-[0-9a-f]{8}$", "PID-XXXXXXXX", n) for n in litter)
+        empty_dirs += any(
+            not os.listdir(os.path.join(here, d))
+            and not os.path.exists(os.path.join(b.template, os.path.relpath(os.path.join(here, d), work)))
+            for here, dirs, _ in os.walk(work)
+            for d in dirs
+        )
         if litter:
             litter_runs += 1
             if not litter_removed_by_next_write(s, work, litter):
@@ -500,6 +586,8 @@ def kills(s: Scenario, root: str, n: int, rng: random.Random) -> dict:
         "journal_recovered": recovered,
         "litter_runs": litter_runs,
         "litter_not_removed": litter_left,
+        "litter_kinds": dict(kinds),
+        "empty_dirs": empty_dirs,
         "problems": problems[:10],
         "n_problems": len(problems),
     }
@@ -574,7 +662,7 @@ def table(kill_rows: list[dict], inject_rows: list[dict], args: argparse.Namespa
         "## SIGKILL at spread moments",
         "",
         "| path | runs | killed before the end | aimed at I/O calls (calls x before/after) | write (ms) | old | new "
-        "| mixed set (refused) | other | journal recovered | runs with litter | litter not removed by next write "
+        "| mixed (a split: refused) | other | journal recovered | runs with litter | litter not removed by next write "
         "| problems |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
@@ -590,7 +678,7 @@ def table(kill_rows: list[dict], inject_rows: list[dict], args: argparse.Namespa
         "",
         "## Injected I/O errors (strace -e inject=SYSCALL:error=ERR:when=N)",
         "",
-        "| path | runs | old | new | mixed set (refused) | other | failed cleanly | raw traceback | runs with litter "
+        "| path | runs | old | new | mixed (a split: refused) | other | failed cleanly | raw traceback | runs with litter "
         "| problems |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
@@ -604,6 +692,15 @@ def table(kill_rows: list[dict], inject_rows: list[dict], args: argparse.Namespa
             f"| {o.get('other', 0)} | "
             f"{r['clean_errors']} | {r['raw_errors']} | {r['litter_runs']} | {r['n_problems']} |"
         )
+    notes = [
+        f"{r['path']}: left after a kill (runs): "
+        + (", ".join(f"`{k}` ({v})" for k, v in sorted(r["litter_kinds"].items())) or "nothing")
+        + (f"; the output folder the write made, left empty: {r['empty_dirs']} runs" if r.get("empty_dirs") else "")
+        for r in kill_rows
+        if "litter_kinds" in r
+    ]
+    if notes:
+        lines += ["", "## What kills left beside the targets", "", *(f"- {n}" for n in notes)]
     details = [p for r in kill_rows + inject_rows for p in (f"{r['path']}: {x}" for x in r.get("problems", []))]
     if details:
         lines += ["", "## Problems (first ten per path)", "", *(f"- {d}" for d in details)]

@@ -18,7 +18,7 @@ and costly renders) by one to three random mutations that keep what the template
 
 The audit (static, no render) judges each mutant first; a mutant with an error-severity finding is
 detected. Every mutant the audit does not flag is rendered WITHOUT a sandbox (a forked child with
-time and memory limits: gguf_schema.testing.live_templates), on a one-message conversation with
+time and memory limits: tests.oracle.live), on a one-message conversation with
 tools, in a tracing environment. A miss is an unflagged mutant whose render ran the payload (its
 marker file appeared), printed the planted environment variable, reached an internal name through
 a lookup (the trace), or exceeded the time or memory bound. The target is 0 misses.
@@ -46,7 +46,7 @@ ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
 from gguf_schema.check.templates import audit_template, clear_cache  # noqa: E402
-from gguf_schema.testing.live_templates import LiveRenderer  # noqa: E402
+from tests.oracle.live import LiveRenderer  # noqa: E402
 
 REAL = ROOT / "tests" / "data" / "templates" / "real"
 SECRET = "fuzz-secret-7c1e"

@@ -1,6 +1,6 @@
 """Prove every trick of tests/data/templates/tricks live, and count how many the current audit catches.
 
-Each trick is rendered WITHOUT a sandbox in a forked child with limits (gguf_schema.testing.trick_corpus):
+Each trick is rendered WITHOUT a sandbox in a forked child with limits (tests.oracle.tricks):
 its proof must hold (a command ran, a planted environment value or a file's content is in the output, or the
 render went past its time/memory bound). Then it is rendered in Jinja's ImmutableSandboxedEnvironment (does the
 sandbox refuse it, or hang/explode on it too?), and audited statically (``audit_template``): caught means at
@@ -21,8 +21,10 @@ import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: tests.oracle is not installed
+
 from gguf_schema.check.templates import audit_template
-from gguf_schema.testing.trick_corpus import Prover, load
+from tests.oracle.tricks import Prover, load
 
 TRICKS = Path(__file__).resolve().parents[1] / "tests" / "data" / "templates" / "tricks"
 

@@ -144,8 +144,8 @@ def worker(args: tuple[int, list[int], int, int, int, str]) -> None:
     """Run the batches ``seeds``, appending each result as one JSON line to the state file."""
     index, seeds, batch, contexts, nice, state = args
     os.nice(nice)
-    from gguf_schema.testing.live_templates import LiveRenderer
     from tests.oracle.containment import is_failure
+    from tests.oracle.live import LiveRenderer
 
     # a class minimized by an earlier run (the state) or by this worker is not minimized again
     minimized: set[str] = {k for r in read_state(Path(state)) for k in r["minimized"]}

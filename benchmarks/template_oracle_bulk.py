@@ -66,7 +66,7 @@ ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
 from gguf_schema.check.templates import predict  # noqa: E402
-from gguf_schema.testing import live_templates  # noqa: E402
+from tests.oracle import live as live_templates  # noqa: E402
 from tests.oracle.containment import CONFIGS, Failure, Judgement, check_render, describe, is_failure, settle  # noqa: E402
 from tests.oracle.requests import CONTEXTS  # noqa: E402
 

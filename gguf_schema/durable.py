@@ -2,8 +2,7 @@
 
 A user's file is never left unreadable, half-written or silently changed, whatever is killed or
 fails at the time (``docs/writes.md`` states the guarantees and the figures measured). This module
-owns the mechanisms every write goes through (see ``../shared/design/safe-writes.md`` for where
-they come from):
+owns the mechanisms every write goes through:
 
 * :func:`atomic_replace` -- a new version of a file is written to a temporary file in the same
   folder and renamed over the target only when complete and fsynced; then the folder is fsynced,
@@ -82,7 +81,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import IO, Any, Union
+from typing import IO, Any
 
 from .errors import (
     GGUFBuildError,
@@ -94,6 +93,7 @@ from .errors import (
     GGUFPermissionError,
     os_error,
 )
+from .io import PathLike
 
 try:
     import fcntl
@@ -116,6 +116,7 @@ __all__ = [
     "fsync_dir",
     "journal_path",
     "locked_open",
+    "make_folders",
     "read_only_reason",
     "real_path",
     "recording",
@@ -125,8 +126,6 @@ __all__ = [
     "shared_header_lock",
     "write_in_place",
 ]
-
-PathLike = Union[str, "os.PathLike[str]"]
 
 JOURNAL_SUFFIX = "-journal"
 _TMP_MARK = ".gguf-tmp-"
@@ -146,6 +145,40 @@ def fsync_dir(folder: str) -> None:
             raise
     finally:
         os.close(fd)
+
+
+def make_folders(folder: PathLike, *, sync: bool = True) -> list[str]:
+    """Make ``folder`` and its missing parents (as :func:`os.makedirs` does); with ``sync``, fsync the
+    folder that holds each one made, so that it survives a power cut: a file renamed into a new
+    folder is durable once that folder is fsynced (as every commit here does) *and* the new folder's
+    own name in its parent is; nothing else syncs the latter. Returns the folders made, outermost first.
+
+    >>> import tempfile
+    >>> d = tempfile.mkdtemp()
+    >>> [os.path.relpath(p, d) for p in make_folders(os.path.join(d, "a", "b"))], make_folders(os.path.join(d, "a"))
+    (['a', 'a/b'], [])
+    """
+    path = os.path.abspath(os.fspath(folder))
+    missing = []
+    while not os.path.isdir(path):
+        missing.append(path)
+        parent = os.path.dirname(path)
+        if parent == path:  # pragma: no cover - the root always is a folder
+            break
+        path = parent
+    made = []
+    for p in reversed(missing):
+        try:
+            os.mkdir(p)
+        except FileExistsError:
+            if not os.path.isdir(p):  # a file, or a link to nothing, under that name
+                raise
+            continue  # made by another process in the meantime
+        made.append(p)
+    if sync:
+        for parent in dict.fromkeys(os.path.dirname(p) for p in made):
+            fsync_dir(parent)
+    return made
 
 
 def real_path(path: PathLike) -> str:

@@ -366,10 +366,6 @@ class Fields(Mapping[str, Field]):
         """Every stored pair in file order, duplicate keys included (a copy)."""
         return list(self._records)
 
-    def records_at(self, i: int) -> Field:
-        """The pair at index ``i`` of :attr:`records`."""
-        return self._records[i]
-
     def position(self, key: str) -> int | None:
         """The index among :attr:`records` of the first pair with ``key``, or None."""
         if self._positions is None:
@@ -592,11 +588,6 @@ class GGUFFile:
             return [None] * len(fields)
         get = self._spans.get
         return [get(id(f)) for f in fields]
-
-    def stored_info_bytes(self, index: int) -> Any:
-        """The bytes of tensor info ``index`` (in :attr:`tensor_list` order) as stored."""
-        start, end = self.stored_info_span(index)
-        return self.stored_view()[start:end]
 
     def stored_info_span(self, index: int) -> tuple[int, int]:
         """Where tensor info ``index`` lies in :meth:`stored_view` (``[start, end)``)."""

@@ -25,18 +25,18 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterator, Mapping
-from typing import Any, Union
+from typing import Any
 
 from .errors import GGUFFileNotFoundError, GGUFFormatError, GGUFKeyError
 from .format import keys as K
 from .format.limits import Limits
+from .io import PathLike
 from .io.source import is_url
 from .model import Fields, GGUFFile, Tensor
 from .reader import read
 
 __all__ = ["SplitModel", "open_model", "open_split", "shard_name", "shard_paths", "shard_paths_named"]
 
-PathLike = Union[str, "os.PathLike[str]"]
 StorageOptions = Mapping[str, Any] | None
 
 

@@ -12,7 +12,8 @@ goes through :func:`gguf_schema.durable.atomic_replace`: a temporary file in the
 renamed over the target only when complete: a failed or killed write leaves the old file as it was.
 
 Before anything is written, the header about to be written is checked with the validation rules
-(:mod:`gguf_schema.check.writing` registers that check): each broken rule is a
+(:func:`gguf_schema.check.writing.check_before_write`, which the package puts in the slot
+:data:`gguf_schema.wiring.header_check`; see :func:`check_header`): each broken rule is a
 :class:`~gguf_schema.errors.GGUFWarning` carrying its rule id, and ``strict=PROFILE`` refuses the
 write instead with a :class:`~gguf_schema.errors.GGUFValidationError`. Every function of the library
 that writes a GGUF file takes ``strict=`` as an explicit keyword argument and passes it down to
@@ -36,7 +37,7 @@ import os
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import IO, Any, Union
+from typing import IO, Any
 
 import numpy as np
 from construct import Container
@@ -52,6 +53,7 @@ from .format.nodes import DataSection, align_offset
 from .format.schema import alignment_of
 from .format.types import GGMLType, ValueType, tensor_nbytes
 from .format.values import Field, make_field
+from .io import PathLike
 from .model import GGUFFile, Tensor
 
 __all__ = [
@@ -83,8 +85,6 @@ _DONTNEED: int | None = getattr(mmap, "MADV_DONTNEED", None) if hasattr(mmap.mma
 
 Progress = Callable[[int], None]
 """A progress callback: called with the number of bytes just written (the CLI draws a bar from it)."""
-
-PathLike = Union[str, "os.PathLike[str]"]
 
 _DTYPE_TYPES = {
     np.dtype("float32"): GGMLType.F32,

@@ -26,8 +26,8 @@ from gguf_schema import GGUFArray, ValueType, make_field
 from gguf_schema.check.audit import AUDIT_RULES, audit
 from gguf_schema.check.loaders import LOADERS, distinct, template_views
 from gguf_schema.check.templates import audit_template
-from gguf_schema.testing.live_templates import LiveRenderer
 from gguf_schema.testing.malformed import base_metadata
+from tests.oracle.live import LiveRenderer
 
 jinja2 = pytest.importorskip("jinja2")
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -93,3 +94,19 @@ def test_the_sdist_carries_everything_the_tests_and_docs_need() -> None:
     needed |= {"LICENSE", "README.md", "ARCHITECTURE.md", "conftest.py", "setup.py", "pyproject.toml", ".ci/run"}
     assert "tests/data/vocab/SOURCES" in needed and "docs/cli.md" in needed  # the walk found the data
     assert sorted(needed - taken) == []
+
+
+#: what only an unsandboxed renderer does: an environment made without the sandbox, the renderer of tests/oracle/
+UNSANDBOXED = re.compile(r"runtime_environment\(\s*sandboxed\s*=\s*(?!True\b)|\bLiveRenderer\b|\bProver\b")
+
+
+def test_the_package_carries_no_unsandboxed_renderer() -> None:
+    # the wheel holds every module below gguf_schema/ (setup.py: find_namespace_packages) and spec/ (gguf_schema.spec);
+    # the live renders of chat templates (tests/oracle/live.py, tricks.py) stay in the repository
+    shipped = [f for f in repository_files() if f.endswith(".py") and f.split("/", 1)[0] in ("gguf_schema", "spec")]
+    assert "gguf_schema/check/templates/jinja.py" in shipped and "gguf_schema/testing/fixtures.py" in shipped
+    offenders = [f for f in shipped if UNSANDBOXED.search((REPO / f).read_text(encoding="utf-8"))]
+    assert offenders == []
+    # the pattern finds the renderers where they are
+    for kept in ("tests/oracle/live.py", "tests/oracle/tricks.py"):
+        assert UNSANDBOXED.search((REPO / kept).read_text(encoding="utf-8")), kept

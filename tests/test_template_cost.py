@@ -1,7 +1,7 @@
 """The render-cost bound: sound by construction, and each class of trick that got past it, proven live and caught.
 
 Every trick here takes past half a second of CPU or 256 MB when rendered WITHOUT a sandbox on a one-message
-conversation (:mod:`gguf_schema.testing.live_templates` renders it in a forked child with limits), and the audit,
+conversation (:mod:`tests.oracle.live` renders it in a forked child with limits), and the audit,
 which never renders, reports ``GGUF-T504`` at error severity. The classes are those issue 34 names: ``range``
 under another name, keyword arguments, the degree of the bound, structures sharing their children, ``slice`` and
 ``batch`` counts, nesting depth, numbers from methods that are not modelled, growth in place, and the text of
@@ -20,7 +20,7 @@ import pytest
 
 from gguf_schema.check.templates import audit_template, cost
 from gguf_schema.check.templates.builtins import BUILTINS, lookup
-from gguf_schema.testing.live_templates import LiveRenderer
+from tests.oracle.live import LiveRenderer
 
 jinja2 = pytest.importorskip("jinja2")
 posix = pytest.mark.skipif(os.name != "posix", reason="live renders fork (POSIX)")

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from gguf_schema.testing.live_templates import LiveRenderer
+from tests.oracle.live import LiveRenderer
 
 from .oracle.containment import CONFIGS, Judgement, check_render, describe, run_template
 from .oracle.grammar import known, mutants, templates
@@ -109,7 +109,7 @@ def test_the_check_sees_cost(live):
 
 # -- open counter-examples against the current analysis (the lead is rewriting it): strict xfails -----------------
 # When the analysis catches one, its test passes, the strict xfail fails, and the mark is removed. Each is a
-# minimized counter-example of the oracle (see /work/notes/oracle-findings.md at the time of writing).
+# minimized counter-example of the oracle.
 
 CAUGHT = {  # found by the oracle against the analysis before the sound rewrite; caught since: kept as regressions
     "boolean-index": "{{ lipsum[['x', '__globals__'][true]]['os'] }}",

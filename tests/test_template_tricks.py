@@ -3,7 +3,7 @@
 Every template here runs a harmless command (it creates a marker file), reads an environment
 variable the test planted, or exceeds a time or memory bound, when rendered WITHOUT a sandbox, as a
 vulnerable runtime renders it: that render happens in a forked child with limits
-(:mod:`gguf_schema.testing.live_templates`), so a hang or a huge allocation cannot stop the suite.
+(:mod:`tests.oracle.live`), so a hang or a huge allocation cannot stop the suite.
 Then the audit, which never renders, must report it at error severity, and its chain must go from
 where the name (or the cost) comes from to the line of the access.
 
@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from gguf_schema.check.templates import audit_template
-from gguf_schema.testing.live_templates import LiveRenderer
+from tests.oracle.live import LiveRenderer
 
 jinja2 = pytest.importorskip("jinja2")
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="live renders fork (POSIX) and the payloads run 'touch'")

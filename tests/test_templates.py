@@ -5,7 +5,7 @@ chat templates in tests/data/templates/real, listed with origins and checksums i
 the real template of a GGUF file in tests/data/vocab) give no finding. Every class of bypass is written here
 as a payload that runs a harmless command (it creates a marker file in tmp_path) or reads a marker
 the test planted: each payload is first PROVED live by an unsandboxed render (in a forked child with
-limits: gguf_schema.testing.live_templates), then the audit must report it at error severity. The
+limits: tests.oracle.live), then the audit must report it at error severity. The
 red team of the newer classes (laundering, captures, NFKC, tokens, render cost) is in
 tests/test_template_tricks.py.
 """
@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 import gguf_schema
 from gguf_schema.check.templates import RULES, TemplateFinding, audit_template, hidden_characters, sandbox
 from gguf_schema.check.templates.jinja import generation_extension
-from gguf_schema.testing.live_templates import LiveRenderer
+from tests.oracle.live import LiveRenderer
 
 from .conftest import VOCAB_DIR
 

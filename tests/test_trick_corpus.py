@@ -1,7 +1,7 @@
 """The corpus of live template tricks (tests/data/templates/tricks): each trick is PROVEN live here.
 
 Every trick is rendered WITHOUT a sandbox, as a vulnerable runtime renders it, in a forked child with limits
-(:mod:`gguf_schema.testing.trick_corpus`): it runs a command (a marker file appears), puts a planted
+(:mod:`tests.oracle.tricks`): it runs a command (a marker file appears), puts a planted
 environment value or a file's content in its output, or goes past its time or memory bound. The bound
 tricks run with small limits here (0.3 s, 256 MiB), far past what a real template needs on one
 conversation (a millisecond). Whether the audit catches them is measured by benchmarks/prove_tricks.py
@@ -15,7 +15,7 @@ import os
 
 import pytest
 
-from gguf_schema.testing.trick_corpus import CONFIGS, PROOFS, Prover, load
+from tests.oracle.tricks import CONFIGS, PROOFS, Prover, load
 
 from .conftest import DATA
 
@@ -58,7 +58,7 @@ def test_trick_is_live(name, prover):
 
 def test_a_benign_render_proves_nothing(prover):
     # the proofs can fail: the same machinery on a harmless template sees no marker, secret, file or bound
-    from gguf_schema.testing.trick_corpus import Trick
+    from tests.oracle.tricks import Trick
 
     context = {"messages": [{"role": "user", "content": "Hello"}]}
     for proof in PROOFS:

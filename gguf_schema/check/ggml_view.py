@@ -44,6 +44,7 @@ import numpy as np
 
 from ..errors import GGUFInternalError
 from ..format import keys as K
+from ..format.nodes import align_offset
 from ..format.types import GGML_TYPE_COUNT, GGMLType, ValueType
 from ..format.values import Field
 from ..model import GGUFFile, Tensor
@@ -108,7 +109,7 @@ def ggml_pad(x: int, n: int) -> int:
     >>> ggml_pad(100, 32), ggml_pad(96, 32), ggml_pad(2**64 - 1, 32)
     (128, 96, 0)
     """
-    return ((x + n - 1) & SIZE_MAX) & ~(n - 1) & SIZE_MAX
+    return align_offset(x, n) & SIZE_MAX
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,8 @@ writer (:mod:`gguf_schema.writer`) puts it on disk.
 
 Every write (``save``, ``GGUFFile.save``, metadata edits, convert, split, merge, build) passes
 the header it is about to write through :func:`check_before_write`, which the package
-(``gguf_schema/__init__.py``) hands to the writer (:func:`gguf_schema.writer.register_header_check`). The header is read back and checked with the rules of :mod:`.validate` (not a copy):
+(``gguf_schema/__init__.py``) hands to the writer through the slot :data:`gguf_schema.wiring.header_check`.
+The header is read back and checked with the rules of :mod:`.validate` (not a copy):
 
 * by default, each error of the ``ggml`` profile (what llama.cpp's loader would refuse: empty or
   repeated keys, nested arrays, names of 64 bytes or more, more than 4 dimensions ...) and of the

@@ -153,6 +153,4 @@ def _cmd_generate(args: argparse.Namespace) -> int:
         f"wrote {len(records)} files ({total:,} bytes) and manifest.jsonl to {args.out_dir}: "
         + ", ".join(f"{n} {k}" for k, n in kinds.items())
     )
-    if args.only and "malformed" in args.only and not kinds.get("malformed"):
-        print("note: gguf_schema.testing.malformed is not available: no malformed files written")
     return EXIT_OK

@@ -453,10 +453,14 @@ class ValueArray(Adapter):
 
 
 def align_offset(offset: int, alignment: int) -> int:
-    """The spec's ``align_offset``: ``offset`` rounded up to a multiple of ``alignment``.
+    """The spec's ``align_offset``, ggml's ``GGML_PAD(x, n)``: ``offset`` rounded up to a multiple of ``alignment``.
 
-    >>> align_offset(33, 32), align_offset(64, 32)
-    (64, 64)
+    The one rounding of the library (the layout, ggml's view of it, the estimates of buffers). In exact
+    integers: where ggml computes in ``size_t``, the caller wraps the result (``& SIZE_MAX``; see
+    :func:`gguf_schema.check.ggml_view.ggml_pad`).
+
+    >>> align_offset(33, 32), align_offset(64, 32), align_offset(0, 256)
+    (64, 64, 0)
     """
     return offset + (alignment - (offset % alignment)) % alignment
 

@@ -1,8 +1,8 @@
 """The GGUF file layout as ``construct`` declarations: the spec, transcribed.
 
-Read this module next to the spec (``docs/gguf.md`` of ggml, mirrored in
-``../shared/seeds/000_d466ef7820170e32.txt``; ``spec/gguf.json`` (top level) holds our copy of its
-facts). Each spec struct appears in the spec's order under the spec's name and field names:
+Read this module next to the spec (``docs/gguf.md`` in ggml's repository,
+https://github.com/ggml-org/ggml/blob/master/docs/gguf.md; ``spec/gguf.json`` (top level) holds our
+copy of its facts). Each spec struct appears in the spec's order under the spec's name and field names:
 ``gguf_string_t``, ``gguf_metadata_value_type``, ``gguf_metadata_value_t`` (a ``Switch`` on the
 value type) with its ``array`` member, ``gguf_metadata_kv_t``, ``gguf_header_t``,
 ``gguf_tensor_info_t``, ``gguf_file_t``. The nodes they are made of live in

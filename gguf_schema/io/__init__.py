@@ -11,3 +11,13 @@ and above ``errors`` only.
 | ``opening.py`` | ``open_source``: the ``Source`` for a path, URL, buffer or file object (above ``source`` and ``remote``, so neither imports the other back) |
 | ``ioerrors.py`` | the one classifier of what reading raised (OS, fsspec, aiohttp errors) into ``GGUFIOError`` subclasses |
 """
+
+from __future__ import annotations
+
+import os
+from typing import Union
+
+__all__ = ["PathLike"]
+
+#: a local path as every function that takes one accepts it: a string or an ``os.PathLike`` of a string
+PathLike = Union[str, "os.PathLike[str]"]

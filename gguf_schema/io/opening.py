@@ -51,7 +51,6 @@ def open_source(
     if is_url(src):
         from .remote import RemoteSource  # fsspec is imported only for URLs
 
-        assert isinstance(src, str)
         return RemoteSource(src, storage_options)
     local = MappedSource if mmap else PositionedSource
     if isinstance(src, (str, os.PathLike)):

@@ -53,9 +53,10 @@ import os
 import re
 import threading
 from collections import OrderedDict
-from typing import IO, Any, Union
+from typing import IO, Any, TypeGuard
 
 from ..errors import GGUFError, GGUFTruncatedError
+from . import PathLike
 from .ioerrors import io_error
 
 log = logging.getLogger("gguf_schema")
@@ -72,12 +73,12 @@ __all__ = [
     "is_url",
 ]
 
-SourceLike = Union[str, "os.PathLike[str]", bytes, bytearray, memoryview, IO[bytes]]
+SourceLike = PathLike | bytes | bytearray | memoryview | IO[bytes]
 
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*://")
 
 
-def is_url(src: object) -> bool:
+def is_url(src: object) -> TypeGuard[str]:
     """True for a string that starts with a scheme and ``://`` (``https://``, ``hf://``, ``file://`` ...).
 
     >>> is_url("https://host/m.gguf"), is_url("s3://bucket/m.gguf"), is_url("models/m.gguf"), is_url("C:/models/m.gguf")
@@ -343,7 +344,8 @@ class PositionedSource(_LocalFile):
 
     def _read(self, offset: int, nbytes: int) -> Any:
         fd = self.fileno()
-        assert fd is not None
+        if fd is None:  # closed behind our back: the caller closed the file object it lent
+            raise GGUFError("the file is closed: its bytes are only available while it is open", path=self.name)
         data = os.pread(fd, nbytes, offset)
         if len(data) != nbytes:  # truncated between the size check and the read
             self._check_range(offset + len(data), nbytes - len(data))

@@ -613,10 +613,6 @@ class FuzzReport:
         """The distinct finding signatures, sorted."""
         return sorted(self.findings)
 
-    @property
-    def exec_per_second(self) -> float:
-        return self.executions / self.seconds if self.seconds else 0.0
-
 
 def default_corpus(include_vocab: Iterable[str] = (), trim: int | None = 64) -> list[bytes]:
     """Seed files: the demo model in every byte order and version, nested arrays, and the edge-case

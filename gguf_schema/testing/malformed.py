@@ -1,10 +1,11 @@
 """Malformed (and edge-case valid) GGUF files, one for each class ggml's reader is tested against.
 
 This module owns :func:`malformed_cases`: small files generated with the library's own writer,
-then broken by overwriting bytes at offsets the reader reports (``Field.offset``,
-``Tensor.info_offset``) — no second parser. Each :class:`MalformedCase` says what the three
+then broken by overwriting bytes at offsets the reader reports (``GGUFFile.pair_offsets``,
+``GGUFFile.info_offsets``: the layout of :mod:`gguf_schema.format.layout`) — no second parser; files
+built byte by byte take the size of a stored count from the variant (:data:`_V3`). Each :class:`MalformedCase` says what the three
 validation profiles of :mod:`gguf_schema.check.validate` decide about it: ``ggml`` is the verdict of
-ggml's C reader (the classes are those of ``../shared/reference/ggml-reader-rules.md``), ``spec``
+ggml's C reader (the classes are the checks of ``gguf_init_from_file_impl`` in ggml's ``src/gguf.cpp``), ``spec``
 the verdict of the spec text, ``lenient`` whether the file and its tensors can be read at all.
 
 Files are deterministic (fixed seeds). Unless a case is about them, every file carries a
@@ -34,8 +35,11 @@ import numpy as np
 
 from ..errors import GGUFInternalError
 from ..format import keys as K
+from ..format.layout import PairOffsets
+from ..format.nodes import align_offset
 from ..format.types import GGMLType, ValueType
 from ..format.values import BoolByte, Field, GGUFArray, make_field
+from ..format.variant import Variant
 from ..model import GGUFFile, Tensor
 from ..reader import read as gguf_open
 from ..writer import RawTensor, save
@@ -128,40 +132,31 @@ def _u64(v: int) -> bytes:
     return int(v).to_bytes(8, "little")
 
 
+#: the variant :func:`_save` writes (little-endian, version 3) and the files built by hand are in
+_V3 = Variant.of("little", 3)
+_SIZE = _V3.struct("N")
+#: where the header's ``tensor_count`` and ``metadata_kv_count`` are stored
+_N_TENSORS_AT = 8
+_N_KV_AT = _N_TENSORS_AT + _V3.size_t
+
+
+def _size(v: int) -> bytes:
+    """``v`` as a stored count, length or dimension (``size_t`` of :data:`_V3`)."""
+    return _SIZE.pack(v)
+
+
 def _located(data: bytes, fn: Callable[[GGUFFile], Any]) -> Any:
     """Open ``data`` with the reader and ask ``fn`` for offsets (the reader is the only parser)."""
     with gguf_open(data) as f:
         return fn(f)
 
 
-def _value_offset(f: GGUFFile, key: str) -> int:
-    fld = f.fields[key]
-    if fld.offset is None:
-        raise GGUFInternalError("fld.offset is not None does not hold")
-    return fld.offset + 8 + len(key.encode()) + 4
-
-
-def _type_offset(f: GGUFFile, key: str) -> int:
-    offset = f.fields[key].offset
-    if offset is None:
-        raise GGUFInternalError("offset is not None does not hold")
-    return offset + 8 + len(key.encode())
-
-
-def _name_len(t: Tensor) -> int:
-    return len(t.name.encode("utf-8", "surrogateescape"))
-
-
-def _dim_offset(t: Tensor, j: int) -> int:
-    return t.info_offset + 8 + _name_len(t) + 4 + 8 * j
-
-
-def _ttype_offset(t: Tensor) -> int:
-    return _dim_offset(t, len(t.dims))
-
-
-def _toffset_offset(t: Tensor) -> int:
-    return _ttype_offset(t) + 4
+def _pair(f: GGUFFile, key: str) -> PairOffsets:
+    """Where the parts of the pair ``key`` of the parsed ``f`` are stored."""
+    offsets = f.pair_offsets(f.fields[key])
+    if offsets is None:
+        raise GGUFInternalError(f"the parsed pair {key!r} has no offset")
+    return offsets
 
 
 def _tensors() -> dict[str, Any]:
@@ -271,8 +266,8 @@ def malformed_cases() -> list[MalformedCase]:
         _verdict(REJECT, REJECT, ACCEPT),
     )
     add("header_version_future", "the version is 4", _patch(plain, 4, _u32(4)), ALL_REJECT)
-    add("header_n_tensors_max", "tensor_count is 2^64-1", _patch(plain, 8, _u64(2**64 - 1)), ALL_REJECT)
-    add("header_n_kv_max", "metadata_kv_count is 2^64-1", _patch(plain, 16, _u64(2**64 - 1)), ALL_REJECT)
+    add("header_n_tensors_max", "tensor_count is 2^64-1", _patch(plain, _N_TENSORS_AT, _size(2**64 - 1)), ALL_REJECT)
+    add("header_n_kv_max", "metadata_kv_count is 2^64-1", _patch(plain, _N_KV_AT, _size(2**64 - 1)), ALL_REJECT)
     add(
         "header_empty",
         "no metadata and no tensors (the spec requires general.architecture)",
@@ -288,15 +283,15 @@ def malformed_cases() -> list[MalformedCase]:
 
     # ---------------------------------------------------------------- metadata
     md = _save(base)
-    at = _located(md, lambda f: f.fields["gpt2.context_length"].offset)
-    add("kv_key_length_max", "a key's length is 2^64-1", _patch(md, at, _u64(2**64 - 1)), ALL_REJECT)
+    at = _located(md, lambda f: _pair(f, "gpt2.context_length").start)
+    add("kv_key_length_max", "a key's length is 2^64-1", _patch(md, at, _size(2**64 - 1)), ALL_REJECT)
     add(
         "kv_empty_key",
         "a key is the empty string",
         _save([*_fields(base), make_field("", np.uint32(1))]),
         _verdict(REJECT, REJECT, ACCEPT),
     )
-    at = _located(md, lambda f: _type_offset(f, "gpt2.block_count"))
+    at = _located(md, lambda f: _pair(f, "gpt2.block_count").value_type)
     add("kv_value_type_13", "a value type is 13 (valid: 0..12)", _patch(md, at, _u32(13)), ALL_REJECT)
     add(
         "kv_duplicate_key",
@@ -365,34 +360,34 @@ def malformed_cases() -> list[MalformedCase]:
     def first(f: GGUFFile) -> Tensor:
         return f.tensor_list[0]
 
-    at = _located(plain, lambda f: _dim_offset(first(f), 1))
+    at = _located(plain, lambda f: f.info_offsets(first(f)).dimension(1))
     add(
         "tensor_dim_negative",
         "a dimension is 2^64-1 (-1 as int64): its data cannot be in the file",
-        _patch(plain, at, _u64(2**64 - 1)),
+        _patch(plain, at, _size(2**64 - 1)),
         ALL_REJECT,
     )
-    at = _located(plain, lambda f: _dim_offset(first(f), 0))
+    at = _located(plain, lambda f: f.info_offsets(first(f)).dimension(0))
     add(
         "tensor_element_count_overflow",
         "dimensions 2^32 x 2^32: the element count reaches INT64_MAX",
-        _patch(plain, at, _u64(2**32) + _u64(2**32)),
+        _patch(plain, at, _size(2**32) + _size(2**32)),
         ALL_REJECT,
     )
     f64 = _save(base, {"t": np.zeros(4, np.float64)})
-    at = _located(f64, lambda f: _dim_offset(first(f), 0))
+    at = _located(f64, lambda f: f.info_offsets(first(f)).dimension(0))
     add(
         "tensor_byte_size_overflow",
         "an F64 tensor of 2^62 elements: its byte size overflows size_t",
-        _patch(f64, at, _u64(2**62)),
+        _patch(f64, at, _size(2**62)),
         ALL_REJECT,
     )
-    at = _located(plain, lambda f: _ttype_offset(first(f)))
+    at = _located(plain, lambda f: f.info_offsets(first(f)).type)
     add("tensor_type_43", "a tensor type is 43 (valid: 0..42)", _patch(plain, at, _u32(43)), ALL_REJECT)
-    at = _located(plain, lambda f: _toffset_offset(first(f)))
+    at = _located(plain, lambda f: f.info_offsets(first(f)).offset)
     add("tensor_offset_max", "a tensor offset is 2^64-1", _patch(plain, at, _u64(2**64 - 1)), ALL_REJECT)
     two = _save(base, {"a": np.zeros(4, np.float32), "b": np.ones(4, np.float32)})
-    at = _located(two, lambda f: f.tensors["b"].info_offset + 8)
+    at = _located(two, lambda f: f.info_offsets(f.tensors["b"]).name)
     add(
         "tensor_duplicate_names",
         "two tensors are named 'a' (the spec does not forbid it: a warning)",
@@ -412,7 +407,7 @@ def malformed_cases() -> list[MalformedCase]:
         _verdict(REJECT, REJECT, ACCEPT),
     )
     aligned32 = _save(base, {"a": np.zeros(6, np.float32), "b": np.ones(6, np.float32)}, alignment=32)
-    at = _located(aligned32, lambda f: _value_offset(f, K.GENERAL_ALIGNMENT))
+    at = _located(aligned32, lambda f: _pair(f, K.GENERAL_ALIGNMENT).value)
     add(
         "tensor_offsets_other_alignment",
         "general.alignment says 64, the offsets were computed for 32 (64 bytes of tail keep the data in the file)",
@@ -447,7 +442,7 @@ def malformed_cases() -> list[MalformedCase]:
         _verdict(REJECT, REJECT, ACCEPT),
     )
     aligned64 = _save(base, {"a": np.zeros(8, np.float32), "b": np.ones(8, np.float32)}, alignment=64)
-    at = _located(aligned64, lambda f: _value_offset(f, K.GENERAL_ALIGNMENT))
+    at = _located(aligned64, lambda f: _pair(f, K.GENERAL_ALIGNMENT).value)
     add(
         "data_inconsistent_alignment",
         "general.alignment says 32, the data was laid out for 64: offsets are multiples of 32 "
@@ -458,9 +453,13 @@ def malformed_cases() -> list[MalformedCase]:
     f64x2 = _save(base, {"a": np.zeros(4, np.float64), "b": np.zeros(4, np.float64)})
     a_dim, b_dim, b_off = _located(
         f64x2,
-        lambda f: (_dim_offset(f.tensors["a"], 0), _dim_offset(f.tensors["b"], 0), _toffset_offset(f.tensors["b"])),
+        lambda f: (
+            f.info_offsets(f.tensors["a"]).dimension(0),
+            f.info_offsets(f.tensors["b"]).dimension(0),
+            f.info_offsets(f.tensors["b"]).offset,
+        ),
     )
-    big = _patch(_patch(_patch(f64x2, a_dim, _u64(2**60)), b_dim, _u64(2**60)), b_off, _u64(2**63))
+    big = _patch(_patch(_patch(f64x2, a_dim, _size(2**60)), b_dim, _size(2**60)), b_off, _u64(2**63))
     add(
         "data_memory_size_overflow",
         "two F64 tensors of 2^60 elements at offsets 0 and 2^63: the total size overflows size_t",
@@ -501,11 +500,11 @@ def _fields(md: dict[str, Any]) -> list[Field]:
 
 
 def _str(raw: bytes) -> bytes:
-    return _u64(len(raw)) + raw
+    return _size(len(raw)) + raw
 
 
 def _head(n_tensors: int, n_kv: int) -> bytes:
-    return b"GGUF" + _u32(3) + _u64(n_tensors) + _u64(n_kv)
+    return b"GGUF" + _u32(_V3.version) + _size(n_tensors) + _size(n_kv)
 
 
 def _kv(key: bytes, vtype: int, payload: bytes) -> bytes:
@@ -536,9 +535,9 @@ def many_dims_file(n_dims: int) -> bytes:
     >>> len(many_dims_file(5))
     100
     """
-    info = _str(b"t") + _u32(n_dims) + _u64(1) * n_dims + _u32(int(GGMLType.F32)) + _u64(0)
+    info = _str(b"t") + _u32(n_dims) + _size(1) * n_dims + _u32(int(GGMLType.F32)) + _u64(0)
     body = _head(1, 0) + info
-    return body + bytes(-len(body) % 32) + np.float32(1).tobytes()
+    return body + bytes(align_offset(len(body), 32) - len(body)) + np.float32(1).tobytes()
 
 
 def nested_empty_arrays_file(count: int) -> bytes:
@@ -547,8 +546,8 @@ def nested_empty_arrays_file(count: int) -> bytes:
     >>> len(nested_empty_arrays_file(2))
     78
     """
-    inner = _u32(int(ValueType.UINT8)) + _u64(0)
-    return _head(0, 1) + _kv(b"nested", int(ValueType.ARRAY), _u32(int(ValueType.ARRAY)) + _u64(count) + inner * count)
+    inner = _u32(int(ValueType.UINT8)) + _size(0)
+    return _head(0, 1) + _kv(b"nested", int(ValueType.ARRAY), _u32(int(ValueType.ARRAY)) + _size(count) + inner * count)
 
 
 def many_keys_file(count: int) -> bytes:
@@ -570,10 +569,10 @@ def many_tensors_file(count: int) -> bytes:
     [('t.0', 0), ('t.1', 32), ('t.2', 64)]
     """
     infos = b"".join(
-        _str(b"t.%d" % i) + _u32(1) + _u64(1) + _u32(int(GGMLType.F32)) + _u64(32 * i) for i in range(count)
+        _str(b"t.%d" % i) + _u32(1) + _size(1) + _u32(int(GGMLType.F32)) + _u64(32 * i) for i in range(count)
     )
     body = _head(count, 0) + infos
-    return body + bytes(-len(body) % 32) + (np.float32(1).tobytes() + bytes(28)) * count
+    return body + bytes(align_offset(len(body), 32) - len(body)) + (np.float32(1).tobytes() + bytes(28)) * count
 
 
 def many_empty_strings_file(count: int) -> bytes:
@@ -584,7 +583,7 @@ def many_empty_strings_file(count: int) -> bytes:
     ['', '']
     """
     return _head(0, 1) + _kv(
-        b"strings", int(ValueType.ARRAY), _u32(int(ValueType.STRING)) + _u64(count) + _u64(0) * count
+        b"strings", int(ValueType.ARRAY), _u32(int(ValueType.STRING)) + _size(count) + _size(0) * count
     )
 
 
@@ -609,7 +608,7 @@ def ndims_shift_file(data_bytes: int = 1 << 20) -> bytes:
         "b": np.ones(4, np.float32),
     }
     plain = _save(base_metadata(), tensors)
-    at = _located(plain, lambda f: _dim_offset(f.tensors["a"], 0) - 4)
+    at = _located(plain, lambda f: f.info_offsets(f.tensors["a"]).n_dimensions)
     return _patch(plain, at, _u32(0))
 
 
@@ -661,7 +660,7 @@ def _with_head(data: bytes, head: Callable[[GGUFFile, bytes], bytes]) -> bytes:
     """``data`` with everything before the padding replaced by ``head(file, old head)``, the data section re-padded
     to the file's ALIGNMENT after it (tensor offsets stay right)."""
     old, align, data_offset = _located(data, lambda f: (head(f, data[: f.metadata_end]), f.alignment, f.data_offset))
-    return old + bytes(-len(old) % align) + data[data_offset:]
+    return old + bytes(align_offset(len(old), align) - len(old)) + data[data_offset:]
 
 
 def alignment_key_renamed_file(value: int, suffix: str = "\0x") -> bytes:
@@ -681,9 +680,8 @@ def _drop_dims(data: bytes, name: str) -> bytes:
     """``data`` with tensor ``name`` stored with n_dims 0 (its dimensions cut out)."""
 
     def cut(f: GGUFFile, head: bytes) -> bytes:
-        t = f.tensors[name]
-        at = _dim_offset(t, 0) - 4
-        return head[:at] + _u32(0) + head[at + 4 + 8 * len(t.dims) :]
+        at = f.info_offsets(f.tensors[name])
+        return head[: at.n_dimensions] + _u32(0) + head[at.type :]
 
     return _with_head(data, cut)
 
@@ -692,10 +690,8 @@ def _rename_key(data: bytes, key: str, new: bytes) -> bytes:
     """``data`` with metadata key ``key`` stored as the bytes ``new``."""
 
     def rename(f: GGUFFile, head: bytes) -> bytes:
-        at = f.fields[key].offset
-        if at is None:
-            raise GGUFInternalError("at is not None does not hold")
-        return head[:at] + _str(new) + head[at + 8 + len(key.encode()) :]
+        at = _pair(f, key)
+        return head[: at.start] + _str(new) + head[at.value_type :]
 
     return _with_head(data, rename)
 
@@ -754,9 +750,9 @@ def zero_elements_huge_dims_file(dims: tuple[int, ...], ggml_type: GGMLType | st
         base_metadata(quantized=t.quantized),
         {"z": RawTensor(t, (0,) * len(dims), b""), "after": np.ones(4, np.float32)},
     )
-    ats = _located(plain, lambda f: [_dim_offset(f.tensors["z"], j) for j in range(len(dims))])
+    ats = _located(plain, lambda f: [f.info_offsets(f.tensors["z"]).dimension(j) for j in range(len(dims))])
     for at, d in zip(ats, dims, strict=False):
-        plain = _patch(plain, at, _u64(d))
+        plain = _patch(plain, at, _size(d))
     return plain
 
 
@@ -773,9 +769,9 @@ def wrapped_dims_file(dims: tuple[int, ...], ggml_type: GGMLType | str = "F32") 
     shape = (1,) * (len(dims) - 1) + (t.block_size,)
     tensors = {"before": np.ones(4, np.float32), "w": RawTensor(t, shape, np.zeros(t.type_size, np.uint8))}
     plain = _save(base_metadata(quantized=t.quantized), tensors)
-    ats = _located(plain, lambda f: [_dim_offset(f.tensors["w"], j) for j in range(len(dims))])
+    ats = _located(plain, lambda f: [f.info_offsets(f.tensors["w"]).dimension(j) for j in range(len(dims))])
     for at, d in zip(ats, dims, strict=False):
-        plain = _patch(plain, at, _u64(d))
+        plain = _patch(plain, at, _size(d))
     return plain
 
 

@@ -32,20 +32,18 @@ numpy version makes the same bytes: the expected plans and file digests recorded
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
-from typing import Any, Union
+from typing import Any
 
 import numpy as np
 
 from ..format import keys as K
 from ..format.types import ValueType
 from ..format.values import GGUFArray, make_field
+from ..io import PathLike
 from ..writer import save
 
 __all__ = ["QUANT_MODELS", "imatrix_entries", "legacy_imatrix_bytes", "quant_model", "save_imatrix", "save_quant_model"]
-
-PathLike = Union[str, "os.PathLike[str]"]
 
 QUANT_MODELS = ("llama-gqa", "gemma3", "qwen3moe", "qwen2-odd", "falcon")
 """The models :func:`quant_model` makes."""

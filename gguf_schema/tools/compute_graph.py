@@ -38,6 +38,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from ..format.nodes import align_offset
+
 __all__ = ["ComputeResult", "ComputeShapes", "compute_buffer"]
 
 _ALIGN = 32  # ggml's TENSOR_ALIGNMENT: the CPU buffer type's alignment
@@ -443,7 +445,7 @@ class _Builder:
 
 
 def _align(n: int) -> int:
-    return -(-n // _ALIGN) * _ALIGN
+    return align_offset(n, _ALIGN)
 
 
 class _Allocator:

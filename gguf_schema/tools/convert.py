@@ -21,18 +21,16 @@ verbatim (a version change keeps every tensor's offset).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
-from typing import IO, Any, Union
+from typing import IO, Any
 
 from ..durable import refuse_overwriting_inputs
 from ..format.limits import Limits
+from ..io import PathLike
 from ..reader import read
 from ..writer import Progress, save_file
 
 __all__ = ["convert"]
-
-PathLike = Union[str, "os.PathLike[str]"]
 
 
 def convert(

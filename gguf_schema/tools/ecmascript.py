@@ -41,6 +41,8 @@ from __future__ import annotations
 
 import re
 
+from ..errors import GGUFInternalError
+
 __all__ = ["POSIX_CLASSES", "compile_ecmascript", "translate"]
 
 _PUNCT = "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~"
@@ -125,7 +127,8 @@ class _Translator:
                     raise self.refuse(f"nothing to repeat before {c!r}")
                 if c == "{":
                     m = re.match(r"\{(\d+)(,(\d*))?\}", p[self.i :])
-                    assert m is not None
+                    if m is None:  # the quantifier was matched just above
+                        raise GGUFInternalError(f"the quantifier at {self.i} matched above does not match again")
                     lo, hi = int(m.group(1)), m.group(3)
                     if hi and int(hi) < lo:
                         raise self.refuse(f"{m.group(0)}: the maximum is smaller than the minimum")

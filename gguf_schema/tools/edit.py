@@ -51,7 +51,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import IO, Any, Union
+from typing import IO, Any
 
 import numpy as np
 
@@ -68,14 +68,13 @@ from ..durable import (
 from ..errors import GGUFChangedError
 from ..format.limits import Limits
 from ..format.types import ValueType
+from ..io import PathLike
 from ..io.source import MappedSource, PositionedSource
 from ..model import GGUFFile
 from ..reader import read
 from ..writer import HeaderSpool, Progress, TensorRecord, save_file, spool_header
 
 __all__ = ["EditResult", "delete_key", "edit_file", "rename_key", "set_key", "set_key_from_file"]
-
-PathLike = Union[str, "os.PathLike[str]"]
 
 
 @dataclass(frozen=True)

@@ -71,6 +71,7 @@ import numpy as np
 
 from ..errors import GGUFFormatError, GGUFKeyError
 from ..format import keys as K
+from ..format.nodes import align_offset
 from ..format.types import GGMLType
 from .compute_graph import ComputeShapes, compute_buffer
 
@@ -433,7 +434,7 @@ def _short(value: Any) -> str:
 
 
 def _pad(n: int, to: int = _PAD) -> int:
-    return -(-n // to) * to
+    return align_offset(n, to)
 
 
 def _mib(n: int) -> str:
@@ -738,7 +739,7 @@ def _repacked(tensors: Sequence[Any], device: Any, n_layer_all: int, isa: str) -
         matmul = len(dims) == 2 or (len(dims) == 3 and t.name.endswith("_exps.weight"))
         if not matmul or not t.name.endswith(".weight") or dims[1] % rules[name]:
             continue
-        size = -(-t.nbytes // 32) * 32
+        size = align_offset(t.nbytes, 32)
         total += size
         by_type[name] = by_type.get(name, 0) + size
     if not rules:

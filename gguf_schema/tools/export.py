@@ -47,7 +47,7 @@ import os
 import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import IO, Any, Union
+from typing import IO, Any
 
 import numpy as np
 
@@ -57,13 +57,12 @@ from ..format.limits import Limits
 from ..format.types import GGMLType, ValueType
 from ..format.values import Field
 from ..format.variant import Variant
+from ..io import PathLike
 from ..shards import open_model
 from ..tensors import quantize
 from .jsonio import decode_value, field_json
 
 __all__ = ["DTYPES", "MAX_HEADER", "ExportResult", "export_safetensors", "gguf_metadata"]
-
-PathLike = Union[str, "os.PathLike[str]"]
 
 #: output dtypes: ``dtype`` argument -> (safetensors name, ggml type of the same encoding)
 DTYPES = {"f32": ("F32", GGMLType.F32), "f16": ("F16", GGMLType.F16), "bf16": ("BF16", GGMLType.BF16)}

@@ -11,8 +11,10 @@ of float32 rows and one encoded chunk at a time, whatever the number of presets;
 byte for byte the file :func:`~gguf_schema.tools.requantize.requantize` writes for its preset
 alone (which is ``llama-quantize``'s). The outputs are written as a set
 (:class:`~gguf_schema.durable.PendingFiles`): temporary files until every one is complete and on
-disk, then renamed into place together; an interrupted or failed run leaves no output under its
-final name.
+disk, then renamed into place one after the other (milliseconds); a run interrupted or failed
+before the renames, nearly all of its time, leaves no output under its final name, and one killed
+or failed during them leaves some outputs new and the others as they were, each whole. A folder
+it makes is synced into its parent before the renames.
 
 With ``client=`` (a ``distributed.Client``) the same plan is made here and the work goes to the
 cluster's workers (:mod:`gguf_schema.tools.quantcluster`): the same files. ``on_progress`` reports
@@ -41,14 +43,15 @@ import os
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any
 
 import numpy as np
 
-from ..durable import PendingFiles, os_error, refuse_overwriting_inputs
+from ..durable import PendingFiles, make_folders, os_error, refuse_overwriting_inputs
 from ..errors import GGUFBuildError
 from ..format.limits import Limits
 from ..format.types import GGMLType
+from ..io import PathLike
 from ..io.source import is_url
 from ..model import Tensor
 from ..shards import SplitModel
@@ -76,8 +79,6 @@ from .requantize import (
 )
 
 __all__ = ["JobProgress", "ManyResult", "OutputProgress", "output_stem", "requantize_many"]
-
-PathLike = Union[str, "os.PathLike[str]"]
 
 _SHARD_SUFFIX = re.compile(r"-\d{5}-of-\d{5}$")
 
@@ -310,7 +311,7 @@ def requantize_many(
         if dry_run:
             return job
         try:
-            os.makedirs(out, exist_ok=True)
+            make_folders(out, sync=sync)  # a new folder's own name synced too: the outputs renamed into it survive
         except OSError as e:  # a file of that name, no permission ...
             raise os_error(e, out) from None
         tracker = _Tracker(job.results, on_progress)

@@ -65,6 +65,7 @@ from ..format import keys as K
 from ..format.limits import Limits
 from ..format.types import FileType, GGMLType, ValueType, tensor_nbytes
 from ..format.values import Field, make_field
+from ..io import PathLike
 from ..io.source import is_url
 from ..model import GGUFFile, Tensor
 from ..reader import read
@@ -90,7 +91,6 @@ __all__ = [
     "requantize",
 ]
 
-PathLike = Union[str, "os.PathLike[str]"]
 Model = GGUFFile | SplitModel
 ImatrixArg = Union[str, "os.PathLike[str]", bytes, Imatrix, Mapping[str, np.ndarray], None]
 TypeArg = GGMLType | FileType | int | str

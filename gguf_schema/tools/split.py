@@ -52,7 +52,7 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import IO, Any, Union
+from typing import IO, Any
 
 from ..durable import atomic_replace_set, refuse_overwriting_inputs
 from ..errors import GGUFBuildError, GGUFFormatError
@@ -61,6 +61,7 @@ from ..format.limits import Limits
 from ..format.nodes import align_offset
 from ..format.types import ValueType
 from ..format.values import Field, make_field
+from ..io import PathLike
 from ..io.source import is_url
 from ..model import GGUFFile, Tensor
 from ..reader import read
@@ -79,7 +80,6 @@ __all__ = [
     "split_plan",
 ]
 
-PathLike = Union[str, "os.PathLike[str]"]
 StorageOptions = Mapping[str, Any] | None
 
 #: the identity of a set of shards, written after llama.cpp's three keys (not a llama.cpp key; absent from its splits)

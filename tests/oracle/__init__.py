@@ -1,7 +1,7 @@
 """The containment oracle of the template audit (issue 34): renders observed, compared with what the audit predicts.
 
 Not shipped: it renders templates WITHOUT a sandbox (in forked children with limits,
-:meth:`gguf_schema.testing.live_templates.LiveRenderer.observe`). The parts:
+:meth:`tests.oracle.live.LiveRenderer.observe`). The parts:
 
 * :mod:`.requests`: the request contexts a loader passes (messages of every role, tools, documents,
   flags, sizes from nothing to many long messages, odd strings) and the special tokens with text the

@@ -2,12 +2,12 @@
 
 A template the audit flags (an error-severity finding) is left alone: the audit said "do not render
 this". For every other template, each observed render (:meth:`LiveRenderer.observe
-<gguf_schema.testing.live_templates.LiveRenderer.observe>`) is judged at two levels.
+<tests.oracle.live.LiveRenderer.observe>`) is judged at two levels.
 
 Level ``audit`` (the audit as it is, with a safety predicate of its own):
 
 * ``name:internal-attribute``: an internal name (an underscore name, a frame or code attribute,
-  ``mro``, ``popen``...: the names ``live_templates`` traces) resolved as an attribute, or refused by
+  ``mro``, ``popen``...: the names ``live`` traces) resolved as an attribute, or refused by
   the sandbox; ``name:internal-lookup``: an internal name resolved any other way (an item of something
   that is not plain data, a format field); an item of a dict or list the template or the request made
   is data, and a lookup that resolved to nothing (or was asked of an Undefined) reached nothing (``predict``

@@ -7,6 +7,7 @@ import numpy as np
 
 from ...errors import GGUFInternalError
 from ...model import Tensor
+from ..ggml_view import ggml_pad
 from .alignment import E027, E028
 from .core import GGML, SPEC, Checker, reports, rule
 from .tensors import E003, E004, E005, E030, E032, E033, E034, E035, E036
@@ -105,7 +106,7 @@ def ggml_offsets(c: Checker, a: int) -> int | None:
         if t.stored_offset != size:
             misplaced(c, t, size)
             return None
-        padded_size = _pad(g.nbytes, a)
+        padded_size = ggml_pad(g.nbytes, a)
         if _SIZE_MAX - size < padded_size:
             c.add(
                 E039,
@@ -137,7 +138,3 @@ def padding(c: Checker) -> None:
     if pad.strip(b"\0"):
         i = next(i for i, b in enumerate(pad) if b)
         c.add(W003, c.f.metadata_end + i, None, pad[i], f"padding byte {i} is 0x{pad[i]:02x}")
-
-
-def _pad(x: int, n: int) -> int:
-    return ((x + n - 1) // n * n) % 2**64  # GGML_PAD in size_t arithmetic (wraps)

@@ -6,7 +6,8 @@ renders it unsandboxed. That is dangerous by design, so it never happens in the 
 :class:`LiveRenderer` starts one server process (Jinja imported once), and the server forks a
 child for each render, which sets hard limits on its address space and CPU time and has an alarm
 before it renders; the server kills a child that outlives its timeout. A render can therefore
-hang, allocate or crash without touching the caller, and costs a fork (a few milliseconds).
+hang, allocate or crash without touching the caller, and costs a fork (a few milliseconds). It lives
+in ``tests/``, not in the package: an installed gguf-schema never carries an unsandboxed renderer.
 
 :meth:`LiveRenderer.observe` renders one template on many requests, under several loader
 configurations, in ONE forked child, in the observing environments of
@@ -31,12 +32,13 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
-from ..errors import GGUFInternalError
+import gguf_schema
+from gguf_schema.errors import GGUFInternalError
 
 __all__ = ["LiveRenderer", "LiveResult"]
 
 # the environments module imports nothing of gguf-schema: the server loads it by path and stays small
-_TEMPLATES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "check", "templates")
+_TEMPLATES = os.path.join(os.path.dirname(os.path.abspath(gguf_schema.__file__)), "check", "templates")
 _JINJA_MODULE = os.path.join(_TEMPLATES, "jinja.py")
 _OBSERVE_MODULE = os.path.join(_TEMPLATES, "observe.py")
 

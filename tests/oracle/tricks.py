@@ -34,7 +34,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from .live_templates import _JINJA_MODULE, LiveRenderer, LiveResult
+from .live import _JINJA_MODULE, LiveRenderer, LiveResult
 
 __all__ = ["CONFIGS", "PROOFS", "Proof", "Prover", "Trick", "load"]
 

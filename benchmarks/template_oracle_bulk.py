@@ -72,7 +72,7 @@ from tests.oracle.requests import CONTEXTS  # noqa: E402
 
 RESULTS = HERE / "results"
 DATA = ROOT / "tests" / "data" / "templates"
-FINDINGS = Path("/work/notes/bulk-findings.md")
+FINDINGS = RESULTS / "template_oracle_bulk_findings.md"  # each new class, as first found and minimized
 
 TIMEOUT = 1.0  # CPU seconds of one render (the oracle's)
 MEMORY = 1 << 30  # address space of a child

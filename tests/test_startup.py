@@ -28,8 +28,8 @@ HEAVY = ("numpy", "construct", "gguf_schema.model", "gguf_schema.reader", "gguf_
 
 
 def _child(code: str, env: dict[str, str] | None = None) -> dict[str, Any]:
-    """Run ``code`` in a fresh interpreter; it leaves its answer in ``out`` (a dict), printed as JSON
-    with the sorted names of the modules it imported."""
+    """Run ``code`` in a fresh interpreter (``env``: its whole environment, else this process's); it leaves its
+    answer in ``out`` (a dict), printed as JSON with the sorted names of the modules it imported."""
     script = (
         "import json, sys\nout = {}\n"
         + code
@@ -38,7 +38,7 @@ def _child(code: str, env: dict[str, str] | None = None) -> dict[str, Any]:
     r = subprocess.run(
         [sys.executable, "-c", script],
         capture_output=True,
-        env={**os.environ, **(env or {})},
+        env=dict(os.environ) if env is None else env,
         cwd=os.path.dirname(os.path.dirname(gguf_schema.__file__)),
         timeout=120,
     )
@@ -205,7 +205,8 @@ def test_the_lazy_parser_is_the_whole_parser() -> None:
 )
 def test_the_program_asks_openblas_for_one_thread_unless_the_user_chose(env: dict[str, str], seen: str | None) -> None:
     """console() (the console script, python -m gguf_schema) sets OPENBLAS_NUM_THREADS=1 before numpy loads,
-    unless a count was chosen; main(), called by a program, leaves the environment alone."""
+    unless a count was chosen; main(), called by a program, leaves the environment alone. (This process's own
+    environment may hold a count: a Dask LocalCluster of an earlier test sets one.)"""
     clean = {
         k: v for k, v in os.environ.items() if k not in ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS")
     }

@@ -149,6 +149,14 @@ CONTAINED = {
         CONFIGS[0],
     ),
     "an-iterator-written-out": ("{{ ('%s' % (true|map())) }}{{ messages|map(attribute='role') }}", CONFIGS[1]),
+    "a-loop-over-a-text-or-a-number": ("{% for i in ('mro' if messages else 64) %}){% endfor %}", CONFIGS[1]),
+    "truncate-gives-back-a-short-list": ("{{ '%s' % (messages|truncate(9999)|first) }}", CONFIGS[1]),
+    "attributes-that-are-methods": (
+        "{{ ['a']|join(attribute='split') }}{{ ['a']|map(attribute='upper')|first }}"
+        "{% filter attr('split')|string %}text{% endfilter %}",
+        CONFIGS[2],
+    ),
+    "a-request-text-made-a-list-of-characters": ("{{ messages[0]['content']|list }}", CONFIGS[2]),
     "folded-in-a-macro-never-called": (
         "{% macro m() %}{% set v = [(0|wordwrap(width=10))] %}{% endmacro %}",
         CONFIGS[3],

@@ -537,8 +537,7 @@ class _Cost:
             return  # a trial pass of a loop around it: this loop changes nothing, and costs are not counted
         it = self.ev(node.iter)
         line = node.lineno
-        number = it.items is None and it.mag is not None and it.chars == poly(24.0)
-        trips = ZERO if number else it.count()  # a number is not iterable
+        trips = it.count()  # (a number is not iterable; a value that may be a number or a text is, as the text)
         if node.recursive:  # loop() is checked to walk down the items: a walk of the value, unfolded
             trips = padd(padd(trips, NSIZE), it.text())
         if pbig(trips):
@@ -1166,6 +1165,20 @@ class _Cost:
             out = replace(out, fns=out.fns | _REPR.fns)
         return out
 
+    def attribute_values(self, e: C, call: Any, b: Builtin, param: str = "attribute") -> C:
+        """What an ``attribute=`` parameter (groupby's first) picks from an item ``e``: a part of it, or, where the
+        name may be a method's ("split"; or is computed), the method, written as its repr."""
+        node = self.arg_node(call, b, param) if param in b.params else None
+        if node is None:
+            node = next((k.value for k in call.kwargs if identifier(k.key) == param), None)
+        if node is None:
+            return e
+        out = self.part(e, None)
+        if isinstance(node, self.n.Const) and isinstance(node.value, (str, int)) and not isinstance(node.value, bool):
+            steps = str(node.value).split(".")  # Jinja's attribute paths: 'a.b', '0'
+            return _jn(out, _REPR) if any(_may_be_method(e, step) for step in steps) else out
+        return _jn(out, _REPR)
+
     def arg_node(self, call: Any, b: Builtin, param: str) -> Any:
         """The syntax node given for ``param`` (by position or keyword), or None."""
         i = b.params.index(param)
@@ -1407,7 +1420,8 @@ class _Cost:
         what: str,
     ) -> C:
         end = p.get("end")
-        return self.made(C(chars=padd(r.text(), end.text() if end else poly(3.0))), line, what)
+        # a text cut (and its end added), or, when short enough, the value itself, whatever it is (a list too)
+        return self.made(_jn(C(chars=padd(r.text(), end.text() if end else poly(3.0))), r), line, what)
 
     def r_replace(
         self,
@@ -1482,7 +1496,7 @@ class _Cost:
         what: str,
     ) -> C:
         sep = p.get("d")
-        e = self.parts(r).text()
+        e = self.attribute_values(self.parts(r), call, b).text()
         return self.made(C(chars=pmul(r.count(), padd(e, sep.text() if sep else ZERO))), line, what)
 
     def r_split(
@@ -1543,8 +1557,10 @@ class _Cost:
     ) -> C:
         name = self.arg_node(call, b, "name")
         if isinstance(name, self.n.Const) and isinstance(name.value, str):
-            return self.part(r, name.value)
-        return _jn(self.part(r, None), *(v for (s, _k), v in self.ns.items() if s in r.sites))
+            out = self.part(r, name.value)
+            kept = any((site, name.value) in self.ns for site in r.sites)  # a namespace's own attribute
+            return _jn(out, _REPR) if not kept and _may_be_method(r, name.value) else out  # |attr('split'): a method
+        return _jn(self.part(r, None), _REPR, *(v for (s, _k), v in self.ns.items() if s in r.sites))
 
     def r_default(self, b: Builtin, r: C, p: dict[str, C], *_: Any) -> C:
         return _jn(r, p.get("default_value"))
@@ -1583,7 +1599,8 @@ class _Cost:
         what: str,
     ) -> C:
         e = self.parts(r)
-        group = C(items=poly(2.0), elem=_jn(e, C(items=r.count(), elem=e), p.get("default")))
+        key = self.attribute_values(e, call, b)  # the grouper: what the attribute picks
+        group = C(items=poly(2.0), elem=_jn(key, C(items=r.count(), elem=e), p.get("default")))
         # (grouper, list) pairs: each group's key written again beside its items, not the request's text
         return self.made(C(items=r.count(), elem=group), line, what)
 
@@ -1674,7 +1691,9 @@ class _Cost:
             self.spend(pmul(count, padd(ONE, pscale(size, 1 / 64))), line, f"{what} costs this many steps")
             return self.made(C(items=count, elem=e, data=r.data, sites=frozenset({id(call)})), line, what)
         if not call.args:  # map(attribute=..., default=...)
-            return self.made(C(items=count, elem=_jn(self.part(e, None), kw.get("default")), data=r.data), line, what)
+            picked = self.attribute_values(e, call, b)
+            data = r.data and not picked.fns  # methods picked from the request's items are not its text
+            return self.made(C(items=count, elem=_jn(picked, kw.get("default")), data=data), line, what)
         name = call.args[0]
         if not (isinstance(name, self.n.Const) and isinstance(name.value, str)):
             self.unbounded(line, f"{what} with a filter name computed at render time")

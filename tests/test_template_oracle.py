@@ -135,6 +135,7 @@ CAUGHT = {  # found by the oracle against the analysis before the sound rewrite;
     "round-precision-of-a-number": "{% do (2|round(2147483648, 'floor')) %}",
     "constant-power-in-a-macro-never-called": "{% macro m() %}{{ (100 ** 10000000)[0] }}{% endmacro %}",
     # the final bulk run (2026-11-29): a dict made of request data and the template's own dict, doubling in a loop
+    "a-text-or-a-number-repeated": "{{ (('mro' if messages else 1000) * 2147483648) }}",
     "request-data-joined-with-a-doubling-dict": (
         "{% set ns = namespace(x={'k': 1}) %}{% for i in range(64) %}{% set ns.x = {'a': ns.x, documents: ns.x} %}"
         "{% endfor %}{{ ns.x|pprint|length }}"

@@ -231,6 +231,9 @@ def _jn(*cs: C | None) -> C:
     chars = xs[0].chars
     for c in xs[1:]:
         chars = pmax(chars, c.chars)
+    numbers = any(c.mag is not None and c.items is None and not c.data for c in xs)
+    if numbers and any(c.mag is None and c.items is None and c.chars != ZERO and not c.data for c in xs):
+        chars = pmax(chars, poly(25.0))  # a number or a text: never taken for a number alone (_is_number)
     if any(c.data for c in xs):  # request data's text is its chars (at most N): a value it joins counts as its text
         for c in xs:
             if not c.data and c.items is not None:
@@ -856,7 +859,8 @@ class _Cost:
         if op == "*":
             out = []
             for x, y in ((a, b), (b, a)):
-                if y.mag is not None and (x.chars != ZERO or x.items is not None) and (x.mag is None or x.data):
+                text = x.mag is None or x.data or not _is_number(x)  # (what may be a text repeats as one)
+                if y.mag is not None and (x.chars != ZERO or x.items is not None) and text:
                     times = self.count(y, line, "a repetition count")
                     out.append(
                         C(

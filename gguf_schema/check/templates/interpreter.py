@@ -690,9 +690,11 @@ class Analysis:
         line = _line(node)
         plain = recv.plain()
         for c in name.strings():
-            parts = c.split(".") if mode == "path" else [c]
+            # sort's attribute is a comma-separated list of dotted paths (Jinja's make_multi_attrgetter)
+            pieces = c.split(",") if mode == "paths" else [c]
+            parts = [p for piece in pieces for p in piece.split(".")] if mode in ("path", "paths") else [c]
             for p in parts:
-                if mode == "path" and p.isdigit():
+                if mode in ("path", "paths") and p.isdigit():
                     continue
                 self.names.add(p)
                 if mode == "key" and plain:
@@ -1604,7 +1606,8 @@ class Analysis:
             if attribute is not None:
                 if attr_node is not None and not isinstance(attr_node, n.Const) and not self.name_expression(attr_node):
                     self.floor(node, f"the attribute of |{name} is built by an expression, not written")
-                self.check_name(node, attribute, self.elements(recv), f"the attribute of |{name}", "path")
+                how = "paths" if name == "sort" else "path"  # sort's: several, comma-separated
+                self.check_name(node, attribute, self.elements(recv), f"the attribute of |{name}", how)
         if name in F_TEXT and recv.has(UNDEF):  # an undefined value is '' to a text filter
             recv = V((recv.atoms - {UNDEF}) | {const_atom("")}, recv.why)
         # constants: fold exactly
@@ -1675,7 +1678,7 @@ class Analysis:
                 return number()
             return join(number(), top(f"{what} of an object"))
         if attribute is not None and name in ("sum", "join", "groupby", "min", "max", "unique", "sort"):
-            looked_up = self.attr_path_value(elems, attribute, node)
+            looked_up = self.attr_path_value(elems, attribute, node, multi=name == "sort")
             if name == "join":
                 return text(what)
             if name == "groupby":
@@ -1748,14 +1751,17 @@ class Analysis:
                 out.append(inner)
         return join(*out)
 
-    def attr_path_value(self, items: V, attribute: V, node: Any) -> V:
+    def attr_path_value(self, items: V, attribute: V, node: Any, *, multi: bool = False) -> V:
+        """What an attribute parameter picks from ``items``: a dotted path (``multi``: sort's comma-separated
+        list of them)."""
         out: list[V | None] = []
         for a in attribute.atoms:
             if _is_str(a):
-                v = items
-                for part in a[3].split("."):
-                    v = self.lookup(v, of(int(part)) if part.isdigit() else of(part), "item", node)
-                out.append(v)
+                for path in a[3].split(",") if multi else [a[3]]:
+                    v = items
+                    for part in path.split("."):
+                        v = self.lookup(v, of(int(part)) if part.isdigit() else of(part), "item", node)
+                    out.append(v)
             elif a[0] == "c" and isinstance(a[3], int):
                 out.append(self.item_values(items))
             else:

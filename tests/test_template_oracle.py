@@ -150,6 +150,7 @@ CONTAINED = {
         CONFIGS[0],
     ),
     "an-iterator-written-out": ("{{ ('%s' % (true|map())) }}{{ messages|map(attribute='role') }}", CONFIGS[1]),
+    "int-gives-back-its-default": ("{{ cycler|int(default=messages) }}{{ 'x'|float(default=[messages]) }}", CONFIGS[0]),
     "sort-by-several-attributes": (
         "{% set x = lipsum(html=3)|sort(attribute=',') %}{{ messages|sort(attribute='role,content') }}",
         CONFIGS[2],

@@ -1245,7 +1245,8 @@ class _Cost:
         if r.data and "base" not in p:
             mag = NSIZE
         d = p.get("default")
-        return C(chars=poly(24.0), mag=pmax(mag, d.mag) if d is not None and d.mag is not None else mag)
+        # a value it cannot read gives the default back, whatever it is (|int(default=messages) writes the list)
+        return _jn(C(chars=poly(24.0), mag=mag), d)
 
     def r_length(self, b: Builtin, r: C, *_: Any) -> C:
         # a container's length is at most its items, a text's its characters; of anything else, at most its text

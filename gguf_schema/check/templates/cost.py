@@ -136,11 +136,15 @@ def pgt(a: P, b: P) -> bool:
 
 def peval(a: P, n: float, f: float | None = None) -> float:
     """The value of ``a`` at a request of size ``n`` and file text of size ``f`` (``n`` when not given)."""
-    f = n if f is None else f
+    n = float(n)
+    f = n if f is None else float(f)
     total = 0.0
     for i, x in enumerate(a):
         if x:
-            total += x * (n ** (i % _W)) * (f if i >= _W else 1.0)
+            try:
+                total += x * (n ** (i % _W)) * (f if i >= _W else 1.0)
+            except OverflowError:  # a request of 10**30 characters, to the 12th power
+                return INF
     return total
 
 

@@ -113,17 +113,9 @@ _SUBMODULES = frozenset(
 
 
 def __getattr__(name: str) -> Any:
-    import importlib
+    from gguf_schema.lazy import attribute
 
-    module = _LAZY.get(name)
-    if module is not None:
-        value = getattr(importlib.import_module(f".{module}", __name__), name)
-    elif name in _SUBMODULES:
-        value = importlib.import_module(f".{name}", __name__)
-    else:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    globals()[name] = value
-    return value
+    return attribute(__name__, name, _LAZY, _SUBMODULES, globals())
 
 
 def __dir__() -> list[str]:

@@ -233,20 +233,23 @@ def _analysed(source: str, name: str, seconds: float, lines: list[str], findings
         )
         _lexical(lines, findings, "the source")
         return _prediction(findings, None)
+    bound = None
     try:
-        cost.check(tree, findings, nodes, deadline)  # one budget for both analyses
+        bound = cost.check(tree, findings, nodes, deadline)  # one budget for both analyses
     except (RecursionError, cost.CostOverBudget):
         findings.add(T402, "the render cost of the template could not be bounded within the audit's budget")
-    return _prediction(findings, analysis)
+    return _prediction(findings, analysis, bound)
 
 
-def _prediction(findings: Findings, analysis: Analysis | None) -> Prediction:
+def _prediction(findings: Findings, analysis: Analysis | None, bound: cost.RenderBound | None = None) -> Prediction:
     result = tuple(findings.result(MAX_PER_RULE))
+    flagged = any(f.severity == "error" for f in result) or analysis is None
     return Prediction(
         findings=result,
-        flagged=any(f.severity == "error" for f in result) or analysis is None,
+        flagged=flagged,
         names=frozenset(analysis.names) if analysis is not None else frozenset(),
         request_names=analysis.request_names if analysis is not None else True,
+        bound=None if flagged else bound,  # the cost check's own walk: predict() need not walk again
     )
 
 

@@ -2257,15 +2257,19 @@ def _run(tree: Any, nodes: Any, deadline: float, file_text: int | None, judge: b
     return cost
 
 
-def check(tree: Any, findings: Findings, nodes: Any, deadline: float, file_text: int | None = None) -> None:
-    """Report (GGUF-T504) when the bound of a render of ``tree`` passes the limits. ``file_text``: the length of
-    the longest text the model file supplies (its special tokens), when the file is known."""
+def check(
+    tree: Any, findings: Findings, nodes: Any, deadline: float, file_text: int | None = None
+) -> RenderBound | None:
+    """Report (GGUF-T504) when the bound of a render of ``tree`` passes the limits; the bound when it does not (the
+    same walk :func:`bound` makes: the limits only ever stop it). ``file_text``: the length of the longest text
+    the model file supplies (its special tokens), when the file is known."""
     try:
-        _run(tree, nodes, deadline, file_text, judge=True)
+        return _bound_of(_run(tree, nodes, deadline, file_text, judge=True))
     except _Exceeded as e:
         findings.add(T504, f"rendering can cost too much: {e.why}", e.line)
     except (ArithmeticError, ValueError):  # the bound itself overflows: unbounded
         findings.add(T504, "rendering can cost too much: a bound of the render overflows")
+    return None
 
 
 @dataclass(frozen=True)
@@ -2332,6 +2336,10 @@ def bound(tree: Any, *, file_text: int | None = None, seconds: float = 1.0) -> R
         return RenderBound(UNBOUNDED, UNBOUNDED, UNBOUNDED, f"not computed within {seconds:g} s of CPU")
     except (ArithmeticError, ValueError, RecursionError):
         return RenderBound(UNBOUNDED, UNBOUNDED, UNBOUNDED, "the bound itself overflows")
+    return _bound_of(cost)
+
+
+def _bound_of(cost: _Cost) -> RenderBound:
     # under autoescape (a loader may render with it on) every character an expression writes may become an entity
     # of up to 5: the bound of what a render does covers that, the judgement (T504) is on the text itself
     output = pscale(cost.output, AUTOESCAPE)

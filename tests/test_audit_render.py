@@ -155,7 +155,9 @@ def test_what_a_render_does_is_checked_against_the_analysis():
     assert sandbox.contradictions(source, odd) == ["looked up '__globals__', which the analysis did not predict"]
     busy = sandbox.Observed(("content",), 10**9, "a long message conversation")
     (why,) = sandbox.contradictions(source, busy)
-    assert why.startswith("did 1,000,000,000 steps of work, more than the analysis's bound of ")
+    assert why.startswith(
+        "(a long message conversation) did 1,000,000,000 steps of work, more than the analysis's bound"
+    )
     # a request's own text is a name the request may choose (the analysis allows it where it says request_names)
     chosen = "{% for m in messages %}{{ {'user': 1}[m['role']] }}{% endfor %}"
     gguf_schema.check.templates.audit_template(chosen)

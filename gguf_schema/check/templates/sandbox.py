@@ -302,9 +302,7 @@ def render_many(
         todo = _run_child([sources[i] for i in todo], todo, sources, found, timeout, max_output, memory, observed, left)
     for src, seen in observed.items():
         for why in contradictions(src, seen):
-            found[src].add(
-                T505, f"sandboxed render ({seen.where}) {why}" if "work" in why else f"sandboxed render {why}"
-            )
+            found[src].add(T505, f"sandboxed render {why}")
     return {src: f.result(1 << 30) for src, f in found.items()}
 
 
@@ -348,7 +346,10 @@ def contradictions(source: str, seen: Observed) -> list[str]:
         n = max(cost.request_size({**COMMON_CONTEXT, **ctx}) for _, ctx in CONVERSATIONS)
         limit = math.ceil(p.bound.work_at(n))  # observations count whole steps
         if seen.work > limit:
-            out.append(f"did {seen.work:,} steps of work, more than the analysis's bound of {limit:,.0f} at N={n:,.0f}")
+            out.append(
+                f"({seen.where}) did {seen.work:,} steps of work, more than the analysis's bound of {limit:,.0f} at "
+                f"N={n:,.0f}"
+            )
     return out
 
 
